@@ -1,0 +1,1 @@
+//! Config (to be written).

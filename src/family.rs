@@ -1,0 +1,47 @@
+//! The three protocol families (client protocols and upstream wire protocols share these names).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A wire protocol family: A = OpenAI chat-completions, B = Anthropic Messages, C = Gemini generateContent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Family A: OpenAI chat-completions (`/v1`).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Family B: Anthropic Messages (`/anthropic/v1`).
+    Anthropic,
+    /// Family C: Gemini generateContent (`/google/v1beta`).
+    Gemini,
+}
+
+impl Family {
+    /// All families, in contract order.
+    pub const ALL: [Family; 3] = [Family::OpenAi, Family::Anthropic, Family::Gemini];
+
+    /// The name used in config files and model objects.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::OpenAi => "openai",
+            Family::Anthropic => "anthropic",
+            Family::Gemini => "gemini",
+        }
+    }
+
+    /// Parses a config name (`openai`, `anthropic`, `gemini`).
+    pub fn from_name(s: &str) -> Option<Family> {
+        match s {
+            "openai" => Some(Family::OpenAi),
+            "anthropic" => Some(Family::Anthropic),
+            "gemini" => Some(Family::Gemini),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,1 @@
+//! The neutral canonical model (to be written).

@@ -1,0 +1,33 @@
+//! Switchboard: a multi-protocol LLM gateway on Pingora.
+//!
+//! One base address speaks three client protocols (OpenAI chat-completions under
+//! `/v1`, Anthropic Messages under `/anthropic/v1`, Gemini generateContent under
+//! `/google/v1beta`), serves model listings from a hot-reloadable catalog and
+//! forwards inference to upstream providers, translating between protocols.
+//!
+//! Module map (one responsibility each):
+//! - [`family`]: the three protocol families and their names.
+//! - [`config`]: catalog and keys files: serde mirror, validation with JSON paths, queries.
+//! - [`runtime`]: the live snapshot (catalog + keys) behind an atomic pointer swap.
+//! - [`reload`]: file watching and SIGHUP: prepare a new snapshot, then swap it in.
+//! - [`error`]: the gateway's error value (status, kind, message, param) independent of HTTP types.
+//! - [`proxy`]: the Pingora `ProxyHttp` service: routing, auth, listings, inference exchange.
+//! - [`ir`]: the neutral canonical request/response/stream model (hub of the translation).
+//! - [`protocol`]: per-family wire types, codecs to and from the IR, listings and error shapes.
+//! - [`sse`]: incremental server-sent-events decoder and encoder.
+//! - [`stream`]: the per-request stream translator (passthrough rewrite or IR translation).
+//! - [`tokens`]: the o200k token counter and the context-length estimate.
+//! - [`validate`]: request validation against model metadata.
+
+pub mod config;
+pub mod error;
+pub mod family;
+pub mod ir;
+pub mod protocol;
+pub mod proxy;
+pub mod reload;
+pub mod runtime;
+pub mod sse;
+pub mod stream;
+pub mod tokens;
+pub mod validate;

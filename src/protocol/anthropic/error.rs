@@ -1,0 +1,1 @@
+//! anthropic: error (to be written).

@@ -1,0 +1,1 @@
+//! anthropic: models (to be written).

@@ -1,0 +1,1 @@
+//! anthropic: request (to be written).

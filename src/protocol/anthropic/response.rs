@@ -1,0 +1,1 @@
+//! anthropic: response (to be written).

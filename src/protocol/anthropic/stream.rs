@@ -1,0 +1,1 @@
+//! anthropic: stream (to be written).

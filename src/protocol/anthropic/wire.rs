@@ -1,0 +1,1 @@
+//! anthropic: wire (to be written).

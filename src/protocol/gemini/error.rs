@@ -1,0 +1,1 @@
+//! gemini: error (to be written).

@@ -1,0 +1,1 @@
+//! gemini: models (to be written).

@@ -1,0 +1,1 @@
+//! gemini: request (to be written).

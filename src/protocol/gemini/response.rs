@@ -1,0 +1,1 @@
+//! gemini: response (to be written).

@@ -1,0 +1,1 @@
+//! gemini: stream (to be written).

@@ -1,0 +1,1 @@
+//! gemini: wire (to be written).

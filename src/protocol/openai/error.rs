@@ -1,0 +1,1 @@
+//! openai: error (to be written).

@@ -1,0 +1,1 @@
+//! openai: models (to be written).

@@ -1,0 +1,1 @@
+//! openai: request (to be written).

@@ -1,0 +1,1 @@
+//! openai: response (to be written).

@@ -1,0 +1,1 @@
+//! openai: stream (to be written).

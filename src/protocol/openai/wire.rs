@@ -1,0 +1,1 @@
+//! openai: wire (to be written).

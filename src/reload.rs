@@ -1,0 +1,1 @@
+//! reload (to be written).

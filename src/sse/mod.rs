@@ -1,0 +1,1 @@
+//! Incremental SSE decoding and encoding (to be written).

@@ -1,0 +1,1 @@
+//! stream (to be written).

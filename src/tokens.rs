@@ -1,0 +1,1 @@
+//! tokens (to be written).
