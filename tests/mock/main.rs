@@ -1,0 +1,2 @@
+//! Mock upstream server binary (to be written).
+fn main() {}
