@@ -15,12 +15,14 @@
 //! - [`ir`]: the neutral canonical request/response/stream model (hub of the translation).
 //! - [`protocol`]: per-family wire types, codecs to and from the IR, listings and error shapes.
 //! - [`sse`]: incremental server-sent-events decoder and encoder.
+//! - [`passthrough`]: same-family body and SSE rewriting (model name splice, usage, completeness).
 //! - [`stream`]: the per-request stream translator (passthrough rewrite or IR translation).
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
 
 pub mod config;
 pub mod error;
+pub mod passthrough;
 pub mod family;
 pub mod ir;
 pub mod protocol;
