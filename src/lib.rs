@@ -11,6 +11,7 @@
 //! - [`runtime`]: the live snapshot (catalog + keys) behind an atomic pointer swap.
 //! - [`reload`]: file watching and SIGHUP: prepare a new snapshot, then swap it in.
 //! - [`error`]: the gateway's error value (status, kind, message, param) independent of HTTP types.
+//! - [`metrics`]: Prometheus counters and histograms, served on `--metrics`.
 //! - [`proxy`]: the Pingora `ProxyHttp` service: routing, auth, listings, inference exchange.
 //! - [`ir`]: the neutral canonical request/response/stream model (hub of the translation).
 //! - [`protocol`]: per-family wire types, codecs to and from the IR, listings and error shapes.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod passthrough;
 pub mod family;
 pub mod ir;
+pub mod metrics;
 pub mod protocol;
 pub mod proxy;
 pub mod reload;

@@ -203,7 +203,17 @@ fn main() {
     if let Err(e) = switchboard::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
-    let gateway = Gateway::new(rt, args.settings);
+    let gateway = Gateway::new(rt.clone(), args.settings);
+    let metrics_app = switchboard::metrics::MetricsApp {
+        metrics: gateway.metrics.clone(),
+        rt,
+    };
+    let mut metrics_service = pingora_core::services::listening::Service::new(
+        "metrics".to_string(),
+        pingora_core::apps::http_app::HttpServer::new_app(metrics_app),
+    );
+    metrics_service.add_tcp(&args.metrics);
+    server.add_service(metrics_service);
     let mut service = pingora_proxy::http_proxy_service(&server.configuration, gateway);
     service.add_tcp(&args.listen);
     server.add_service(service);

@@ -353,7 +353,14 @@ async fn run(
     };
     let header = upstream_header(up, model, stream, upstream_body.len(), session.req_header(), &ctx.request_id)?;
     let peer = gw.upstream.peer(&up.url).await?;
-    let mut ex = gw.upstream.send(peer, &header, upstream_body).await?;
+    let mut ex = gw
+        .upstream
+        .send(peer, &header, upstream_body)
+        .await
+        .inspect_err(|e| {
+            let kind = if e.kind == ErrorKind::Timeout { "timeout" } else { "unreachable" };
+            gw.metrics.upstream_error(&provider.id, kind);
+        })?;
     let (status, retry_after) = match ex.session.response_header() {
         Some(h) => (
             h.status.as_u16(),
@@ -366,6 +373,7 @@ async fn run(
     };
     let model_json = passthrough::model_json(client_model_name(family, model));
     if status >= 400 {
+        gw.metrics.upstream_error(&provider.id, &status.to_string());
         let err_body = read_upstream_body(&mut ex, MAX_ERROR_BODY).await.unwrap_or_default();
         return Err(upstream_failure(up.protocol, status, &err_body, retry_after).into());
     }
@@ -382,7 +390,11 @@ async fn run(
         Framing::Sse
     };
     let mut pass = PassthroughStream::new(family, framing, model_json, gw.settings.max_frame_bytes);
-    relay_stream(gw, session, ctx, ex, &mut pass, family, framing).await?;
+    let _active = gw.metrics.stream_started();
+    let clean = relay_stream(gw, session, ctx, ex, &mut pass, family, framing).await?;
+    if !clean {
+        gw.metrics.upstream_error(&provider.id, "stream");
+    }
     record_usage(ctx, model, pass.usage);
     Ok(())
 }
@@ -401,7 +413,7 @@ async fn relay_stream(
     pass: &mut PassthroughStream,
     family: Family,
     framing: Framing,
-) -> Result<(), Stop> {
+) -> Result<bool, Stop> {
     let content_type = match framing {
         Framing::Sse => "text/event-stream",
         Framing::JsonArray => "application/json",
@@ -414,6 +426,7 @@ async fn relay_stream(
     ctx.status = 200;
     session.write_response_header(Box::new(h), false).await.map_err(Stop::Io)?;
     let mut out = Vec::with_capacity(8192);
+    let mut failed = false;
     loop {
         let next = tokio::select! {
             r = ex.session.read_response_body() => Next::Upstream(r),
@@ -425,19 +438,21 @@ async fn relay_stream(
             Next::ClientGone => {
                 log::info!("{}: client went away mid-stream; dropping the upstream request", ctx.request_id);
                 ex.session.shutdown().await;
-                return Ok(());
+                return Ok(true);
             }
             Next::Upstream(Ok(Some(chunk))) => {
                 if let Err(fault) = pass.push(&chunk, &mut out) {
                     let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
                     pass.fail(&error_object_json(family, &e), &mut out);
                     done = true;
+                    failed = true;
                 }
             }
             Next::Upstream(Ok(None)) => {
                 if let Err(fault) = pass.finish(&mut out) {
                     let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
                     pass.fail(&error_object_json(family, &e), &mut out);
+                    failed = true;
                 }
                 done = true;
             }
@@ -445,6 +460,7 @@ async fn relay_stream(
                 let e = transport_error("stream", &err);
                 pass.fail(&error_object_json(family, &e), &mut out);
                 done = true;
+                failed = true;
             }
         }
         if !out.is_empty() {
@@ -466,5 +482,5 @@ async fn relay_stream(
     } else {
         ex.session.shutdown().await;
     }
-    Ok(())
+    Ok(!failed)
 }

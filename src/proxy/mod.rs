@@ -13,6 +13,7 @@ pub mod route;
 pub mod upstream;
 
 use crate::error::{ErrorKind, GatewayError};
+use crate::metrics::{Metrics, Observation};
 use crate::runtime::Runtime;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -54,6 +55,7 @@ impl Default for Settings {
 /// The gateway service.
 pub struct Gateway {
     pub rt: Arc<Runtime>,
+    pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub upstream: upstream::UpstreamClient,
 }
@@ -64,6 +66,7 @@ impl Gateway {
         let upstream = upstream::UpstreamClient::new(&settings);
         Gateway {
             rt,
+            metrics: Arc::new(Metrics::default()),
             settings,
             upstream,
         }
@@ -174,5 +177,16 @@ impl ProxyHttp for Gateway {
             "error": e.map(|e| e.to_string()),
         });
         log::info!(target: "access", "{line}");
+        self.metrics.observe(&Observation {
+            family: ctx.family.name(),
+            provider: ctx.provider.as_deref().unwrap_or(""),
+            model: ctx.model.as_deref().unwrap_or(""),
+            status: ctx.status,
+            latency: ctx.started.elapsed(),
+            ttft: ctx.ttft,
+            input_tokens: ctx.input_tokens,
+            output_tokens: ctx.output_tokens,
+            cost_usd: ctx.cost_usd,
+        });
     }
 }
