@@ -12,7 +12,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
-use super::mock_upstream::wire::{find_header, has_token, invalid, BodyReader, Framing, Head, WireReader};
+use super::mock_upstream::wire::{
+    find_header, has_token, invalid, BodyReader, Framing, Head, WireReader,
+};
 
 const MAX_HEAD_BYTES: usize = 64 << 10;
 const MAX_RESPONSE_BYTES: usize = 1 << 30;
@@ -107,8 +109,11 @@ impl Request {
     }
 
     pub fn headers(mut self, headers: &[(&str, &str)]) -> Request {
-        self.headers
-            .extend(headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())));
+        self.headers.extend(
+            headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
+        );
         self
     }
 
@@ -183,10 +188,12 @@ async fn read_head(
     interim: bool,
 ) -> io::Result<(u16, Head)> {
     loop {
-        let head = reader
-            .read_head(MAX_HEAD_BYTES)
-            .await?
-            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before a response"))?;
+        let head = reader.read_head(MAX_HEAD_BYTES).await?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed before a response",
+            )
+        })?;
         let status = head
             .start_line
             .split(' ')
@@ -244,10 +251,14 @@ impl Connection {
     /// Sends `request` and reads the whole response. The body is written
     /// while the response is read, so an early response (say a 413) is seen.
     pub async fn send(&mut self, request: &Request) -> io::Result<Response> {
-        self.writer.write_all(&request.encode_head(&self.host)).await?;
+        self.writer
+            .write_all(&request.encode_head(&self.host))
+            .await?;
         if request.expects_continue() {
             self.writer.flush().await?;
-            if let Ok(head) = tokio::time::timeout(CONTINUE_TIMEOUT, read_head(&mut self.reader, true)).await {
+            if let Ok(head) =
+                tokio::time::timeout(CONTINUE_TIMEOUT, read_head(&mut self.reader, true)).await
+            {
                 let (status, head) = head?;
                 if status != 100 {
                     // A final answer before the body: the body is never sent.
@@ -264,11 +275,14 @@ impl Connection {
             let body = BodyReader::new(framing)
                 .read_to_end(reader, MAX_RESPONSE_BYTES)
                 .await?;
-            Ok::<_, io::Error>((reusable(&head, framing), Response {
-                status,
-                headers: head.headers,
-                body,
-            }))
+            Ok::<_, io::Error>((
+                reusable(&head, framing),
+                Response {
+                    status,
+                    headers: head.headers,
+                    body,
+                },
+            ))
         };
         tokio::pin!(write, read);
         let mut written: Option<io::Result<()>> = None;
@@ -501,7 +515,9 @@ impl SseEvent {
 /// event is dispatched at a blank line and only if it had a data line, as the
 /// HTML standard says; a trailing unterminated event is dropped.
 pub fn parse_sse(body: &[u8]) -> Vec<SseEvent> {
-    let text = String::from_utf8_lossy(body).replace("\r\n", "\n").replace('\r', "\n");
+    let text = String::from_utf8_lossy(body)
+        .replace("\r\n", "\n")
+        .replace('\r', "\n");
     let mut events = Vec::new();
     let mut event: Option<String> = None;
     let mut data: Option<String> = None;

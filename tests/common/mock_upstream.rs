@@ -326,23 +326,26 @@ async fn serve_connection(state: &State, stream: TcpStream) -> io::Result<()> {
             io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
             io.flush().await?;
         }
-        let protocol = guess_protocol(split_target(&target).0);
         let body = match Framing::of_request(&head) {
-            Ok(framing) => BodyReader::new(framing)
-                .read_to_end(&mut conn, MAX_BODY_BYTES)
-                .await
-                .map_err(|e| (e.kind() == io::ErrorKind::FileTooLarge, e)),
-            Err(e) => Err((false, e)),
+            Ok(framing) => {
+                BodyReader::new(framing)
+                    .read_to_end(&mut conn, MAX_BODY_BYTES)
+                    .await
+            }
+            Err(e) => Err(e),
         };
         let body = match body {
             Ok(body) => body,
-            Err((too_large, e)) => {
-                let reply = if too_large {
-                    error_reply(protocol, 413, "mock: request body too large")
-                } else if e.kind() == io::ErrorKind::InvalidData {
-                    error_reply(protocol, 400, &format!("mock: bad request body: {e}"))
-                } else {
-                    return Err(e);
+            Err(e) => {
+                let protocol = guess_protocol(split_target(&target).0);
+                let reply = match e.kind() {
+                    io::ErrorKind::FileTooLarge => {
+                        error_reply(protocol, 413, "mock: request body too large")
+                    }
+                    io::ErrorKind::InvalidData => {
+                        error_reply(protocol, 400, &format!("mock: bad request body: {e}"))
+                    }
+                    _ => return Err(e),
                 };
                 write_reply(conn.get_mut(), reply, false).await?;
                 lingering_close(&mut conn).await;
@@ -359,7 +362,7 @@ async fn serve_connection(state: &State, stream: TcpStream) -> io::Result<()> {
         let status = reply.status;
         let keep = write_reply(conn.get_mut(), reply, keep_alive).await?;
         if state.verbose.load(Ordering::Relaxed) {
-            eprintln!("mock_upstream: {} {head_line} -> {status}", protocol.name(), head_line = head.start_line);
+            eprintln!("mock_upstream: {} -> {status}", head.start_line);
         }
         if !keep {
             return Ok(());
@@ -468,14 +471,21 @@ fn respond(state: &State, request: RecordedRequest) -> Reply {
 fn control_reply(state: &State, method: &str, what: &str) -> Reply {
     match (method, what.trim_end_matches('/')) {
         ("GET", "requests") => {
-            let list: Vec<Value> = state.requests().iter().map(RecordedRequest::to_json).collect();
+            let list: Vec<Value> = state
+                .requests()
+                .iter()
+                .map(RecordedRequest::to_json)
+                .collect();
             Reply::json(200, &Value::Array(list))
         }
         ("POST", "reset") => {
             let cleared = std::mem::take(&mut *state.requests()).len();
             Reply::json(200, &json!({ "cleared": cleared }))
         }
-        _ => Reply::json(404, &json!({ "error": format!("no mock control route {method} /__mock/{what}") })),
+        _ => Reply::json(
+            404,
+            &json!({ "error": format!("no mock control route {method} /__mock/{what}") }),
+        ),
     }
 }
 
@@ -583,7 +593,9 @@ impl Markers {
             let (name, arg) = inner.split_once(':').unwrap_or((inner, ""));
             let ms = || arg.trim().parse().ok().map(Duration::from_millis);
             match name.trim() {
-                "status" => markers.status = arg.trim().parse().ok().filter(|s| (100..1000).contains(s)),
+                "status" => {
+                    markers.status = arg.trim().parse().ok().filter(|s| (100..1000).contains(s))
+                }
                 "slow" => markers.slow = ms(),
                 "stall" => markers.stall = ms(),
                 "cut" => markers.cut = true,
@@ -605,7 +617,13 @@ impl Markers {
 
     /// Applies `[[malformed]]`, `[[stream-error]]` and `[[sse-comments]]` to a
     /// finished frame list.
-    fn shape_stream(&self, mut frames: Vec<Vec<u8>>, bad: Vec<u8>, error: Vec<u8>, comment: Option<&str>) -> Vec<Vec<u8>> {
+    fn shape_stream(
+        &self,
+        mut frames: Vec<Vec<u8>>,
+        bad: Vec<u8>,
+        error: Vec<u8>,
+        comment: Option<&str>,
+    ) -> Vec<Vec<u8>> {
         let mid = (frames.len() / 2).max(1);
         if self.stream_error {
             frames.truncate(mid);
@@ -701,7 +719,11 @@ fn last_user_text(protocol: Protocol, body: &Value) -> String {
             })
             .collect(),
     };
-    texts.into_iter().rev().find(|t| !t.is_empty()).unwrap_or_default()
+    texts
+        .into_iter()
+        .rev()
+        .find(|t| !t.is_empty())
+        .unwrap_or_default()
 }
 
 fn first_tool_name(protocol: Protocol, body: &Value) -> String {
@@ -849,17 +871,27 @@ fn openai_reply(a: &Answer, stream: bool, include_usage: bool, markers: &Markers
     let id = format!("chatcmpl-mock{:08}", a.seq);
     let call_id = format!("call_mock{:08}", a.seq);
     let deltas = a.text_deltas();
-    let tool_deltas = if a.tool.is_some() { TOOL_ARG_FRAGMENTS.len() } else { 0 };
+    let tool_deltas = if a.tool.is_some() {
+        TOOL_ARG_FRAGMENTS.len()
+    } else {
+        0
+    };
     let completion = (deltas.len() + tool_deltas) as u64;
     let usage = obj! {
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": a.prompt_tokens + completion,
     };
-    let finish = if a.tool.is_some() { "tool_calls" } else { "stop" };
+    let finish = if a.tool.is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     if !stream {
         if markers.malformed {
-            return Reply::malformed_json(&format!("{{\"id\":\"{id}\",\"object\":\"chat.completion\",\"choices\":[{{"));
+            return Reply::malformed_json(&format!(
+                "{{\"id\":\"{id}\",\"object\":\"chat.completion\",\"choices\":[{{"
+            ));
         }
         let mut message = obj! { "role": "assistant", "content": a.text.as_ref(), "refusal": NULL };
         if let Some(name) = &a.tool {
@@ -942,7 +974,11 @@ fn openai_reply(a: &Answer, stream: bool, include_usage: bool, markers: &Markers
         .map(|c| sse(None, &c.to_json_string(), nl))
         .collect();
     frames.push(sse(None, "[DONE]", nl));
-    let bad = sse(None, &format!("{{\"id\":\"{id}\",\"choices\":[{{\"delta\":{{\"content\":"), nl);
+    let bad = sse(
+        None,
+        &format!("{{\"id\":\"{id}\",\"choices\":[{{\"delta\":{{\"content\":"),
+        nl,
+    );
     let error = obj! { "error": openai_error(500, "mock: upstream failed mid-stream") };
     let error = sse(None, &error.to_json_string(), nl);
     let comment = format!(": keep-alive{nl}{nl}");
@@ -953,7 +989,10 @@ fn openai_reply(a: &Answer, stream: bool, include_usage: bool, markers: &Markers
 fn openai_error(status: u16, message: &str) -> J {
     let (kind, code) = match status {
         401 => ("invalid_request_error", Some("invalid_api_key")),
-        403 => ("invalid_request_error", Some("unsupported_country_region_territory")),
+        403 => (
+            "invalid_request_error",
+            Some("unsupported_country_region_territory"),
+        ),
         404 => ("invalid_request_error", Some("not_found")),
         429 => ("requests", Some("rate_limit_exceeded")),
         500..=599 => ("server_error", None),
@@ -969,23 +1008,43 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
     let id = format!("msg_mock{:08}", a.seq);
     let tool_id = format!("toolu_mock{:08}", a.seq);
     let deltas = a.text_deltas();
-    let thinking_deltas = if a.thinking { split_deltas(THINKING_TEXT) } else { Vec::new() };
-    let tool_deltas = if a.tool.is_some() { TOOL_ARG_FRAGMENTS.len() } else { 0 };
+    let thinking_deltas = if a.thinking {
+        split_deltas(THINKING_TEXT)
+    } else {
+        Vec::new()
+    };
+    let tool_deltas = if a.tool.is_some() {
+        TOOL_ARG_FRAGMENTS.len()
+    } else {
+        0
+    };
     let output_tokens = (deltas.len() + thinking_deltas.len() + tool_deltas) as u64;
-    let stop_reason = if a.tool.is_some() { "tool_use" } else { "end_turn" };
+    let stop_reason = if a.tool.is_some() {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
     if !stream {
         if markers.malformed {
-            return Reply::malformed_json(&format!("{{\"id\":\"{id}\",\"type\":\"message\",\"content\":[{{"));
+            return Reply::malformed_json(&format!(
+                "{{\"id\":\"{id}\",\"type\":\"message\",\"content\":[{{"
+            ));
         }
         let mut content = Vec::new();
         if a.thinking {
-            content.push(obj! { "type": "thinking", "thinking": THINKING_TEXT, "signature": THINKING_SIGNATURE });
+            content.push(obj! {
+                "type": "thinking",
+                "thinking": THINKING_TEXT,
+                "signature": THINKING_SIGNATURE,
+            });
         }
         if let Some(text) = &a.text {
             content.push(obj! { "type": "text", "text": text });
         }
         if let Some(name) = &a.tool {
-            content.push(obj! { "type": "tool_use", "id": &tool_id, "name": name, "input": tool_args() });
+            content.push(
+                obj! { "type": "tool_use", "id": &tool_id, "name": name, "input": tool_args() },
+            );
         }
         let body = obj! {
             "id": &id,
@@ -1044,7 +1103,11 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
             .map(|d| obj! { "type": "thinking_delta", "thinking": d })
             .collect();
         thinking.push(obj! { "type": "signature_delta", "signature": THINKING_SIGNATURE });
-        block(&mut frames, obj! { "type": "thinking", "thinking": "" }, thinking);
+        block(
+            &mut frames,
+            obj! { "type": "thinking", "thinking": "" },
+            thinking,
+        );
     }
     if a.text.is_some() {
         let text = deltas
@@ -1070,10 +1133,16 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
         },
     ));
     frames.push(frame("message_stop", obj! { "type": "message_stop" }));
-    let bad = format!("event: content_block_delta{nl}data: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{{nl}{nl}");
+    let bad = format!(
+        "event: content_block_delta{nl}\
+         data: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{{nl}{nl}"
+    );
     let error = frame(
         "error",
-        obj! { "type": "error", "error": obj! { "type": "overloaded_error", "message": "Overloaded" } },
+        obj! {
+            "type": "error",
+            "error": obj! { "type": "overloaded_error", "message": "Overloaded" },
+        },
     );
     let comment = format!(": keep-alive{nl}{nl}");
     let frames = markers.shape_stream(frames, bad.into_bytes(), error, Some(&comment));
@@ -1101,9 +1170,15 @@ fn anthropic_error_type(status: u16) -> &'static str {
 fn gemini_reply(a: &Answer, stream: Option<bool>, markers: &Markers) -> Reply {
     let response_id = format!("mock{:08}", a.seq);
     let deltas = a.text_deltas();
-    let thought_deltas = if a.thinking { split_deltas(THINKING_TEXT) } else { Vec::new() };
-    let call = a.tool.as_ref().map(|name| obj! {
-        "functionCall": obj! { "name": name, "args": tool_args() },
+    let thought_deltas = if a.thinking {
+        split_deltas(THINKING_TEXT)
+    } else {
+        Vec::new()
+    };
+    let call = a.tool.as_ref().map(|name| {
+        obj! {
+            "functionCall": obj! { "name": name, "args": tool_args() },
+        }
     });
     let candidates = (deltas.len() + usize::from(call.is_some())) as u64;
     let thoughts = thought_deltas.len() as u64;
@@ -1141,7 +1216,11 @@ fn gemini_reply(a: &Answer, stream: Option<bool>, markers: &Markers) -> Reply {
             parts.push(obj! { "text": text });
         }
         parts.extend(call);
-        return Reply::json_ordered(200, "application/json; charset=UTF-8", &response(parts, true));
+        return Reply::json_ordered(
+            200,
+            "application/json; charset=UTF-8",
+            &response(parts, true),
+        );
     };
     let mut parts: Vec<J> = thought_deltas.iter().map(|d| thought(d)).collect();
     parts.extend(deltas.iter().map(|d| obj! { "text": d }));
@@ -1199,7 +1278,10 @@ fn gemini_error(status: u16, message: &str) -> J {
 /// `status` with `protocol`'s error body (429 adds `retry-after: 1`).
 fn error_reply(protocol: Protocol, status: u16, message: &str) -> Reply {
     let (body, content_type) = match protocol {
-        Protocol::OpenAi => (obj! { "error": openai_error(status, message) }, "application/json"),
+        Protocol::OpenAi => (
+            obj! { "error": openai_error(status, message) },
+            "application/json",
+        ),
         Protocol::Anthropic => (
             obj! {
                 "type": "error",
@@ -1322,7 +1404,11 @@ async fn write_reply(io: &mut TcpStream, reply: Reply, keep_alive: bool) -> io::
     if let Some(delay) = fx.slow {
         tokio::time::sleep(delay).await;
     }
-    let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason_phrase(reply.status));
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\n",
+        reply.status,
+        reason_phrase(reply.status)
+    );
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -1358,7 +1444,11 @@ async fn write_reply(io: &mut TcpStream, reply: Reply, keep_alive: bool) -> io::
         ReplyBody::Stream(frames) => {
             io.write_all(head.as_bytes()).await?;
             io.flush().await?;
-            let cut_after = if fx.cut { (frames.len() / 2).max(1) } else { usize::MAX };
+            let cut_after = if fx.cut {
+                (frames.len() / 2).max(1)
+            } else {
+                usize::MAX
+            };
             let mut writer = PieceWriter {
                 rng: XorShift::new(fx.seed),
                 max_piece: fx.max_piece,

@@ -10,9 +10,11 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: mock_upstream [--port N] [--verbose]\n\
-  --port N     port on 127.0.0.1 to listen on (0, the default: an ephemeral one)\n\
-  --verbose    log one line per request on stderr";
+const USAGE: &str = concat!(
+    "usage: mock_upstream [--port N] [--verbose]\n",
+    "  --port N     port on 127.0.0.1 to listen on (0, the default: an ephemeral one)\n",
+    "  --verbose    log one line per request on stderr",
+);
 
 fn parse_args() -> Result<(u16, bool), String> {
     let mut port = 0;
@@ -51,14 +53,14 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mock = match mock_upstream::MockUpstream::bind(SocketAddr::from(([127, 0, 0, 1], port))).await
-    {
-        Ok(mock) => mock,
-        Err(e) => {
-            eprintln!("mock_upstream: cannot listen on 127.0.0.1:{port}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let mock =
+        match mock_upstream::MockUpstream::bind(SocketAddr::from(([127, 0, 0, 1], port))).await {
+            Ok(mock) => mock,
+            Err(e) => {
+                eprintln!("mock_upstream: cannot listen on 127.0.0.1:{port}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     mock.set_verbose(verbose);
     let mut stdout = std::io::stdout();
     if writeln!(stdout, "listening on {}", mock.addr())
