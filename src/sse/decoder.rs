@@ -446,35 +446,28 @@ impl SseDecoder {
 
         match name {
             b"data" => self.add_data(chunk, value, range),
-            b"event" => {
-                if value.is_empty() {
-                    self.frame.event = Slot::Absent;
-                } else {
-                    store(
-                        &mut self.frame.event,
-                        &mut self.event,
-                        value,
-                        range,
-                        self.max_frame_bytes,
-                    );
-                }
-            }
-            b"id" => {
-                if memchr(0, value).is_none() {
-                    store(
-                        &mut self.frame.id,
-                        &mut self.id,
-                        value,
-                        range,
-                        self.max_frame_bytes,
-                    );
-                }
-            }
+            b"event" if value.is_empty() => self.frame.event = Slot::Absent,
+            b"event" => store(
+                &mut self.frame.event,
+                &mut self.event,
+                value,
+                range,
+                self.max_frame_bytes,
+            ),
+            // Per spec, an id containing NUL is ignored.
+            b"id" if memchr(0, value).is_none() => store(
+                &mut self.frame.id,
+                &mut self.id,
+                value,
+                range,
+                self.max_frame_bytes,
+            ),
             b"retry" => {
                 if let Some(ms) = parse_retry(value) {
                     self.frame.retry = Some(ms);
                 }
             }
+            // Unknown fields (and ids with NUL) are ignored.
             _ => {}
         }
         Ok(())
@@ -546,13 +539,12 @@ fn store(
     range: Option<(usize, usize)>,
     limit: usize,
 ) {
-    match range {
-        Some((a, b)) => *slot = Slot::Chunk(a, b),
-        None => {
-            buf.clear();
-            extend_bounded(buf, value, limit);
-            *slot = Slot::Owned;
-        }
+    if let Some((a, b)) = range {
+        *slot = Slot::Chunk(a, b);
+    } else {
+        buf.clear();
+        extend_bounded(buf, value, limit);
+        *slot = Slot::Owned;
     }
 }
 

@@ -190,24 +190,24 @@ fn reference(max: usize, input: &[u8]) -> (Vec<Item>, Result<(), SseError>) {
     )
 }
 
-/// An OpenAI chat-completions stream with a keep-alive comment and multi-byte text.
+/// An `OpenAI` chat-completions stream with a keep-alive comment and multi-byte text.
 fn openai_fixture() -> Vec<u8> {
-    let mut s = String::new();
-    s.push_str(": OPENROUTER PROCESSING\n\n");
+    let mut s: Vec<String> = Vec::new();
+    s.push(": OPENROUTER PROCESSING\n\n".to_owned());
     let head = r#"{"id":"chatcmpl-9x","object":"chat.completion.chunk","created":1730000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":"#;
-    s.push_str(&format!(
+    s.push(format!(
         "data: {head}{{\"role\":\"assistant\",\"content\":\"\"}},\"finish_reason\":null}}]}}\n\n"
     ));
     for piece in ["h\u{e9}llo", " \u{1F30D}", " \u{65E5}\u{672C}", "!"] {
-        s.push_str(&format!(
+        s.push(format!(
             "data: {head}{{\"content\":\"{piece}\"}},\"finish_reason\":null}}]}}\n\n"
         ));
     }
-    s.push_str(&format!(
+    s.push(format!(
         "data: {head}{{}},\"finish_reason\":\"stop\"}}]}}\n\n"
     ));
-    s.push_str("data: [DONE]\n\n");
-    s.into_bytes()
+    s.push("data: [DONE]\n\n".to_owned());
+    s.concat().into_bytes()
 }
 
 /// An Anthropic Messages stream (named events).
