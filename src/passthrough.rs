@@ -221,7 +221,12 @@ pub struct PassthroughStream {
 
 impl PassthroughStream {
     /// A passthrough for `family` writing `framing`, naming the model `model_json`.
-    pub fn new(family: Family, framing: Framing, model_json: Vec<u8>, max_frame_bytes: usize) -> Self {
+    pub fn new(
+        family: Family,
+        framing: Framing,
+        model_json: Vec<u8>,
+        max_frame_bytes: usize,
+    ) -> Self {
         PassthroughStream {
             family,
             framing,
@@ -291,7 +296,9 @@ impl PassthroughStream {
             }
         });
         if let Err(SseError::FrameTooLarge { limit }) = r {
-            return Err(StreamFault::Malformed(format!("frame larger than {limit} bytes")));
+            return Err(StreamFault::Malformed(format!(
+                "frame larger than {limit} bytes"
+            )));
         }
         match fault {
             Some(f) => Err(f),
@@ -340,10 +347,21 @@ mod tests {
             std::str::from_utf8(&out).unwrap(),
             r#"{"id":"x","model":"openai/gpt-5","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#
         );
-        assert_eq!(u, Usage { input: Some(3), output: Some(4) });
+        assert_eq!(
+            u,
+            Usage {
+                input: Some(3),
+                output: Some(4)
+            }
+        );
     }
 
-    fn run(family: Family, framing: Framing, input: &[u8], cut: usize) -> (Vec<u8>, Result<(), StreamFault>) {
+    fn run(
+        family: Family,
+        framing: Framing,
+        input: &[u8],
+        cut: usize,
+    ) -> (Vec<u8>, Result<(), StreamFault>) {
         let mut s = PassthroughStream::new(family, framing, model_json("m"), 1 << 20);
         let mut out = Vec::new();
         s.push(&input[..cut], &mut out).unwrap();
@@ -357,19 +375,31 @@ mod tests {
         let input = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"up\",\"usage\":{\"input_tokens\":5}}}\n\n: keep-alive\n\nevent: message_delta\r\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\r\n\r\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".as_bytes();
         let (whole, r) = run(Family::Anthropic, Framing::Sse, input, 0);
         assert!(r.is_ok());
-        assert!(std::str::from_utf8(&whole).unwrap().contains("\"model\":\"m\""));
+        assert!(std::str::from_utf8(&whole)
+            .unwrap()
+            .contains("\"model\":\"m\""));
         for cut in 0..=input.len() {
-            assert_eq!(run(Family::Anthropic, Framing::Sse, input, cut).0, whole, "cut {cut}");
+            assert_eq!(
+                run(Family::Anthropic, Framing::Sse, input, cut).0,
+                whole,
+                "cut {cut}"
+            );
         }
     }
 
     #[test]
     fn truncated_and_malformed_streams_are_faults() {
         let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\n";
-        assert_eq!(run(Family::OpenAi, Framing::Sse, input, 3).1, Err(StreamFault::Truncated));
+        assert_eq!(
+            run(Family::OpenAi, Framing::Sse, input, 3).1,
+            Err(StreamFault::Truncated)
+        );
         let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
         let mut out = Vec::new();
-        assert!(matches!(s.push(b"data: {oops\n\n", &mut out), Err(StreamFault::Malformed(_))));
+        assert!(matches!(
+            s.push(b"data: {oops\n\n", &mut out),
+            Err(StreamFault::Malformed(_))
+        ));
     }
 
     #[test]

@@ -157,7 +157,10 @@ fn positive_int(raw: Raw<'_>, param: &str) -> Result<Option<u64>, GatewayError> 
         None | Some("null") => Ok(None),
         Some(t) => match t.parse::<u64>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(bad(param, format!("{param} must be a positive integer, got {t}"))),
+            _ => Err(bad(
+                param,
+                format!("{param} must be a positive integer, got {t}"),
+            )),
         },
     }
 }
@@ -168,7 +171,8 @@ fn present(raw: Raw<'_>) -> bool {
 
 fn model_of(raw: Raw<'_>, body: &[u8], out: &mut Inspected) -> Result<(), GatewayError> {
     let Some(r) = raw else { return Ok(()) };
-    let s: String = serde_json::from_str(r.get()).map_err(|_| bad("model", "model must be a string"))?;
+    let s: String =
+        serde_json::from_str(r.get()).map_err(|_| bad("model", "model must be a string"))?;
     let start = (r.get().as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
     if start <= body.len() && start + r.get().len() <= body.len() {
         out.model_span = Some(start..start + r.get().len());
@@ -292,11 +296,17 @@ fn param_name(family: Family, canonical: &str) -> String {
 /// Checks ranges and supported parameters against `model`. Cheap; no tokenising.
 pub fn check(family: Family, req: &Inspected, model: &Model) -> Result<(), GatewayError> {
     if let Some(t) = req.temperature {
-        let max = if family == Family::Anthropic { 1.0 } else { 2.0 };
+        let max = if family == Family::Anthropic {
+            1.0
+        } else {
+            2.0
+        };
         if !(0.0..=max).contains(&t) {
             return Err(bad(
                 &param_name(family, "temperature"),
-                format!("temperature {t} is out of range: the {family} protocol accepts 0 to {max}"),
+                format!(
+                    "temperature {t} is out of range: the {family} protocol accepts 0 to {max}"
+                ),
             ));
         }
     }
@@ -366,7 +376,11 @@ pub fn check_context(
     let budget = input_budget(req, model);
     let n = tokens::count(&countable(family, body)?, budget);
     if n > budget {
-        let param = if family == Family::Gemini { "contents" } else { "messages" };
+        let param = if family == Family::Gemini {
+            "contents"
+        } else {
+            "messages"
+        };
         let mut e = GatewayError::new(
             ErrorKind::ContextLengthExceeded,
             format!(

@@ -183,27 +183,47 @@ fn upstream_header(
         Family::OpenAi => format!("{base}/chat/completions"),
         Family::Anthropic => format!("{base}/messages"),
         Family::Gemini if stream => {
-            format!("{base}/models/{}:streamGenerateContent?alt=sse", model.upstream_model)
+            format!(
+                "{base}/models/{}:streamGenerateContent?alt=sse",
+                model.upstream_model
+            )
         }
         Family::Gemini => format!("{base}/models/{}:generateContent", model.upstream_model),
     };
     let internal = |e: pingora_core::BError| {
-        GatewayError::new(ErrorKind::Internal, format!("cannot build the upstream request: {e}"))
+        GatewayError::new(
+            ErrorKind::Internal,
+            format!("cannot build the upstream request: {e}"),
+        )
     };
     let mut h = RequestHeader::build("POST", path.as_bytes(), Some(8)).map_err(internal)?;
     let mut set = |k: &'static str, v: &str| h.insert_header(k, v).map(|_| ()).map_err(internal);
     set("host", &up.url.authority)?;
     set("content-type", "application/json")?;
     set("content-length", &body_len.to_string())?;
-    set("accept", if stream { "text/event-stream" } else { "application/json" })?;
-    set("user-agent", concat!("switchboard/", env!("CARGO_PKG_VERSION")))?;
+    set(
+        "accept",
+        if stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        },
+    )?;
+    set(
+        "user-agent",
+        concat!("switchboard/", env!("CARGO_PKG_VERSION")),
+    )?;
     set("x-request-id", request_id)?;
     match up.protocol {
         Family::OpenAi => set("authorization", &format!("Bearer {key}"))?,
         Family::Anthropic => {
             set("x-api-key", key)?;
             set("anthropic-version", "2023-06-01")?;
-            if let Some(beta) = client.headers.get("anthropic-beta").and_then(|v| v.to_str().ok()) {
+            if let Some(beta) = client
+                .headers
+                .get("anthropic-beta")
+                .and_then(|v| v.to_str().ok())
+            {
                 set("anthropic-beta", beta)?;
             }
         }
@@ -285,7 +305,13 @@ async fn run(
     key: &ApiKey,
 ) -> Result<(), Stop> {
     let family = route.family;
-    if family == Family::Anthropic && session.req_header().headers.get("anthropic-version").is_none() {
+    if family == Family::Anthropic
+        && session
+            .req_header()
+            .headers
+            .get("anthropic-version")
+            .is_none()
+    {
         return Err(GatewayError::invalid_param(
             "anthropic-version",
             "anthropic-version: header is required",
@@ -307,13 +333,18 @@ async fn run(
     ctx.model = Some(model.id.clone());
     super::auth::authorize(key, &model.qualified_id)?;
 
-    if matches!(route.endpoint, Endpoint::AnthropicCountTokens | Endpoint::GeminiCountTokens { .. }) {
+    if matches!(
+        route.endpoint,
+        Endpoint::AnthropicCountTokens | Endpoint::GeminiCountTokens { .. }
+    ) {
         let owned = body.clone();
         let counted = tokio::task::spawn_blocking(move || {
             validate::countable(family, &owned).map(|c| crate::tokens::count(&c, u64::MAX))
         })
         .await
-        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}")))??;
+        .map_err(|e| {
+            GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}"))
+        })??;
         ctx.input_tokens = Some(counted);
         let out = match family {
             Family::Gemini => format!("{{\"totalTokens\":{counted}}}"),
@@ -327,9 +358,12 @@ async fn run(
     validate::check(family, &req, model)?;
     if !validate::surely_fits(body.len(), &req, model) {
         let (owned, r, m) = (body.clone(), req.clone(), model.clone());
-        let n = tokio::task::spawn_blocking(move || validate::check_context(family, &owned, &r, &m))
-            .await
-            .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}")))??;
+        let n =
+            tokio::task::spawn_blocking(move || validate::check_context(family, &owned, &r, &m))
+                .await
+                .map_err(|e| {
+                    GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}"))
+                })??;
         log::debug!("{}: {n} input tokens counted", ctx.request_id);
     }
 
@@ -351,14 +385,25 @@ async fn run(
         Family::Gemini => body.clone(),
         _ => passthrough_body(&body, &req, model),
     };
-    let header = upstream_header(up, model, stream, upstream_body.len(), session.req_header(), &ctx.request_id)?;
+    let header = upstream_header(
+        up,
+        model,
+        stream,
+        upstream_body.len(),
+        session.req_header(),
+        &ctx.request_id,
+    )?;
     let peer = gw.upstream.peer(&up.url).await?;
     let mut ex = gw
         .upstream
         .send(peer, &header, upstream_body)
         .await
         .inspect_err(|e| {
-            let kind = if e.kind == ErrorKind::Timeout { "timeout" } else { "unreachable" };
+            let kind = if e.kind == ErrorKind::Timeout {
+                "timeout"
+            } else {
+                "unreachable"
+            };
             gw.metrics.upstream_error(&provider.id, kind);
         })?;
     let (status, retry_after) = match ex.session.response_header() {
@@ -369,12 +414,20 @@ async fn run(
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok()),
         ),
-        None => return Err(GatewayError::new(ErrorKind::BadGateway, "upstream sent no response header").into()),
+        None => {
+            return Err(GatewayError::new(
+                ErrorKind::BadGateway,
+                "upstream sent no response header",
+            )
+            .into())
+        }
     };
     let model_json = passthrough::model_json(client_model_name(family, model));
     if status >= 400 {
         gw.metrics.upstream_error(&provider.id, &status.to_string());
-        let err_body = read_upstream_body(&mut ex, MAX_ERROR_BODY).await.unwrap_or_default();
+        let err_body = read_upstream_body(&mut ex, MAX_ERROR_BODY)
+            .await
+            .unwrap_or_default();
         return Err(upstream_failure(up.protocol, status, &err_body, retry_after).into());
     }
     if !stream {
@@ -382,7 +435,9 @@ async fn run(
         let (out, usage) = passthrough::rewrite_body(family, &raw, &model_json);
         record_usage(ctx, model, usage);
         gw.upstream.release(ex).await;
-        return respond::json(session, ctx, status, Bytes::from(out)).await.map_err(Stop::Io);
+        return respond::json(session, ctx, status, Bytes::from(out))
+            .await
+            .map_err(Stop::Io);
     }
     let framing = if gemini_stream == GeminiStream::JsonArray {
         Framing::JsonArray
@@ -419,12 +474,16 @@ async fn relay_stream(
         Framing::JsonArray => "application/json",
     };
     let mut h = respond::header(ctx, 200, content_type, None).map_err(Stop::Io)?;
-    h.insert_header("cache-control", "no-cache").map_err(Stop::Io)?;
+    h.insert_header("cache-control", "no-cache")
+        .map_err(Stop::Io)?;
     if session.as_downstream().is_http2() {
         h.remove_header("transfer-encoding");
     }
     ctx.status = 200;
-    session.write_response_header(Box::new(h), false).await.map_err(Stop::Io)?;
+    session
+        .write_response_header(Box::new(h), false)
+        .await
+        .map_err(Stop::Io)?;
     let mut out = Vec::with_capacity(8192);
     let mut failed = false;
     loop {
@@ -436,7 +495,10 @@ async fn relay_stream(
         let mut done = false;
         match next {
             Next::ClientGone => {
-                log::info!("{}: client went away mid-stream; dropping the upstream request", ctx.request_id);
+                log::info!(
+                    "{}: client went away mid-stream; dropping the upstream request",
+                    ctx.request_id
+                );
                 ex.session.shutdown().await;
                 return Ok(true);
             }
@@ -476,7 +538,10 @@ async fn relay_stream(
             break;
         }
     }
-    session.write_response_body(None, true).await.map_err(Stop::Io)?;
+    session
+        .write_response_body(None, true)
+        .await
+        .map_err(Stop::Io)?;
     if ex.session.response_done() {
         gw.upstream.release(ex).await;
     } else {

@@ -46,6 +46,9 @@ pub fn answer(snap: &Snapshot, family: Family, endpoint: &Endpoint) -> Result<By
                 )
             })
         }
-        _ => Err(GatewayError::new(ErrorKind::Internal, "not a listing endpoint")),
+        _ => Err(GatewayError::new(
+            ErrorKind::Internal,
+            "not a listing endpoint",
+        )),
     }
 }

@@ -77,10 +77,26 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("E9", "GET", "/google/v1beta/models"),
     ("E10", "GET", "/google/v1beta/models/{provider}"),
     ("E11", "GET", "/google/v1beta/models/{provider}/{model_id}"),
-    ("E12", "POST", "/google/v1beta/models/{provider}/{model_id}:generateContent"),
-    ("E13", "POST", "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent?alt=sse"),
-    ("E13j", "POST", "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent"),
-    ("E14", "POST", "/google/v1beta/models/{provider}/{model_id}:countTokens"),
+    (
+        "E12",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:generateContent",
+    ),
+    (
+        "E13",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent?alt=sse",
+    ),
+    (
+        "E13j",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent",
+    ),
+    (
+        "E14",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:countTokens",
+    ),
     ("H", "GET", "/healthz"),
     ("H", "GET", "/readyz"),
 ];
@@ -105,7 +121,11 @@ fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> Gatewa
         ErrorKind::MethodNotAllowed,
         format!("method {method} is not allowed on {path}; use {allowed}"),
     );
-    e.allow = Some(if allowed == "GET" { "GET, HEAD" } else { allowed });
+    e.allow = Some(if allowed == "GET" {
+        "GET, HEAD"
+    } else {
+        allowed
+    });
     e
 }
 
@@ -117,7 +137,11 @@ fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
 }
 
 /// Routes a request. On error, the family tells the error shape.
-pub fn route(method: &str, path: &str, query: Option<&str>) -> Result<Route, (Family, GatewayError)> {
+pub fn route(
+    method: &str,
+    path: &str,
+    query: Option<&str>,
+) -> Result<Route, (Family, GatewayError)> {
     let family = family_of_path(path);
     let trimmed = if path.len() > 1 {
         path.strip_suffix('/').unwrap_or(path)
@@ -176,7 +200,11 @@ pub fn route(method: &str, path: &str, query: Option<&str>) -> Result<Route, (Fa
                     "POST",
                     Endpoint::GenerateContent {
                         model,
-                        stream: if sse { GeminiStream::Sse } else { GeminiStream::None },
+                        stream: if sse {
+                            GeminiStream::Sse
+                        } else {
+                            GeminiStream::None
+                        },
                     },
                 ),
                 "streamGenerateContent" => expect(
@@ -220,7 +248,9 @@ mod tests {
     fn routes_every_row_of_the_table() {
         for (id, method, pattern) in ROUTES {
             let (p, q) = pattern.split_once('?').unwrap_or((pattern, ""));
-            let p = p.replace("{provider}", "google").replace("{model_id}", "gemini-3.1-pro");
+            let p = p
+                .replace("{provider}", "google")
+                .replace("{model_id}", "gemini-3.1-pro");
             let r = route(method, &p, Some(q)).unwrap_or_else(|e| panic!("{id}: {e:?}"));
             assert_eq!(r.family, family_of_path(&p), "{id}");
             let again = route(method, &format!("{p}/"), Some(q)).unwrap();
@@ -230,18 +260,42 @@ mod tests {
 
     #[test]
     fn gemini_model_paths() {
-        let r = ok("POST", "/google/v1beta/models/google/gemini-3.1-pro:streamGenerateContent", Some("alt=sse"));
+        let r = ok(
+            "POST",
+            "/google/v1beta/models/google/gemini-3.1-pro:streamGenerateContent",
+            Some("alt=sse"),
+        );
         assert_eq!(
             r.endpoint,
-            Endpoint::GenerateContent { model: "google/gemini-3.1-pro".into(), stream: GeminiStream::Sse }
+            Endpoint::GenerateContent {
+                model: "google/gemini-3.1-pro".into(),
+                stream: GeminiStream::Sse
+            }
         );
-        let r = ok("POST", "/google/v1beta/models/gemini-3.1-pro:streamGenerateContent", None);
+        let r = ok(
+            "POST",
+            "/google/v1beta/models/gemini-3.1-pro:streamGenerateContent",
+            None,
+        );
         assert_eq!(
             r.endpoint,
-            Endpoint::GenerateContent { model: "gemini-3.1-pro".into(), stream: GeminiStream::JsonArray }
+            Endpoint::GenerateContent {
+                model: "gemini-3.1-pro".into(),
+                stream: GeminiStream::JsonArray
+            }
         );
-        let r = ok("POST", "/google/v1beta/models/gemini-3.1-pro:generateContent", Some("key=x&alt=sse"));
-        assert!(matches!(r.endpoint, Endpoint::GenerateContent { stream: GeminiStream::Sse, .. }));
+        let r = ok(
+            "POST",
+            "/google/v1beta/models/gemini-3.1-pro:generateContent",
+            Some("key=x&alt=sse"),
+        );
+        assert!(matches!(
+            r.endpoint,
+            Endpoint::GenerateContent {
+                stream: GeminiStream::Sse,
+                ..
+            }
+        ));
         assert!(route("POST", "/google/v1beta/models/a/b/c:generateContent", None).is_err());
         assert!(route("POST", "/google/v1beta/models/x:embed", None).is_err());
     }

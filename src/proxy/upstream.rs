@@ -85,14 +85,17 @@ impl UpstreamClient {
         )
         .await
         .map_err(|_| {
-            GatewayError::new(ErrorKind::Timeout, format!("resolving {} timed out", url.host))
+            GatewayError::new(
+                ErrorKind::Timeout,
+                format!("resolving {} timed out", url.host),
+            )
         })?;
-        let addr = lookup
-            .ok()
-            .and_then(|mut it| it.next())
-            .ok_or_else(|| {
-                GatewayError::new(ErrorKind::BadGateway, format!("cannot resolve upstream host {}", url.host))
-            })?;
+        let addr = lookup.ok().and_then(|mut it| it.next()).ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::BadGateway,
+                format!("cannot resolve upstream host {}", url.host),
+            )
+        })?;
         if let Ok(mut cache) = self.dns.lock() {
             cache.insert(key, (addr, Instant::now()));
         }
@@ -113,7 +116,12 @@ impl UpstreamClient {
     }
 
     /// Sends `req` with `body` and reads the response header.
-    pub async fn send(&self, peer: HttpPeer, req: &RequestHeader, body: Bytes) -> Result<Exchange, GatewayError> {
+    pub async fn send(
+        &self,
+        peer: HttpPeer,
+        req: &RequestHeader,
+        body: Bytes,
+    ) -> Result<Exchange, GatewayError> {
         let mut attempt = 0;
         loop {
             attempt += 1;

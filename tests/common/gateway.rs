@@ -47,7 +47,11 @@ impl Drop for TempDir {
 
 /// A free loopback port (bound then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn model(id: &str, provider: &str, extra: Value) -> Value {
@@ -125,8 +129,16 @@ impl Gateway {
     /// Starts the gateway with these files and extra arguments; waits until it answers.
     pub async fn start_with(catalog: &Value, keys: &Value, args: &[&str]) -> Gateway {
         let dir = TempDir::new();
-        std::fs::write(dir.file("catalog.json"), serde_json::to_vec_pretty(catalog).unwrap()).unwrap();
-        std::fs::write(dir.file("keys.json"), serde_json::to_vec_pretty(keys).unwrap()).unwrap();
+        std::fs::write(
+            dir.file("catalog.json"),
+            serde_json::to_vec_pretty(catalog).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.file("keys.json"),
+            serde_json::to_vec_pretty(keys).unwrap(),
+        )
+        .unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
@@ -149,7 +161,12 @@ impl Gateway {
             .stderr(log)
             .spawn()
             .unwrap();
-        let gw = Gateway { child, addr, metrics, dir };
+        let gw = Gateway {
+            child,
+            addr,
+            metrics,
+            dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
@@ -157,7 +174,11 @@ impl Gateway {
                     break;
                 }
             }
-            assert!(Instant::now() < deadline, "gateway did not start:\n{}", gw.log());
+            assert!(
+                Instant::now() < deadline,
+                "gateway did not start:\n{}",
+                gw.log()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         gw
@@ -190,12 +211,18 @@ impl Gateway {
 
     /// Rewrites the catalog file.
     pub fn write_catalog(&self, v: &Value) {
-        write_atomically(&self.dir.file("catalog.json"), &serde_json::to_vec_pretty(v).unwrap());
+        write_atomically(
+            &self.dir.file("catalog.json"),
+            &serde_json::to_vec_pretty(v).unwrap(),
+        );
     }
 
     /// Rewrites the keys file.
     pub fn write_keys(&self, v: &Value) {
-        write_atomically(&self.dir.file("keys.json"), &serde_json::to_vec_pretty(v).unwrap());
+        write_atomically(
+            &self.dir.file("keys.json"),
+            &serde_json::to_vec_pretty(v).unwrap(),
+        );
     }
 }
 
@@ -218,7 +245,9 @@ pub fn authed(family: &str, method_path: &str, key: &str, body: &Value) -> Reque
     let r = Request::post(method_path).json(body);
     match family {
         "openai" => r.header("authorization", &format!("Bearer {key}")),
-        "anthropic" => r.header("x-api-key", key).header("anthropic-version", "2023-06-01"),
+        "anthropic" => r
+            .header("x-api-key", key)
+            .header("anthropic-version", "2023-06-01"),
         _ => r.header("x-goog-api-key", key),
     }
 }
