@@ -1,1 +1,166 @@
-//! anthropic: response (to be written).
+//! Anthropic Messages non-streaming response codec: wire JSON ⇄ canonical response.
+//!
+//! Content blocks map one to one. Usage is normalised: the canonical input
+//! count includes cache reads and writes, which Anthropic reports apart.
+
+use super::request::{decode_block, encode_block};
+use super::wire::{MessagesResponse, Usage as WireUsage};
+use crate::family::Family;
+use crate::ir::{deep_merge, Block, ChatResponse, Extra, StopReason, Usage};
+use crate::protocol::openai::response::fallback_id;
+use crate::protocol::util::parse_response;
+use crate::protocol::TranslateError;
+use serde_json::{json, Map, Value};
+
+const F: Family = Family::Anthropic;
+
+/// Decodes an Anthropic `message` body.
+pub fn decode(body: &[u8]) -> Result<ChatResponse, TranslateError> {
+    let wire: MessagesResponse = parse_response(F, body)?;
+    from_wire(wire)
+}
+
+/// Converts a parsed Anthropic `message` into the canonical response.
+pub fn from_wire(wire: MessagesResponse) -> Result<ChatResponse, TranslateError> {
+    let mut content = Vec::new();
+    for (j, block) in wire.content.into_iter().enumerate() {
+        content
+            .push(decode_block(block, &format!("content[{j}]")).map_err(|e| e.into_upstream(F))?);
+    }
+    let stop_reason = wire
+        .stop_reason
+        .map(|r| decode_stop_reason(&r, wire.stop_sequence));
+    Ok(ChatResponse {
+        id: wire.id,
+        model: wire.model,
+        created: None,
+        content,
+        stop_reason,
+        usage: wire.usage.map(decode_usage),
+        extra: Extra::new(F, wire.extra),
+        choice_extra: Extra::default(),
+    })
+}
+
+/// Maps an Anthropic `stop_reason` (and `stop_sequence`) to the canonical stop reason.
+pub fn decode_stop_reason(reason: &str, stop_sequence: Option<String>) -> StopReason {
+    match reason {
+        "end_turn" => StopReason::EndTurn,
+        "max_tokens" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence(stop_sequence),
+        "tool_use" => StopReason::ToolUse,
+        "refusal" => StopReason::Refusal,
+        "pause_turn" => StopReason::PauseTurn,
+        other => StopReason::Other(other.to_string()),
+    }
+}
+
+/// Maps a canonical stop reason to Anthropic's `stop_reason` and `stop_sequence`.
+pub fn encode_stop_reason(reason: &StopReason) -> (String, Option<String>) {
+    let r = match reason {
+        StopReason::EndTurn => "end_turn",
+        StopReason::MaxTokens => "max_tokens",
+        StopReason::StopSequence(seq) => return ("stop_sequence".into(), seq.clone()),
+        StopReason::ToolUse => "tool_use",
+        StopReason::ContentFilter(_) | StopReason::Refusal => "refusal",
+        StopReason::PauseTurn => "pause_turn",
+        StopReason::Other(raw) if raw.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') => {
+            return (raw.clone(), None)
+        }
+        StopReason::Other(_) => "end_turn",
+    };
+    (r.into(), None)
+}
+
+/// Maps Anthropic usage to canonical usage.
+pub fn decode_usage(u: WireUsage) -> Usage {
+    let cache_read = u.cache_read_input_tokens;
+    let cache_creation = u.cache_creation_input_tokens;
+    Usage {
+        input_tokens: u
+            .input_tokens
+            .saturating_add(cache_read.unwrap_or(0))
+            .saturating_add(cache_creation.unwrap_or(0)),
+        output_tokens: u.output_tokens,
+        total_tokens: None,
+        cache_read_tokens: cache_read,
+        cache_creation_tokens: cache_creation,
+        reasoning_tokens: None,
+        extra: Extra::new(F, u.extra),
+    }
+}
+
+/// Maps canonical usage to Anthropic usage (uncached input apart from cache reads/writes).
+pub fn encode_usage(u: &Usage) -> WireUsage {
+    WireUsage {
+        input_tokens: u
+            .input_tokens
+            .saturating_sub(u.cache_read_tokens.unwrap_or(0))
+            .saturating_sub(u.cache_creation_tokens.unwrap_or(0)),
+        output_tokens: u.output_tokens,
+        cache_creation_input_tokens: u.cache_creation_tokens,
+        cache_read_input_tokens: u.cache_read_tokens,
+        extra: u.extra.to_map(F),
+    }
+}
+
+/// Encodes the canonical response as an Anthropic `message` body.
+pub fn encode(resp: &ChatResponse, client_model: &str) -> Result<Value, TranslateError> {
+    let mut content = Vec::new();
+    for (j, block) in resp.content.iter().enumerate() {
+        let param = format!("content[{j}]");
+        let encoded = match block {
+            // Text is kept even when empty (a response may end with an empty text block).
+            Block::Text(t) if t.text.is_empty() => Some(json!({"type": "text", "text": ""})),
+            // A client must be able to send thinking back: keep it even unsigned.
+            Block::Thinking(t) if t.signature.is_none() => {
+                let mut v = json!({"type": "thinking", "thinking": t.text, "signature": ""});
+                if let (Value::Object(obj), Some(extra)) = (&mut v, t.extra.for_family(F)) {
+                    deep_merge(obj, extra);
+                }
+                Some(v)
+            }
+            Block::ToolCall(c) if !c.arguments.is_object() => {
+                // Invalid JSON from the model: hand the raw text over in an object.
+                let mut fixed = c.clone();
+                fixed.arguments = json!({"raw_arguments": c.arguments});
+                encode_block(&Block::ToolCall(fixed), &param).map_err(|e| e.into_upstream(F))?
+            }
+            // Nothing in an assistant message can hold these.
+            Block::Image(_) | Block::ToolResult(_) => None,
+            Block::Opaque(o) if o.origin != F => None,
+            other => encode_block(other, &param).map_err(|e| e.into_upstream(F))?,
+        };
+        content.extend(encoded);
+    }
+    let (stop_reason, stop_sequence) = match &resp.stop_reason {
+        Some(r) => {
+            let (r, s) = encode_stop_reason(r);
+            (json!(r), s.map_or(Value::Null, Value::String))
+        }
+        None => (Value::Null, Value::Null),
+    };
+    let usage = resp.usage.as_ref().map(encode_usage).unwrap_or_default();
+    let mut out = Map::new();
+    let id = if resp.id.is_empty() {
+        fallback_id("msg_", resp)
+    } else {
+        resp.id.clone()
+    };
+    out.insert("id".into(), json!(id));
+    out.insert("type".into(), json!("message"));
+    out.insert("role".into(), json!("assistant"));
+    out.insert("model".into(), json!(client_model));
+    out.insert("content".into(), Value::Array(content));
+    out.insert("stop_reason".into(), stop_reason);
+    out.insert("stop_sequence".into(), stop_sequence);
+    out.insert(
+        "usage".into(),
+        serde_json::to_value(usage)
+            .map_err(|e| TranslateError::upstream(format!("could not serialize usage: {e}")))?,
+    );
+    if let Some(extra) = resp.extra.for_family(F) {
+        deep_merge(&mut out, extra);
+    }
+    Ok(Value::Object(out))
+}

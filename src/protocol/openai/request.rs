@@ -1,1 +1,769 @@
-//! openai: request (to be written).
+//! OpenAI chat-completions request codec: wire JSON ⇄ canonical request.
+//!
+//! - `system`/`developer` messages anywhere become [`SystemPrompt`]s that
+//!   remember their position; `tool` messages become user messages holding one
+//!   [`ToolResult`]; `reasoning_content` on assistant messages becomes a
+//!   [`ThinkingBlock`].
+//! - Encoding puts system prompts back at their positions, turns every tool
+//!   result into a `tool` message (before any other content of that user
+//!   turn), and drops what chat-completions cannot carry when that is harmless
+//!   (cache marks, thinking signatures, redacted thinking); images inside tool
+//!   results and foreign opaque parts are refused.
+
+use super::wire::{
+    ChatCompletionRequest, Content, ContentPart, FunctionDef, ImageUrl, JsonSchema,
+    Message as WireMessage, ResponseFormat as WireResponseFormat, StreamOptions,
+    ToolCall as WireToolCall, ToolDef,
+};
+use crate::family::Family;
+use crate::ir::media::{data_url, parse_data_url};
+use crate::ir::stream::{arguments_text, parse_arguments};
+use crate::ir::{
+    self, deep_merge, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource,
+    JsonSchemaFormat, Message, Opaque, Reasoning, ResponseFormat, Role, SystemPrompt, SystemRole,
+    TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
+};
+use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
+use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
+use serde_json::{json, Map, Value};
+
+const F: Family = Family::OpenAi;
+
+/// Decodes an OpenAI request body.
+pub fn decode(body: &[u8], ctx: &DecodeContext<'_>) -> Result<ChatRequest, TranslateError> {
+    let wire: ChatCompletionRequest = parse_request(F, body)?;
+    from_wire(wire, ctx)
+}
+
+/// Converts a parsed OpenAI request into the canonical request.
+pub fn from_wire(
+    wire: ChatCompletionRequest,
+    ctx: &DecodeContext<'_>,
+) -> Result<ChatRequest, TranslateError> {
+    let mut extra = wire.extra;
+    let mut req = ChatRequest {
+        model: ctx.model.map_or(wire.model, str::to_string),
+        ..ChatRequest::default()
+    };
+
+    for (i, msg) in wire.messages.into_iter().enumerate() {
+        decode_message(&mut req, i, msg)?;
+    }
+    req.resolve_tool_result_names();
+
+    if let Some(tools) = wire.tools {
+        for (i, tool) in tools.into_iter().enumerate() {
+            req.tools.push(decode_tool(tool, i)?);
+        }
+    }
+    if let Some(choice) = wire.tool_choice {
+        req.tool_choice = Some(decode_tool_choice(&choice)?);
+    }
+    req.parallel_tool_calls = wire.parallel_tool_calls;
+    if let Some(rf) = wire.response_format {
+        let (format, rf_extra) = decode_response_format(rf)?;
+        req.response_format = Some(format);
+        if !rf_extra.is_empty() {
+            extra.insert("response_format".into(), Value::Object(rf_extra));
+        }
+    }
+
+    let s = &mut req.sampling;
+    s.temperature = wire.temperature;
+    s.top_p = wire.top_p;
+    s.max_tokens = wire.max_completion_tokens.or(wire.max_tokens);
+    if let Some(n) = wire.max_completion_tokens {
+        // Remember the field name the client used (the encoder writes the value from the IR).
+        extra.insert("max_completion_tokens".into(), json!(n));
+        if let Some(legacy) = wire.max_tokens {
+            extra.insert("max_tokens".into(), json!(legacy));
+        }
+    }
+    s.stop = match wire.stop {
+        None => Vec::new(),
+        Some(StringOr::String(one)) => vec![one],
+        Some(StringOr::List(list)) => list,
+    };
+    s.seed = wire.seed;
+    s.presence_penalty = wire.presence_penalty;
+    s.frequency_penalty = wire.frequency_penalty;
+    s.candidate_count = wire.n;
+    req.user = wire.user;
+    if let Some(effort) = wire.reasoning_effort {
+        req.reasoning = Some(Reasoning {
+            effort: Some(effort.to_ascii_lowercase()),
+            ..Reasoning::default()
+        });
+    }
+    req.stream = wire.stream.unwrap_or(false) || ctx.stream;
+    if let Some(StreamOptions {
+        include_usage,
+        extra: so_extra,
+    }) = wire.stream_options
+    {
+        req.stream_include_usage = include_usage;
+        if !so_extra.is_empty() {
+            extra.insert("stream_options".into(), Value::Object(so_extra));
+        }
+    }
+    req.extra = Extra::new(F, extra);
+    Ok(req)
+}
+
+fn decode_message(req: &mut ChatRequest, i: usize, msg: WireMessage) -> Result<(), TranslateError> {
+    let param = format!("messages[{i}]");
+    match msg.role.as_str() {
+        "system" | "developer" => {
+            let role = if msg.role == "system" {
+                SystemRole::System
+            } else {
+                SystemRole::Developer
+            };
+            let content = match msg.content.flatten() {
+                None => Vec::new(),
+                Some(c) => decode_text_only(c, &param)?,
+            };
+            req.system.push(SystemPrompt {
+                role,
+                content,
+                position: req.messages.len(),
+                extra: Extra::new(F, msg.extra),
+            });
+        }
+        "user" => {
+            let content = match msg.content.flatten() {
+                None => Vec::new(),
+                Some(c) => decode_content(c, &param)?,
+            };
+            req.messages.push(Message {
+                role: Role::User,
+                content,
+                extra: Extra::new(F, msg.extra),
+            });
+        }
+        "assistant" => {
+            let mut content = Vec::new();
+            if let Some(reasoning) = msg.reasoning_content {
+                content.push(Block::Thinking(ThinkingBlock {
+                    text: reasoning,
+                    ..ThinkingBlock::default()
+                }));
+            }
+            if let Some(c) = msg.content.flatten() {
+                content.extend(decode_content(c, &param)?);
+            }
+            for (j, call) in msg.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                content.push(Block::ToolCall(decode_tool_call(
+                    call,
+                    &format!("{param}.tool_calls[{j}]"),
+                )?));
+            }
+            req.messages.push(Message {
+                role: Role::Assistant,
+                content,
+                extra: Extra::new(F, msg.extra),
+            });
+        }
+        "tool" => {
+            let Some(call_id) = msg.tool_call_id else {
+                return Err(TranslateError::invalid(
+                    format!("{param}.tool_call_id"),
+                    "a tool message needs a tool_call_id",
+                ));
+            };
+            let content = match msg.content.flatten() {
+                None => Vec::new(),
+                Some(c) => decode_content(c, &param)?,
+            };
+            req.messages.push(Message::new(
+                Role::User,
+                vec![Block::ToolResult(ToolResult {
+                    call_id,
+                    name: None,
+                    content,
+                    is_error: None,
+                    cache_control: None,
+                    extra: Extra::new(F, msg.extra),
+                })],
+            ));
+        }
+        "function" => {
+            return Err(TranslateError::unsupported(
+                format!("{param}.role"),
+                "the deprecated \"function\" role is not supported; send tool results as \"tool\" messages",
+            ))
+        }
+        other => {
+            return Err(TranslateError::invalid(
+                format!("{param}.role"),
+                format!("unknown message role \"{other}\""),
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn decode_text_only(content: Content, param: &str) -> Result<Vec<TextBlock>, TranslateError> {
+    let mut out = Vec::new();
+    for (j, block) in decode_content(content, param)?.into_iter().enumerate() {
+        match block {
+            Block::Text(t) => out.push(t),
+            other => {
+                return Err(TranslateError::invalid(
+                    format!("{param}.content[{j}]"),
+                    format!("a system message can only hold text, not {}", other.kind()),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes message content (a string or parts) into blocks.
+pub(crate) fn decode_content(content: Content, param: &str) -> Result<Vec<Block>, TranslateError> {
+    match content {
+        StringOr::String(text) => Ok(vec![Block::text(text)]),
+        StringOr::List(parts) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(j, part)| decode_part(part, &format!("{param}.content[{j}]")))
+            .collect(),
+    }
+}
+
+fn decode_part(part: ContentPart, param: &str) -> Result<Block, TranslateError> {
+    match (
+        part.kind.as_str(),
+        &part.text,
+        &part.image_url,
+        &part.refusal,
+    ) {
+        ("text", Some(_), _, _) => Ok(Block::Text(TextBlock {
+            text: part.text.unwrap_or_default(),
+            extra: Extra::new(F, part.extra),
+            ..TextBlock::default()
+        })),
+        ("refusal", _, _, Some(_)) => Ok(Block::text(part.refusal.unwrap_or_default())),
+        ("image_url", _, Some(_), _) => {
+            let ImageUrl {
+                url,
+                detail,
+                extra: url_extra,
+            } = part.image_url.unwrap_or_default();
+            let source = match parse_data_url(&url) {
+                None => ImageSource::Url {
+                    url,
+                    media_type: None,
+                },
+                Some(Ok((media_type, data))) => ImageSource::Base64 { media_type, data },
+                Some(Err(why)) => {
+                    return Err(TranslateError::invalid(
+                        format!("{param}.image_url.url"),
+                        format!("unusable image data URL: {why}"),
+                    ))
+                }
+            };
+            let mut extra = part.extra;
+            extra.extend(nested("image_url", url_extra));
+            Ok(Block::Image(ImageBlock {
+                source,
+                detail,
+                cache_control: None,
+                extra: Extra::new(F, extra),
+            }))
+        }
+        ("text" | "refusal" | "image_url", ..) => Err(TranslateError::invalid(
+            param.to_string(),
+            format!(
+                "a \"{}\" part is missing its \"{}\" field",
+                part.kind, part.kind
+            ),
+        )),
+        _ => {
+            let kind = part.kind.clone();
+            Ok(Block::Opaque(Opaque {
+                origin: F,
+                kind,
+                value: to_value(&part)?,
+            }))
+        }
+    }
+}
+
+fn decode_tool_call(call: WireToolCall, param: &str) -> Result<ToolCall, TranslateError> {
+    if call.kind != "function" {
+        return Err(TranslateError::unsupported(
+            format!("{param}.type"),
+            format!("tool calls of type \"{}\" are not supported", call.kind),
+        ));
+    }
+    let mut extra = call.extra;
+    extra.extend(nested("function", call.function.extra));
+    Ok(ToolCall {
+        id: call.id,
+        name: call.function.name,
+        arguments: parse_arguments(&call.function.arguments),
+        signature: None,
+        cache_control: None,
+        extra: Extra::new(F, extra),
+    })
+}
+
+fn decode_tool(tool: ToolDef, i: usize) -> Result<Tool, TranslateError> {
+    match (tool.kind.as_str(), &tool.function) {
+        ("function", Some(_)) => {
+            let def = tool.function.unwrap_or_default();
+            let mut extra = tool.extra;
+            extra.extend(nested("function", def.extra));
+            Ok(Tool::Function(FunctionTool {
+                name: def.name,
+                description: def.description,
+                parameters: def.parameters,
+                strict: def.strict,
+                cache_control: None,
+                extra: Extra::new(F, extra),
+            }))
+        }
+        ("function", None) => Err(TranslateError::invalid(
+            format!("tools[{i}].function"),
+            "a function tool needs a \"function\" object",
+        )),
+        (kind, _) => Ok(Tool::Opaque(Opaque {
+            origin: F,
+            kind: kind.to_string(),
+            value: to_value(&tool)?,
+        })),
+    }
+}
+
+fn function_name(v: &Value) -> Option<String> {
+    v.get("function")?.get("name")?.as_str().map(str::to_string)
+}
+
+fn decode_tool_choice(choice: &Value) -> Result<ToolChoice, TranslateError> {
+    let bad = |why: &str| TranslateError::invalid("tool_choice".to_string(), why.to_string());
+    match choice {
+        Value::String(s) => match s.as_str() {
+            "auto" => Ok(ToolChoice::Auto),
+            "none" => Ok(ToolChoice::None),
+            "required" => Ok(ToolChoice::Required),
+            other => Err(bad(&format!(
+                "unknown tool_choice \"{other}\" (expected auto, none, required or an object)"
+            ))),
+        },
+        Value::Object(obj) => match obj.get("type").and_then(Value::as_str) {
+            Some("function") => function_name(choice)
+                .map(ToolChoice::Tool)
+                .ok_or_else(|| bad("tool_choice.function.name is missing")),
+            Some("allowed_tools") => {
+                let allowed = obj.get("allowed_tools");
+                let required = match allowed.and_then(|a| a.get("mode")).and_then(Value::as_str) {
+                    Some("required") => true,
+                    Some("auto") | None => false,
+                    Some(other) => {
+                        return Err(bad(&format!("unknown allowed_tools mode \"{other}\"")))
+                    }
+                };
+                let names = allowed
+                    .and_then(|a| a.get("tools"))
+                    .and_then(Value::as_array)
+                    .map(|tools| tools.iter().filter_map(function_name).collect())
+                    .unwrap_or_default();
+                Ok(ToolChoice::Allowed { required, names })
+            }
+            _ => Err(bad(
+                "unsupported tool_choice object (expected type \"function\" or \"allowed_tools\")",
+            )),
+        },
+        _ => Err(bad("tool_choice must be a string or an object")),
+    }
+}
+
+fn decode_response_format(
+    rf: WireResponseFormat,
+) -> Result<(ResponseFormat, Map<String, Value>), TranslateError> {
+    let mut extra = rf.extra;
+    let format = match rf.kind.as_str() {
+        "text" => ResponseFormat::Text,
+        "json_object" => ResponseFormat::JsonObject,
+        "json_schema" => {
+            let Some(js) = rf.json_schema else {
+                return Err(TranslateError::invalid(
+                    "response_format.json_schema".to_string(),
+                    "a json_schema response_format needs a \"json_schema\" object",
+                ));
+            };
+            extra.extend(nested("json_schema", js.extra));
+            ResponseFormat::JsonSchema(JsonSchemaFormat {
+                name: Some(js.name),
+                description: js.description,
+                schema: js.schema.unwrap_or_else(|| json!({})),
+                strict: js.strict,
+            })
+        }
+        other => {
+            return Err(TranslateError::invalid(
+                "response_format.type".to_string(),
+                format!("unknown response_format type \"{other}\""),
+            ))
+        }
+    };
+    Ok((format, extra))
+}
+
+// ---------------------------------------------------------------- encoding
+
+/// Encodes the canonical request as an OpenAI request body.
+pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, TranslateError> {
+    let mut extra = req.extra.to_map(F);
+    let mut messages = Vec::new();
+    let mut systems = req.system.iter().peekable();
+    for (i, msg) in req.messages.iter().enumerate() {
+        while let Some(sp) = systems.next_if(|sp| sp.position <= i) {
+            messages.push(encode_system(sp));
+        }
+        encode_message(msg, i, &mut messages)?;
+    }
+    messages.extend(systems.map(encode_system));
+
+    let mut tools = Vec::new();
+    for (i, tool) in req.tools.iter().enumerate() {
+        tools.push(encode_tool(tool, i)?);
+    }
+
+    let s = &req.sampling;
+    let use_completion_field = extra.remove("max_completion_tokens").is_some();
+    let (max_tokens, max_completion_tokens) = if use_completion_field {
+        (None, s.max_tokens)
+    } else {
+        (s.max_tokens, None)
+    };
+    let reasoning_effort = req.reasoning.as_ref().and_then(encode_effort);
+
+    let mut so_extra = take_nested(&mut extra, "stream_options");
+    let stream_options = if opts.stream {
+        // Always ask for usage so the gateway can meter the stream.
+        so_extra.remove("include_usage");
+        Some(StreamOptions {
+            include_usage: Some(true),
+            extra: so_extra,
+        })
+    } else {
+        None
+    };
+
+    let wire = ChatCompletionRequest {
+        model: opts.upstream_model.to_string(),
+        messages: Vec::new(),
+        temperature: s.temperature,
+        top_p: s.top_p,
+        max_tokens,
+        max_completion_tokens,
+        stream: opts.stream.then_some(true),
+        stream_options,
+        stop: (!s.stop.is_empty()).then(|| StringOr::List(s.stop.clone())),
+        tools: (!tools.is_empty()).then_some(tools),
+        tool_choice: req.tool_choice.as_ref().map(encode_tool_choice),
+        parallel_tool_calls: req.parallel_tool_calls,
+        response_format: req.response_format.as_ref().map(encode_response_format),
+        n: s.candidate_count,
+        seed: s.seed,
+        presence_penalty: s.presence_penalty,
+        frequency_penalty: s.frequency_penalty,
+        user: req.user.clone(),
+        reasoning_effort,
+        extra: Map::new(),
+    };
+    let mut out = to_value(&wire)?;
+    if let Value::Object(obj) = &mut out {
+        obj.insert("messages".into(), Value::Array(messages));
+        deep_merge(obj, &extra);
+    }
+    Ok(out)
+}
+
+fn encode_effort(r: &Reasoning) -> Option<String> {
+    if let Some(effort) = &r.effort {
+        return Some(effort.clone());
+    }
+    if r.enabled == Some(false) {
+        return None;
+    }
+    match r.budget_tokens {
+        Some(0) => None,
+        Some(budget) => Some(ir::budget_to_effort(budget).to_string()),
+        None => None,
+    }
+}
+
+/// Adds an IR object's OpenAI extra fields to its encoded wire value.
+fn merged(value: Value, extra: &Extra) -> Value {
+    let mut value = value;
+    if let (Value::Object(obj), Some(fields)) = (&mut value, extra.for_family(F)) {
+        deep_merge(obj, fields);
+    }
+    value
+}
+
+fn encode_system(sp: &SystemPrompt) -> Value {
+    let role = match sp.role {
+        SystemRole::System => "system",
+        SystemRole::Developer => "developer",
+    };
+    let content = if let [only] = sp.content.as_slice() {
+        if only.extra.for_family(F).is_none() {
+            json!(only.text)
+        } else {
+            json!([text_part(only)])
+        }
+    } else {
+        Value::Array(sp.content.iter().map(text_part).collect())
+    };
+    merged(json!({"role": role, "content": content}), &sp.extra)
+}
+
+fn text_part(t: &TextBlock) -> Value {
+    merged(json!({"type": "text", "text": t.text}), &t.extra)
+}
+
+fn unsupported_block(param: &str, block: &Block, where_: &str) -> TranslateError {
+    TranslateError::unsupported(
+        param.to_string(),
+        format!(
+            "{} content cannot be expressed in an OpenAI {where_}",
+            describe(block)
+        ),
+    )
+}
+
+fn describe(block: &Block) -> String {
+    match block {
+        Block::Opaque(o) => format!("{} \"{}\"", o.origin, o.kind),
+        other => other.kind().to_string(),
+    }
+}
+
+/// Encodes one content block as an OpenAI content part (text, image, or an
+/// OpenAI-native opaque part).
+fn encode_part(block: &Block, param: &str, where_: &str) -> Result<Value, TranslateError> {
+    match block {
+        Block::Text(t) => Ok(text_part(t)),
+        Block::Image(img) => {
+            let url = match &img.source {
+                ImageSource::Base64 { media_type, data } => data_url(media_type, data),
+                ImageSource::Url { url, .. } => url.clone(),
+            };
+            let mut image_url = json!({"url": url});
+            if let Some(detail) = &img.detail {
+                image_url["detail"] = json!(detail);
+            }
+            Ok(merged(
+                json!({"type": "image_url", "image_url": image_url}),
+                &img.extra,
+            ))
+        }
+        Block::Opaque(o) if o.origin == F => Ok(o.value.clone()),
+        other => Err(unsupported_block(param, other, where_)),
+    }
+}
+
+/// Content value: a bare string for one text block without extras, else parts.
+fn encode_content(blocks: &[&Block], param: &str, where_: &str) -> Result<Value, TranslateError> {
+    if let [Block::Text(t)] = blocks {
+        if t.extra.for_family(F).is_none() {
+            return Ok(json!(t.text));
+        }
+    }
+    let mut parts = Vec::new();
+    for (j, block) in blocks.iter().enumerate() {
+        parts.push(encode_part(
+            block,
+            &format!("{param}.content[{j}]"),
+            where_,
+        )?);
+    }
+    Ok(Value::Array(parts))
+}
+
+fn encode_message(msg: &Message, i: usize, out: &mut Vec<Value>) -> Result<(), TranslateError> {
+    let param = format!("messages[{i}]");
+    match msg.role {
+        Role::User => {
+            let mut rest = Vec::new();
+            for (j, block) in msg.content.iter().enumerate() {
+                match block {
+                    Block::ToolResult(r) => {
+                        out.push(encode_tool_result(r, &format!("{param}.content[{j}]"))?)
+                    }
+                    Block::Thinking(_) | Block::RedactedThinking(_) => {}
+                    Block::ToolCall(_) => {
+                        return Err(TranslateError::invalid(
+                            format!("{param}.content[{j}]"),
+                            "a user message cannot contain a tool call",
+                        ))
+                    }
+                    other => rest.push(other),
+                }
+            }
+            if !rest.is_empty() || msg.content.is_empty() {
+                let content = if rest.is_empty() {
+                    json!("")
+                } else {
+                    encode_content(&rest, &param, "user message")?
+                };
+                out.push(merged(
+                    json!({"role": "user", "content": content}),
+                    &msg.extra,
+                ));
+            }
+        }
+        Role::Assistant => {
+            let mut reasoning: Option<String> = None;
+            let mut content = Vec::new();
+            let mut calls = Vec::new();
+            for (j, block) in msg.content.iter().enumerate() {
+                match block {
+                    Block::Thinking(t) => {
+                        reasoning.get_or_insert_with(String::new).push_str(&t.text)
+                    }
+                    Block::RedactedThinking(_) => {}
+                    Block::ToolCall(c) => calls.push(encode_tool_call(c)),
+                    Block::Text(_) => content.push(block),
+                    Block::Opaque(o) if o.origin == F => content.push(block),
+                    other => {
+                        return Err(unsupported_block(
+                            &format!("{param}.content[{j}]"),
+                            other,
+                            "assistant message",
+                        ))
+                    }
+                }
+            }
+            let mut m = Map::new();
+            m.insert("role".into(), json!("assistant"));
+            let content = if content.is_empty() {
+                if calls.is_empty() {
+                    json!("")
+                } else {
+                    Value::Null
+                }
+            } else {
+                encode_content(&content, &param, "assistant message")?
+            };
+            m.insert("content".into(), content);
+            if let Some(r) = reasoning {
+                m.insert("reasoning_content".into(), json!(r));
+            }
+            if !calls.is_empty() {
+                m.insert("tool_calls".into(), Value::Array(calls));
+            }
+            out.push(merged(Value::Object(m), &msg.extra));
+        }
+    }
+    Ok(())
+}
+
+fn encode_tool_call(c: &ToolCall) -> Value {
+    merged(
+        json!({
+            "id": c.id,
+            "type": "function",
+            "function": {"name": c.name, "arguments": arguments_text(&c.arguments)},
+        }),
+        &c.extra,
+    )
+}
+
+fn encode_tool_result(r: &ToolResult, param: &str) -> Result<Value, TranslateError> {
+    let blocks: Vec<&Block> = r.content.iter().collect();
+    for (j, block) in blocks.iter().enumerate() {
+        if !matches!(block, Block::Text(_)) && !matches!(block, Block::Opaque(o) if o.origin == F) {
+            return Err(TranslateError::unsupported(
+                format!("{param}.content[{j}]"),
+                format!(
+                    "a tool result containing {} cannot be expressed in OpenAI (tool messages carry text only)",
+                    describe(block)
+                ),
+            ));
+        }
+    }
+    let content = if blocks.is_empty() {
+        json!("")
+    } else {
+        encode_content(&blocks, param, "tool message")?
+    };
+    Ok(merged(
+        json!({"role": "tool", "tool_call_id": r.call_id, "content": content}),
+        &r.extra,
+    ))
+}
+
+fn encode_tool(tool: &Tool, i: usize) -> Result<ToolDef, TranslateError> {
+    match tool {
+        Tool::Function(f) => {
+            let mut extra = f.extra.to_map(F);
+            let function_extra = take_nested(&mut extra, "function");
+            Ok(ToolDef {
+                kind: "function".into(),
+                function: Some(FunctionDef {
+                    name: f.name.clone(),
+                    description: f.description.clone(),
+                    parameters: f.parameters.clone(),
+                    strict: f.strict,
+                    extra: function_extra,
+                }),
+                extra,
+            })
+        }
+        Tool::Opaque(o) if o.origin == F => {
+            crate::protocol::util::from_value(o.value.clone(), "tool")
+        }
+        Tool::Opaque(o) => Err(TranslateError::unsupported(
+            format!("tools[{i}]"),
+            format!(
+                "the {} tool type \"{}\" cannot be expressed in OpenAI chat-completions",
+                o.origin, o.kind
+            ),
+        )),
+    }
+}
+
+fn encode_tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        ToolChoice::Allowed { required, names } => json!({
+            "type": "allowed_tools",
+            "allowed_tools": {
+                "mode": if *required { "required" } else { "auto" },
+                "tools": names.iter().map(|n| json!({"type": "function", "function": {"name": n}})).collect::<Vec<_>>(),
+            }
+        }),
+    }
+}
+
+fn encode_response_format(rf: &ResponseFormat) -> WireResponseFormat {
+    match rf {
+        ResponseFormat::Text => WireResponseFormat {
+            kind: "text".into(),
+            ..WireResponseFormat::default()
+        },
+        ResponseFormat::JsonObject => WireResponseFormat {
+            kind: "json_object".into(),
+            ..WireResponseFormat::default()
+        },
+        ResponseFormat::JsonSchema(js) => WireResponseFormat {
+            kind: "json_schema".into(),
+            json_schema: Some(JsonSchema {
+                name: js.name.clone().unwrap_or_else(|| "response".into()),
+                description: js.description.clone(),
+                schema: Some(js.schema.clone()),
+                strict: js.strict,
+                extra: Map::new(),
+            }),
+            extra: Map::new(),
+        },
+    }
+}
