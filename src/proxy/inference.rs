@@ -13,7 +13,9 @@ use crate::config::{ApiKey, Model, Provider, Upstream};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::passthrough::{self, Framing, PassthroughStream, Usage};
-use crate::protocol::{anthropic, gemini, openai};
+use crate::protocol::{
+    self, anthropic, gemini, openai, DecodeContext, EncodeOptions, TranslateError,
+};
 use crate::runtime::Snapshot;
 use crate::validate::{self, Inspected};
 use bytes::{Bytes, BytesMut};
@@ -35,6 +37,69 @@ impl From<GatewayError> for Stop {
     fn from(e: GatewayError) -> Self {
         Stop::Client(e)
     }
+}
+
+/// Bodies above this are translated off the reactor.
+const BLOCKING_TRANSLATE_BYTES: usize = 1 << 20;
+
+/// A translation failure in the client's terms (400 for the request, 502 for the upstream's answer).
+fn translate_error(e: TranslateError) -> GatewayError {
+    let status = e.status();
+    let mut g =
+        GatewayError::new(GatewayError::kind_for_status(status), e.message).with_status(status);
+    g.param = e.param;
+    g
+}
+
+/// Re-encodes a client request of `family` for an upstream speaking `target`.
+fn translate_request(
+    family: Family,
+    target: Family,
+    body: &[u8],
+    path_model: Option<&str>,
+    stream: bool,
+    model: &Model,
+) -> Result<Bytes, GatewayError> {
+    let ir = protocol::decode_request(
+        family,
+        body,
+        &DecodeContext {
+            model: path_model,
+            stream,
+        },
+    )
+    .map_err(translate_error)?;
+    let out = protocol::encode_request(
+        target,
+        &ir,
+        &EncodeOptions {
+            upstream_model: &model.upstream_model,
+            default_max_tokens: model.max_output_tokens,
+            stream,
+        },
+    )
+    .map_err(translate_error)?;
+    Ok(Bytes::from(out))
+}
+
+/// Re-encodes an upstream response of `upstream` for a client of `family`.
+fn translate_response(
+    upstream: Family,
+    family: Family,
+    raw: &[u8],
+    client_model: &str,
+) -> Result<(Vec<u8>, Usage), GatewayError> {
+    let resp = protocol::decode_response(upstream, raw).map_err(translate_error)?;
+    let usage = resp
+        .usage
+        .as_ref()
+        .map(|u| Usage {
+            input: Some(u.input_tokens),
+            output: Some(u.output_tokens),
+        })
+        .unwrap_or_default();
+    let out = protocol::encode_response(family, &resp, client_model).map_err(translate_error)?;
+    Ok((out, usage))
 }
 
 /// Handles an authenticated inference request.
@@ -370,20 +435,37 @@ async fn run(
     let up = provider
         .upstream_for(family)
         .ok_or_else(|| GatewayError::new(ErrorKind::Internal, "provider has no upstream"))?;
-    if up.protocol != family {
+    let stream = req.stream;
+    let translated = up.protocol != family;
+    if translated && stream {
         return Err(GatewayError::new(
             ErrorKind::InvalidRequest,
             format!(
-                "provider {} speaks only the {} protocol and translation from {family} is not available",
-                provider.id, up.protocol
+                "streaming from a {} upstream to a {family} client is not available yet",
+                up.protocol
             ),
         )
         .into());
     }
-    let stream = req.stream;
-    let upstream_body = match family {
-        Family::Gemini => body.clone(),
-        _ => passthrough_body(&body, &req, model),
+    let upstream_body = if !translated {
+        match family {
+            Family::Gemini => body.clone(),
+            _ => passthrough_body(&body, &req, model),
+        }
+    } else if body.len() > BLOCKING_TRANSLATE_BYTES {
+        let (owned, m, pm, target) = (
+            body.clone(),
+            model.clone(),
+            path_model.map(str::to_string),
+            up.protocol,
+        );
+        tokio::task::spawn_blocking(move || {
+            translate_request(family, target, &owned, pm.as_deref(), stream, &m)
+        })
+        .await
+        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("translation failed: {e}")))??
+    } else {
+        translate_request(family, up.protocol, &body, path_model, stream, model)?
     };
     let header = upstream_header(
         up,
@@ -432,7 +514,11 @@ async fn run(
     }
     if !stream {
         let raw = read_upstream_body(&mut ex, gw.settings.max_response_bytes).await?;
-        let (out, usage) = passthrough::rewrite_body(family, &raw, &model_json);
+        let (out, usage) = if translated {
+            translate_response(up.protocol, family, &raw, client_model_name(family, model))?
+        } else {
+            passthrough::rewrite_body(family, &raw, &model_json)
+        };
         record_usage(ctx, model, usage);
         gw.upstream.release(ex).await;
         return respond::json(session, ctx, status, Bytes::from(out))
