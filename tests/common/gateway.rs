@@ -77,7 +77,12 @@ fn model(id: &str, provider: &str, extra: Value) -> Value {
 
 /// A catalog whose providers all point at `mock`:
 /// `openai` (openai), `anthropic` (anthropic), `google` (gemini), `deepseek` (openai+anthropic),
-/// `nokey` (openai, key variable unset), `down` (openai, nothing listening).
+/// `nokey` (openai, key variable unset), `down` (openai, nothing listening),
+/// `kimi` (anthropic only, accepted by family C).
+///
+/// Cross-protocol cells (client → upstream): A→B `claude-sonnet-4.7`, A→C
+/// `gemini-3.1-pro`, B→A `gpt-5-any`, B→C `gemini-any`, C→A `deepseek/deepseek-v4-pro`,
+/// C→B `kimi/kimi-2.6`.
 pub fn catalog(mock: &MockUpstream) -> Value {
     let up = |p: Protocol| json!({"protocol": p.name(), "base_url": mock.base_url(p), "api_key_env": format!("SB_TEST_KEY_{}", p.name().to_uppercase())});
     let dead = format!("http://127.0.0.1:{}/v1", free_port());
@@ -88,7 +93,8 @@ pub fn catalog(mock: &MockUpstream) -> Value {
             {"id": "google", "families": ["openai","gemini"], "upstreams": [up(Protocol::Gemini)]},
             {"id": "deepseek", "families": ["openai","gemini"], "upstreams": [up(Protocol::OpenAi), up(Protocol::Anthropic)]},
             {"id": "nokey", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": mock.base_url(Protocol::OpenAi), "api_key_env": "SB_TEST_UNSET_KEY"}]},
-            {"id": "down", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": dead, "api_key_env": "SB_TEST_KEY_OPENAI"}]}
+            {"id": "down", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": dead, "api_key_env": "SB_TEST_KEY_OPENAI"}]},
+            {"id": "kimi", "families": ["openai","gemini"], "upstreams": [up(Protocol::Anthropic)]}
         ],
         "models": [
             model("gpt-5", "openai", json!({"upstream_model": "gpt-5-2025-08-07", "protocols": ["openai"]})),
@@ -102,7 +108,10 @@ pub fn catalog(mock: &MockUpstream) -> Value {
             model("tiny-gemini", "google", json!({"context_length": 1000, "max_output_tokens": 100,
                 "supported_parameters": ["max_tokens","stream"], "protocols": ["gemini"]})),
             model("orphan-key", "nokey", json!({})),
-            model("offline", "down", json!({}))
+            model("offline", "down", json!({})),
+            model("gpt-5-any", "openai", json!({})),
+            model("gemini-any", "google", json!({})),
+            model("kimi-2.6", "kimi", json!({}))
         ]
     })
 }
@@ -167,7 +176,7 @@ impl Gateway {
             metrics,
             dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
                 if r.status == 200 {
