@@ -49,6 +49,8 @@ struct OpenAiPeek<'a> {
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     usage: Option<OpenAiUsage>,
+    #[serde(borrow)]
+    choices: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -97,6 +99,8 @@ struct Peeked {
     terminal: bool,
     /// The upstream reported an error in-band.
     error: bool,
+    /// An OpenAI usage-only chunk (`choices: []` with usage).
+    usage_only: bool,
 }
 
 fn span_of(raw: &RawValue, doc: &[u8]) -> Option<Range<usize>> {
@@ -111,6 +115,7 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
         Family::OpenAi => {
             let p: OpenAiPeek<'_> = serde_json::from_slice(doc).ok()?;
             out.span = p.model.and_then(|m| span_of(m, doc));
+            out.usage_only = p.usage.is_some() && p.choices.is_some_and(|c| c.get() == "[]");
             if let Some(u) = p.usage {
                 out.usage = Usage {
                     input: u.prompt_tokens,
@@ -216,10 +221,17 @@ pub struct PassthroughStream {
     /// JSON array framing: elements written so far.
     elements: usize,
     complete: bool,
+    /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
+    withhold_usage: bool,
     pub usage: Usage,
 }
 
 impl PassthroughStream {
+    /// Withholds OpenAI usage-only chunks from the client (they are still metered).
+    pub fn withhold_usage_chunk(&mut self, on: bool) {
+        self.withhold_usage = on;
+    }
+
     /// A passthrough for `family` writing `framing`, naming the model `model_json`.
     pub fn new(
         family: Family,
@@ -235,6 +247,7 @@ impl PassthroughStream {
             scratch: Vec::new(),
             elements: 0,
             complete: false,
+            withhold_usage: false,
             usage: Usage::default(),
         }
     }
@@ -254,6 +267,7 @@ impl PassthroughStream {
             scratch,
             elements,
             complete,
+            withhold_usage,
             usage,
         } = self;
         let mut fault = None;
@@ -282,6 +296,9 @@ impl PassthroughStream {
                     };
                     usage.merge(p.usage);
                     *complete |= p.terminal || p.error;
+                    if *withhold_usage && p.usage_only {
+                        return;
+                    }
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
                     match framing {
@@ -400,6 +417,26 @@ mod tests {
             s.push(b"data: {oops\n\n", &mut out),
             Err(StreamFault::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn withheld_usage_chunk_is_metered_not_sent() {
+        let input = b"data: {\"model\":\"up\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\ndata: {\"model\":\"up\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+        let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
+        s.withhold_usage_chunk(true);
+        let mut out = Vec::new();
+        s.push(input, &mut out).unwrap();
+        s.finish(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("prompt_tokens"), "{text}");
+        assert!(text.contains("[DONE]") && text.contains("\"hi\""));
+        assert_eq!(
+            s.usage,
+            Usage {
+                input: Some(4),
+                output: Some(2)
+            }
+        );
     }
 
     #[test]

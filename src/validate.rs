@@ -22,6 +22,8 @@ pub struct Inspected {
     pub stream: bool,
     /// Whether a family A stream asks for usage (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// Whether a family A body has `stream_options` at all.
+    pub has_stream_options: bool,
     /// Requested output tokens.
     pub max_tokens: Option<u64>,
     temperature: Option<f64>,
@@ -200,6 +202,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
                 return Err(bad("messages", "messages is required"));
             }
             out.stream = p.stream.unwrap_or(false);
+            out.has_stream_options = p.stream_options.is_some();
             out.include_usage = p
                 .stream_options
                 .and_then(|o| o.include_usage)

@@ -6,8 +6,10 @@
 
 pub mod auth;
 pub mod ctx;
+pub mod dispatch;
 pub mod inference;
 pub mod listings;
+pub mod relay;
 pub mod respond;
 pub mod route;
 pub mod upstream;
