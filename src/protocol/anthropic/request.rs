@@ -8,7 +8,9 @@
 //!   blocks first in their user message, drops empty text blocks and
 //!   unsigned thinking (Anthropic rejects both), supplies `max_tokens` from
 //!   the catalog when the client gave none, and expresses `response_format`
-//!   as an appended system instruction (Anthropic has no such parameter).
+//!   as an appended system instruction (works with every Anthropic-compatible
+//!   upstream; Anthropic's own `output_config.format` is only used when the
+//!   client itself sent it).
 
 use super::wire::{
     ContentBlock, Message as WireMessage, MessagesRequest, Metadata, Source, Thinking,
@@ -17,8 +19,8 @@ use super::wire::{
 use crate::family::Family;
 use crate::ir::{
     deep_merge, effort_to_budget, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource,
-    Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role, SystemPrompt,
-    SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
+    JsonSchemaFormat, Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role,
+    SystemPrompt, SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
 use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
 use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
@@ -94,6 +96,21 @@ pub fn from_wire(
         req.user = user_id;
         if !md_extra.is_empty() {
             extra.insert("metadata".into(), Value::Object(md_extra));
+        }
+    }
+
+    // Structured outputs (`output_config.format`, beta `output_format`): read
+    // into the IR, kept verbatim in the extra fields for Anthropic upstreams.
+    let format = extra
+        .get("output_config")
+        .and_then(|c| c.get("format"))
+        .or_else(|| extra.get("output_format"));
+    if let Some(format) = format {
+        if format.get("type").and_then(Value::as_str) == Some("json_schema") {
+            req.response_format = Some(ResponseFormat::JsonSchema(JsonSchemaFormat {
+                schema: format.get("schema").cloned().unwrap_or_else(|| json!({})),
+                ..JsonSchemaFormat::default()
+            }));
         }
     }
 
@@ -507,7 +524,7 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         return Err(TranslateError::unsupported(
             "n".to_string(),
             format!(
-                "Anthropic Messages returns one answer per request; n = {n} cannot be expressed"
+                "{n} answers were asked for (OpenAI n / Gemini candidateCount), but Anthropic Messages returns one answer per request"
             ),
         ));
     }
@@ -515,9 +532,14 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
 
     // System: every system prompt (hoisted), then the response-format instruction.
     let mut system: Vec<&TextBlock> = req.system.iter().flat_map(|sp| sp.content.iter()).collect();
+    let native_format = extra
+        .get("output_config")
+        .is_some_and(|c| c.get("format").is_some())
+        || extra.contains_key("output_format");
     let instruction = req
         .response_format
         .as_ref()
+        .filter(|_| !native_format)
         .and_then(response_format_instruction)
         .map(TextBlock::new);
     if let Some(i) = &instruction {
