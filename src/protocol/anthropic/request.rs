@@ -631,10 +631,27 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         extra: metadata_extra,
     });
 
-    let thinking = req
+    let mut thinking = req
         .reasoning
         .as_ref()
         .and_then(|r| encode_thinking(r, max_tokens));
+    let mut thinking_on = thinking
+        .as_ref()
+        .is_some_and(|t| t.get("type") != Some(&json!("disabled")));
+    if thinking_on && !tool_loop_keeps_thinking(&messages) {
+        // Anthropic rejects thinking when the assistant turn of a tool loop in
+        // progress does not start with its (signed) thinking, which clients of
+        // other protocols cannot send back: think again from the next turn.
+        thinking = None;
+        thinking_on = false;
+    }
+    // With thinking on, Anthropic only accepts the default temperature and
+    // top_k, and top_p of at least 0.95.
+    let (temperature, top_p, top_k) = if thinking_on {
+        (None, s.top_p.filter(|p| *p >= 0.95), None)
+    } else {
+        (s.temperature.map(|t| t.min(1.0)), s.top_p, s.top_k)
+    };
 
     let wire = MessagesRequest {
         model: opts.upstream_model.to_string(),
@@ -643,9 +660,9 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         max_tokens: Some(max_tokens),
         stop_sequences: (!s.stop.is_empty()).then(|| s.stop.clone()),
         stream: opts.stream.then_some(true),
-        temperature: s.temperature.map(|t| t.min(1.0)),
-        top_p: s.top_p,
-        top_k: s.top_k,
+        temperature,
+        top_p,
+        top_k,
         tools: None,
         tool_choice: None,
         thinking: None,
@@ -670,6 +687,29 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         deep_merge(obj, &extra);
     }
     Ok(out)
+}
+
+/// False when the last assistant turn calls tools without starting with a
+/// thinking block (Anthropic then refuses a request with thinking enabled).
+fn tool_loop_keeps_thinking(messages: &[Value]) -> bool {
+    let Some(last) = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role") == Some(&json!("assistant")))
+    else {
+        return true;
+    };
+    let Some(blocks) = last.get("content").and_then(Value::as_array) else {
+        return true;
+    };
+    let calls_tools = blocks
+        .iter()
+        .any(|b| b.get("type") == Some(&json!("tool_use")));
+    let starts_with_thinking = blocks
+        .first()
+        .and_then(|b| b.get("type"))
+        .is_some_and(|t| t == &json!("thinking") || t == &json!("redacted_thinking"));
+    !calls_tools || starts_with_thinking
 }
 
 fn encode_tool(tool: &Tool, i: usize) -> Result<Value, TranslateError> {

@@ -375,6 +375,9 @@ fn convert_schema(
     if out.contains_key("enum") && !out.contains_key("type") {
         out.insert("type".into(), json!("string"));
     }
+    if out.contains_key("properties") && !out.contains_key("type") {
+        out.insert("type".into(), json!("object"));
+    }
     Ok(Value::Object(out))
 }
 
