@@ -532,6 +532,10 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
 
     // System: every system prompt (hoisted), then the response-format instruction.
     let mut system: Vec<&TextBlock> = req.system.iter().flat_map(|sp| sp.content.iter()).collect();
+    if system.len() > 1 {
+        // Anthropic refuses empty text blocks.
+        system.retain(|t| !t.text.is_empty() || t.cache_control.is_some());
+    }
     let native_format = extra
         .get("output_config")
         .is_some_and(|c| c.get("format").is_some())
