@@ -380,3 +380,30 @@ async fn upstream_errors_come_back_in_the_client_shape() {
         }
     }
 }
+
+#[tokio::test]
+async fn fails_over_to_the_next_upstream_before_the_first_byte() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    let (path, body) = request("openai", "flaky/flaky-model", "are you there", false);
+    let r = gw.send(&authed("openai", &path, KEY, &body)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(
+        reply_text("openai", &v),
+        expected_reply(Protocol::Anthropic, "are you there")
+    );
+    assert_eq!(v["model"], "flaky/flaky-model");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(
+        reqs[0].path_only().ends_with("/messages"),
+        "answered by the anthropic upstream"
+    );
+    // a 400 from the upstream is the client's problem: no failover
+    let (path, body) = request("openai", "flaky/flaky-model", "bad [[status:400]]", false);
+    assert_eq!(
+        gw.send(&authed("openai", &path, KEY, &body)).await.status,
+        400
+    );
+}

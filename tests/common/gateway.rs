@@ -78,7 +78,8 @@ fn model(id: &str, provider: &str, extra: Value) -> Value {
 /// A catalog whose providers all point at `mock`:
 /// `openai` (openai), `anthropic` (anthropic), `google` (gemini), `deepseek` (openai+anthropic),
 /// `nokey` (openai, key variable unset), `down` (openai, nothing listening),
-/// `kimi` (anthropic only, accepted by family C).
+/// `kimi` (anthropic only, accepted by family C), `flaky` (a dead openai
+/// upstream first, then anthropic: failover).
 ///
 /// Cross-protocol cells (client → upstream): A→B `claude-sonnet-4.7`, A→C
 /// `gemini-3.1-pro`, B→A `gpt-5-any`, B→C `gemini-any`, C→A `deepseek/deepseek-v4-pro`,
@@ -94,7 +95,10 @@ pub fn catalog(mock: &MockUpstream) -> Value {
             {"id": "deepseek", "families": ["openai","gemini"], "upstreams": [up(Protocol::OpenAi), up(Protocol::Anthropic)]},
             {"id": "nokey", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": mock.base_url(Protocol::OpenAi), "api_key_env": "SB_TEST_UNSET_KEY"}]},
             {"id": "down", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": dead, "api_key_env": "SB_TEST_KEY_OPENAI"}]},
-            {"id": "kimi", "families": ["openai","gemini"], "upstreams": [up(Protocol::Anthropic)]}
+            {"id": "kimi", "families": ["openai","gemini"], "upstreams": [up(Protocol::Anthropic)]},
+            {"id": "flaky", "families": ["openai"], "upstreams": [
+                {"protocol":"openai","base_url": format!("http://127.0.0.1:{}/v1", free_port()), "api_key_env": "SB_TEST_KEY_OPENAI"},
+                up(Protocol::Anthropic)]}
         ],
         "models": [
             model("gpt-5", "openai", json!({"upstream_model": "gpt-5-2025-08-07", "protocols": ["openai"]})),
@@ -111,7 +115,8 @@ pub fn catalog(mock: &MockUpstream) -> Value {
             model("offline", "down", json!({})),
             model("gpt-5-any", "openai", json!({})),
             model("gemini-any", "google", json!({})),
-            model("kimi-2.6", "kimi", json!({}))
+            model("kimi-2.6", "kimi", json!({})),
+            model("flaky-model", "flaky", json!({}))
         ]
     })
 }
