@@ -142,6 +142,16 @@ pub struct Gateway {
 impl Gateway {
     /// Starts the gateway with these files and extra arguments; waits until it answers.
     pub async fn start_with(catalog: &Value, keys: &Value, args: &[&str]) -> Gateway {
+        Gateway::start_with_env(catalog, keys, args, &[]).await
+    }
+
+    /// As [`Gateway::start_with`], with extra environment variables.
+    pub async fn start_with_env(
+        catalog: &Value,
+        keys: &Value,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let dir = TempDir::new();
         std::fs::write(
             dir.file("catalog.json"),
@@ -171,6 +181,7 @@ impl Gateway {
             .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
             .env_remove("SB_TEST_UNSET_KEY")
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
