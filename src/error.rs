@@ -1,1 +1,128 @@
-//! error (to be written).
+//! The gateway's error value: an HTTP status, a protocol-neutral kind, a message
+//! and the offending parameter. Each family renders it in its own shape
+//! (`protocol::*::error`); nothing below `proxy/` knows about HTTP types.
+
+use std::fmt;
+
+/// What went wrong, independent of any protocol's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 400: malformed or invalid request.
+    InvalidRequest,
+    /// 400: input plus requested output exceeds the model's context.
+    ContextLengthExceeded,
+    /// 401: missing or unknown key.
+    Authentication,
+    /// 403: the key may not call this model.
+    PermissionDenied,
+    /// 404: unknown route, provider or model.
+    NotFound,
+    /// 405: known path, wrong method.
+    MethodNotAllowed,
+    /// 413: request body above the limit.
+    PayloadTooLarge,
+    /// 429: rate limited (by us or by the upstream).
+    RateLimited,
+    /// 500: our own failure.
+    Internal,
+    /// 502: upstream unreachable or answered something invalid.
+    BadGateway,
+    /// 503: the upstream cannot be used (e.g. its key is not configured) or is overloaded.
+    Unavailable,
+    /// 504: the upstream did not answer in time.
+    Timeout,
+}
+
+/// An error to be sent to the client in its family's shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayError {
+    pub status: u16,
+    pub kind: ErrorKind,
+    pub message: String,
+    /// The request parameter at fault, when there is one.
+    pub param: Option<String>,
+    /// A machine-readable code (family A `code`), when there is one.
+    pub code: Option<&'static str>,
+    /// Seconds for `retry-after` on 429/503.
+    pub retry_after: Option<u64>,
+    /// The `allow` header of a 405.
+    pub allow: Option<&'static str>,
+}
+
+impl GatewayError {
+    /// An error of `kind` with the kind's default status.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let status = match kind {
+            ErrorKind::InvalidRequest | ErrorKind::ContextLengthExceeded => 400,
+            ErrorKind::Authentication => 401,
+            ErrorKind::PermissionDenied => 403,
+            ErrorKind::NotFound => 404,
+            ErrorKind::MethodNotAllowed => 405,
+            ErrorKind::PayloadTooLarge => 413,
+            ErrorKind::RateLimited => 429,
+            ErrorKind::Internal => 500,
+            ErrorKind::BadGateway => 502,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Timeout => 504,
+        };
+        GatewayError {
+            status,
+            kind,
+            message: message.into(),
+            param: None,
+            code: None,
+            retry_after: None,
+            allow: None,
+        }
+    }
+
+    /// A 400 naming the parameter at fault.
+    pub fn invalid_param(param: impl Into<String>, message: impl Into<String>) -> Self {
+        let mut e = GatewayError::new(ErrorKind::InvalidRequest, message);
+        e.param = Some(param.into());
+        e
+    }
+
+    /// Sets the machine-readable code.
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    /// Overrides the status (e.g. to mirror an upstream's status).
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// Sets `retry-after` seconds.
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
+    }
+
+    /// The kind a bare upstream status maps to.
+    pub fn kind_for_status(status: u16) -> ErrorKind {
+        match status {
+            400 | 422 => ErrorKind::InvalidRequest,
+            401 => ErrorKind::Authentication,
+            403 => ErrorKind::PermissionDenied,
+            404 => ErrorKind::NotFound,
+            405 => ErrorKind::MethodNotAllowed,
+            413 => ErrorKind::PayloadTooLarge,
+            429 => ErrorKind::RateLimited,
+            502 => ErrorKind::BadGateway,
+            503 | 529 => ErrorKind::Unavailable,
+            504 => ErrorKind::Timeout,
+            _ => ErrorKind::Internal,
+        }
+    }
+}
+
+impl fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.message)
+    }
+}
+
+impl std::error::Error for GatewayError {}

@@ -11,18 +11,24 @@
 //! - [`runtime`]: the live snapshot (catalog + keys) behind an atomic pointer swap.
 //! - [`reload`]: file watching and SIGHUP: prepare a new snapshot, then swap it in.
 //! - [`error`]: the gateway's error value (status, kind, message, param) independent of HTTP types.
+//! - [`metrics`]: Prometheus counters and histograms, served on `--metrics`.
 //! - [`proxy`]: the Pingora `ProxyHttp` service: routing, auth, listings, inference exchange.
 //! - [`ir`]: the neutral canonical request/response/stream model (hub of the translation).
 //! - [`protocol`]: per-family wire types, codecs to and from the IR, listings and error shapes.
 //! - [`sse`]: incremental server-sent-events decoder and encoder.
+//! - [`passthrough`]: same-family body and SSE rewriting (model name splice, usage, completeness).
 //! - [`stream`]: the per-request stream translator (passthrough rewrite or IR translation).
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
 
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 pub mod config;
 pub mod error;
+pub mod passthrough;
 pub mod family;
 pub mod ir;
+pub mod metrics;
 pub mod protocol;
 pub mod proxy;
 pub mod reload;

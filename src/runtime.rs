@@ -1,1 +1,203 @@
-//! runtime (to be written).
+//! The live configuration snapshot (catalog, keys, pre-rendered listings) behind
+//! an atomic pointer: requests load it once and keep it to the end, reloads swap
+//! in a complete new one, so no request ever sees a half-applied change.
+
+use crate::config::{Catalog, ConfigError, KeyStore, Model};
+use crate::family::Family;
+use crate::protocol::{anthropic, gemini, openai};
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One family's listings, rendered once per snapshot.
+#[derive(Debug, Default)]
+pub struct Listings {
+    /// The whole list (E1 / E5 / E9).
+    pub all: Bytes,
+    /// Per provider token accepted by this family (E2 / E6 / E10).
+    pub by_provider: HashMap<String, Bytes>,
+    /// Per visible model id, the bare object (E3 / E7 / E11).
+    pub by_model: HashMap<String, Bytes>,
+}
+
+/// An immutable view of the configuration.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub catalog: Catalog,
+    pub keys: KeyStore,
+    listings: [Listings; 3],
+}
+
+fn index(f: Family) -> usize {
+    match f {
+        Family::OpenAi => 0,
+        Family::Anthropic => 1,
+        Family::Gemini => 2,
+    }
+}
+
+impl Snapshot {
+    /// Builds a snapshot and renders its listings.
+    pub fn new(catalog: Catalog, keys: KeyStore) -> Snapshot {
+        let listings = Family::ALL.map(|f| render(&catalog, f));
+        Snapshot {
+            catalog,
+            keys,
+            listings,
+        }
+    }
+
+    /// Loads both files; fails on the first invalid one.
+    pub fn load(catalog_path: &str, keys_path: &str) -> Result<Snapshot, ConfigError> {
+        Ok(Snapshot::new(
+            Catalog::load(catalog_path)?,
+            KeyStore::load(keys_path)?,
+        ))
+    }
+
+    /// The pre-rendered listings of `family`.
+    pub fn listings(&self, family: Family) -> &Listings {
+        &self.listings[index(family)]
+    }
+
+    /// Whether `family` lists (and serves) this model (CONTRACT 3).
+    pub fn visible(&self, family: Family, m: &Model) -> bool {
+        visible_in(&self.catalog, family, m)
+    }
+}
+
+fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
+    match family {
+        Family::OpenAi => true,
+        Family::Anthropic => m.speaks(Family::Anthropic),
+        Family::Gemini => {
+            m.speaks(Family::Gemini) && cat.provider_of(m).is_some_and(|p| p.accepts(Family::Gemini))
+        }
+    }
+}
+
+fn object(family: Family, m: &Model) -> serde_json::Value {
+    match family {
+        Family::OpenAi => openai::models::model_object(m),
+        Family::Anthropic => anthropic::models::model_object(m),
+        Family::Gemini => gemini::models::model_object(m),
+    }
+}
+
+fn envelope(family: Family, items: Vec<serde_json::Value>) -> Bytes {
+    let v = match family {
+        Family::OpenAi => openai::models::list(items),
+        Family::Anthropic => anthropic::models::list(items),
+        Family::Gemini => gemini::models::list(items),
+    };
+    Bytes::from(v.to_string())
+}
+
+fn render(cat: &Catalog, family: Family) -> Listings {
+    let mut out = Listings::default();
+    let visible: Vec<&Model> = cat
+        .models
+        .iter()
+        .filter(|m| visible_in(cat, family, m))
+        .collect();
+    for m in &visible {
+        out.by_model
+            .insert(m.id.clone(), Bytes::from(object(family, m).to_string()));
+    }
+    out.all = envelope(family, visible.iter().map(|m| object(family, m)).collect());
+    for p in cat.providers.iter().filter(|p| p.accepts(family)) {
+        let items = visible
+            .iter()
+            .filter(|m| m.provider == p.id)
+            .map(|m| object(family, m))
+            .collect();
+        out.by_provider.insert(p.id.clone(), envelope(family, items));
+    }
+    out
+}
+
+/// Per-key requests-per-minute counters; they live outside snapshots so a reload
+/// does not reset them.
+#[derive(Debug, Default)]
+pub struct RateLimiter {
+    windows: Mutex<HashMap<String, (u64, u32)>>,
+}
+
+impl RateLimiter {
+    /// Counts one request for `key_id`; `Err(seconds until the window resets)` when over `rpm`.
+    pub fn check(&self, key_id: &str, rpm: u32) -> Result<(), u64> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let window = now / 60;
+        let mut map = match self.windows.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let entry = map.entry(key_id.to_string()).or_insert((window, 0));
+        if entry.0 != window {
+            *entry = (window, 0);
+        }
+        if entry.1 >= rpm {
+            return Err(60 - now % 60);
+        }
+        entry.1 += 1;
+        Ok(())
+    }
+}
+
+/// Paths of the files a snapshot is loaded from.
+#[derive(Debug, Clone)]
+pub struct ConfigPaths {
+    pub catalog: String,
+    pub keys: String,
+}
+
+/// The process-wide runtime state shared by every request.
+#[derive(Debug)]
+pub struct Runtime {
+    snapshot: ArcSwap<Snapshot>,
+    pub paths: ConfigPaths,
+    pub limiter: RateLimiter,
+    /// Successful reloads since start.
+    pub reloads: AtomicU64,
+    /// Failed reload attempts since start.
+    pub reload_failures: AtomicU64,
+}
+
+impl Runtime {
+    /// Wraps an initial snapshot.
+    pub fn new(snapshot: Snapshot, paths: ConfigPaths) -> Runtime {
+        Runtime {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            paths,
+            limiter: RateLimiter::default(),
+            reloads: AtomicU64::new(0),
+            reload_failures: AtomicU64::new(0),
+        }
+    }
+
+    /// The current snapshot; hold it for the whole request.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Reloads both files: on success swaps the snapshot in, on failure keeps the old one.
+    pub fn reload(&self) -> Result<(), ConfigError> {
+        match Snapshot::load(&self.paths.catalog, &self.paths.keys) {
+            Ok(s) => {
+                self.snapshot.store(Arc::new(s));
+                self.reloads.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.reload_failures.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,1 +1,192 @@
-//! Proxy (to be written).
+//! The Pingora `ProxyHttp` service. Every request is answered from
+//! `request_filter`: listings from the snapshot, inference by running the
+//! upstream exchange ourselves with pingora-core's pooled connector (this works
+//! for bodies of any size on stock Pingora, whose replay buffer for a consumed
+//! body is capped at 64 KiB). Each phase is a short delegation.
+
+pub mod auth;
+pub mod ctx;
+pub mod inference;
+pub mod listings;
+pub mod respond;
+pub mod route;
+pub mod upstream;
+
+use crate::error::{ErrorKind, GatewayError};
+use crate::metrics::{Metrics, Observation};
+use crate::runtime::Runtime;
+use async_trait::async_trait;
+use bytes::Bytes;
+use ctx::RequestCtx;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::{Error, ErrorType, Result};
+use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+use route::Endpoint;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Tunables of the inference path.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Largest accepted request body; above it 413.
+    pub max_body_bytes: usize,
+    /// Largest accepted non-stream upstream response body.
+    pub max_response_bytes: usize,
+    /// TCP (+TLS) connect timeout to an upstream.
+    pub connect_timeout: Duration,
+    /// Longest wait for any read from an upstream (headers or a body chunk).
+    pub read_timeout: Duration,
+    /// Largest SSE frame accepted from an upstream.
+    pub max_frame_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_body_bytes: 32 * 1024 * 1024,
+            max_response_bytes: 64 * 1024 * 1024,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(300),
+            max_frame_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// The gateway service.
+pub struct Gateway {
+    pub rt: Arc<Runtime>,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    pub upstream: upstream::UpstreamClient,
+}
+
+impl Gateway {
+    /// A gateway over `rt` with `settings`.
+    pub fn new(rt: Arc<Runtime>, settings: Settings) -> Gateway {
+        let upstream = upstream::UpstreamClient::new(&settings);
+        Gateway {
+            rt,
+            metrics: Arc::new(Metrics::default()),
+            settings,
+            upstream,
+        }
+    }
+
+    async fn serve(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        let req = session.req_header();
+        let routed = route::route(req.method.as_str(), req.uri.path(), req.uri.query());
+        let r = match routed {
+            Ok(r) => r,
+            Err((family, e)) => {
+                ctx.family = family;
+                return respond::error(session, ctx, family, &e).await;
+            }
+        };
+        ctx.family = r.family;
+        let snap = self.rt.snapshot();
+        match &r.endpoint {
+            Endpoint::Health => respond::json(session, ctx, 200, Bytes::from_static(b"{\"status\":\"ok\"}")).await,
+            Endpoint::Ready => {
+                let body = format!(
+                    "{{\"status\":\"ready\",\"providers\":{},\"models\":{}}}",
+                    snap.catalog.providers.len(),
+                    snap.catalog.models.len()
+                );
+                respond::json(session, ctx, 200, Bytes::from(body)).await
+            }
+            Endpoint::ListModels | Endpoint::ProviderOrModel(_) | Endpoint::GetModel { .. } => {
+                match listings::answer(&snap, r.family, &r.endpoint) {
+                    Ok(body) => respond::json(session, ctx, 200, body).await,
+                    Err(e) => respond::error(session, ctx, r.family, &e).await,
+                }
+            }
+            _ => {
+                let key = match auth::authenticate(
+                    r.family,
+                    session.req_header(),
+                    &snap.keys,
+                    &self.rt.limiter,
+                ) {
+                    Ok(k) => k.clone(),
+                    Err(e) => return respond::error(session, ctx, r.family, &e).await,
+                };
+                ctx.key_id = Some(key.id.clone());
+                inference::handle(self, session, ctx, &r, &snap, &key).await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new()
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        ctx.request_id = session
+            .req_header()
+            .headers
+            .get("x-request-id")
+            .and_then(|v| ctx::client_request_id(v.as_bytes()))
+            .unwrap_or_else(ctx::new_request_id);
+        self.serve(session, ctx).await?;
+        Ok(true)
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+        // Every request is answered in request_filter; reaching here is a bug.
+        Err(Error::explain(ErrorType::InternalError, "no upstream phase in switchboard"))
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) -> FailToProxy {
+        let code = match e.etype() {
+            ErrorType::HTTPStatus(c) => *c,
+            ErrorType::ReadError | ErrorType::WriteError | ErrorType::ConnectionClosed => 0,
+            _ => 500,
+        };
+        if code > 0 && ctx.status == 0 {
+            let kind = GatewayError::kind_for_status(code);
+            let kind = if code >= 500 { ErrorKind::Internal } else { kind };
+            let ge = GatewayError::new(kind, format!("request failed: {e}")).with_status(code);
+            if let Err(we) = respond::error(session, ctx, ctx.family, &ge).await {
+                log::debug!("cannot send error response: {we}");
+            }
+        }
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        let line = serde_json::json!({
+            "request_id": ctx.request_id,
+            "key_id": ctx.key_id,
+            "family": ctx.family.name(),
+            "provider": ctx.provider,
+            "model": ctx.model,
+            "status": ctx.status,
+            "input_tokens": ctx.input_tokens,
+            "output_tokens": ctx.output_tokens,
+            "cost_usd": ctx.cost_usd,
+            "latency_ms": ctx.started.elapsed().as_secs_f64() * 1000.0,
+            "ttft_ms": ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
+            "error": e.map(|e| e.to_string()),
+        });
+        log::info!(target: "access", "{line}");
+        self.metrics.observe(&Observation {
+            family: ctx.family.name(),
+            provider: ctx.provider.as_deref().unwrap_or(""),
+            model: ctx.model.as_deref().unwrap_or(""),
+            status: ctx.status,
+            latency: ctx.started.elapsed(),
+            ttft: ctx.ttft,
+            input_tokens: ctx.input_tokens,
+            output_tokens: ctx.output_tokens,
+            cost_usd: ctx.cost_usd,
+        });
+    }
+}

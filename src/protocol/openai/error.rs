@@ -1,1 +1,62 @@
-//! openai: error (to be written).
+//! Family A (OpenAI) error bodies: `{"error":{"message","type","param","code"}}`.
+
+use crate::error::{ErrorKind, GatewayError};
+use serde_json::json;
+
+/// The OpenAI `type` for an error kind.
+fn error_type(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::InvalidRequest
+        | ErrorKind::ContextLengthExceeded
+        | ErrorKind::NotFound
+        | ErrorKind::MethodNotAllowed
+        | ErrorKind::PayloadTooLarge => "invalid_request_error",
+        ErrorKind::Authentication => "authentication_error",
+        ErrorKind::PermissionDenied => "permission_error",
+        ErrorKind::RateLimited => "rate_limit_error",
+        ErrorKind::Internal
+        | ErrorKind::BadGateway
+        | ErrorKind::Unavailable
+        | ErrorKind::Timeout => "server_error",
+    }
+}
+
+fn default_code(kind: ErrorKind) -> Option<&'static str> {
+    match kind {
+        ErrorKind::ContextLengthExceeded => Some("context_length_exceeded"),
+        ErrorKind::Authentication => Some("invalid_api_key"),
+        ErrorKind::PermissionDenied => Some("model_not_allowed"),
+        ErrorKind::NotFound => Some("not_found"),
+        ErrorKind::MethodNotAllowed => Some("method_not_allowed"),
+        ErrorKind::PayloadTooLarge => Some("request_too_large"),
+        ErrorKind::RateLimited => Some("rate_limit_exceeded"),
+        ErrorKind::BadGateway => Some("upstream_error"),
+        ErrorKind::Unavailable => Some("upstream_unavailable"),
+        ErrorKind::Timeout => Some("upstream_timeout"),
+        ErrorKind::InvalidRequest | ErrorKind::Internal => None,
+    }
+}
+
+/// Renders the error object (the value of the top-level `error` key).
+pub fn error_object(e: &GatewayError) -> serde_json::Value {
+    json!({
+        "message": e.message,
+        "type": error_type(e.kind),
+        "param": e.param,
+        "code": e.code.or_else(|| default_code(e.kind)),
+    })
+}
+
+/// Renders the whole error body.
+pub fn error_body(e: &GatewayError) -> Vec<u8> {
+    json!({ "error": error_object(e) }).to_string().into_bytes()
+}
+
+/// Reads the message out of an OpenAI-shaped error body, if it is one.
+pub fn upstream_message(body: &serde_json::Value) -> Option<String> {
+    let err = body.get("error")?;
+    match err {
+        serde_json::Value::String(s) => Some(s.clone()),
+        _ => err.get("message")?.as_str().map(str::to_string),
+    }
+}

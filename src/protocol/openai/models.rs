@@ -1,1 +1,26 @@
-//! openai: models (to be written).
+//! Family A model objects (`/v1/models…`): OpenRouter-like fields, `{"object":"list","data":[…]}`.
+
+use crate::config::Model;
+use serde_json::{json, Value};
+
+/// One model as family A renders it.
+pub fn model_object(m: &Model) -> Value {
+    json!({
+        "id": m.id,
+        "object": "model",
+        "created": m.created,
+        "owned_by": m.provider,
+        "description": m.description,
+        "context_length": m.context_length,
+        "architecture": m.architecture,
+        "pricing": { "prompt": m.pricing.prompt, "completion": m.pricing.completion },
+        "top_provider": m.provider,
+        "supported_parameters": m.supported_parameters,
+        "supported_protocols": m.protocols.iter().map(|f| f.name()).collect::<Vec<_>>(),
+    })
+}
+
+/// The list envelope.
+pub fn list(items: Vec<Value>) -> Value {
+    json!({ "object": "list", "data": items })
+}

@@ -1,0 +1,534 @@
+//! The catalog: providers with their upstreams, and models with their metadata.
+//!
+//! Validated at load (CONTRACT 4.1); afterwards read-only and shared through the
+//! runtime snapshot. Lookups by model id and provider token are O(1).
+
+use super::json::{parse, Obj};
+use super::ConfigError;
+use crate::family::Family;
+use std::collections::HashMap;
+
+/// `http` or `https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+/// A parsed upstream base URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseUrl {
+    pub scheme: Scheme,
+    /// Host name or IP literal (without brackets).
+    pub host: String,
+    pub port: u16,
+    /// Path prefix without a trailing slash (may be empty).
+    pub path: String,
+    /// The `Host` header value (host, plus `:port` when not the scheme default).
+    pub authority: String,
+}
+
+impl BaseUrl {
+    /// Parses `http(s)://host[:port][/path]`.
+    pub fn parse(s: &str) -> Result<BaseUrl, String> {
+        let (scheme, rest) = if let Some(r) = s.strip_prefix("https://") {
+            (Scheme::Https, r)
+        } else if let Some(r) = s.strip_prefix("http://") {
+            (Scheme::Http, r)
+        } else {
+            return Err("must start with http:// or https://".into());
+        };
+        let (authority, path) = match rest.find(['/', '?', '#']) {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if path.contains(['?', '#']) {
+            return Err("must not carry a query or fragment".into());
+        }
+        let default_port = match scheme {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        };
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let end = v6.find(']').ok_or("unclosed IPv6 bracket")?;
+            let host = &v6[..end];
+            let after = &v6[end + 1..];
+            let port = match after.strip_prefix(':') {
+                Some(p) => p.parse::<u16>().map_err(|_| "invalid port")?,
+                None if after.is_empty() => default_port,
+                None => return Err("invalid authority".into()),
+            };
+            (host.to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p.parse::<u16>().map_err(|_| "invalid port")?),
+                None => (authority.to_string(), default_port),
+            }
+        };
+        if host.is_empty() || authority.contains('@') {
+            return Err("missing or invalid host".into());
+        }
+        Ok(BaseUrl {
+            scheme,
+            host,
+            port,
+            path: path.trim_end_matches('/').to_string(),
+            authority: authority.to_string(),
+        })
+    }
+}
+
+/// One way of reaching a provider: a wire protocol at a base URL with a key.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub protocol: Family,
+    pub base_url: String,
+    pub url: BaseUrl,
+    pub api_key_env: Option<String>,
+    /// The key read from `api_key_env` at load time (`None` when unset).
+    pub api_key: Option<String>,
+}
+
+/// A provider: its token, which client families accept it, its upstreams.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    pub id: String,
+    pub families: Vec<Family>,
+    pub upstreams: Vec<Upstream>,
+}
+
+impl Provider {
+    /// The upstream to use for a client of `family` (CONTRACT 4.1): the one
+    /// speaking the client's protocol, else the first (with translation).
+    pub fn upstream_for(&self, family: Family) -> Option<&Upstream> {
+        self.upstreams
+            .iter()
+            .find(|u| u.protocol == family)
+            .or_else(|| self.upstreams.first())
+    }
+
+    /// Whether `family` accepts this provider's token in path segments.
+    pub fn accepts(&self, family: Family) -> bool {
+        self.families.contains(&family)
+    }
+}
+
+/// Prices in USD per token, kept both as the catalog's decimal strings and as numbers.
+#[derive(Debug, Clone)]
+pub struct Pricing {
+    pub prompt: String,
+    pub completion: String,
+    pub prompt_usd: f64,
+    pub completion_usd: f64,
+}
+
+/// Feature flags rendered in family B listings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features {
+    pub vision: bool,
+    pub tool_use: bool,
+    pub streaming: bool,
+}
+
+/// Default sampling parameters rendered in family C listings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Defaults {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u64>,
+}
+
+/// One model of the catalog.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub id: String,
+    pub provider: String,
+    /// `provider/id`, as family A responses name it.
+    pub qualified_id: String,
+    pub upstream_model: String,
+    pub display_name: String,
+    pub description: String,
+    pub created: u64,
+    pub version: String,
+    pub architecture: String,
+    pub context_length: u64,
+    pub max_output_tokens: u64,
+    pub pricing: Pricing,
+    pub supported_parameters: Vec<String>,
+    pub supported_features: Features,
+    pub supported_actions: Vec<String>,
+    pub supported_generation_methods: Vec<String>,
+    pub defaults: Defaults,
+    pub protocols: Vec<Family>,
+}
+
+impl Model {
+    /// Whether the model lists `param` in `supported_parameters`.
+    pub fn supports(&self, param: &str) -> bool {
+        self.supported_parameters.iter().any(|p| p == param)
+    }
+
+    /// Whether clients of `family` may call and see this model.
+    pub fn speaks(&self, family: Family) -> bool {
+        self.protocols.contains(&family)
+    }
+}
+
+/// The validated catalog.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub providers: Vec<Provider>,
+    pub models: Vec<Model>,
+    provider_index: HashMap<String, usize>,
+    model_index: HashMap<String, usize>,
+}
+
+const PROVIDER_FIELDS: &[&str] = &["id", "families", "upstreams"];
+const UPSTREAM_FIELDS: &[&str] = &["protocol", "base_url", "api_key_env"];
+const MODEL_FIELDS: &[&str] = &[
+    "id",
+    "provider",
+    "upstream_model",
+    "display_name",
+    "description",
+    "created",
+    "version",
+    "architecture",
+    "context_length",
+    "max_output_tokens",
+    "pricing",
+    "supported_parameters",
+    "supported_features",
+    "supported_actions",
+    "supported_generation_methods",
+    "defaults",
+    "protocols",
+];
+
+impl Catalog {
+    /// Loads and validates a catalog file.
+    pub fn load(path: &str) -> Result<Catalog, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path, "$", format!("cannot read file: {e}")))?;
+        Catalog::from_str(path, &text, &|name| std::env::var(name).ok())
+    }
+
+    /// Validates catalog text; `env` resolves `api_key_env` names.
+    pub fn from_str(
+        file: &str,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Catalog, ConfigError> {
+        let doc = parse(file, text)?;
+        let root = Obj::new(file, "$".into(), &doc)?;
+        root.only(&["providers", "models"])?;
+        let mut cat = Catalog::default();
+        for (path, v) in root.array("providers")? {
+            let p = provider(file, path.clone(), v, env)?;
+            if cat.provider_index.contains_key(&p.id) {
+                return Err(ConfigError::new(
+                    file,
+                    format!("{path}.id"),
+                    format!("duplicate provider id {:?}", p.id),
+                ));
+            }
+            cat.provider_index.insert(p.id.clone(), cat.providers.len());
+            cat.providers.push(p);
+        }
+        for (path, v) in root.array("models")? {
+            let m = model(file, path.clone(), v)?;
+            if !cat.provider_index.contains_key(&m.provider) {
+                return Err(ConfigError::new(
+                    file,
+                    format!("{path}.provider"),
+                    format!("unknown provider {:?}", m.provider),
+                ));
+            }
+            if cat.model_index.contains_key(&m.id) {
+                return Err(ConfigError::new(
+                    file,
+                    format!("{path}.id"),
+                    format!("duplicate model id {:?}", m.id),
+                ));
+            }
+            cat.model_index.insert(m.id.clone(), cat.models.len());
+            cat.models.push(m);
+        }
+        Ok(cat)
+    }
+
+    /// A provider by token.
+    pub fn provider(&self, id: &str) -> Option<&Provider> {
+        self.provider_index.get(id).map(|&i| &self.providers[i])
+    }
+
+    /// A model by bare id.
+    pub fn model(&self, id: &str) -> Option<&Model> {
+        self.model_index.get(id).map(|&i| &self.models[i])
+    }
+
+    /// The provider of a model (always present after validation).
+    pub fn provider_of(&self, m: &Model) -> Option<&Provider> {
+        self.provider(&m.provider)
+    }
+}
+
+fn token(o: &Obj<'_>, key: &str) -> Result<String, ConfigError> {
+    let s = o.str(key)?;
+    if s.contains(['/', ':', '?', '#', ' ']) || s.trim() != s {
+        return Err(o.err(key, format!("{s:?} must not contain '/', ':', '?', '#' or spaces")));
+    }
+    Ok(s.to_string())
+}
+
+fn families(o: &Obj<'_>, key: &str) -> Result<Vec<Family>, ConfigError> {
+    let names = o
+        .opt_strings(key)?
+        .ok_or_else(|| o.err(key, "missing required field"))?;
+    if names.is_empty() {
+        return Err(o.err(key, "must name at least one protocol"));
+    }
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            Family::from_name(n).ok_or_else(|| {
+                ConfigError::new(
+                    o.file,
+                    format!("{}.{}[{}]", o.path, key, i),
+                    format!("unknown protocol {n:?} (expected openai, anthropic or gemini)"),
+                )
+            })
+        })
+        .collect()
+}
+
+fn provider(
+    file: &str,
+    path: String,
+    v: &serde_json::Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Provider, ConfigError> {
+    let o = Obj::new(file, path, v)?;
+    o.only(PROVIDER_FIELDS)?;
+    let id = token(&o, "id")?;
+    let families = families(&o, "families")?;
+    let mut upstreams = Vec::new();
+    for (upath, uv) in o.array("upstreams")? {
+        let u = Obj::new(file, upath, uv)?;
+        u.only(UPSTREAM_FIELDS)?;
+        let proto = u.str("protocol")?;
+        let protocol = Family::from_name(proto).ok_or_else(|| {
+            u.err(
+                "protocol",
+                format!("unknown protocol {proto:?} (expected openai, anthropic or gemini)"),
+            )
+        })?;
+        let base_url = u.str("base_url")?.to_string();
+        let url = BaseUrl::parse(&base_url).map_err(|r| u.err("base_url", r))?;
+        let api_key_env = u.opt_str("api_key_env")?.map(str::to_string);
+        let api_key = api_key_env
+            .as_deref()
+            .and_then(env)
+            .filter(|k| !k.is_empty());
+        upstreams.push(Upstream {
+            protocol,
+            base_url,
+            url,
+            api_key_env,
+            api_key,
+        });
+    }
+    if upstreams.is_empty() {
+        return Err(o.err("upstreams", "must list at least one upstream"));
+    }
+    Ok(Provider {
+        id,
+        families,
+        upstreams,
+    })
+}
+
+/// A decimal string such as `0.0000025` (no sign, no exponent).
+fn decimal(o: &Obj<'_>, key: &str) -> Result<(String, f64), ConfigError> {
+    let s = o.str(key)?;
+    let mut parts = s.splitn(2, '.');
+    let int = parts.next().unwrap_or("");
+    let frac = parts.next();
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || frac.is_some_and(|f| !digits(f)) {
+        return Err(o.err(key, format!("{s:?} is not a decimal number")));
+    }
+    let n = s
+        .parse::<f64>()
+        .map_err(|_| o.err(key, format!("{s:?} is not a decimal number")))?;
+    Ok((s.to_string(), n))
+}
+
+fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, ConfigError> {
+    let o = Obj::new(file, path, v)?;
+    o.only(MODEL_FIELDS)?;
+    let id = token(&o, "id")?;
+    let provider = o.str("provider")?.to_string();
+    let upstream_model = o.opt_str("upstream_model")?.unwrap_or(&id).to_string();
+    let display_name = o.opt_str("display_name")?.unwrap_or(&id).to_string();
+    let context_length = o.positive_u64("context_length")?;
+    let max_output_tokens = o.positive_u64("max_output_tokens")?;
+    if max_output_tokens > context_length {
+        return Err(o.err("max_output_tokens", "must not exceed context_length"));
+    }
+    let pricing = match o.opt_obj("pricing")? {
+        Some(p) => {
+            p.only(&["prompt", "completion"])?;
+            let (prompt, prompt_usd) = decimal(&p, "prompt")?;
+            let (completion, completion_usd) = decimal(&p, "completion")?;
+            Pricing {
+                prompt,
+                completion,
+                prompt_usd,
+                completion_usd,
+            }
+        }
+        None => return Err(o.err("pricing", "missing required field")),
+    };
+    let supported_features = match o.opt_obj("supported_features")? {
+        Some(f) => {
+            f.only(&["vision", "tool_use", "streaming"])?;
+            Features {
+                vision: f.opt_bool("vision")?.unwrap_or(false),
+                tool_use: f.opt_bool("tool_use")?.unwrap_or(false),
+                streaming: f.opt_bool("streaming")?.unwrap_or(true),
+            }
+        }
+        None => Features {
+            streaming: true,
+            ..Features::default()
+        },
+    };
+    let defaults = match o.opt_obj("defaults")? {
+        Some(d) => {
+            d.only(&["temperature", "top_p", "top_k"])?;
+            let t = d.opt_f64("temperature")?;
+            if t.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+                return Err(d.err("temperature", "must be between 0 and 2"));
+            }
+            let p = d.opt_f64("top_p")?;
+            if p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+                return Err(d.err("top_p", "must be between 0 and 1"));
+            }
+            Defaults {
+                temperature: t,
+                top_p: p,
+                top_k: d.opt_u64("top_k")?,
+            }
+        }
+        None => Defaults::default(),
+    };
+    let actions = o
+        .opt_strings("supported_actions")?
+        .unwrap_or_else(|| vec!["complete".to_string()]);
+    for (i, a) in actions.iter().enumerate() {
+        if !["complete", "embed", "rerank"].contains(&a.as_str()) {
+            return Err(ConfigError::new(
+                file,
+                format!("{}.supported_actions[{i}]", o.path),
+                format!("unknown action {a:?} (expected complete, embed or rerank)"),
+            ));
+        }
+    }
+    Ok(Model {
+        qualified_id: format!("{provider}/{id}"),
+        provider,
+        upstream_model,
+        display_name,
+        description: o.opt_str("description")?.unwrap_or("").to_string(),
+        created: o.opt_u64("created")?.unwrap_or(0),
+        version: o.opt_str("version")?.unwrap_or("1").to_string(),
+        architecture: o.opt_str("architecture")?.unwrap_or("decoder").to_string(),
+        context_length,
+        max_output_tokens,
+        pricing,
+        supported_parameters: o.opt_strings("supported_parameters")?.unwrap_or_default(),
+        supported_features,
+        supported_actions: actions,
+        supported_generation_methods: o
+            .opt_strings("supported_generation_methods")?
+            .unwrap_or_else(|| vec!["generateContent".to_string(), "countTokens".to_string()]),
+        defaults,
+        protocols: families(&o, "protocols")?,
+        id,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    const OK: &str = r#"{
+      "providers": [{"id":"p","families":["openai"],"upstreams":[
+        {"protocol":"openai","base_url":"http://127.0.0.1:9/v1/","api_key_env":"K"}]}],
+      "models": [{"id":"m","provider":"p","context_length":100,"max_output_tokens":10,
+        "pricing":{"prompt":"0.000001","completion":"2"},"protocols":["openai"]}]
+    }"#;
+
+    #[test]
+    fn loads_valid_catalog() {
+        let c = Catalog::from_str("c.json", OK, &|_| Some("secret".into())).unwrap();
+        let m = c.model("m").unwrap();
+        assert_eq!(m.qualified_id, "p/m");
+        assert_eq!(m.upstream_model, "m");
+        assert!((m.pricing.completion_usd - 2.0).abs() < f64::EPSILON);
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!(u.url.path, "/v1");
+        assert_eq!(u.url.port, 9);
+        assert_eq!(u.api_key.as_deref(), Some("secret"));
+    }
+
+    fn err(text: &str) -> ConfigError {
+        Catalog::from_str("c.json", text, &no_env).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_path_and_reason() {
+        let e = err(&OK.replace("\"0.000001\"", "\"abc\""));
+        assert_eq!(e.path, "$.models[0].pricing.prompt");
+        assert!(e.reason.contains("decimal"), "{e}");
+        let e = err(&OK.replace("\"provider\":\"p\"", "\"provider\":\"q\""));
+        assert_eq!(e.path, "$.models[0].provider");
+        let e = err(&OK.replace("[\"openai\"],\"upstreams\"", "[\"klingon\"],\"upstreams\""));
+        assert_eq!(e.path, "$.providers[0].families[0]");
+        let e = err(&OK.replace("\"context_length\":100", "\"context_length\":0"));
+        assert_eq!(e.path, "$.models[0].context_length");
+        let e = err(&OK.replace("http://127", "ftp://127"));
+        assert_eq!(e.path, "$.providers[0].upstreams[0].base_url");
+        let e = err("{\"providers\": [}");
+        assert_eq!(e.path, "$");
+        assert!(e.to_string().starts_with("c.json: $: invalid JSON"));
+    }
+
+    #[test]
+    fn rejects_duplicates() {
+        let dup = OK.replace(
+            "\"models\": [",
+            "\"models\": [{\"id\":\"m\",\"provider\":\"p\",\"context_length\":1,\"max_output_tokens\":1,\"pricing\":{\"prompt\":\"0\",\"completion\":\"0\"},\"protocols\":[\"openai\"]},",
+        );
+        let e = err(&dup);
+        assert_eq!(e.path, "$.models[1].id");
+        assert!(e.reason.contains("duplicate"));
+    }
+
+    #[test]
+    fn parses_base_urls() {
+        let u = BaseUrl::parse("https://api.example.com").unwrap();
+        assert_eq!((u.port, u.path.as_str(), u.authority.as_str()), (443, "", "api.example.com"));
+        let u = BaseUrl::parse("http://[::1]:8080/x").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("::1", 8080, "/x"));
+        assert!(BaseUrl::parse("http://h:99999").is_err());
+        assert!(BaseUrl::parse("http://u@h").is_err());
+    }
+}

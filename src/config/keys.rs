@@ -1,0 +1,206 @@
+//! API keys: plain or SHA-256 secrets, per-key model patterns and rate limits.
+//!
+//! Every secret is kept only as its SHA-256 digest; a presented key is hashed
+//! once and compared against every stored digest in constant time.
+
+use super::json::{parse, Obj};
+use super::ConfigError;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// A `provider/model_id` pattern where `*` matches any run of characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelPattern(String);
+
+impl ModelPattern {
+    /// Whether `qualified` (`provider/model_id`) matches.
+    pub fn matches(&self, qualified: &str) -> bool {
+        glob(self.0.as_bytes(), qualified.as_bytes())
+    }
+}
+
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    // Iterative wildcard match with single backtrack point: O(len(p) * len(s)) worst case.
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// One client key.
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    /// The key's name, safe to log.
+    pub id: String,
+    digest: [u8; 32],
+    /// Models this key may call; `None` means all.
+    pub models: Option<Vec<ModelPattern>>,
+    /// Requests per minute; `None` means unlimited.
+    pub rpm: Option<u32>,
+}
+
+impl ApiKey {
+    /// Whether this key may call the model `provider/model_id`.
+    pub fn allows(&self, qualified: &str) -> bool {
+        self.models
+            .as_ref()
+            .is_none_or(|ps| ps.iter().any(|p| p.matches(qualified)))
+    }
+}
+
+/// The validated set of keys.
+#[derive(Debug, Clone, Default)]
+pub struct KeyStore {
+    keys: Vec<ApiKey>,
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+fn hex32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks_exact(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = u8::try_from(hi * 16 + lo).ok()?;
+    }
+    Some(out)
+}
+
+impl KeyStore {
+    /// Loads and validates a keys file.
+    pub fn load(path: &str) -> Result<KeyStore, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path, "$", format!("cannot read file: {e}")))?;
+        KeyStore::from_str(path, &text)
+    }
+
+    /// Validates keys text.
+    pub fn from_str(file: &str, text: &str) -> Result<KeyStore, ConfigError> {
+        let doc = parse(file, text)?;
+        let root = Obj::new(file, "$".into(), &doc)?;
+        root.only(&["keys"])?;
+        let mut keys: Vec<ApiKey> = Vec::new();
+        for (path, v) in root.array("keys")? {
+            let o = Obj::new(file, path, v)?;
+            o.only(&["id", "key", "sha256", "models", "rpm"])?;
+            let id = o.str("id")?.to_string();
+            if keys.iter().any(|k| k.id == id) {
+                return Err(o.err("id", format!("duplicate key id {id:?}")));
+            }
+            let digest = match (o.opt_str("key")?, o.opt_str("sha256")?) {
+                (Some(k), None) if !k.is_empty() => sha256(k.as_bytes()),
+                (None, Some(h)) => hex32(&h.to_ascii_lowercase())
+                    .ok_or_else(|| o.err("sha256", "expected 64 hexadecimal digits"))?,
+                (Some(_), Some(_)) => return Err(o.err("key", "give either key or sha256, not both")),
+                _ => return Err(o.err("key", "missing: give key or sha256")),
+            };
+            let models = o
+                .opt_strings("models")?
+                .map(|ps| ps.into_iter().map(ModelPattern).collect());
+            let rpm = match o.opt_u64("rpm")? {
+                Some(0) => return Err(o.err("rpm", "must be positive")),
+                Some(n) => Some(u32::try_from(n).map_err(|_| o.err("rpm", "too large"))?),
+                None => None,
+            };
+            keys.push(ApiKey {
+                id,
+                digest,
+                models,
+                rpm,
+            });
+        }
+        Ok(KeyStore { keys })
+    }
+
+    /// The key whose secret is `presented`, compared in constant time against all keys.
+    pub fn find(&self, presented: &str) -> Option<&ApiKey> {
+        let d = sha256(presented.as_bytes());
+        let mut found = None;
+        for k in &self.keys {
+            if bool::from(k.digest.ct_eq(&d)) && found.is_none() {
+                found = Some(k);
+            }
+        }
+        found
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_and_hashed_keys() {
+        let h = "a".repeat(64);
+        let ks = KeyStore::from_str(
+            "k.json",
+            &format!(
+                r#"{{"keys":[{{"id":"dev","key":"sk-1"}},{{"id":"prod","sha256":"{h}","models":["openai/*"],"rpm":5}}]}}"#
+            ),
+        )
+        .unwrap();
+        assert_eq!(ks.find("sk-1").unwrap().id, "dev");
+        assert!(ks.find("sk-2").is_none());
+        let hashed = KeyStore::from_str(
+            "k.json",
+            &format!(
+                r#"{{"keys":[{{"id":"x","sha256":"{}"}}]}}"#,
+                "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            ),
+        )
+        .unwrap();
+        assert_eq!(hashed.find("test").unwrap().id, "x");
+    }
+
+    #[test]
+    fn patterns() {
+        let p = ModelPattern("openai/*".into());
+        assert!(p.matches("openai/gpt-5"));
+        assert!(!p.matches("anthropic/claude"));
+        assert!(ModelPattern("*".into()).matches("a/b"));
+        assert!(ModelPattern("*/gpt-*-mini".into()).matches("openai/gpt-5-mini"));
+        assert!(!ModelPattern("anthropic/claude-sonnet-4.7".into()).matches("anthropic/claude-sonnet-4.70"));
+    }
+
+    #[test]
+    fn validation_errors() {
+        let e = KeyStore::from_str("k.json", r#"{"keys":[{"id":"a"}]}"#).unwrap_err();
+        assert_eq!(e.path, "$.keys[0].key");
+        let e = KeyStore::from_str("k.json", r#"{"keys":[{"id":"a","sha256":"zz"}]}"#).unwrap_err();
+        assert_eq!(e.path, "$.keys[0].sha256");
+        let e = KeyStore::from_str("k.json", r#"{"keys":[{"id":"a","key":"x"},{"id":"a","key":"y"}]}"#)
+            .unwrap_err();
+        assert_eq!(e.path, "$.keys[1].id");
+    }
+}

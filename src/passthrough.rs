@@ -1,0 +1,384 @@
+//! Same-family responses: the upstream speaks the client's protocol, so bodies
+//! and SSE frames pass through unchanged except for the model name, which is
+//! spliced in place (no re-serialisation, unknown fields and key order kept).
+//! Usage and the stream's terminal event are read on the way for accounting and
+//! to tell a complete stream from a truncated one.
+
+use crate::family::Family;
+use crate::sse::{encode_comment, encode_event, SseDecoder, SseError, SseItem};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::ops::Range;
+
+/// Token usage read from a response.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+}
+
+impl Usage {
+    fn merge(&mut self, other: Usage) {
+        self.input = other.input.or(self.input);
+        self.output = other.output.or(self.output);
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct OpenAiUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct AnthropicUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct GeminiUsage {
+    prompt_token_count: Option<u64>,
+    candidates_token_count: Option<u64>,
+    thoughts_token_count: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct OpenAiPeek<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<OpenAiUsage>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicMessagePeek<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicPeek<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    #[serde(borrow)]
+    message: Option<AnthropicMessagePeek<'a>>,
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GeminiCandidatePeek<'a> {
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GeminiPeek<'a> {
+    #[serde(borrow)]
+    model_version: Option<&'a RawValue>,
+    usage_metadata: Option<GeminiUsage>,
+    #[serde(borrow, default)]
+    candidates: Vec<GeminiCandidatePeek<'a>>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// What one JSON document says, for rewriting and accounting.
+#[derive(Debug, Default)]
+struct Peeked {
+    /// Byte range of the model value to replace.
+    span: Option<Range<usize>>,
+    usage: Usage,
+    /// This document ends the stream (Anthropic `message_stop`, Gemini finish reason).
+    terminal: bool,
+    /// The upstream reported an error in-band.
+    error: bool,
+}
+
+fn span_of(raw: &RawValue, doc: &[u8]) -> Option<Range<usize>> {
+    let start = (raw.get().as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
+    let end = start.checked_add(raw.get().len())?;
+    (end <= doc.len()).then_some(start..end)
+}
+
+fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
+    let mut out = Peeked::default();
+    match family {
+        Family::OpenAi => {
+            let p: OpenAiPeek<'_> = serde_json::from_slice(doc).ok()?;
+            out.span = p.model.and_then(|m| span_of(m, doc));
+            if let Some(u) = p.usage {
+                out.usage = Usage {
+                    input: u.prompt_tokens,
+                    output: u.completion_tokens,
+                };
+            }
+        }
+        Family::Anthropic => {
+            let p: AnthropicPeek<'_> = serde_json::from_slice(doc).ok()?;
+            let (model, usage) = match p.message {
+                Some(m) => (m.model, m.usage),
+                None => (p.model, p.usage),
+            };
+            out.span = model.and_then(|m| span_of(m, doc));
+            if let Some(u) = usage {
+                out.usage = Usage {
+                    input: u.input_tokens,
+                    output: u.output_tokens,
+                };
+            }
+            out.terminal = p.kind == Some("message_stop");
+            out.error = p.kind == Some("error");
+        }
+        Family::Gemini => {
+            let p: GeminiPeek<'_> = serde_json::from_slice(doc).ok()?;
+            out.span = p.model_version.and_then(|m| span_of(m, doc));
+            if let Some(u) = p.usage_metadata {
+                out.usage = Usage {
+                    input: u.prompt_token_count,
+                    output: match (u.candidates_token_count, u.thoughts_token_count) {
+                        (None, None) => None,
+                        (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
+                    },
+                };
+            }
+            out.terminal = p.candidates.iter().any(|c| c.finish_reason.is_some());
+            out.error = p.error.is_some();
+        }
+    }
+    Some(out)
+}
+
+/// Appends `doc` to `out` with the model value replaced by `model_json`.
+fn splice(doc: &[u8], span: Option<&Range<usize>>, model_json: &[u8], out: &mut Vec<u8>) {
+    match span {
+        Some(r) => {
+            out.extend_from_slice(&doc[..r.start]);
+            out.extend_from_slice(model_json);
+            out.extend_from_slice(&doc[r.end..]);
+        }
+        None => out.extend_from_slice(doc),
+    }
+}
+
+/// The model name a family's responses carry, as a JSON string literal.
+pub fn model_json(name: &str) -> Vec<u8> {
+    serde_json::to_vec(name).unwrap_or_else(|_| b"\"\"".to_vec())
+}
+
+/// Rewrites a non-stream response body; returns the new body and its usage.
+pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> (Vec<u8>, Usage) {
+    let p = peek(family, body).unwrap_or_default();
+    let mut out = Vec::with_capacity(body.len() + model_json.len());
+    splice(body, p.span.as_ref(), model_json, &mut out);
+    (out, p.usage)
+}
+
+/// How a stream is framed for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Server-sent events.
+    Sse,
+    /// Family C's JSON array stream (E13j): `[obj,\r\nobj,…]`.
+    JsonArray,
+}
+
+/// Why a stream could not be passed on to its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamFault {
+    /// The upstream sent bytes that are not a valid frame.
+    Malformed(String),
+    /// The upstream stream ended before its terminal event.
+    Truncated,
+}
+
+impl std::fmt::Display for StreamFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamFault::Malformed(m) => write!(f, "upstream sent a malformed stream frame: {m}"),
+            StreamFault::Truncated => f.write_str("upstream stream ended before it was complete"),
+        }
+    }
+}
+
+/// An SSE stream of the client's own family, passed through frame by frame.
+#[derive(Debug)]
+pub struct PassthroughStream {
+    family: Family,
+    framing: Framing,
+    decoder: SseDecoder,
+    model_json: Vec<u8>,
+    scratch: Vec<u8>,
+    /// JSON array framing: elements written so far.
+    elements: usize,
+    complete: bool,
+    pub usage: Usage,
+}
+
+impl PassthroughStream {
+    /// A passthrough for `family` writing `framing`, naming the model `model_json`.
+    pub fn new(family: Family, framing: Framing, model_json: Vec<u8>, max_frame_bytes: usize) -> Self {
+        PassthroughStream {
+            family,
+            framing,
+            decoder: SseDecoder::new(max_frame_bytes),
+            model_json,
+            scratch: Vec::new(),
+            elements: 0,
+            complete: false,
+            usage: Usage::default(),
+        }
+    }
+
+    /// Whether the terminal event has been seen.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Feeds upstream bytes; appends what the client should receive to `out`.
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), StreamFault> {
+        let Self {
+            family,
+            framing,
+            decoder,
+            model_json,
+            scratch,
+            elements,
+            complete,
+            usage,
+        } = self;
+        let mut fault = None;
+        let r = decoder.push(chunk, |item| {
+            if fault.is_some() {
+                return;
+            }
+            match item {
+                SseItem::Comment(c) => {
+                    if *framing == Framing::Sse {
+                        encode_comment(out, c);
+                    }
+                }
+                SseItem::Event(ev) => {
+                    let data = ev.data;
+                    if *family == Family::OpenAi && data == b"[DONE]" {
+                        *complete = true;
+                        encode_event(out, None, data);
+                        return;
+                    }
+                    let Some(p) = peek(*family, data) else {
+                        fault = Some(StreamFault::Malformed(
+                            String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
+                        ));
+                        return;
+                    };
+                    usage.merge(p.usage);
+                    *complete |= p.terminal || p.error;
+                    scratch.clear();
+                    splice(data, p.span.as_ref(), model_json, scratch);
+                    match framing {
+                        Framing::Sse => encode_event(out, ev.event_str(), scratch),
+                        Framing::JsonArray => {
+                            out.extend_from_slice(if *elements == 0 { b"[" } else { b",\r\n" });
+                            out.extend_from_slice(scratch);
+                            *elements += 1;
+                        }
+                    }
+                }
+            }
+        });
+        if let Err(SseError::FrameTooLarge { limit }) = r {
+            return Err(StreamFault::Malformed(format!("frame larger than {limit} bytes")));
+        }
+        match fault {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+
+    /// Called at the upstream's end of stream: closes the framing, or reports a truncation.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), StreamFault> {
+        let partial = self.decoder.finish().is_err();
+        // Gemini streams have no terminator: a clean end after a finish reason is complete.
+        if partial || !self.complete {
+            return Err(StreamFault::Truncated);
+        }
+        if self.framing == Framing::JsonArray {
+            out.extend_from_slice(if self.elements == 0 { b"[]" } else { b"]" });
+        }
+        Ok(())
+    }
+
+    /// Ends the client's stream with `error_json` (the family's error object body).
+    pub fn fail(&mut self, error_json: &[u8], out: &mut Vec<u8>) {
+        match (self.family, self.framing) {
+            (_, Framing::JsonArray) => {
+                out.extend_from_slice(if self.elements == 0 { b"[" } else { b",\r\n" });
+                out.extend_from_slice(error_json);
+                out.extend_from_slice(b"]");
+                self.elements += 1;
+            }
+            (Family::Anthropic, Framing::Sse) => encode_event(out, Some("error"), error_json),
+            (_, Framing::Sse) => encode_event(out, None, error_json),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_model_in_place() {
+        let body = br#"{"id":"x","model":"up-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
+        let (out, u) = rewrite_body(Family::OpenAi, body, &model_json("openai/gpt-5"));
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"id":"x","model":"openai/gpt-5","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#
+        );
+        assert_eq!(u, Usage { input: Some(3), output: Some(4) });
+    }
+
+    fn run(family: Family, framing: Framing, input: &[u8], cut: usize) -> (Vec<u8>, Result<(), StreamFault>) {
+        let mut s = PassthroughStream::new(family, framing, model_json("m"), 1 << 20);
+        let mut out = Vec::new();
+        s.push(&input[..cut], &mut out).unwrap();
+        s.push(&input[cut..], &mut out).unwrap();
+        let r = s.finish(&mut out);
+        (out, r)
+    }
+
+    #[test]
+    fn anthropic_stream_rewrites_and_completes_at_any_cut() {
+        let input = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"up\",\"usage\":{\"input_tokens\":5}}}\n\n: keep-alive\n\nevent: message_delta\r\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\r\n\r\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".as_bytes();
+        let (whole, r) = run(Family::Anthropic, Framing::Sse, input, 0);
+        assert!(r.is_ok());
+        assert!(std::str::from_utf8(&whole).unwrap().contains("\"model\":\"m\""));
+        for cut in 0..=input.len() {
+            assert_eq!(run(Family::Anthropic, Framing::Sse, input, cut).0, whole, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn truncated_and_malformed_streams_are_faults() {
+        let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\n";
+        assert_eq!(run(Family::OpenAi, Framing::Sse, input, 3).1, Err(StreamFault::Truncated));
+        let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
+        let mut out = Vec::new();
+        assert!(matches!(s.push(b"data: {oops\n\n", &mut out), Err(StreamFault::Malformed(_))));
+    }
+
+    #[test]
+    fn gemini_json_array_framing() {
+        let input = b"data: {\"candidates\":[{\"content\":{}}],\"modelVersion\":\"up\"}\r\n\r\ndata: {\"candidates\":[{\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":2,\"candidatesTokenCount\":3}}\r\n\r\n";
+        let (out, r) = run(Family::Gemini, Framing::JsonArray, input, 10);
+        assert!(r.is_ok());
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v[0]["modelVersion"], "m");
+        assert_eq!(v.as_array().unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,69 @@
+//! Per-request state carried through the Pingora phases, and the request id.
+
+use crate::family::Family;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What the access log and metrics need to know about one request.
+#[derive(Debug)]
+pub struct RequestCtx {
+    pub request_id: String,
+    pub family: Family,
+    pub started: Instant,
+    /// Status sent to the client (0 until a response header is written).
+    pub status: u16,
+    /// The authenticated key's id (never the key).
+    pub key_id: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    /// Time to the first response body byte, for streams.
+    pub ttft: Option<Duration>,
+}
+
+impl RequestCtx {
+    /// A fresh context; the request id is filled in by `request_filter`.
+    pub fn new() -> Self {
+        RequestCtx {
+            request_id: String::new(),
+            family: Family::OpenAi,
+            started: Instant::now(),
+            status: 0,
+            key_id: None,
+            provider: None,
+            model: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            ttft: None,
+        }
+    }
+}
+
+impl Default for RequestCtx {
+    fn default() -> Self {
+        RequestCtx::new()
+    }
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A new request id: unique within the process and unlikely to repeat across restarts.
+pub fn new_request_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("req_{nanos:016x}{n:06x}")
+}
+
+/// Accepts a client-sent `x-request-id` if it is short, printable ASCII.
+pub fn client_request_id(v: &[u8]) -> Option<String> {
+    if v.is_empty() || v.len() > 128 || !v.iter().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    std::str::from_utf8(v).ok().map(str::to_string)
+}

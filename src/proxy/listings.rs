@@ -1,0 +1,51 @@
+//! Model listing routes (E1–E3, E5–E7, E9–E11), answered from the snapshot's
+//! pre-rendered bodies without touching an upstream.
+
+use super::route::Endpoint;
+use crate::error::{ErrorKind, GatewayError};
+use crate::family::Family;
+use crate::runtime::Snapshot;
+use bytes::Bytes;
+
+fn no_provider(family: Family, p: &str) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::NotFound,
+        format!("unknown provider or model {p:?} for the {family} protocol"),
+    )
+}
+
+/// The body for a listing endpoint, or a 404.
+pub fn answer(snap: &Snapshot, family: Family, endpoint: &Endpoint) -> Result<Bytes, GatewayError> {
+    let l = snap.listings(family);
+    match endpoint {
+        Endpoint::ListModels => Ok(l.all.clone()),
+        Endpoint::ProviderOrModel(x) => {
+            if let Some(b) = l.by_provider.get(x) {
+                return Ok(b.clone());
+            }
+            // `models.retrieve(id)` in the SDKs: a bare model id (or `models/<id>`).
+            let id = x.strip_prefix("models%2F").unwrap_or(x);
+            l.by_model
+                .get(id)
+                .cloned()
+                .ok_or_else(|| no_provider(family, x))
+        }
+        Endpoint::GetModel { provider, model } => {
+            if !l.by_provider.contains_key(provider) {
+                return Err(no_provider(family, provider));
+            }
+            let found = snap
+                .catalog
+                .model(model)
+                .filter(|m| &m.provider == provider)
+                .and_then(|m| l.by_model.get(&m.id));
+            found.cloned().ok_or_else(|| {
+                GatewayError::new(
+                    ErrorKind::NotFound,
+                    format!("model {model:?} not found under provider {provider:?}"),
+                )
+            })
+        }
+        _ => Err(GatewayError::new(ErrorKind::Internal, "not a listing endpoint")),
+    }
+}

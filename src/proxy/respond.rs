@@ -1,0 +1,79 @@
+//! Writing whole responses (JSON bodies and family-shaped errors) to the client.
+
+use super::ctx::RequestCtx;
+use crate::error::GatewayError;
+use crate::family::Family;
+use crate::protocol::{anthropic, gemini, openai};
+use bytes::Bytes;
+use pingora_http::ResponseHeader;
+use pingora_proxy::Session;
+
+/// Renders `e` in `family`'s error shape.
+pub fn error_body(family: Family, e: &GatewayError) -> Vec<u8> {
+    match family {
+        Family::OpenAi => openai::error::error_body(e),
+        Family::Anthropic => anthropic::error::error_body(e),
+        Family::Gemini => gemini::error::error_body(e),
+    }
+}
+
+/// A response header with the headers every response carries.
+pub fn header(
+    ctx: &RequestCtx,
+    status: u16,
+    content_type: &str,
+    content_length: Option<usize>,
+) -> pingora_core::Result<ResponseHeader> {
+    let mut h = ResponseHeader::build(status, Some(4))?;
+    h.insert_header("content-type", content_type)?;
+    match content_length {
+        Some(n) => h.insert_header("content-length", n.to_string())?,
+        None => h.insert_header("transfer-encoding", "chunked")?,
+    }
+    h.insert_header("x-request-id", ctx.request_id.as_str())?;
+    Ok(h)
+}
+
+/// Sends a complete JSON response.
+pub async fn json(
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    status: u16,
+    body: Bytes,
+) -> pingora_core::Result<()> {
+    let h = header(ctx, status, "application/json", Some(body.len()))?;
+    send(session, ctx, h, body).await
+}
+
+/// Sends `e` in `family`'s shape, with `retry-after` when it carries one.
+pub async fn error(
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    family: Family,
+    e: &GatewayError,
+) -> pingora_core::Result<()> {
+    let body = Bytes::from(error_body(family, e));
+    let mut h = header(ctx, e.status, "application/json", Some(body.len()))?;
+    if let Some(s) = e.retry_after {
+        h.insert_header("retry-after", s.to_string())?;
+    }
+    if let Some(allow) = e.allow {
+        h.insert_header("allow", allow)?;
+    }
+    send(session, ctx, h, body).await
+}
+
+async fn send(
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    h: ResponseHeader,
+    body: Bytes,
+) -> pingora_core::Result<()> {
+    ctx.status = h.status.as_u16();
+    let head = session.req_header().method == http::Method::HEAD;
+    session.write_response_header(Box::new(h), head).await?;
+    if !head {
+        session.write_response_body(Some(body), true).await?;
+    }
+    Ok(())
+}

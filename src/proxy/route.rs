@@ -1,0 +1,261 @@
+//! The route table: method + path (+ the query's `alt`) to an endpoint of one family.
+//!
+//! `ROUTES` lists every route as data; the router and the end-to-end route test
+//! both iterate it, so a route cannot ship untested.
+
+use crate::error::{ErrorKind, GatewayError};
+use crate::family::Family;
+
+/// How a generateContent-family call streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GeminiStream {
+    /// `:generateContent` without `alt=sse`: one JSON response.
+    None,
+    /// `alt=sse`: server-sent events.
+    Sse,
+    /// `:streamGenerateContent` without `alt=sse`: a JSON array streamed incrementally.
+    JsonArray,
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `GET /healthz`.
+    Health,
+    /// `GET /readyz`.
+    Ready,
+    /// E1 / E5 / E9.
+    ListModels,
+    /// E2 / E6 / E10, or (when the segment is a model id) E3 / E7 / E11 without provider.
+    ProviderOrModel(String),
+    /// E3 / E7 / E11.
+    GetModel { provider: String, model: String },
+    /// E4 `POST /v1/chat/completions`.
+    ChatCompletions,
+    /// E8 `POST /anthropic/v1/messages`.
+    Messages,
+    /// E8c `POST /anthropic/v1/messages/count_tokens`.
+    AnthropicCountTokens,
+    /// E12 / E13 / E13j; `model` is `provider/model_id` or a bare id.
+    GenerateContent { model: String, stream: GeminiStream },
+    /// E14; `model` as above.
+    GeminiCountTokens { model: String },
+}
+
+impl Endpoint {
+    /// Whether the endpoint needs a client key.
+    pub fn is_inference(&self) -> bool {
+        matches!(
+            self,
+            Endpoint::ChatCompletions
+                | Endpoint::Messages
+                | Endpoint::AnthropicCountTokens
+                | Endpoint::GenerateContent { .. }
+                | Endpoint::GeminiCountTokens { .. }
+        )
+    }
+}
+
+/// A routed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub family: Family,
+    pub endpoint: Endpoint,
+}
+
+/// The route table, as (id, method, path pattern) rows, for documentation and tests.
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    ("E1", "GET", "/v1/models"),
+    ("E2", "GET", "/v1/models/{provider}"),
+    ("E3", "GET", "/v1/models/{provider}/{model_id}"),
+    ("E4", "POST", "/v1/chat/completions"),
+    ("E5", "GET", "/anthropic/v1/models"),
+    ("E6", "GET", "/anthropic/v1/models/{provider}"),
+    ("E7", "GET", "/anthropic/v1/models/{provider}/{model_id}"),
+    ("E8", "POST", "/anthropic/v1/messages"),
+    ("E8c", "POST", "/anthropic/v1/messages/count_tokens"),
+    ("E9", "GET", "/google/v1beta/models"),
+    ("E10", "GET", "/google/v1beta/models/{provider}"),
+    ("E11", "GET", "/google/v1beta/models/{provider}/{model_id}"),
+    ("E12", "POST", "/google/v1beta/models/{provider}/{model_id}:generateContent"),
+    ("E13", "POST", "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent?alt=sse"),
+    ("E13j", "POST", "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent"),
+    ("E14", "POST", "/google/v1beta/models/{provider}/{model_id}:countTokens"),
+    ("H", "GET", "/healthz"),
+    ("H", "GET", "/readyz"),
+];
+
+/// The family whose error shape a path uses (family A for anything unknown).
+pub fn family_of_path(path: &str) -> Family {
+    if path == "/anthropic" || path.starts_with("/anthropic/") {
+        Family::Anthropic
+    } else if path == "/google" || path.starts_with("/google/") {
+        Family::Gemini
+    } else {
+        Family::OpenAi
+    }
+}
+
+fn not_found(path: &str) -> GatewayError {
+    GatewayError::new(ErrorKind::NotFound, format!("no route for {path}"))
+}
+
+fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> GatewayError {
+    let mut e = GatewayError::new(
+        ErrorKind::MethodNotAllowed,
+        format!("method {method} is not allowed on {path}; use {allowed}"),
+    );
+    e.allow = Some(if allowed == "GET" { "GET, HEAD" } else { allowed });
+    e
+}
+
+fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
+    query?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then_some(v)
+    })
+}
+
+/// Routes a request. On error, the family tells the error shape.
+pub fn route(method: &str, path: &str, query: Option<&str>) -> Result<Route, (Family, GatewayError)> {
+    let family = family_of_path(path);
+    let trimmed = if path.len() > 1 {
+        path.strip_suffix('/').unwrap_or(path)
+    } else {
+        path
+    };
+    let fail = |e| Err((family, e));
+    let expect = |want: &'static str, endpoint: Endpoint| {
+        if method == want || (want == "GET" && method == "HEAD") {
+            Ok(Route { family, endpoint })
+        } else {
+            Err((family, method_not_allowed(method, path, want)))
+        }
+    };
+    let rest = match family {
+        Family::OpenAi => trimmed.strip_prefix("/v1"),
+        Family::Anthropic => trimmed.strip_prefix("/anthropic/v1"),
+        Family::Gemini => trimmed.strip_prefix("/google/v1beta"),
+    };
+    let Some(rest) = rest else {
+        return match trimmed {
+            "/healthz" => expect("GET", Endpoint::Health),
+            "/readyz" => expect("GET", Endpoint::Ready),
+            _ => fail(not_found(path)),
+        };
+    };
+    let segs: Vec<&str> = if rest.is_empty() {
+        Vec::new()
+    } else if let Some(r) = rest.strip_prefix('/') {
+        r.split('/').collect()
+    } else {
+        return fail(not_found(path));
+    };
+    if segs.iter().any(|s| s.is_empty()) {
+        return fail(not_found(path));
+    }
+    match (family, segs.as_slice()) {
+        (Family::OpenAi, ["chat", "completions"]) => expect("POST", Endpoint::ChatCompletions),
+        (Family::Anthropic, ["messages"]) => expect("POST", Endpoint::Messages),
+        (Family::Anthropic, ["messages", "count_tokens"]) => {
+            expect("POST", Endpoint::AnthropicCountTokens)
+        }
+        (Family::Gemini, ["models", .., last]) if last.contains(':') => {
+            let Some((model_last, action)) = last.rsplit_once(':') else {
+                return fail(not_found(path));
+            };
+            let mut parts: Vec<&str> = segs[1..segs.len() - 1].to_vec();
+            parts.push(model_last);
+            if parts.len() > 2 || model_last.is_empty() {
+                return fail(not_found(path));
+            }
+            let model = parts.join("/");
+            let sse = query_param(query, "alt") == Some("sse");
+            match action {
+                "generateContent" => expect(
+                    "POST",
+                    Endpoint::GenerateContent {
+                        model,
+                        stream: if sse { GeminiStream::Sse } else { GeminiStream::None },
+                    },
+                ),
+                "streamGenerateContent" => expect(
+                    "POST",
+                    Endpoint::GenerateContent {
+                        model,
+                        stream: if sse {
+                            GeminiStream::Sse
+                        } else {
+                            GeminiStream::JsonArray
+                        },
+                    },
+                ),
+                "countTokens" => expect("POST", Endpoint::GeminiCountTokens { model }),
+                _ => fail(not_found(path)),
+            }
+        }
+        (_, ["models"]) => expect("GET", Endpoint::ListModels),
+        (_, ["models", x]) => expect("GET", Endpoint::ProviderOrModel((*x).to_string())),
+        (_, ["models", p, m]) => expect(
+            "GET",
+            Endpoint::GetModel {
+                provider: (*p).to_string(),
+                model: (*m).to_string(),
+            },
+        ),
+        _ => fail(not_found(path)),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn ok(m: &str, p: &str, q: Option<&str>) -> Route {
+        route(m, p, q).unwrap()
+    }
+
+    #[test]
+    fn routes_every_row_of_the_table() {
+        for (id, method, pattern) in ROUTES {
+            let (p, q) = pattern.split_once('?').unwrap_or((pattern, ""));
+            let p = p.replace("{provider}", "google").replace("{model_id}", "gemini-3.1-pro");
+            let r = route(method, &p, Some(q)).unwrap_or_else(|e| panic!("{id}: {e:?}"));
+            assert_eq!(r.family, family_of_path(&p), "{id}");
+            let again = route(method, &format!("{p}/"), Some(q)).unwrap();
+            assert_eq!(again, r, "{id} with trailing slash");
+        }
+    }
+
+    #[test]
+    fn gemini_model_paths() {
+        let r = ok("POST", "/google/v1beta/models/google/gemini-3.1-pro:streamGenerateContent", Some("alt=sse"));
+        assert_eq!(
+            r.endpoint,
+            Endpoint::GenerateContent { model: "google/gemini-3.1-pro".into(), stream: GeminiStream::Sse }
+        );
+        let r = ok("POST", "/google/v1beta/models/gemini-3.1-pro:streamGenerateContent", None);
+        assert_eq!(
+            r.endpoint,
+            Endpoint::GenerateContent { model: "gemini-3.1-pro".into(), stream: GeminiStream::JsonArray }
+        );
+        let r = ok("POST", "/google/v1beta/models/gemini-3.1-pro:generateContent", Some("key=x&alt=sse"));
+        assert!(matches!(r.endpoint, Endpoint::GenerateContent { stream: GeminiStream::Sse, .. }));
+        assert!(route("POST", "/google/v1beta/models/a/b/c:generateContent", None).is_err());
+        assert!(route("POST", "/google/v1beta/models/x:embed", None).is_err());
+    }
+
+    #[test]
+    fn errors_carry_family_and_status() {
+        let (f, e) = route("GET", "/anthropic/v1/messages", None).unwrap_err();
+        assert_eq!((f, e.status), (Family::Anthropic, 405));
+        let (f, e) = route("POST", "/v1/models", None).unwrap_err();
+        assert_eq!((f, e.status), (Family::OpenAi, 405));
+        let (f, e) = route("GET", "/google/v1beta/nope", None).unwrap_err();
+        assert_eq!((f, e.status), (Family::Gemini, 404));
+        let (f, e) = route("GET", "/elsewhere", None).unwrap_err();
+        assert_eq!((f, e.status), (Family::OpenAi, 404));
+        assert!(route("GET", "/v1//models", None).is_err());
+    }
+}

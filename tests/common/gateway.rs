@@ -1,0 +1,224 @@
+//! Starts the real `switchboard` binary on an ephemeral loopback port with a
+//! test catalog and keys written to a fresh directory, and stops it on drop.
+
+use super::http_client::{self, Request, Response};
+use super::mock_upstream::{MockUpstream, Protocol};
+use serde_json::{json, Value};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The client key every test catalog accepts.
+pub const KEY: &str = "sk-test-key";
+/// A key limited to `openai/*` models.
+pub const LIMITED_KEY: &str = "sk-limited";
+/// A key allowed two requests per minute.
+pub const RPM_KEY: &str = "sk-rpm";
+/// The provider key the test catalog's upstreams expect, per protocol.
+pub fn provider_key(p: &str) -> String {
+    format!("upstream-key-{p}")
+}
+
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// A scratch directory for one test, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        let n = DIRS.fetch_add(1, Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("switchboard-test-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn model(id: &str, provider: &str, extra: Value) -> Value {
+    let mut m = json!({
+        "id": id, "provider": provider, "display_name": format!("Test {id}"),
+        "description": format!("{id} for tests"), "created": 1767225600, "version": "1.0",
+        "architecture": "decoder", "context_length": 200000, "max_output_tokens": 8192,
+        "pricing": {"prompt": "0.000001", "completion": "0.000002"},
+        "supported_parameters": ["temperature","top_p","top_k","max_tokens","stream","stop","tools","tool_choice","response_format","seed","reasoning"],
+        "supported_features": {"vision": true, "tool_use": true, "streaming": true},
+        "supported_actions": ["complete"],
+        "supported_generation_methods": ["generateContent","countTokens"],
+        "defaults": {"temperature": 1.0, "top_p": 0.95, "top_k": 40},
+        "protocols": ["openai","anthropic","gemini"]
+    });
+    if let (Some(m), Some(e)) = (m.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    m
+}
+
+/// A catalog whose providers all point at `mock`:
+/// `openai` (openai), `anthropic` (anthropic), `google` (gemini), `deepseek` (openai+anthropic),
+/// `nokey` (openai, key variable unset), `down` (openai, nothing listening).
+pub fn catalog(mock: &MockUpstream) -> Value {
+    let up = |p: Protocol| json!({"protocol": p.name(), "base_url": mock.base_url(p), "api_key_env": format!("SB_TEST_KEY_{}", p.name().to_uppercase())});
+    let dead = format!("http://127.0.0.1:{}/v1", free_port());
+    json!({
+        "providers": [
+            {"id": "openai", "families": ["openai"], "upstreams": [up(Protocol::OpenAi)]},
+            {"id": "anthropic", "families": ["openai","anthropic"], "upstreams": [up(Protocol::Anthropic)]},
+            {"id": "google", "families": ["openai","gemini"], "upstreams": [up(Protocol::Gemini)]},
+            {"id": "deepseek", "families": ["openai","gemini"], "upstreams": [up(Protocol::OpenAi), up(Protocol::Anthropic)]},
+            {"id": "nokey", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": mock.base_url(Protocol::OpenAi), "api_key_env": "SB_TEST_UNSET_KEY"}]},
+            {"id": "down", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": dead, "api_key_env": "SB_TEST_KEY_OPENAI"}]}
+        ],
+        "models": [
+            model("gpt-5", "openai", json!({"upstream_model": "gpt-5-2025-08-07", "protocols": ["openai"]})),
+            model("claude-sonnet-4.7", "anthropic", json!({"upstream_model": "claude-sonnet-4-7", "protocols": ["openai","anthropic"]})),
+            model("gemini-3.1-pro", "google", json!({"protocols": ["openai","gemini"]})),
+            model("deepseek-v4-pro", "deepseek", json!({})),
+            model("tiny", "openai", json!({"context_length": 1000, "max_output_tokens": 100,
+                "supported_parameters": ["max_tokens","stream"], "supported_features": {"vision": false, "tool_use": false, "streaming": true}})),
+            model("tiny-claude", "anthropic", json!({"context_length": 1000, "max_output_tokens": 100,
+                "supported_parameters": ["max_tokens","stream"], "protocols": ["anthropic"]})),
+            model("tiny-gemini", "google", json!({"context_length": 1000, "max_output_tokens": 100,
+                "supported_parameters": ["max_tokens","stream"], "protocols": ["gemini"]})),
+            model("orphan-key", "nokey", json!({})),
+            model("offline", "down", json!({}))
+        ]
+    })
+}
+
+/// The test keys file.
+pub fn keys() -> Value {
+    json!({"keys": [
+        {"id": "test", "key": KEY},
+        {"id": "limited", "key": LIMITED_KEY, "models": ["openai/*"]},
+        {"id": "metered", "key": RPM_KEY, "rpm": 2},
+        {"id": "hashed", "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}
+    ]})
+}
+
+/// A running gateway process.
+pub struct Gateway {
+    child: Child,
+    pub addr: SocketAddr,
+    pub metrics: SocketAddr,
+    pub dir: TempDir,
+}
+
+impl Gateway {
+    /// Starts the gateway with these files and extra arguments; waits until it answers.
+    pub async fn start_with(catalog: &Value, keys: &Value, args: &[&str]) -> Gateway {
+        let dir = TempDir::new();
+        std::fs::write(dir.file("catalog.json"), serde_json::to_vec_pretty(catalog).unwrap()).unwrap();
+        std::fs::write(dir.file("keys.json"), serde_json::to_vec_pretty(keys).unwrap()).unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("--catalog")
+            .arg(dir.file("catalog.json"))
+            .arg("--keys")
+            .arg(dir.file("keys.json"))
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--metrics")
+            .arg(metrics.to_string())
+            .args(args)
+            .env("SB_TEST_KEY_OPENAI", provider_key("openai"))
+            .env("SB_TEST_KEY_ANTHROPIC", provider_key("anthropic"))
+            .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
+            .env_remove("SB_TEST_UNSET_KEY")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let gw = Gateway { child, addr, metrics, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
+                if r.status == 200 {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "gateway did not start:\n{}", gw.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        gw
+    }
+
+    /// Starts the gateway on the test catalog for `mock`.
+    pub async fn start(mock: &MockUpstream) -> Gateway {
+        Gateway::start_with(&catalog(mock), &keys(), &[]).await
+    }
+
+    /// The gateway's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.file("gateway.log")).unwrap_or_default()
+    }
+
+    /// Sends one request on a new connection.
+    pub async fn send(&self, req: &Request) -> Response {
+        http_client::send(self.addr, req).await.unwrap()
+    }
+
+    /// GET `path`.
+    pub async fn get(&self, path: &str) -> Response {
+        self.send(&Request::get(path)).await
+    }
+
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Rewrites the catalog file.
+    pub fn write_catalog(&self, v: &Value) {
+        write_atomically(&self.dir.file("catalog.json"), &serde_json::to_vec_pretty(v).unwrap());
+    }
+
+    /// Rewrites the keys file.
+    pub fn write_keys(&self, v: &Value) {
+        write_atomically(&self.dir.file("keys.json"), &serde_json::to_vec_pretty(v).unwrap());
+    }
+}
+
+/// Replaces a file by renaming a sibling into place.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An authenticated request for `family` ("openai", "anthropic", "gemini") with `key`.
+pub fn authed(family: &str, method_path: &str, key: &str, body: &Value) -> Request {
+    let r = Request::post(method_path).json(body);
+    match family {
+        "openai" => r.header("authorization", &format!("Bearer {key}")),
+        "anthropic" => r.header("x-api-key", key).header("anthropic-version", "2023-06-01"),
+        _ => r.header("x-goog-api-key", key),
+    }
+}

@@ -1,2 +1,0 @@
-//! Mock upstream server binary (to be written).
-fn main() {}

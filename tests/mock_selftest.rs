@@ -1,0 +1,1006 @@
+//! Self-test of the test support: drives the mock upstream through the test
+//! HTTP client for each protocol, each marker, keep-alive, large bodies and
+//! request recording.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use common::http_client::{self, parse_sse, Connection, Request, Response, SseEvent};
+use common::mock_upstream::{
+    expected_reply, split_deltas, MockUpstream, Protocol, QUOTE_LIMIT, THINKING_SIGNATURE,
+    THINKING_TEXT, TOOL_ARGS,
+};
+
+const OPENAI: &str = "/openai/v1/chat/completions";
+const ANTHROPIC: &str = "/anthropic/v1/messages";
+const GEMINI: &str = "/gemini/v1beta/models/gemini-test";
+
+fn openai_body(prompt: &str, stream: bool) -> Value {
+    json!({
+        "model": "gpt-test",
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "an earlier question"},
+            {"role": "assistant", "content": "an earlier answer"},
+            {"role": "user", "content": [{"type": "text", "text": prompt}]},
+        ],
+        "tools": [{"type": "function", "function": {"name": "lookup_weather", "parameters": {"type": "object"}}}],
+    })
+}
+
+fn anthropic_body(prompt: &str, stream: bool) -> Value {
+    json!({
+        "model": "claude-test",
+        "max_tokens": 100,
+        "stream": stream,
+        "system": "be brief",
+        "messages": [
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+        ],
+        "tools": [{"name": "lookup_weather", "input_schema": {"type": "object"}}],
+    })
+}
+
+fn gemini_body(prompt: &str) -> Value {
+    json!({
+        "systemInstruction": {"parts": [{"text": "be brief"}]},
+        "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+        "tools": [{"functionDeclarations": [{"name": "lookup_weather"}]}],
+    })
+}
+
+async fn post(mock: &MockUpstream, path: &str, body: &Value) -> Response {
+    http_client::post_json(mock.addr(), path, &[], body).await
+}
+
+/// Data of every event, in order.
+fn data_json(events: &[SseEvent]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e.data != "[DONE]")
+        .map(|e| e.json().unwrap_or_else(|| panic!("not JSON: {:?}", e.data)))
+        .collect()
+}
+
+fn openai_text(chunks: &[Value]) -> String {
+    chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect()
+}
+
+fn anthropic_text(events: &[SseEvent], delta_type: &str, field: &str) -> String {
+    data_json(events)
+        .iter()
+        .filter(|d| d["type"] == "content_block_delta" && d["delta"]["type"] == delta_type)
+        .map(|d| d["delta"][field].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn gemini_text(chunks: &[Value]) -> String {
+    chunks
+        .iter()
+        .flat_map(|c| {
+            c["candidates"][0]["content"]["parts"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .filter(|p| p["thought"] != true)
+        .filter_map(|p| p["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn openai_non_stream() {
+    let mock = MockUpstream::start().await;
+    let body = openai_body("Hi there", false);
+    let response = post(&mock, OPENAI, &body).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    assert!(
+        response.text().starts_with(r#"{"id":"chatcmpl-"#),
+        "{}",
+        response.text()
+    );
+    let json = response.json();
+    let expected = expected_reply(Protocol::OpenAi, "Hi there");
+    assert!(expected.ends_with(" ✓ héllo 🌍"));
+    assert_eq!(json["object"], "chat.completion");
+    assert_eq!(json["model"], "gpt-test");
+    assert!(json["created"].as_u64().unwrap() > 1_600_000_000);
+    let choice = &json["choices"][0];
+    assert_eq!(choice["message"]["role"], "assistant");
+    assert_eq!(choice["message"]["content"], expected.as_str());
+    assert!(choice["message"].get("tool_calls").is_none());
+    assert_eq!(choice["finish_reason"], "stop");
+    let sent = mock.last_request().unwrap().body.len() as u64;
+    let completion = split_deltas(&expected).len() as u64;
+    assert_eq!(json["usage"]["prompt_tokens"], sent / 4);
+    assert_eq!(json["usage"]["completion_tokens"], completion);
+    assert_eq!(json["usage"]["total_tokens"], sent / 4 + completion);
+}
+
+#[tokio::test]
+async fn openai_stream_with_usage() {
+    let mock = MockUpstream::start().await;
+    let mut body = openai_body("Stream me", true);
+    body["stream_options"] = json!({"include_usage": true});
+    let response = post(&mock, OPENAI, &body).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/event-stream; charset=utf-8")
+    );
+    assert_eq!(response.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(response.header("content-length"), None);
+    let events = response.sse();
+    assert_eq!(events.last().unwrap().data, "[DONE]");
+    let chunks = data_json(&events);
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk"));
+    assert!(chunks.iter().all(|c| c["id"] == chunks[0]["id"]));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let expected = expected_reply(Protocol::OpenAi, "Stream me");
+    assert_eq!(openai_text(&chunks), expected);
+    let content_deltas = chunks
+        .iter()
+        .filter(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty())
+        })
+        .count();
+    assert!(content_deltas >= 3);
+    let finish = &chunks[chunks.len() - 2];
+    assert_eq!(finish["choices"][0]["finish_reason"], "stop");
+    assert_eq!(finish["choices"][0]["delta"], json!({}));
+    let usage = chunks.last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], content_deltas as u64);
+    assert!(chunks[..chunks.len() - 1]
+        .iter()
+        .all(|c| c["usage"].is_null()));
+}
+
+#[tokio::test]
+async fn openai_stream_without_usage() {
+    let mock = MockUpstream::start().await;
+    let response = post(&mock, OPENAI, &openai_body("plain", true)).await;
+    let chunks = data_json(&response.sse());
+    assert!(chunks.iter().all(|c| c.get("usage").is_none()));
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "stop"
+    );
+    assert_eq!(
+        openai_text(&chunks),
+        expected_reply(Protocol::OpenAi, "plain")
+    );
+}
+
+#[tokio::test]
+async fn openai_tool_calls() {
+    let mock = MockUpstream::start().await;
+    let json = post(&mock, OPENAI, &openai_body("weather? [[tool]]", false))
+        .await
+        .json();
+    let message = &json["choices"][0]["message"];
+    assert_eq!(message["content"], Value::Null);
+    let call = &message["tool_calls"][0];
+    assert!(call["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(call["type"], "function");
+    assert_eq!(call["function"]["name"], "lookup_weather");
+    assert_eq!(call["function"]["arguments"], TOOL_ARGS);
+    assert_eq!(json["choices"][0]["finish_reason"], "tool_calls");
+
+    let chunks = data_json(
+        &post(&mock, OPENAI, &openai_body("weather? [[tool]]", true))
+            .await
+            .sse(),
+    );
+    let calls: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
+        .collect();
+    assert_eq!(calls[0]["function"]["name"], "lookup_weather");
+    assert_eq!(calls[0]["function"]["arguments"], "");
+    assert_eq!(calls[0]["type"], "function");
+    assert!(calls[0]["id"].is_string());
+    assert!(calls.len() >= 3, "arguments in at least 2 fragments");
+    assert!(calls[1..]
+        .iter()
+        .all(|c| c["index"] == 0 && c.get("id").is_none()));
+    let arguments: String = calls
+        .iter()
+        .map(|c| c["function"]["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(arguments, TOOL_ARGS);
+    assert_eq!(openai_text(&chunks), "");
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
+
+    // Text, then the call; [[thinking]] is ignored by OpenAI.
+    let prompt = "both [[text+tool]] [[thinking]]";
+    let json = post(&mock, OPENAI, &openai_body(prompt, false))
+        .await
+        .json();
+    let message = &json["choices"][0]["message"];
+    assert_eq!(
+        message["content"],
+        expected_reply(Protocol::OpenAi, prompt).as_str()
+    );
+    assert_eq!(message["tool_calls"][0]["function"]["arguments"], TOOL_ARGS);
+    let chunks = data_json(&post(&mock, OPENAI, &openai_body(prompt, true)).await.sse());
+    assert_eq!(
+        openai_text(&chunks),
+        expected_reply(Protocol::OpenAi, prompt)
+    );
+    let first_call = chunks
+        .iter()
+        .position(|c| !c["choices"][0]["delta"]["tool_calls"].is_null())
+        .unwrap();
+    let last_text = chunks
+        .iter()
+        .rposition(|c| c["choices"][0]["delta"]["content"].is_string())
+        .unwrap();
+    assert!(last_text < first_call);
+}
+
+#[tokio::test]
+async fn anthropic_non_stream_and_count_tokens() {
+    let mock = MockUpstream::start().await;
+    let body = anthropic_body("Bonjour ✓", false);
+    let response = post(&mock, ANTHROPIC, &body).await;
+    assert_eq!(response.status, 200);
+    assert!(response.text().starts_with(r#"{"id":"msg_"#));
+    let json = response.json();
+    assert_eq!(json["type"], "message");
+    assert_eq!(json["role"], "assistant");
+    assert_eq!(json["model"], "claude-test");
+    // The last user message has no text (a tool result): the one before counts.
+    let expected = expected_reply(Protocol::Anthropic, "Bonjour ✓");
+    assert_eq!(json["content"], json!([{"type": "text", "text": expected}]));
+    assert_eq!(json["stop_reason"], "end_turn");
+    assert_eq!(json["stop_sequence"], Value::Null);
+    let sent = mock.last_request().unwrap().body.len() as u64;
+    assert_eq!(json["usage"]["input_tokens"], sent / 4);
+    assert_eq!(
+        json["usage"]["output_tokens"],
+        split_deltas(&expected).len() as u64
+    );
+
+    let count = post(&mock, "/anthropic/v1/messages/count_tokens", &body).await;
+    assert_eq!(count.status, 200);
+    assert_eq!(count.json(), json!({"input_tokens": sent / 4}));
+}
+
+#[tokio::test]
+async fn anthropic_stream() {
+    let mock = MockUpstream::start().await;
+    let response = post(&mock, ANTHROPIC, &anthropic_body("Stream it", true)).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/event-stream; charset=utf-8")
+    );
+    let events = response.sse();
+    for event in &events {
+        assert_eq!(
+            event.json().unwrap()["type"],
+            event.name(),
+            "event name matches data type"
+        );
+    }
+    let names: Vec<&str> = events.iter().map(SseEvent::name).collect();
+    let deltas = names
+        .iter()
+        .filter(|n| **n == "content_block_delta")
+        .count();
+    assert!(deltas >= 3);
+    let mut expected = vec!["message_start", "content_block_start", "ping"];
+    expected.extend(std::iter::repeat_n("content_block_delta", deltas));
+    expected.extend(["content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(names, expected);
+    let data = data_json(&events);
+    let start = &data[0]["message"];
+    assert!(start["id"].as_str().unwrap().starts_with("msg_"));
+    assert_eq!(start["content"], json!([]));
+    assert_eq!(start["model"], "claude-test");
+    assert!(start["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        data[1]["content_block"],
+        json!({"type": "text", "text": ""})
+    );
+    assert_eq!(
+        anthropic_text(&events, "text_delta", "text"),
+        expected_reply(Protocol::Anthropic, "Stream it")
+    );
+    let message_delta = &data[data.len() - 2];
+    assert_eq!(
+        message_delta["delta"],
+        json!({"stop_reason": "end_turn", "stop_sequence": null})
+    );
+    assert_eq!(message_delta["usage"]["output_tokens"], deltas as u64);
+}
+
+#[tokio::test]
+async fn anthropic_tool_and_thinking() {
+    let mock = MockUpstream::start().await;
+    let json = post(&mock, ANTHROPIC, &anthropic_body("[[tool]]", false))
+        .await
+        .json();
+    let content = json["content"].as_array().unwrap();
+    assert_eq!(content.len(), 1);
+    assert_eq!(content[0]["type"], "tool_use");
+    assert!(content[0]["id"].as_str().unwrap().starts_with("toolu_"));
+    assert_eq!(content[0]["name"], "lookup_weather");
+    assert_eq!(
+        content[0]["input"],
+        json!({"location": "Paris", "unit": "c"})
+    );
+    assert_eq!(json["stop_reason"], "tool_use");
+
+    let prompt = "[[thinking]] [[text+tool]]";
+    let json = post(&mock, ANTHROPIC, &anthropic_body(prompt, false))
+        .await
+        .json();
+    let types: Vec<&str> = json["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["thinking", "text", "tool_use"]);
+    assert_eq!(json["content"][0]["thinking"], THINKING_TEXT);
+    assert_eq!(json["content"][0]["signature"], THINKING_SIGNATURE);
+
+    let events = post(&mock, ANTHROPIC, &anthropic_body(prompt, true))
+        .await
+        .sse();
+    let data = data_json(&events);
+    let starts: Vec<&Value> = data
+        .iter()
+        .filter(|d| d["type"] == "content_block_start")
+        .collect();
+    assert_eq!(starts[0]["content_block"]["type"], "thinking");
+    assert_eq!(starts[1]["content_block"]["type"], "text");
+    assert_eq!(starts[2]["content_block"]["type"], "tool_use");
+    assert_eq!(starts[2]["content_block"]["name"], "lookup_weather");
+    assert_eq!(starts[2]["content_block"]["input"], json!({}));
+    assert_eq!(
+        starts
+            .iter()
+            .map(|s| s["index"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert_eq!(
+        anthropic_text(&events, "thinking_delta", "thinking"),
+        THINKING_TEXT
+    );
+    assert_eq!(
+        anthropic_text(&events, "signature_delta", "signature"),
+        THINKING_SIGNATURE
+    );
+    assert_eq!(
+        anthropic_text(&events, "text_delta", "text"),
+        expected_reply(Protocol::Anthropic, prompt)
+    );
+    let fragments = data
+        .iter()
+        .filter(|d| d["delta"]["type"] == "input_json_delta" && d["delta"]["partial_json"] != "")
+        .count();
+    assert!(fragments >= 2);
+    assert_eq!(
+        anthropic_text(&events, "input_json_delta", "partial_json"),
+        TOOL_ARGS
+    );
+    assert_eq!(data[data.len() - 2]["delta"]["stop_reason"], "tool_use");
+}
+
+#[tokio::test]
+async fn gemini_generate_and_count() {
+    let mock = MockUpstream::start().await;
+    let response = post(
+        &mock,
+        &format!("{GEMINI}:generateContent"),
+        &gemini_body("Hallo"),
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    assert!(response
+        .text()
+        .starts_with(r#"{"candidates":[{"content":{"parts":"#));
+    let json = response.json();
+    let candidate = &json["candidates"][0];
+    let expected = expected_reply(Protocol::Gemini, "Hallo");
+    assert_eq!(
+        candidate["content"],
+        json!({"parts": [{"text": expected}], "role": "model"})
+    );
+    assert_eq!(candidate["finishReason"], "STOP");
+    assert_eq!(candidate["index"], 0);
+    assert_eq!(json["modelVersion"], "gemini-test");
+    assert!(json["responseId"].is_string());
+    let sent = mock.last_request().unwrap().body.len() as u64;
+    let completion = split_deltas(&expected).len() as u64;
+    assert_eq!(
+        json["usageMetadata"],
+        json!({
+            "promptTokenCount": sent / 4,
+            "candidatesTokenCount": completion,
+            "totalTokenCount": sent / 4 + completion,
+        })
+    );
+
+    let count = post(
+        &mock,
+        &format!("{GEMINI}:countTokens"),
+        &gemini_body("Hallo"),
+    )
+    .await;
+    assert_eq!(count.json(), json!({"totalTokens": sent / 4}));
+
+    // A tool call, and a thought part first.
+    let json = post(
+        &mock,
+        &format!("{GEMINI}:generateContent"),
+        &gemini_body("[[thinking]] [[text+tool]]"),
+    )
+    .await
+    .json();
+    let parts = json["candidates"][0]["content"]["parts"]
+        .as_array()
+        .unwrap();
+    assert_eq!(parts[0], json!({"text": THINKING_TEXT, "thought": true}));
+    assert_eq!(
+        parts[1]["text"],
+        expected_reply(Protocol::Gemini, "[[thinking]] [[text+tool]]").as_str()
+    );
+    assert_eq!(
+        parts[2],
+        json!({"functionCall": {
+            "name": "lookup_weather",
+            "args": {"location": "Paris", "unit": "c"},
+        }})
+    );
+    assert!(
+        json["usageMetadata"]["thoughtsTokenCount"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[tokio::test]
+async fn gemini_stream_sse() {
+    let mock = MockUpstream::start().await;
+    let path = format!("{GEMINI}:streamGenerateContent?alt=sse");
+    let response = post(&mock, &path, &gemini_body("Hallo")).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    let text = response.text();
+    assert!(text.starts_with("data: {"));
+    assert!(text.ends_with("}\r\n\r\n"));
+    assert_eq!(
+        text.matches("\r\n\r\n").count(),
+        text.matches("data: ").count()
+    );
+    let chunks = data_json(&response.sse());
+    assert!(chunks.len() >= 3);
+    assert_eq!(
+        gemini_text(&chunks),
+        expected_reply(Protocol::Gemini, "Hallo")
+    );
+    let (last, rest) = chunks.split_last().unwrap();
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert!(last["usageMetadata"]["totalTokenCount"].as_u64().unwrap() > 0);
+    for chunk in rest {
+        assert!(chunk.get("usageMetadata").is_none());
+        assert!(chunk["candidates"][0].get("finishReason").is_none());
+        assert_eq!(chunk["candidates"][0]["content"]["role"], "model");
+        assert_eq!(chunk["modelVersion"], "gemini-test");
+    }
+
+    let chunks = data_json(
+        &post(&mock, &path, &gemini_body("[[tool]] [[thinking]]"))
+            .await
+            .sse(),
+    );
+    let parts: Vec<Value> = chunks
+        .iter()
+        .flat_map(|c| {
+            c["candidates"][0]["content"]["parts"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect();
+    assert_eq!(parts.first().unwrap()["thought"], true);
+    assert_eq!(
+        parts.last().unwrap()["functionCall"]["name"],
+        "lookup_weather"
+    );
+    assert_eq!(gemini_text(&chunks), "");
+}
+
+#[tokio::test]
+async fn gemini_stream_json_array() {
+    let mock = MockUpstream::start().await;
+    let path = format!("{GEMINI}:streamGenerateContent");
+    let response = post(&mock, &path, &gemini_body("Array")).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("application/json; charset=UTF-8")
+    );
+    assert_eq!(response.header("transfer-encoding"), Some("chunked"));
+    let text = response.text();
+    assert!(text.starts_with("[{"));
+    assert!(text.ends_with("\n]"));
+    assert!(text.contains("}\n,{"));
+    let chunks = response.json().as_array().unwrap().clone();
+    assert!(chunks.len() >= 3);
+    assert_eq!(
+        gemini_text(&chunks),
+        expected_reply(Protocol::Gemini, "Array")
+    );
+    assert!(chunks.last().unwrap()["usageMetadata"].is_object());
+}
+
+#[tokio::test]
+async fn forced_statuses_use_each_providers_error_shape() {
+    let mock = MockUpstream::start().await;
+    for status in [500u16, 429, 503] {
+        let prompt = format!("fail [[status:{status}]]");
+        let openai = post(&mock, OPENAI, &openai_body(&prompt, true)).await;
+        let anthropic = post(&mock, ANTHROPIC, &anthropic_body(&prompt, false)).await;
+        let gemini = post(
+            &mock,
+            &format!("{GEMINI}:streamGenerateContent?alt=sse"),
+            &gemini_body(&prompt),
+        )
+        .await;
+        for response in [&openai, &anthropic, &gemini] {
+            assert_eq!(response.status, status);
+            assert_eq!(
+                response.header("retry-after"),
+                (status == 429).then_some("1")
+            );
+            assert!(response
+                .header("content-type")
+                .unwrap()
+                .starts_with("application/json"));
+        }
+        let error = &openai.json()["error"];
+        assert!(error["message"]
+            .as_str()
+            .unwrap()
+            .contains(&status.to_string()));
+        assert!(
+            error.get("type").is_some()
+                && error.get("param").is_some()
+                && error.get("code").is_some()
+        );
+        let anthropic = anthropic.json();
+        assert_eq!(anthropic["type"], "error");
+        let expected_type = match status {
+            429 => "rate_limit_error",
+            503 => "overloaded_error",
+            _ => "api_error",
+        };
+        assert_eq!(anthropic["error"]["type"], expected_type);
+        let gemini = gemini.json();
+        assert_eq!(gemini["error"]["code"], status);
+        let expected_status = match status {
+            429 => "RESOURCE_EXHAUSTED",
+            503 => "UNAVAILABLE",
+            _ => "INTERNAL",
+        };
+        assert_eq!(gemini["error"]["status"], expected_status);
+    }
+}
+
+#[tokio::test]
+async fn unknown_routes_are_404_in_the_paths_shape() {
+    let mock = MockUpstream::start().await;
+    let openai = http_client::request(mock.addr(), "GET", OPENAI, &[], b"").await;
+    assert_eq!(openai.status, 404);
+    assert_eq!(openai.json()["error"]["type"], "invalid_request_error");
+    let anthropic =
+        http_client::request(mock.addr(), "POST", "/anthropic/v1/complete", &[], b"{}").await;
+    assert_eq!(anthropic.status, 404);
+    assert_eq!(anthropic.json()["error"]["type"], "not_found_error");
+    let gemini = http_client::request(
+        mock.addr(),
+        "POST",
+        "/v1beta/models/x:embedContent",
+        &[],
+        b"{}",
+    )
+    .await;
+    assert_eq!(gemini.status, 404);
+    assert_eq!(gemini.json()["error"]["status"], "NOT_FOUND");
+    let bad = http_client::request(mock.addr(), "POST", OPENAI, &[], b"not json").await;
+    assert_eq!(bad.status, 400);
+    // Routes work without a prefix and with a trailing slash.
+    let bare = post(&mock, "/chat/completions/", &openai_body("bare", false)).await;
+    assert_eq!(bare.status, 200);
+}
+
+#[tokio::test]
+async fn slow_delays_the_head() {
+    let mock = MockUpstream::start().await;
+    let started = Instant::now();
+    let body = openai_body("wait [[slow:300]]", true).to_string();
+    let response =
+        http_client::request_streaming(mock.addr(), "POST", OPENAI, &[], body.as_bytes()).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(response.status, 200);
+    let events = parse_sse(&response.read_all().await.unwrap());
+    assert_eq!(events.last().unwrap().data, "[DONE]");
+}
+
+#[tokio::test]
+async fn stall_sends_the_first_frame_then_waits() {
+    let mock = MockUpstream::start().await;
+    for (path, body) in [
+        (OPENAI.to_owned(), openai_body("[[stall:400]]", true)),
+        (ANTHROPIC.to_owned(), anthropic_body("[[stall:400]]", true)),
+        (
+            format!("{GEMINI}:streamGenerateContent?alt=sse"),
+            gemini_body("[[stall:400]]"),
+        ),
+    ] {
+        let started = Instant::now();
+        let mut response = http_client::request_streaming(
+            mock.addr(),
+            "POST",
+            &path,
+            &[],
+            body.to_string().as_bytes(),
+        )
+        .await;
+        let first = response.next_chunk().await.unwrap().unwrap();
+        assert!(!first.is_empty());
+        assert!(
+            started.elapsed() < Duration::from_millis(300),
+            "first bytes before the stall"
+        );
+        let rest = response.read_all().await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(400));
+        assert!(!parse_sse(&[first, rest].concat()).is_empty());
+    }
+    // Non-stream: the head, then the body after the stall.
+    let started = Instant::now();
+    let body = anthropic_body("[[stall:300]]", false).to_string();
+    let response =
+        http_client::request_streaming(mock.addr(), "POST", ANTHROPIC, &[], body.as_bytes()).await;
+    assert!(started.elapsed() < Duration::from_millis(250));
+    let json: Value = serde_json::from_slice(&response.read_all().await.unwrap()).unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(json["type"], "message");
+}
+
+#[tokio::test]
+async fn cut_closes_mid_body() {
+    let mock = MockUpstream::start().await;
+    for (path, body) in [
+        (OPENAI.to_owned(), openai_body("[[cut]]", true)),
+        (ANTHROPIC.to_owned(), anthropic_body("[[cut]]", true)),
+        (
+            format!("{GEMINI}:streamGenerateContent?alt=sse"),
+            gemini_body("[[cut]]"),
+        ),
+        (
+            format!("{GEMINI}:streamGenerateContent"),
+            gemini_body("[[cut]]"),
+        ),
+    ] {
+        let response = http_client::request_streaming(
+            mock.addr(),
+            "POST",
+            &path,
+            &[],
+            body.to_string().as_bytes(),
+        )
+        .await;
+        assert_eq!(response.status, 200);
+        let (pieces, error) = response.read_until_end().await;
+        let error = error.expect("the stream is cut");
+        assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof, "{path}");
+        let received = pieces.concat();
+        assert!(!received.is_empty());
+        assert!(!String::from_utf8_lossy(&received).contains("[DONE]"));
+    }
+    for (path, body) in [
+        (OPENAI.to_owned(), openai_body("[[cut]]", false)),
+        (format!("{GEMINI}:generateContent"), gemini_body("[[cut]]")),
+    ] {
+        let error =
+            http_client::try_request(mock.addr(), "POST", &path, &[], body.to_string().as_bytes())
+                .await
+                .unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
+}
+
+#[tokio::test]
+async fn malformed_frames_and_bodies() {
+    let mock = MockUpstream::start().await;
+    for (path, body) in [
+        (OPENAI.to_owned(), openai_body("[[malformed]]", true)),
+        (ANTHROPIC.to_owned(), anthropic_body("[[malformed]]", true)),
+        (
+            format!("{GEMINI}:streamGenerateContent?alt=sse"),
+            gemini_body("[[malformed]]"),
+        ),
+    ] {
+        let response = post(&mock, &path, &body).await;
+        assert_eq!(response.status, 200);
+        let events = response.sse();
+        let broken = events
+            .iter()
+            .filter(|e| e.data != "[DONE]" && e.json().is_none())
+            .count();
+        assert_eq!(broken, 1, "{path}");
+    }
+    let array = post(
+        &mock,
+        &format!("{GEMINI}:streamGenerateContent"),
+        &gemini_body("[[malformed]]"),
+    )
+    .await;
+    assert!(array.try_json().is_err());
+    for (path, body) in [
+        (OPENAI.to_owned(), openai_body("[[malformed]]", false)),
+        (ANTHROPIC.to_owned(), anthropic_body("[[malformed]]", false)),
+        (
+            format!("{GEMINI}:generateContent"),
+            gemini_body("[[malformed]]"),
+        ),
+    ] {
+        let response = post(&mock, &path, &body).await;
+        assert_eq!(response.status, 200);
+        assert!(response.try_json().is_err());
+    }
+}
+
+#[tokio::test]
+async fn stream_error_event() {
+    let mock = MockUpstream::start().await;
+    let events = post(&mock, OPENAI, &openai_body("[[stream-error]]", true))
+        .await
+        .sse();
+    assert!(events.iter().all(|e| e.data != "[DONE]"));
+    assert_eq!(
+        events.last().unwrap().json().unwrap()["error"]["type"],
+        "server_error"
+    );
+    let events = post(&mock, ANTHROPIC, &anthropic_body("[[stream-error]]", true))
+        .await
+        .sse();
+    let last = events.last().unwrap();
+    assert_eq!(last.name(), "error");
+    assert_eq!(last.json().unwrap()["error"]["type"], "overloaded_error");
+    assert!(events.iter().all(|e| e.name() != "message_stop"));
+    let path = format!("{GEMINI}:streamGenerateContent");
+    let array = post(&mock, &path, &gemini_body("[[stream-error]]"))
+        .await
+        .json();
+    assert_eq!(
+        array.as_array().unwrap().last().unwrap()["error"]["status"],
+        "UNAVAILABLE"
+    );
+}
+
+#[tokio::test]
+async fn echo_request_replies_with_the_body() {
+    let mock = MockUpstream::start().await;
+    let body = openai_body("echo ✓ [[echo-request]]", false);
+    let json = post(&mock, OPENAI, &body).await.json();
+    assert_eq!(json["choices"][0]["message"]["content"], body.to_string());
+    let body = anthropic_body("[[echo-request]]", true);
+    let events = post(&mock, ANTHROPIC, &body).await.sse();
+    assert_eq!(
+        anthropic_text(&events, "text_delta", "text"),
+        body.to_string()
+    );
+}
+
+const SPLIT_PROMPT: &str = "split ✓✓✓ héllo 🌍🌍🌍 everywhere ✓✓✓ héllo 🌍🌍🌍";
+
+#[tokio::test]
+async fn streams_arrive_in_small_pieces_split_anywhere() {
+    let mock = MockUpstream::start().await;
+    let body = anthropic_body(SPLIT_PROMPT, true).to_string();
+    let mut response =
+        http_client::request_streaming(mock.addr(), "POST", ANTHROPIC, &[], body.as_bytes()).await;
+    let mut pieces = Vec::new();
+    while let Some(piece) = response.next_chunk().await.unwrap() {
+        pieces.push(piece);
+    }
+    let all = pieces.concat();
+    let frames = parse_sse(&all).len();
+    // Every HTTP chunk holds 1..=24 bytes; `next_chunk` never spans two.
+    assert!(pieces.iter().all(|p| (1..=24).contains(&p.len())));
+    assert!(pieces.len() > 3 * frames);
+    // Some piece ends inside a multi-byte character.
+    assert!(pieces.iter().any(|p| std::str::from_utf8(p).is_err()));
+    assert_eq!(
+        anthropic_text(&parse_sse(&all), "text_delta", "text"),
+        expected_reply(Protocol::Anthropic, SPLIT_PROMPT)
+    );
+
+    // [[chunk:0]]: one write per frame; [[crlf]] and [[sse-comments]] change framing only.
+    let body = openai_body("[[chunk:0]] [[crlf]] [[sse-comments]]", true);
+    let response = post(&mock, OPENAI, &body).await;
+    let text = response.text();
+    assert!(text.contains(": keep-alive\r\n\r\ndata: {"));
+    assert!(!text.replace("\r\n", "").contains('\n'));
+    let chunks = data_json(&response.sse());
+    assert_eq!(
+        openai_text(&chunks),
+        expected_reply(Protocol::OpenAi, "[[chunk:0]] [[crlf]] [[sse-comments]]")
+    );
+}
+
+#[tokio::test]
+async fn keep_alive_reuses_one_connection() {
+    let mock = MockUpstream::start().await;
+    let mut connection = Connection::connect(mock.addr()).await.unwrap();
+    let requests = [
+        Request::post(OPENAI).json(&openai_body("one", false)),
+        Request::post(OPENAI).json(&openai_body("two", true)),
+        Request::post(ANTHROPIC).json(&anthropic_body("three", true)),
+        Request::post(&format!("{GEMINI}:streamGenerateContent")).json(&gemini_body("four")),
+        Request::post(&format!("{GEMINI}:generateContent"))
+            .json(&gemini_body("five"))
+            .chunked(7),
+        Request::post(ANTHROPIC).json(&anthropic_body("[[status:429]]", false)),
+        Request::get("/__mock/requests"),
+    ];
+    for request in &requests {
+        let response = connection.send(request).await.unwrap();
+        assert!(
+            response.status == 200 || response.status == 429,
+            "{}",
+            response.status
+        );
+        assert!(connection.is_open());
+    }
+    assert_eq!(mock.connections(), 1);
+    assert_eq!(mock.requests().len(), requests.len() - 1);
+    assert_eq!(
+        mock.requests()[4].json().unwrap()["contents"][0]["parts"][0]["text"],
+        "five"
+    );
+
+    // `connection: close` is honoured.
+    let close = Request::post(OPENAI)
+        .header("connection", "close")
+        .json(&openai_body("bye", false));
+    let response = connection.send(&close).await.unwrap();
+    assert_eq!(response.header("connection"), Some("close"));
+    assert!(!connection.is_open());
+}
+
+#[tokio::test]
+async fn large_bodies_with_length_and_chunked() {
+    let mock = MockUpstream::start().await;
+    let prompt = "x".repeat(20 << 20);
+    let body = openai_body(&prompt, false).to_string().into_bytes();
+    let response = http_client::request(mock.addr(), "POST", OPENAI, &[], &body).await;
+    assert_eq!(response.status, 200);
+    let reply = response.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        reply.len(),
+        "Hello from openai mock: ".len() + QUOTE_LIMIT + " ✓ héllo 🌍".len()
+    );
+    let response =
+        http_client::request_chunked(mock.addr(), "POST", OPENAI, &[], &body, 1 << 16).await;
+    assert_eq!(response.status, 200);
+    let recorded = mock.requests();
+    assert_eq!(recorded.len(), 2);
+    assert!(recorded.iter().all(|r| r.body == body));
+    assert_eq!(recorded[1].header("transfer-encoding"), Some("chunked"));
+
+    // Past the limit: a 413 in the provider's shape, seen although the body is not all sent.
+    let huge = vec![b' '; 70 << 20];
+    let response = http_client::request(mock.addr(), "POST", ANTHROPIC, &[], &huge).await;
+    assert_eq!(response.status, 413);
+    assert_eq!(response.json()["error"]["type"], "request_too_large");
+}
+
+#[tokio::test]
+async fn expect_continue_is_answered() {
+    let mock = MockUpstream::start().await;
+    let started = Instant::now();
+    let request = Request::post(OPENAI)
+        .header("expect", "100-continue")
+        .json(&openai_body("continue", false));
+    let response = http_client::send(mock.addr(), &request).await.unwrap();
+    assert_eq!(response.status, 200);
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "no wait for a missing 100 Continue"
+    );
+    assert_eq!(
+        mock.last_request().unwrap().header("expect"),
+        Some("100-continue")
+    );
+}
+
+#[tokio::test]
+async fn requests_are_recorded() {
+    let mock = MockUpstream::start().await;
+    let body = gemini_body("record me");
+    let path = format!("{GEMINI}:streamGenerateContent?alt=sse&key=abc");
+    let response = http_client::post_json(
+        mock.addr(),
+        &path,
+        &[("X-Goog-Api-Key", "secret"), ("X-Custom", " spaced ")],
+        &body,
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    let recorded = mock.requests();
+    assert_eq!(recorded.len(), 1);
+    let request = &recorded[0];
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, path);
+    assert_eq!(
+        request.path_only(),
+        format!("{GEMINI}:streamGenerateContent")
+    );
+    assert_eq!(request.query(), Some("alt=sse&key=abc"));
+    assert_eq!(request.header("x-goog-api-key"), Some("secret"));
+    assert!(request
+        .headers
+        .iter()
+        .any(|(n, v)| n == "x-custom" && v == "spaced"));
+    assert!(request
+        .headers
+        .iter()
+        .all(|(n, _)| *n == n.to_ascii_lowercase()));
+    assert_eq!(request.json(), Some(body.clone()));
+
+    // Out-of-process view and reset.
+    let listed = http_client::request(mock.addr(), "GET", "/__mock/requests", &[], b"")
+        .await
+        .json();
+    assert_eq!(listed[0]["path"], path.as_str());
+    assert_eq!(listed[0]["headers"]["x-goog-api-key"], "secret");
+    assert_eq!(listed[0]["body_len"], body.to_string().len());
+    assert_eq!(listed[0]["body"], body.to_string());
+    let reset = http_client::request(mock.addr(), "POST", "/__mock/reset", &[], b"").await;
+    assert_eq!(reset.json(), json!({"cleared": 1}));
+    assert!(mock.requests().is_empty());
+    post(&mock, OPENAI, &openai_body("again", false)).await;
+    assert_eq!(mock.requests().len(), 1);
+    mock.clear();
+    assert!(mock.requests().is_empty());
+    assert_eq!(
+        mock.base_url(Protocol::Anthropic),
+        format!("http://{}/anthropic/v1", mock.addr())
+    );
+}
