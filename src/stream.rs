@@ -1,1 +1,401 @@
-//! stream (to be written).
+//! The per-request stream pipeline for the client: either the same-family
+//! [`PassthroughStream`] or a [`StreamTranslator`] (SSE decoder → upstream
+//! family's parser → canonical events → client family's encoder), behind one
+//! [`ClientStream`] with the passthrough's API so the relay loop drives either.
+//!
+//! Everything is synchronous and push-based: each call to `push` translates
+//! every complete upstream frame in the chunk and appends the client's bytes
+//! to `out`, so the first token leaves as soon as it arrives.
+//!
+//! ```
+//! use switchboard::family::Family;
+//! use switchboard::passthrough::Framing;
+//! use switchboard::stream::StreamTranslator;
+//!
+//! let mut t = StreamTranslator::new(Family::Gemini, Family::OpenAi, Framing::Sse, "google/gemini-2.5-flash", false, 1 << 20);
+//! let mut out = Vec::new();
+//! t.push(b"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}]},\"finishReason\":\"STOP\"}]}\r\n\r\n", &mut out).unwrap();
+//! t.finish(&mut out).unwrap();
+//! let text = String::from_utf8(out).unwrap();
+//! assert!(text.contains("\"content\":\"Hi\""));
+//! assert!(text.ends_with("data: [DONE]\n\n"));
+//! ```
+
+pub(crate) mod support;
+
+use crate::family::Family;
+use crate::ir::stream::{merge_usage, StreamEvent};
+use crate::ir::Usage as CanonicalUsage;
+use crate::passthrough::{self, Framing, PassthroughStream, StreamFault, Usage};
+use crate::protocol::{anthropic, gemini, openai};
+use crate::sse::{SseDecoder, SseError, SseItem};
+
+/// An upstream family's stream parser (enum dispatch).
+#[derive(Debug)]
+pub enum Parser {
+    /// Upstream OpenAI chunks.
+    OpenAi(openai::stream::Parser),
+    /// Upstream Anthropic events.
+    Anthropic(anthropic::stream::Parser),
+    /// Upstream Gemini chunks.
+    Gemini(gemini::stream::Parser),
+}
+
+impl Parser {
+    /// The parser for streams of `family`.
+    pub fn new(family: Family) -> Self {
+        match family {
+            Family::OpenAi => Parser::OpenAi(openai::stream::Parser::new()),
+            Family::Anthropic => Parser::Anthropic(anthropic::stream::Parser::new()),
+            Family::Gemini => Parser::Gemini(gemini::stream::Parser::new()),
+        }
+    }
+
+    /// Reads one upstream SSE event, handing canonical events to `emit`.
+    pub fn push(
+        &mut self,
+        event: &crate::sse::SseEvent<'_>,
+        emit: &mut dyn FnMut(&StreamEvent),
+    ) -> Result<(), StreamFault> {
+        match self {
+            Parser::OpenAi(p) => p.push(event, emit),
+            Parser::Anthropic(p) => p.push(event, emit),
+            Parser::Gemini(p) => p.push(event, emit),
+        }
+    }
+
+    /// Whether the upstream's terminal event (or an in-band error) has been read.
+    pub fn is_complete(&self) -> bool {
+        match self {
+            Parser::OpenAi(p) => p.is_complete(),
+            Parser::Anthropic(p) => p.is_complete(),
+            Parser::Gemini(p) => p.is_complete(),
+        }
+    }
+
+    /// The upstream body ended: emits what the end means, or says it was truncated.
+    pub fn finish(&mut self, emit: &mut dyn FnMut(&StreamEvent)) -> Result<(), StreamFault> {
+        match self {
+            Parser::OpenAi(p) => p.finish(emit),
+            Parser::Anthropic(p) => p.finish(emit),
+            Parser::Gemini(p) => p.finish(emit),
+        }
+    }
+}
+
+/// A client family's stream encoder (enum dispatch).
+#[derive(Debug)]
+pub enum Encoder {
+    /// OpenAI `chat.completion.chunk`s.
+    OpenAi(openai::stream::Encoder),
+    /// Anthropic events.
+    Anthropic(anthropic::stream::Encoder),
+    /// Gemini chunks (SSE or JSON array).
+    Gemini(gemini::stream::Encoder),
+}
+
+impl Encoder {
+    /// The encoder for clients of `family`.
+    pub fn new(
+        family: Family,
+        framing: Framing,
+        client_model: &str,
+        include_usage: bool,
+        created: u64,
+    ) -> Self {
+        match family {
+            Family::OpenAi => Encoder::OpenAi(openai::stream::Encoder::new(
+                client_model,
+                include_usage,
+                created,
+            )),
+            Family::Anthropic => Encoder::Anthropic(anthropic::stream::Encoder::new(client_model)),
+            Family::Gemini => Encoder::Gemini(gemini::stream::Encoder::new(client_model, framing)),
+        }
+    }
+
+    /// Writes what `event` means for the client.
+    pub fn event(&mut self, event: &StreamEvent, out: &mut Vec<u8>) {
+        match self {
+            Encoder::OpenAi(e) => e.event(event, out),
+            Encoder::Anthropic(e) => e.event(event, out),
+            Encoder::Gemini(e) => e.event(event, out),
+        }
+    }
+
+    /// Forwards an upstream SSE comment (keep-alive) where the framing allows.
+    pub fn comment(&mut self, text: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Encoder::OpenAi(e) => e.comment(text, out),
+            Encoder::Anthropic(e) => e.comment(text, out),
+            Encoder::Gemini(e) => e.comment(text, out),
+        }
+    }
+
+    /// Ends the stream with the family's error event carrying `error_body`.
+    pub fn fail(&mut self, error_body: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Encoder::OpenAi(e) => e.fail(error_body, out),
+            Encoder::Anthropic(e) => e.fail(error_body, out),
+            Encoder::Gemini(e) => e.fail(error_body, out),
+        }
+    }
+
+    /// Closes the framing after the last event (the JSON array's `]`).
+    pub fn close(&mut self, out: &mut Vec<u8>) {
+        if let Encoder::Gemini(e) = self {
+            e.close(out);
+        }
+    }
+
+    /// True once the stream has ended (normally or with an error event).
+    pub fn is_ended(&self) -> bool {
+        match self {
+            Encoder::OpenAi(e) => e.is_ended(),
+            Encoder::Anthropic(e) => e.is_ended(),
+            Encoder::Gemini(e) => e.is_ended(),
+        }
+    }
+}
+
+/// Translates one upstream stream of one family into the client's family.
+#[derive(Debug)]
+pub struct StreamTranslator {
+    decoder: SseDecoder,
+    parser: Parser,
+    encoder: Encoder,
+    usage: Option<CanonicalUsage>,
+    /// The stream ended with a message stop or an upstream error event.
+    complete: bool,
+    /// A fault was reported: later input is ignored.
+    faulted: bool,
+}
+
+impl StreamTranslator {
+    /// A translator from `upstream`'s stream to `client`'s, written with
+    /// `framing`, naming the model `client_model` as the client expects it
+    /// (OpenAI `provider/model_id`, Anthropic and Gemini the bare id);
+    /// `include_usage` is OpenAI's `stream_options.include_usage`.
+    pub fn new(
+        upstream: Family,
+        client: Family,
+        framing: Framing,
+        client_model: &str,
+        include_usage: bool,
+        max_frame_bytes: usize,
+    ) -> Self {
+        StreamTranslator {
+            decoder: SseDecoder::new(max_frame_bytes),
+            parser: Parser::new(upstream),
+            encoder: Encoder::new(client, framing, client_model, include_usage, support::now()),
+            usage: None,
+            complete: false,
+            faulted: false,
+        }
+    }
+
+    /// Sets the `created` time OpenAI clients see when the upstream gives
+    /// none (default: the translator's creation time), for reproducible output.
+    #[must_use]
+    pub fn with_created(mut self, created: u64) -> Self {
+        if let Encoder::OpenAi(e) = &mut self.encoder {
+            e.set_created(created);
+        }
+        self
+    }
+
+    /// Whether the stream has ended: its end event, or an upstream error event, was translated.
+    pub fn is_complete(&self) -> bool {
+        self.complete || self.parser.is_complete()
+    }
+
+    /// Token usage reported so far (input includes cached prompt tokens;
+    /// output includes reasoning tokens).
+    pub fn usage(&self) -> Usage {
+        match &self.usage {
+            Some(u) => Usage {
+                input: Some(u.input_tokens),
+                output: Some(u.output_tokens),
+            },
+            None => Usage::default(),
+        }
+    }
+
+    /// Feeds upstream bytes; appends what the client should receive to `out`.
+    /// An error means the upstream stream is malformed: call [`fail`](Self::fail).
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), StreamFault> {
+        if self.faulted {
+            return Ok(());
+        }
+        let Self {
+            decoder,
+            parser,
+            encoder,
+            usage,
+            complete,
+            faulted,
+        } = self;
+        let mut fault = None;
+        let r = decoder.push(chunk, |item| {
+            if fault.is_some() || *complete {
+                return;
+            }
+            match item {
+                SseItem::Comment(text) => encoder.comment(text, out),
+                SseItem::Event(ev) => {
+                    let mut sink = |e: &StreamEvent| {
+                        track(usage, e);
+                        encoder.event(e, out);
+                    };
+                    if let Err(f) = parser.push(&ev, &mut sink) {
+                        fault = Some(f);
+                    }
+                    *complete = encoder.is_ended();
+                }
+            }
+        });
+        if let Err(SseError::FrameTooLarge { limit }) = r {
+            fault.get_or_insert(StreamFault::Malformed(format!(
+                "frame larger than {limit} bytes"
+            )));
+        }
+        match fault {
+            Some(f) => {
+                *faulted = true;
+                Err(f)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Called at the upstream's end of stream: ends the client's stream, or
+    /// reports a truncation (then call [`fail`](Self::fail)).
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), StreamFault> {
+        let partial = self.decoder.finish().is_err();
+        if !self.complete {
+            if partial || self.faulted {
+                return Err(StreamFault::Truncated);
+            }
+            let Self {
+                parser,
+                encoder,
+                usage,
+                ..
+            } = self;
+            parser.finish(&mut |e: &StreamEvent| {
+                track(usage, e);
+                encoder.event(e, out);
+            })?;
+            self.complete = self.encoder.is_ended();
+            if !self.complete {
+                return Err(StreamFault::Truncated);
+            }
+        }
+        self.encoder.close(out);
+        Ok(())
+    }
+
+    /// Ends the client's stream with `error_json` (the client family's whole
+    /// error body, as `respond::error_body` renders it).
+    pub fn fail(&mut self, error_json: &[u8], out: &mut Vec<u8>) {
+        self.faulted = true;
+        self.encoder.fail(error_json, out);
+        self.encoder.close(out);
+    }
+}
+
+/// Keeps the running canonical usage up to date.
+fn track(usage: &mut Option<CanonicalUsage>, e: &StreamEvent) {
+    let u = match e {
+        StreamEvent::MessageStart(s) => s.usage.as_ref(),
+        StreamEvent::MessageDelta(d) => d.usage.as_ref(),
+        _ => None,
+    };
+    if let Some(u) = u {
+        *usage = Some(merge_usage(usage.take(), u));
+    }
+}
+
+/// The client's side of a streamed response: passed through (same family) or translated.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per streamed request, held across the relay loop; boxing would only add an allocation"
+)]
+pub enum ClientStream {
+    /// Upstream and client speak the same protocol: frames pass through with the model renamed.
+    Passthrough(PassthroughStream),
+    /// Cross-family: decoded, translated through the canonical events, re-encoded.
+    Translate(StreamTranslator),
+}
+
+impl ClientStream {
+    /// The stream for an `upstream` response to a `client` request: a
+    /// passthrough when the families match, a translator otherwise.
+    pub fn new(
+        upstream: Family,
+        client: Family,
+        framing: Framing,
+        client_model: &str,
+        include_usage: bool,
+        max_frame_bytes: usize,
+    ) -> Self {
+        if upstream == client {
+            ClientStream::Passthrough(PassthroughStream::new(
+                client,
+                framing,
+                passthrough::model_json(client_model),
+                max_frame_bytes,
+            ))
+        } else {
+            ClientStream::Translate(StreamTranslator::new(
+                upstream,
+                client,
+                framing,
+                client_model,
+                include_usage,
+                max_frame_bytes,
+            ))
+        }
+    }
+
+    /// Feeds upstream bytes; appends what the client should receive to `out`.
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), StreamFault> {
+        match self {
+            ClientStream::Passthrough(p) => p.push(chunk, out),
+            ClientStream::Translate(t) => t.push(chunk, out),
+        }
+    }
+
+    /// Called at the upstream's end of stream: closes the client's stream, or reports a truncation.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), StreamFault> {
+        match self {
+            ClientStream::Passthrough(p) => p.finish(out),
+            ClientStream::Translate(t) => t.finish(out),
+        }
+    }
+
+    /// Ends the client's stream with `error_json` (the client family's error body).
+    pub fn fail(&mut self, error_json: &[u8], out: &mut Vec<u8>) {
+        match self {
+            ClientStream::Passthrough(p) => p.fail(error_json, out),
+            ClientStream::Translate(t) => t.fail(error_json, out),
+        }
+    }
+
+    /// Token usage read so far.
+    pub fn usage(&self) -> Usage {
+        match self {
+            ClientStream::Passthrough(p) => p.usage,
+            ClientStream::Translate(t) => t.usage(),
+        }
+    }
+
+    /// Whether the stream's terminal event has been seen.
+    pub fn is_complete(&self) -> bool {
+        match self {
+            ClientStream::Passthrough(p) => p.is_complete(),
+            ClientStream::Translate(t) => t.is_complete(),
+        }
+    }
+}

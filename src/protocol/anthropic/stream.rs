@@ -1,1 +1,692 @@
-//! anthropic: stream (to be written).
+//! Anthropic Messages streams: [`Parser`] turns upstream events into canonical
+//! [`StreamEvent`]s, [`Encoder`] turns canonical events into the event
+//! sequence an Anthropic client reads.
+//!
+//! # Parser
+//!
+//! Anthropic's events are the canonical grammar's model, so they map one to
+//! one: `message_start` (id, model, input usage), `content_block_start`
+//! (`text`, `thinking`, `redacted_thinking`, `tool_use`; other block types
+//! become opaque blocks, whose deltas are dropped), `content_block_delta`
+//! (`text_delta`, `thinking_delta`, `signature_delta`, `input_json_delta`;
+//! `citations_delta` is dropped), `content_block_stop`, `message_delta`
+//! (stop reason, cumulative usage), `message_stop`, `ping` and `error`. The
+//! block kind is read from the data's `type`, not from the SSE event name.
+//! A delta that does not fit the open block is a malformed stream.
+//!
+//! # Encoder
+//!
+//! `message_start` (a message with the client's model name, empty content,
+//! null stop reason and the usage known so far), then per block
+//! `content_block_start` / `content_block_delta` / `content_block_stop`
+//! numbered from 0, a `ping` after the first block start as Anthropic sends,
+//! and at the end one `message_delta` with the stop reason and the whole
+//! usage, then `message_stop`. Blocks an assistant message cannot hold
+//! (images, other families' opaque blocks) are dropped and the rest
+//! renumbered; signatures are passed on for thinking blocks only (Gemini's
+//! signatures on tool calls travel inside the call id).
+
+use super::response::{decode_stop_reason, decode_usage, encode_stop_reason, encode_usage};
+use super::wire::Usage as WireUsage;
+use crate::family::Family;
+use crate::ir::stream::{
+    merge_usage, BlockDelta, BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent,
+};
+use crate::ir::{Opaque, StopReason, Usage};
+use crate::passthrough::StreamFault;
+use crate::sse::SseEvent;
+use crate::stream::support::{
+    error_body, error_kind, fresh_id, json_str, json_u64, json_value, malformed, DeltaBuf,
+    DeltaKind, Emit,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+const F: Family = Family::Anthropic;
+
+// ------------------------------------------------------------------ wire (borrowed)
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(borrow, default)]
+    message: Option<StartMessage<'a>>,
+    #[serde(borrow, default)]
+    content_block: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(default)]
+    usage: Option<EventUsage>,
+    #[serde(borrow, default)]
+    error: Option<ErrorObject<'a>>,
+}
+
+#[derive(Deserialize)]
+struct StartMessage<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<EventUsage>,
+}
+
+#[derive(Deserialize)]
+struct BlockWire<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    data: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stop_sequence: Option<Cow<'a, str>>,
+}
+
+/// `usage`, tolerant of absent and `null` counts.
+#[derive(Deserialize)]
+struct EventUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl EventUsage {
+    fn into_canonical(self) -> Usage {
+        decode_usage(WireUsage {
+            input_tokens: self.input_tokens.unwrap_or(0),
+            output_tokens: self.output_tokens.unwrap_or(0),
+            cache_creation_input_tokens: self.cache_creation_input_tokens,
+            cache_read_input_tokens: self.cache_read_input_tokens,
+            extra: self
+                .extra
+                .into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .collect(),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorObject<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+}
+
+// ------------------------------------------------------------------ parser
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Thinking,
+    Call,
+    /// Whole at its start (redacted thinking, opaque): deltas are dropped.
+    Whole,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OpenBlock {
+    upstream: usize,
+    index: usize,
+    kind: Kind,
+}
+
+/// Upstream Anthropic events → canonical events.
+#[derive(Debug, Default)]
+pub struct Parser {
+    started: bool,
+    done: bool,
+    open: Option<OpenBlock>,
+    next_index: usize,
+    buf: DeltaBuf,
+}
+
+impl Parser {
+    /// A parser at the start of a stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// True once `message_stop` (or an `error` event) has been read.
+    pub fn is_complete(&self) -> bool {
+        self.done
+    }
+
+    /// Reads one SSE event.
+    pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        if self.done {
+            return Ok(());
+        }
+        let data = event.data;
+        let ev: Event<'_> = serde_json::from_slice(data)
+            .map_err(|e| malformed(F, &format!("invalid event ({e})"), data))?;
+        let kind = match ev.kind.as_deref() {
+            Some(k) => k,
+            None => event.event_str().unwrap_or_default(),
+        };
+        if !self.started && !matches!(kind, "message_start" | "error" | "ping") {
+            return Err(malformed(F, "event before message_start", data));
+        }
+        match kind {
+            "message_start" => {
+                if self.started {
+                    return Err(malformed(F, "a second message_start", data));
+                }
+                self.started = true;
+                let m = ev.message;
+                emit(&StreamEvent::MessageStart(MessageStart {
+                    id: m
+                        .as_ref()
+                        .and_then(|m| m.id.as_deref())
+                        .unwrap_or_default()
+                        .to_string(),
+                    model: m
+                        .as_ref()
+                        .and_then(|m| m.model.as_deref())
+                        .unwrap_or_default()
+                        .to_string(),
+                    created: None,
+                    usage: m.and_then(|m| m.usage).map(EventUsage::into_canonical),
+                }));
+            }
+            "content_block_start" => {
+                let raw = ev
+                    .content_block
+                    .ok_or_else(|| malformed(F, "content_block_start without a block", data))?;
+                self.block_start(ev.index.unwrap_or(self.next_index), raw, data, emit)?;
+            }
+            "content_block_delta" => {
+                let Some(delta) = ev.delta else {
+                    return Err(malformed(F, "content_block_delta without a delta", data));
+                };
+                self.block_delta(ev.index, &delta, data, emit)?;
+            }
+            "content_block_stop" => match self.open {
+                Some(open) if ev.index.is_none_or(|i| i == open.upstream) => {
+                    self.close(emit);
+                }
+                _ => return Err(malformed(F, "stop for a block that is not open", data)),
+            },
+            "message_delta" => {
+                self.close(emit);
+                let stop_reason = ev.delta.and_then(|d| {
+                    d.stop_reason
+                        .map(|r| decode_stop_reason(&r, d.stop_sequence.map(Cow::into_owned)))
+                });
+                emit(&StreamEvent::MessageDelta(MessageDelta {
+                    stop_reason,
+                    usage: ev.usage.map(EventUsage::into_canonical),
+                }));
+            }
+            "message_stop" => {
+                self.close(emit);
+                self.done = true;
+                emit(&StreamEvent::MessageStop);
+            }
+            "ping" if self.started => emit(&StreamEvent::Ping),
+            "error" => {
+                self.done = true;
+                let (kind, message) = match ev.error {
+                    Some(e) => (
+                        error_kind(e.kind.as_deref().unwrap_or_default()),
+                        e.message.map_or_else(String::new, Cow::into_owned),
+                    ),
+                    None => (error_kind(""), String::from_utf8_lossy(data).into_owned()),
+                };
+                emit(&StreamEvent::Error(StreamError { kind, message }));
+            }
+            // Event types added after this code was written carry nothing we know.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Called at the end of the upstream stream: a stream without `message_stop` is truncated.
+    pub fn finish(&mut self, _emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        if self.done {
+            Ok(())
+        } else {
+            Err(StreamFault::Truncated)
+        }
+    }
+
+    fn close(&mut self, emit: &mut Emit<'_>) {
+        if let Some(open) = self.open.take() {
+            emit(&StreamEvent::BlockStop { index: open.index });
+        }
+    }
+
+    fn block_start(
+        &mut self,
+        upstream: usize,
+        raw: &RawValue,
+        data: &[u8],
+        emit: &mut Emit<'_>,
+    ) -> Result<(), StreamFault> {
+        self.close(emit);
+        let b: BlockWire<'_> = serde_json::from_str(raw.get())
+            .map_err(|e| malformed(F, &format!("invalid content block ({e})"), data))?;
+        let index = self.next_index;
+        self.next_index += 1;
+        let (block, kind) = match b.kind.as_ref() {
+            "text" => (BlockStart::Text, Kind::Text),
+            "thinking" => (BlockStart::Thinking, Kind::Thinking),
+            "redacted_thinking" => (
+                BlockStart::RedactedThinking {
+                    data: b.data.as_deref().unwrap_or_default().to_string(),
+                },
+                Kind::Whole,
+            ),
+            "tool_use" => (
+                BlockStart::ToolCall {
+                    id: b.id.as_deref().unwrap_or_default().to_string(),
+                    name: b.name.as_deref().unwrap_or_default().to_string(),
+                },
+                Kind::Call,
+            ),
+            other => {
+                let value: Value = serde_json::from_str(raw.get())
+                    .map_err(|e| malformed(F, &format!("invalid content block ({e})"), data))?;
+                (
+                    BlockStart::Opaque(Opaque {
+                        origin: F,
+                        kind: other.to_string(),
+                        value,
+                    }),
+                    Kind::Whole,
+                )
+            }
+        };
+        emit(&StreamEvent::BlockStart { index, block });
+        self.open = Some(OpenBlock {
+            upstream,
+            index,
+            kind,
+        });
+        // Content given at the start (Anthropic sends it empty) is a first delta.
+        match kind {
+            Kind::Text => {
+                if let Some(t) = b.text.as_deref().filter(|t| !t.is_empty()) {
+                    self.buf.emit(index, DeltaKind::Text, t, emit);
+                }
+            }
+            Kind::Thinking => {
+                if let Some(t) = b.thinking.as_deref().filter(|t| !t.is_empty()) {
+                    self.buf.emit(index, DeltaKind::Thinking, t, emit);
+                }
+                if let Some(s) = b.signature.as_deref().filter(|s| !s.is_empty()) {
+                    self.buf.emit(index, DeltaKind::Signature, s, emit);
+                }
+            }
+            Kind::Call => {
+                let input = b.input.map(RawValue::get).unwrap_or_default().trim();
+                if !input.is_empty() && !is_empty_object(input) {
+                    self.buf.emit(index, DeltaKind::ToolArguments, input, emit);
+                }
+            }
+            Kind::Whole => {}
+        }
+        Ok(())
+    }
+
+    fn block_delta(
+        &mut self,
+        upstream: Option<usize>,
+        d: &Delta<'_>,
+        data: &[u8],
+        emit: &mut Emit<'_>,
+    ) -> Result<(), StreamFault> {
+        let Some(open) = self
+            .open
+            .filter(|o| upstream.is_none_or(|i| i == o.upstream))
+        else {
+            return Err(malformed(F, "delta for a block that is not open", data));
+        };
+        let index = open.index;
+        let (kind, text) = match d.kind.as_deref().unwrap_or_default() {
+            "text_delta" => (DeltaKind::Text, d.text.as_deref()),
+            "thinking_delta" => (DeltaKind::Thinking, d.thinking.as_deref()),
+            "signature_delta" => (DeltaKind::Signature, d.signature.as_deref()),
+            "input_json_delta" => (DeltaKind::ToolArguments, d.partial_json.as_deref()),
+            // citations_delta and delta types added later.
+            _ => return Ok(()),
+        };
+        let fits = matches!(
+            (kind, open.kind),
+            (DeltaKind::Text, Kind::Text)
+                | (DeltaKind::Thinking, Kind::Thinking)
+                | (DeltaKind::ToolArguments, Kind::Call)
+                | (
+                    DeltaKind::Signature,
+                    Kind::Text | Kind::Thinking | Kind::Call
+                )
+                | (_, Kind::Whole)
+        );
+        if !fits {
+            return Err(malformed(F, "delta does not fit the open block", data));
+        }
+        if open.kind == Kind::Whole {
+            return Ok(());
+        }
+        if let Some(text) = text.filter(|t| !t.is_empty()) {
+            self.buf.emit(index, kind, text, emit);
+        }
+        Ok(())
+    }
+}
+
+fn is_empty_object(json: &str) -> bool {
+    json.strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .is_some_and(|inner| inner.trim().is_empty())
+}
+
+// ------------------------------------------------------------------ encoder
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    None,
+    /// An open client block of this kind at this client index.
+    Open(Kind, usize),
+    /// A block the client cannot receive.
+    Dropped,
+}
+
+/// Canonical events → Anthropic SSE events.
+#[derive(Debug)]
+pub struct Encoder {
+    model: String,
+    started: bool,
+    ended: bool,
+    next_index: usize,
+    open: Out,
+    /// The last frame written was a `ping`.
+    last_ping: bool,
+    pinged: bool,
+    stop: Option<StopReason>,
+    usage: Option<Usage>,
+}
+
+impl Encoder {
+    /// An encoder naming the model `client_model` (the bare model id).
+    pub fn new(client_model: &str) -> Self {
+        Encoder {
+            model: client_model.to_string(),
+            started: false,
+            ended: false,
+            next_index: 0,
+            open: Out::None,
+            last_ping: false,
+            pinged: false,
+            stop: None,
+            usage: None,
+        }
+    }
+
+    /// True once the stream has been ended (normally or with an error).
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Writes what `event` means for the client.
+    pub fn event(&mut self, event: &StreamEvent, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        match event {
+            StreamEvent::MessageStart(start) => self.start(start, out),
+            StreamEvent::BlockStart { block, .. } => {
+                self.ensure_started(out);
+                self.block_start(block, out);
+            }
+            StreamEvent::BlockDelta { delta, .. } => {
+                let Out::Open(kind, index) = self.open else {
+                    return;
+                };
+                let (name, field, text): (&[u8], &[u8], &str) = match (kind, delta) {
+                    (Kind::Text, BlockDelta::Text(t)) => (b"text_delta", b"text", t),
+                    (Kind::Thinking, BlockDelta::Thinking(t)) => {
+                        (b"thinking_delta", b"thinking", t)
+                    }
+                    (Kind::Thinking, BlockDelta::Signature(s)) => {
+                        (b"signature_delta", b"signature", s)
+                    }
+                    (Kind::Call, BlockDelta::ToolArguments(a)) => {
+                        (b"input_json_delta", b"partial_json", a)
+                    }
+                    _ => return,
+                };
+                if text.is_empty() {
+                    return;
+                }
+                self.frame_head(out, "content_block_delta");
+                out.extend_from_slice(b"{\"type\":\"content_block_delta\",\"index\":");
+                json_u64(out, index as u64);
+                out.extend_from_slice(b",\"delta\":{\"type\":\"");
+                out.extend_from_slice(name);
+                out.extend_from_slice(b"\",\"");
+                out.extend_from_slice(field);
+                out.extend_from_slice(b"\":");
+                json_str(out, text);
+                out.extend_from_slice(b"}}\n\n");
+            }
+            StreamEvent::BlockStop { .. } => {
+                if let Out::Open(_, index) = self.open {
+                    self.stop_block(index, out);
+                }
+                self.open = Out::None;
+            }
+            StreamEvent::MessageDelta(d) => {
+                if let Some(r) = &d.stop_reason {
+                    self.stop = Some(r.clone());
+                }
+                if let Some(u) = &d.usage {
+                    self.usage = Some(merge_usage(self.usage.take(), u));
+                }
+            }
+            StreamEvent::MessageStop => {
+                self.ensure_started(out);
+                if let Out::Open(_, index) = self.open {
+                    self.stop_block(index, out);
+                }
+                let (reason, sequence) =
+                    encode_stop_reason(self.stop.as_ref().unwrap_or(&StopReason::EndTurn));
+                self.frame_head(out, "message_delta");
+                out.extend_from_slice(b"{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":");
+                json_str(out, &reason);
+                out.extend_from_slice(b",\"stop_sequence\":");
+                match &sequence {
+                    Some(s) => json_str(out, s),
+                    None => out.extend_from_slice(b"null"),
+                }
+                out.extend_from_slice(b"},\"usage\":");
+                let usage = self.usage.take().unwrap_or_default();
+                json_value(out, &encode_usage(&usage));
+                out.extend_from_slice(b"}\n\n");
+                self.frame_head(out, "message_stop");
+                out.extend_from_slice(b"{\"type\":\"message_stop\"}\n\n");
+                self.ended = true;
+            }
+            StreamEvent::Ping => {
+                if self.started && !self.last_ping {
+                    self.ping(out);
+                }
+            }
+            StreamEvent::Error(e) => self.fail(&error_body(F, e), out),
+        }
+    }
+
+    /// Forwards an upstream comment (keep-alive).
+    pub fn comment(&mut self, text: &[u8], out: &mut Vec<u8>) {
+        if !self.ended {
+            crate::sse::encode_comment(out, text);
+        }
+    }
+
+    /// Ends the stream with an `error` event carrying `error_body`
+    /// (`{"type":"error","error":{…}}`).
+    pub fn fail(&mut self, error_body: &[u8], out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        crate::sse::encode_event(out, Some("error"), error_body);
+        self.ended = true;
+    }
+
+    /// Writes `event: NAME\ndata: ` (the caller writes the JSON and `\n\n`).
+    fn frame_head(&mut self, out: &mut Vec<u8>, name: &str) {
+        self.last_ping = false;
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\ndata: ");
+    }
+
+    fn ping(&mut self, out: &mut Vec<u8>) {
+        self.frame_head(out, "ping");
+        out.extend_from_slice(b"{\"type\":\"ping\"}\n\n");
+        self.last_ping = true;
+        self.pinged = true;
+    }
+
+    fn start(&mut self, start: &MessageStart, out: &mut Vec<u8>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let id = if start.id.is_empty() {
+            fresh_id("msg_")
+        } else {
+            start.id.clone()
+        };
+        if let Some(u) = &start.usage {
+            self.usage = Some(merge_usage(self.usage.take(), u));
+        }
+        self.frame_head(out, "message_start");
+        out.extend_from_slice(b"{\"type\":\"message_start\",\"message\":{\"id\":");
+        json_str(out, &id);
+        out.extend_from_slice(b",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+        json_str(out, &self.model);
+        out.extend_from_slice(
+            b",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":",
+        );
+        let usage = start.usage.clone().unwrap_or_default();
+        json_value(out, &encode_usage(&usage));
+        out.extend_from_slice(b"}}\n\n");
+    }
+
+    fn ensure_started(&mut self, out: &mut Vec<u8>) {
+        if !self.started {
+            self.start(&MessageStart::default(), out);
+        }
+    }
+
+    fn block_start(&mut self, block: &BlockStart, out: &mut Vec<u8>) {
+        if let Out::Open(_, index) = self.open {
+            self.stop_block(index, out);
+        }
+        let index = self.next_index;
+        let head = |this: &mut Self, out: &mut Vec<u8>| {
+            this.frame_head(out, "content_block_start");
+            out.extend_from_slice(b"{\"type\":\"content_block_start\",\"index\":");
+            json_u64(out, index as u64);
+            out.extend_from_slice(b",\"content_block\":");
+        };
+        let kind = match block {
+            BlockStart::Text => {
+                head(self, out);
+                out.extend_from_slice(b"{\"type\":\"text\",\"text\":\"\"}");
+                Kind::Text
+            }
+            BlockStart::Thinking => {
+                head(self, out);
+                out.extend_from_slice(
+                    b"{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}",
+                );
+                Kind::Thinking
+            }
+            BlockStart::RedactedThinking { data } => {
+                head(self, out);
+                out.extend_from_slice(b"{\"type\":\"redacted_thinking\",\"data\":");
+                json_str(out, data);
+                out.push(b'}');
+                Kind::Whole
+            }
+            BlockStart::ToolCall { id, name } => {
+                head(self, out);
+                out.extend_from_slice(b"{\"type\":\"tool_use\",\"id\":");
+                if id.is_empty() {
+                    json_str(out, &fresh_id("toolu_"));
+                } else {
+                    json_str(out, id);
+                }
+                out.extend_from_slice(b",\"name\":");
+                json_str(out, name);
+                out.extend_from_slice(b",\"input\":{}}");
+                Kind::Call
+            }
+            BlockStart::Opaque(o) if o.origin == F => {
+                head(self, out);
+                json_value(out, &o.value);
+                Kind::Whole
+            }
+            BlockStart::Image(_) | BlockStart::Opaque(_) => {
+                self.open = Out::Dropped;
+                return;
+            }
+        };
+        out.extend_from_slice(b"}\n\n");
+        self.next_index += 1;
+        self.open = Out::Open(kind, index);
+        if !self.pinged {
+            self.ping(out);
+        }
+    }
+
+    fn stop_block(&mut self, index: usize, out: &mut Vec<u8>) {
+        self.frame_head(out, "content_block_stop");
+        out.extend_from_slice(b"{\"type\":\"content_block_stop\",\"index\":");
+        json_u64(out, index as u64);
+        out.extend_from_slice(b"}\n\n");
+        self.open = Out::None;
+    }
+}

@@ -1,1 +1,772 @@
-//! openai: stream (to be written).
+//! OpenAI chat-completions streams: [`Parser`] turns upstream
+//! `chat.completion.chunk` frames into canonical [`StreamEvent`]s, [`Encoder`]
+//! turns canonical events into the chunks an OpenAI client reads.
+//!
+//! # Parser
+//!
+//! The first chunk starts the message. `delta.content` (and `refusal`) is
+//! text, `delta.reasoning_content` (or `reasoning`) thinking; each is emitted
+//! as soon as it arrives. Tool calls come as fragments keyed by `index`: the
+//! first names the call, the rest append to its arguments. The canonical
+//! grammar has one open block at a time, so one call streams live while a
+//! fragment of *another* call is buffered; the live call is closed (and the
+//! other one opened, its buffered text sent at once) as soon as the live
+//! call's arguments are a complete JSON value, which no further fragment can
+//! extend. Calls still buffered are sent whole before the stop reason. A
+//! provider that numbers every call 0 but gives each a new `id` is read as
+//! several calls. `finish_reason` gives the stop reason, a chunk with `usage`
+//! the usage, `[DONE]` the end; `{"error":…}` in-band is a stream error.
+//!
+//! # Encoder
+//!
+//! A chunk with `delta.role` opens the stream; text is `delta.content`,
+//! thinking `delta.reasoning_content`, each tool call an entry of
+//! `delta.tool_calls` numbered 0, 1, … (id, type and name in the first
+//! fragment, argument text after). Stop reason and usage are held until the
+//! message ends: then a chunk with an empty delta and `finish_reason`, a
+//! usage chunk with `choices: []` when the client asked for
+//! `stream_options.include_usage`, and `data: [DONE]`. Signatures, redacted
+//! thinking, images and other families' opaque blocks have no place in a
+//! chunk and are dropped.
+
+use super::response::{decode_finish_reason, decode_usage, encode_finish_reason, encode_usage};
+use super::wire::{CompletionTokensDetails, PromptTokensDetails, Usage as WireUsage};
+use crate::family::Family;
+use crate::ir::stream::{
+    merge_usage, BlockDelta, BlockStart, MessageDelta, MessageStart, StreamError, StreamErrorKind,
+    StreamEvent,
+};
+use crate::ir::{ids, StopReason, Usage};
+use crate::passthrough::StreamFault;
+use crate::sse::SseEvent;
+use crate::stream::support::{
+    error_body, error_kind, error_kind_for_status, fresh_id, json_str, json_u64, json_value,
+    malformed, DeltaBuf, DeltaKind, Emit, First, Indexed,
+};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+const F: Family = Family::OpenAi;
+
+// ------------------------------------------------------------------ wire (borrowed)
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    created: Option<u64>,
+    #[serde(borrow, default)]
+    choices: First<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<ChunkUsage>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+impl Indexed for Choice<'_> {
+    fn index(&self) -> Option<u64> {
+        self.index
+    }
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// `usage`, tolerant of absent and `null` counts.
+#[derive(Deserialize)]
+struct ChunkUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    total_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionTokensDetails>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl ChunkUsage {
+    fn into_canonical(self) -> Usage {
+        decode_usage(WireUsage {
+            prompt_tokens: self.prompt_tokens.unwrap_or(0),
+            completion_tokens: self.completion_tokens.unwrap_or(0),
+            total_tokens: self.total_tokens,
+            prompt_tokens_details: self.prompt_tokens_details,
+            completion_tokens_details: self.completion_tokens_details,
+            extra: self.extra,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorObject<'a> {
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    code: Option<Value>,
+}
+
+/// Reads an in-band `error` value (an object, or a bare message string).
+fn stream_error(raw: &RawValue) -> StreamError {
+    if let Ok(message) = serde_json::from_str::<String>(raw.get()) {
+        return StreamError {
+            kind: error_kind(""),
+            message,
+        };
+    }
+    let obj: ErrorObject<'_> = serde_json::from_str(raw.get()).unwrap_or(ErrorObject {
+        message: None,
+        kind: None,
+        code: None,
+    });
+    let kind = match (&obj.code, obj.kind.as_deref()) {
+        (Some(Value::Number(n)), _) => error_kind_for_status(n.as_u64().unwrap_or(500)),
+        (Some(Value::String(code)), kind) => match error_kind(code) {
+            StreamErrorKind::Api => error_kind(kind.unwrap_or_default()),
+            known => known,
+        },
+        (_, kind) => error_kind(kind.unwrap_or_default()),
+    };
+    StreamError {
+        kind,
+        message: obj
+            .message
+            .map_or_else(|| raw.get().to_string(), Cow::into_owned),
+    }
+}
+
+// ------------------------------------------------------------------ parser
+
+/// How far a tool call has got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallState {
+    /// Fragments are buffered (another block is open, or the name is unknown).
+    Waiting,
+    /// The open block, at this canonical index.
+    Live(usize),
+    /// Closed; nothing more may be added.
+    Done,
+}
+
+#[derive(Debug)]
+struct CallSlot {
+    /// The upstream's `index`.
+    wire_index: u64,
+    id: String,
+    name: String,
+    /// All argument text so far (buffered while waiting, mirrored while live).
+    args: String,
+    state: CallState,
+    /// Cached answer to "are `args` a complete JSON value?", cleared on append.
+    complete: Option<bool>,
+}
+
+impl CallSlot {
+    fn is_complete(&mut self) -> bool {
+        let args = &self.args;
+        *self
+            .complete
+            .get_or_insert_with(|| serde_json::from_str::<IgnoredAny>(args).is_ok())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    None,
+    Text(usize),
+    Thinking(usize),
+    /// A tool call: slot number.
+    Call(usize),
+}
+
+/// Upstream OpenAI chunks → canonical events.
+#[derive(Debug)]
+pub struct Parser {
+    started: bool,
+    done: bool,
+    open: Open,
+    next_index: usize,
+    calls: Vec<CallSlot>,
+    message_id: String,
+    finish_seen: bool,
+    refusal: bool,
+    usage: Option<Usage>,
+    buf: DeltaBuf,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Parser {
+    /// A parser at the start of a stream.
+    pub fn new() -> Self {
+        Parser {
+            started: false,
+            done: false,
+            open: Open::None,
+            next_index: 0,
+            calls: Vec::new(),
+            message_id: String::new(),
+            finish_seen: false,
+            refusal: false,
+            usage: None,
+            buf: DeltaBuf::default(),
+        }
+    }
+
+    /// True once `[DONE]` (or an in-band error) has been read.
+    pub fn is_complete(&self) -> bool {
+        self.done
+    }
+
+    /// Reads one SSE event.
+    pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        if self.done {
+            return Ok(());
+        }
+        let data = event.data;
+        if data == b"[DONE]" {
+            self.start(MessageStart::default(), emit);
+            self.close_all(emit);
+            if let Some(usage) = self.usage.take() {
+                emit(&StreamEvent::MessageDelta(MessageDelta {
+                    stop_reason: None,
+                    usage: Some(usage),
+                }));
+            }
+            emit(&StreamEvent::MessageStop);
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Chunk<'_> = serde_json::from_slice(data)
+            .map_err(|e| malformed(F, &format!("invalid chunk ({e})"), data))?;
+        if let Some(err) = chunk.error {
+            self.done = true;
+            emit(&StreamEvent::Error(stream_error(err)));
+            return Ok(());
+        }
+        self.start(
+            MessageStart {
+                id: chunk.id.as_deref().unwrap_or_default().to_string(),
+                model: chunk.model.as_deref().unwrap_or_default().to_string(),
+                created: chunk.created,
+                usage: None,
+            },
+            emit,
+        );
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(merge_usage(self.usage.take(), &usage.into_canonical()));
+        }
+        if let Some(choice) = chunk.choices.0 {
+            if let Some(delta) = choice.delta {
+                self.delta(delta, data, emit)?;
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.close_all(emit);
+                let has_calls = !self.calls.is_empty();
+                let stop = match reason.as_ref() {
+                    "stop" if self.refusal => StopReason::Refusal,
+                    "stop" if has_calls => StopReason::ToolUse,
+                    r => decode_finish_reason(r),
+                };
+                self.finish_seen = true;
+                emit(&StreamEvent::MessageDelta(MessageDelta {
+                    stop_reason: Some(stop),
+                    usage: self.usage.take(),
+                }));
+            }
+        }
+        if self.finish_seen && self.usage.is_some() {
+            self.close_all(emit);
+            emit(&StreamEvent::MessageDelta(MessageDelta {
+                stop_reason: None,
+                usage: self.usage.take(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Called at the end of the upstream stream: a stream without `[DONE]` is truncated.
+    pub fn finish(&mut self, _emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        if self.done {
+            Ok(())
+        } else {
+            Err(StreamFault::Truncated)
+        }
+    }
+
+    fn start(&mut self, start: MessageStart, emit: &mut Emit<'_>) {
+        if !self.started {
+            self.started = true;
+            self.message_id.clone_from(&start.id);
+            emit(&StreamEvent::MessageStart(start));
+        }
+    }
+
+    fn delta(&mut self, d: Delta<'_>, data: &[u8], emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        let reasoning = d.reasoning_content.or(d.reasoning);
+        if let Some(text) = reasoning.as_deref().filter(|t| !t.is_empty()) {
+            let index = self.open_flat(false, emit);
+            self.buf.emit(index, DeltaKind::Thinking, text, emit);
+        }
+        if let Some(text) = d.content.as_deref().filter(|t| !t.is_empty()) {
+            let index = self.open_flat(true, emit);
+            self.buf.emit(index, DeltaKind::Text, text, emit);
+        }
+        if let Some(text) = d.refusal.as_deref().filter(|t| !t.is_empty()) {
+            self.refusal = true;
+            let index = self.open_flat(true, emit);
+            self.buf.emit(index, DeltaKind::Text, text, emit);
+        }
+        for call in d.tool_calls.into_iter().flatten() {
+            self.tool_fragment(call, data, emit)?;
+        }
+        Ok(())
+    }
+
+    /// Makes a text (or thinking) block the open one; returns its index.
+    fn open_flat(&mut self, text: bool, emit: &mut Emit<'_>) -> usize {
+        match self.open {
+            Open::Text(i) if text => return i,
+            Open::Thinking(i) if !text => return i,
+            _ => {}
+        }
+        self.close_open(emit);
+        let index = self.next_index;
+        self.next_index += 1;
+        emit(&StreamEvent::BlockStart {
+            index,
+            block: if text {
+                BlockStart::Text
+            } else {
+                BlockStart::Thinking
+            },
+        });
+        self.open = if text {
+            Open::Text(index)
+        } else {
+            Open::Thinking(index)
+        };
+        index
+    }
+
+    fn close_open(&mut self, emit: &mut Emit<'_>) {
+        let index = match self.open {
+            Open::None => return,
+            Open::Text(i) | Open::Thinking(i) => i,
+            Open::Call(slot) => {
+                let s = &mut self.calls[slot];
+                let CallState::Live(i) = s.state else {
+                    self.open = Open::None;
+                    return;
+                };
+                s.state = CallState::Done;
+                i
+            }
+        };
+        self.open = Open::None;
+        emit(&StreamEvent::BlockStop { index });
+    }
+
+    /// Closes the open block and sends every buffered call whole.
+    fn close_all(&mut self, emit: &mut Emit<'_>) {
+        self.close_open(emit);
+        let mut waiting: Vec<usize> = (0..self.calls.len())
+            .filter(|&i| self.calls[i].state == CallState::Waiting)
+            .collect();
+        waiting.sort_by_key(|&i| self.calls[i].wire_index);
+        for slot in waiting {
+            self.open_call(slot, emit);
+            self.close_open(emit);
+        }
+    }
+
+    /// Finds the slot a fragment belongs to, creating it for a new call.
+    fn slot_for(&mut self, wire_index: Option<u64>, id: Option<&str>) -> usize {
+        if let Some(id) = id.filter(|id| !id.is_empty()) {
+            if let Some(i) = self.calls.iter().rposition(|s| s.id == id) {
+                return i;
+            }
+            // A new id: a new call, unless a call at this index has no id yet.
+            if let Some(i) = self
+                .calls
+                .iter()
+                .rposition(|s| Some(s.wire_index) == wire_index && s.id.is_empty())
+            {
+                return i;
+            }
+        } else {
+            let found = match wire_index {
+                Some(w) => self.calls.iter().rposition(|s| s.wire_index == w),
+                None => self.calls.len().checked_sub(1),
+            };
+            if let Some(i) = found {
+                return i;
+            }
+        }
+        self.calls.push(CallSlot {
+            wire_index: wire_index.unwrap_or(self.calls.len() as u64),
+            id: String::new(),
+            name: String::new(),
+            args: String::new(),
+            state: CallState::Waiting,
+            complete: None,
+        });
+        self.calls.len() - 1
+    }
+
+    fn tool_fragment(
+        &mut self,
+        call: ToolCallDelta<'_>,
+        data: &[u8],
+        emit: &mut Emit<'_>,
+    ) -> Result<(), StreamFault> {
+        let slot = self.slot_for(call.index, call.id.as_deref());
+        let (name, args) = match &call.function {
+            Some(f) => (f.name.as_deref(), f.arguments.as_deref()),
+            None => (None, None),
+        };
+        let args = args.unwrap_or_default();
+        let s = &mut self.calls[slot];
+        if s.state == CallState::Done {
+            if args.trim().is_empty() {
+                return Ok(());
+            }
+            return Err(malformed(
+                F,
+                "tool call arguments continued after the call was closed",
+                data,
+            ));
+        }
+        if s.id.is_empty() {
+            if let Some(id) = call.id.as_deref() {
+                s.id.push_str(id);
+            }
+        }
+        if s.name.is_empty() {
+            if let Some(name) = name {
+                s.name.push_str(name);
+            }
+        }
+        if !args.is_empty() {
+            s.args.push_str(args);
+            s.complete = None;
+        }
+        match s.state {
+            CallState::Live(index) => {
+                if !args.is_empty() {
+                    self.buf.emit(index, DeltaKind::ToolArguments, args, emit);
+                }
+            }
+            CallState::Waiting => {
+                if !self.calls[slot].name.is_empty() {
+                    let can_open = match self.open {
+                        Open::None | Open::Text(_) | Open::Thinking(_) => true,
+                        Open::Call(live) => self.calls[live].is_complete(),
+                    };
+                    if can_open {
+                        self.close_open(emit);
+                        self.open_call(slot, emit);
+                    }
+                }
+            }
+            CallState::Done => {}
+        }
+        Ok(())
+    }
+
+    /// Opens a waiting call as the live block, sending its buffered arguments.
+    fn open_call(&mut self, slot: usize, emit: &mut Emit<'_>) {
+        let index = self.next_index;
+        self.next_index += 1;
+        let s = &mut self.calls[slot];
+        if s.id.is_empty() {
+            s.id = ids::stable_id(
+                "call_",
+                &[
+                    self.message_id.as_bytes(),
+                    s.wire_index.to_string().as_bytes(),
+                ],
+            );
+        }
+        emit(&StreamEvent::BlockStart {
+            index,
+            block: BlockStart::ToolCall {
+                id: s.id.clone(),
+                name: s.name.clone(),
+            },
+        });
+        if !s.args.is_empty() {
+            self.buf
+                .emit(index, DeltaKind::ToolArguments, &s.args, emit);
+        }
+        s.state = CallState::Live(index);
+        self.open = Open::Call(slot);
+    }
+}
+
+// ------------------------------------------------------------------ encoder
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    None,
+    Text,
+    Thinking,
+    /// A tool call with this position in `tool_calls`.
+    Call(u64),
+    /// A block with no place in a chunk.
+    Dropped,
+}
+
+/// Canonical events → OpenAI `chat.completion.chunk` SSE frames.
+#[derive(Debug)]
+pub struct Encoder {
+    model: String,
+    include_usage: bool,
+    created: u64,
+    /// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,`
+    prefix: Vec<u8>,
+    started: bool,
+    ended: bool,
+    open: Out,
+    tool_calls: u64,
+    stop: Option<StopReason>,
+    usage: Option<Usage>,
+}
+
+impl Encoder {
+    /// An encoder naming the model `client_model` (`provider/model_id`);
+    /// `created` is used when the upstream gives no creation time.
+    pub fn new(client_model: &str, include_usage: bool, created: u64) -> Self {
+        Encoder {
+            model: client_model.to_string(),
+            include_usage,
+            created,
+            prefix: Vec::new(),
+            started: false,
+            ended: false,
+            open: Out::None,
+            tool_calls: 0,
+            stop: None,
+            usage: None,
+        }
+    }
+
+    /// Sets the `created` time used when the upstream gives none.
+    pub fn set_created(&mut self, created: u64) {
+        self.created = created;
+    }
+
+    /// True once the stream has been ended (normally or with an error).
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Writes what `event` means for the client.
+    pub fn event(&mut self, event: &StreamEvent, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        match event {
+            StreamEvent::MessageStart(start) => self.start(start, out),
+            StreamEvent::BlockStart { block, .. } => {
+                self.ensure_started(out);
+                self.open = match block {
+                    BlockStart::Text => Out::Text,
+                    BlockStart::Thinking => Out::Thinking,
+                    BlockStart::ToolCall { id, name } => {
+                        let n = self.tool_calls;
+                        self.tool_calls += 1;
+                        self.begin(out);
+                        out.extend_from_slice(b"{\"tool_calls\":[{\"index\":");
+                        json_u64(out, n);
+                        out.extend_from_slice(b",\"id\":");
+                        json_str(out, id);
+                        out.extend_from_slice(b",\"type\":\"function\",\"function\":{\"name\":");
+                        json_str(out, name);
+                        out.extend_from_slice(b",\"arguments\":\"\"}}]}");
+                        self.end(out, None);
+                        Out::Call(n)
+                    }
+                    BlockStart::RedactedThinking { .. }
+                    | BlockStart::Image(_)
+                    | BlockStart::Opaque(_) => Out::Dropped,
+                };
+            }
+            StreamEvent::BlockDelta { delta, .. } => match (self.open, delta) {
+                (Out::Text, BlockDelta::Text(t)) if !t.is_empty() => {
+                    self.begin(out);
+                    out.extend_from_slice(b"{\"content\":");
+                    json_str(out, t);
+                    out.push(b'}');
+                    self.end(out, None);
+                }
+                (Out::Thinking, BlockDelta::Thinking(t)) if !t.is_empty() => {
+                    self.begin(out);
+                    out.extend_from_slice(b"{\"reasoning_content\":");
+                    json_str(out, t);
+                    out.push(b'}');
+                    self.end(out, None);
+                }
+                (Out::Call(n), BlockDelta::ToolArguments(a)) if !a.is_empty() => {
+                    self.begin(out);
+                    out.extend_from_slice(b"{\"tool_calls\":[{\"index\":");
+                    json_u64(out, n);
+                    out.extend_from_slice(b",\"function\":{\"arguments\":");
+                    json_str(out, a);
+                    out.extend_from_slice(b"}}]}");
+                    self.end(out, None);
+                }
+                _ => {}
+            },
+            StreamEvent::BlockStop { .. } => self.open = Out::None,
+            StreamEvent::MessageDelta(d) => {
+                if let Some(r) = &d.stop_reason {
+                    self.stop = Some(r.clone());
+                }
+                if let Some(u) = &d.usage {
+                    self.usage = Some(merge_usage(self.usage.take(), u));
+                }
+            }
+            StreamEvent::MessageStop => {
+                self.ensure_started(out);
+                let reason =
+                    encode_finish_reason(self.stop.as_ref().unwrap_or(&StopReason::EndTurn));
+                self.begin(out);
+                out.extend_from_slice(b"{}");
+                self.end(out, Some(reason.as_str()));
+                if self.include_usage {
+                    out.extend_from_slice(&self.prefix);
+                    out.extend_from_slice(b"\"choices\":[],\"usage\":");
+                    let usage = self.usage.take().unwrap_or_default();
+                    json_value(out, &encode_usage(&usage));
+                    out.extend_from_slice(b"}\n\n");
+                }
+                out.extend_from_slice(b"data: [DONE]\n\n");
+                self.ended = true;
+            }
+            StreamEvent::Ping => {}
+            StreamEvent::Error(e) => self.fail(&error_body(F, e), out),
+        }
+    }
+
+    /// Forwards an upstream comment (keep-alive).
+    pub fn comment(&mut self, text: &[u8], out: &mut Vec<u8>) {
+        if !self.ended {
+            crate::sse::encode_comment(out, text);
+        }
+    }
+
+    /// Ends the stream with `error_body` (`{"error":{…}}`) and no `[DONE]`.
+    pub fn fail(&mut self, error_body: &[u8], out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        crate::sse::encode_event(out, None, error_body);
+        self.ended = true;
+    }
+
+    fn start(&mut self, start: &MessageStart, out: &mut Vec<u8>) {
+        if self.started {
+            return;
+        }
+        let id = if start.id.is_empty() {
+            fresh_id("chatcmpl-")
+        } else {
+            start.id.clone()
+        };
+        let created = start.created.unwrap_or(self.created);
+        if let Some(u) = &start.usage {
+            self.usage = Some(merge_usage(self.usage.take(), u));
+        }
+        self.prefix.clear();
+        self.prefix.extend_from_slice(b"data: {\"id\":");
+        json_str(&mut self.prefix, &id);
+        self.prefix
+            .extend_from_slice(b",\"object\":\"chat.completion.chunk\",\"created\":");
+        json_u64(&mut self.prefix, created);
+        self.prefix.extend_from_slice(b",\"model\":");
+        json_str(&mut self.prefix, &self.model);
+        self.prefix.push(b',');
+        self.started = true;
+        self.begin(out);
+        out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":\"\"}");
+        self.end(out, None);
+    }
+
+    fn ensure_started(&mut self, out: &mut Vec<u8>) {
+        if !self.started {
+            self.start(&MessageStart::default(), out);
+        }
+    }
+
+    /// Writes the frame up to the delta object.
+    fn begin(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.prefix);
+        out.extend_from_slice(b"\"choices\":[{\"index\":0,\"delta\":");
+    }
+
+    /// Writes the rest of the frame after the delta object.
+    fn end(&self, out: &mut Vec<u8>, finish_reason: Option<&str>) {
+        out.extend_from_slice(b",\"finish_reason\":");
+        match finish_reason {
+            Some(r) => json_str(out, r),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b"}]}\n\n");
+    }
+}
