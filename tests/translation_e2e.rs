@@ -407,3 +407,216 @@ async fn fails_over_to_the_next_upstream_before_the_first_byte() {
         400
     );
 }
+
+/// Makes a request of `request()` a streaming one.
+fn streaming(family: &str, path: String, mut body: Value, json_array: bool) -> (String, Value) {
+    match family {
+        "gemini" => {
+            let p = path.replace(":generateContent", ":streamGenerateContent");
+            (
+                if json_array {
+                    p
+                } else {
+                    format!("{p}?alt=sse")
+                },
+                body,
+            )
+        }
+        _ => {
+            body["stream"] = json!(true);
+            (path, body)
+        }
+    }
+}
+
+/// Text, tool calls and the end marker a client stream carries, in the client's terms.
+#[derive(Debug, Default)]
+struct Streamed {
+    text: String,
+    tool_name: Option<String>,
+    tool_args: String,
+    finished: bool,
+    errored: bool,
+    usage_seen: bool,
+}
+
+fn read_stream(family: &str, r: &common::http_client::Response) -> Streamed {
+    let mut s = Streamed::default();
+    match family {
+        "openai" => {
+            for ev in r.sse() {
+                if ev.data == "[DONE]" {
+                    s.finished = true;
+                    continue;
+                }
+                let v = ev.json().unwrap();
+                if v.get("error").is_some() {
+                    s.errored = true;
+                    continue;
+                }
+                assert_eq!(v["object"], "chat.completion.chunk");
+                if v.get("usage").is_some_and(|u| !u.is_null()) {
+                    s.usage_seen = true;
+                }
+                let Some(choice) = v["choices"].get(0) else {
+                    continue;
+                };
+                if let Some(t) = choice["delta"]["content"].as_str() {
+                    s.text.push_str(t);
+                }
+                if let Some(calls) = choice["delta"]["tool_calls"].as_array() {
+                    for c in calls {
+                        if let Some(n) = c["function"]["name"].as_str() {
+                            s.tool_name = Some(n.to_string());
+                        }
+                        if let Some(a) = c["function"]["arguments"].as_str() {
+                            s.tool_args.push_str(a);
+                        }
+                    }
+                }
+            }
+        }
+        "anthropic" => {
+            let events = r.sse();
+            assert_eq!(
+                events.first().and_then(|e| e.event.as_deref()),
+                Some("message_start"),
+                "{}",
+                r.text()
+            );
+            for ev in events {
+                let v = ev.json().unwrap();
+                match ev.event.as_deref().unwrap_or("") {
+                    "content_block_start" => {
+                        if v["content_block"]["type"] == "tool_use" {
+                            s.tool_name = v["content_block"]["name"].as_str().map(str::to_string);
+                        }
+                    }
+                    "content_block_delta" => match v["delta"]["type"].as_str().unwrap() {
+                        "text_delta" => s.text.push_str(v["delta"]["text"].as_str().unwrap()),
+                        "input_json_delta" => s
+                            .tool_args
+                            .push_str(v["delta"]["partial_json"].as_str().unwrap()),
+                        _ => {}
+                    },
+                    "message_delta" => s.usage_seen = v["usage"]["output_tokens"].is_u64(),
+                    "message_stop" => s.finished = true,
+                    "error" => s.errored = true,
+                    _ => {}
+                }
+            }
+        }
+        _ => {
+            let docs: Vec<Value> = if r.header("content-type") == Some("application/json") {
+                r.json().as_array().unwrap().clone()
+            } else {
+                r.sse().iter().map(|e| e.json().unwrap()).collect()
+            };
+            for v in docs {
+                if v.get("error").is_some() {
+                    s.errored = true;
+                    continue;
+                }
+                let cand = &v["candidates"][0];
+                for p in cand["content"]["parts"].as_array().into_iter().flatten() {
+                    if let Some(t) = p["text"].as_str() {
+                        if p["thought"] != json!(true) {
+                            s.text.push_str(t);
+                        }
+                    }
+                    if let Some(fc) = p.get("functionCall") {
+                        s.tool_name = fc["name"].as_str().map(str::to_string);
+                        s.tool_args = fc["args"].to_string();
+                    }
+                }
+                if cand.get("finishReason").is_some() {
+                    s.finished = true;
+                }
+                if v.get("usageMetadata").is_some() {
+                    s.usage_seen = true;
+                }
+            }
+        }
+    }
+    s
+}
+
+#[tokio::test]
+async fn streams_for_every_pair() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    let want_args: Value = serde_json::from_str(TOOL_ARGS).unwrap();
+    for (family, upstream, model) in PAIRS {
+        for json_array in [false, true] {
+            if json_array && *family != "gemini" {
+                continue;
+            }
+            let cell = format!("{family}→{} (json array: {json_array})", upstream.name());
+            let text = format!("stream me ✓ {family}");
+            let (path, body) = request(family, model, &text, false);
+            let (path, mut body) = streaming(family, path, body, json_array);
+            if *family == "openai" {
+                body["stream_options"] = json!({"include_usage": true});
+            }
+            let r = gw.send(&authed(family, &path, KEY, &body)).await;
+            assert_eq!(r.status, 200, "{cell}: {}", r.text());
+            assert!(r.header("content-length").is_none(), "{cell}");
+            let s = read_stream(family, &r);
+            assert_eq!(s.text, expected_reply(*upstream, &text), "{cell}");
+            assert!(s.finished && !s.errored, "{cell}: {s:?}\n{}", r.text());
+            assert!(s.usage_seen, "{cell}: usage missing");
+            // the upstream was asked for a stream in its own protocol
+            let got = mock.last_request().unwrap();
+            match upstream {
+                Protocol::Gemini => assert!(
+                    got.path.contains(":streamGenerateContent") && got.path.contains("alt=sse"),
+                    "{}",
+                    got.path
+                ),
+                _ => assert_eq!(got.json().unwrap()["stream"], true),
+            }
+
+            let (path, body) = request(family, model, "weather [[tool]]", true);
+            let (path, body) = streaming(family, path, body, json_array);
+            let r = gw.send(&authed(family, &path, KEY, &body)).await;
+            assert_eq!(r.status, 200, "{cell}: {}", r.text());
+            let s = read_stream(family, &r);
+            assert_eq!(
+                s.tool_name.as_deref(),
+                Some("get_weather"),
+                "{cell}: {}",
+                r.text()
+            );
+            let args: Value = serde_json::from_str(&s.tool_args).unwrap_or(Value::Null);
+            assert_eq!(args, want_args, "{cell}: {}", s.tool_args);
+            assert!(s.finished, "{cell}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_cut_translated_stream_ends_with_the_client_error_event() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    for (family, upstream, model) in PAIRS {
+        let (path, body) = request(family, model, "cut me [[cut]]", false);
+        let (path, body) = streaming(family, path, body, false);
+        let r = gw.send(&authed(family, &path, KEY, &body)).await;
+        let s = read_stream(family, &r);
+        assert!(
+            s.errored,
+            "{family}→{}: no error event: {}",
+            upstream.name(),
+            r.text()
+        );
+        if *family == "openai" {
+            assert!(
+                !r.text().contains("[DONE]"),
+                "a cut stream must not look finished"
+            );
+        }
+        if *family == "anthropic" {
+            assert!(!r.text().contains("message_stop"));
+        }
+    }
+}

@@ -12,9 +12,10 @@ use super::Gateway;
 use crate::config::{ApiKey, Model, Provider};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::passthrough::{self, Framing, PassthroughStream, Usage};
+use crate::passthrough::{self, Framing, Usage};
 use crate::protocol;
 use crate::runtime::Snapshot;
+use crate::stream::ClientStream;
 use crate::validate;
 use bytes::{Bytes, BytesMut};
 use pingora_proxy::Session;
@@ -260,16 +261,6 @@ async fn run(
         request_id: &request_id,
     };
     let mut answer = dispatch::call(gw, &call).await?;
-    if answer.translated && stream {
-        return Err(GatewayError::new(
-            ErrorKind::InvalidRequest,
-            format!(
-                "streaming from a {} upstream to a {family} client is not available yet",
-                answer.up.protocol
-            ),
-        )
-        .into());
-    }
     let client_model = client_model_name(family, model);
     if !stream {
         let raw = dispatch::read_body(&mut answer.ex, gw.settings.max_response_bytes).await?;
@@ -289,13 +280,17 @@ async fn run(
     } else {
         Framing::Sse
     };
-    let mut pass = PassthroughStream::new(
+    let mut pass = ClientStream::new(
+        answer.up.protocol,
         family,
         framing,
-        passthrough::model_json(client_model),
+        client_model,
+        req.include_usage,
         gw.settings.max_frame_bytes,
     );
-    pass.withhold_usage_chunk(answer.usage_injected);
+    if let ClientStream::Passthrough(p) = &mut pass {
+        p.withhold_usage_chunk(answer.usage_injected);
+    }
     let _active = gw.metrics.stream_started();
     let clean = relay_stream(gw, session, ctx, answer.ex, &mut pass, family, framing)
         .await
@@ -303,6 +298,6 @@ async fn run(
     if !clean {
         gw.metrics.upstream_error(&provider.id, "stream");
     }
-    record_usage(ctx, model, pass.usage);
+    record_usage(ctx, model, pass.usage());
     Ok(())
 }

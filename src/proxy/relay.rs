@@ -10,7 +10,8 @@ use super::upstream::{transport_error, Exchange};
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::passthrough::{Framing, PassthroughStream};
+use crate::passthrough::Framing;
+use crate::stream::ClientStream;
 use bytes::Bytes;
 use pingora_proxy::Session;
 
@@ -32,7 +33,7 @@ pub async fn relay_stream(
     session: &mut Session,
     ctx: &mut RequestCtx,
     mut ex: Exchange,
-    pass: &mut PassthroughStream,
+    pass: &mut ClientStream,
     family: Family,
     framing: Framing,
 ) -> Result<bool, RelayError> {
