@@ -49,6 +49,9 @@ struct OpenAiPeek<'a> {
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     usage: Option<OpenAiUsage>,
+    /// An in-stream error (`data: {"error":{...}}`), which ends the stream.
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +120,7 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
                     output: u.completion_tokens,
                 };
             }
+            out.error = p.error.is_some_and(|e| e.get() != "null");
         }
         Family::Anthropic => {
             let p: AnthropicPeek<'_> = serde_json::from_slice(doc).ok()?;
@@ -370,6 +374,17 @@ mod tests {
         let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
         let mut out = Vec::new();
         assert!(matches!(s.push(b"data: {oops\n\n", &mut out), Err(StreamFault::Malformed(_))));
+    }
+
+    #[test]
+    fn openai_in_band_error_ends_the_stream() {
+        let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\ndata: {\"error\":{\"message\":\"boom\"}}\n\n";
+        for cut in 0..=input.len() {
+            let (out, r) = run(Family::OpenAi, Framing::Sse, input, cut);
+            assert_eq!(r, Ok(()), "cut {cut}: an upstream error event is a complete stream");
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.contains("{\"error\":{\"message\":\"boom\"}}"), "{out}");
+        }
     }
 
     #[test]
