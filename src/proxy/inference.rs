@@ -379,6 +379,15 @@ async fn run(
     }
     if !stream {
         let raw = read_upstream_body(&mut ex, gw.settings.max_response_bytes).await?;
+        // A 200 whose body is not a JSON document is a broken upstream, not an answer.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&raw).is_err() {
+            gw.metrics.upstream_error(&provider.id, "invalid");
+            return Err(GatewayError::new(
+                ErrorKind::BadGateway,
+                "upstream sent a response body that is not valid JSON",
+            )
+            .into());
+        }
         let (out, usage) = passthrough::rewrite_body(family, &raw, &model_json);
         record_usage(ctx, model, usage);
         gw.upstream.release(ex).await;
