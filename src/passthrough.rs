@@ -51,6 +51,9 @@ struct OpenAiPeek<'a> {
     usage: Option<OpenAiUsage>,
     #[serde(borrow)]
     choices: Option<&'a RawValue>,
+    /// An in-stream error (`data: {"error":{...}}`), which ends the stream.
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +125,7 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
                     output: u.completion_tokens,
                 };
             }
+            out.error = p.error.is_some_and(|e| e.get() != "null");
         }
         Family::Anthropic => {
             let p: AnthropicPeek<'_> = serde_json::from_slice(doc).ok()?;
@@ -175,12 +179,13 @@ pub fn model_json(name: &str) -> Vec<u8> {
     serde_json::to_vec(name).unwrap_or_else(|_| b"\"\"".to_vec())
 }
 
-/// Rewrites a non-stream response body; returns the new body and its usage.
-pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> (Vec<u8>, Usage) {
-    let p = peek(family, body).unwrap_or_default();
+/// Rewrites a non-stream response body; returns the new body and its usage,
+/// or `None` when the body is not a JSON object.
+pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> Option<(Vec<u8>, Usage)> {
+    let p = peek(family, body)?;
     let mut out = Vec::with_capacity(body.len() + model_json.len());
     splice(body, p.span.as_ref(), model_json, &mut out);
-    (out, p.usage)
+    Some((out, p.usage))
 }
 
 /// How a stream is framed for the client.
@@ -359,7 +364,7 @@ mod tests {
     #[test]
     fn rewrites_model_in_place() {
         let body = br#"{"id":"x","model":"up-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
-        let (out, u) = rewrite_body(Family::OpenAi, body, &model_json("openai/gpt-5"));
+        let (out, u) = rewrite_body(Family::OpenAi, body, &model_json("openai/gpt-5")).unwrap();
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             r#"{"id":"x","model":"openai/gpt-5","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#
@@ -405,6 +410,12 @@ mod tests {
     }
 
     #[test]
+    fn a_body_that_is_not_json_is_refused() {
+        assert!(rewrite_body(Family::OpenAi, b"{\"model\":\"x\",", b"\"m\"").is_none());
+        assert!(rewrite_body(Family::Gemini, b"<html>", b"\"m\"").is_none());
+    }
+
+    #[test]
     fn truncated_and_malformed_streams_are_faults() {
         let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\n";
         assert_eq!(
@@ -437,6 +448,21 @@ mod tests {
                 output: Some(2)
             }
         );
+    }
+
+    #[test]
+    fn openai_in_band_error_ends_the_stream() {
+        let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\ndata: {\"error\":{\"message\":\"boom\"}}\n\n";
+        for cut in 0..=input.len() {
+            let (out, r) = run(Family::OpenAi, Framing::Sse, input, cut);
+            assert_eq!(
+                r,
+                Ok(()),
+                "cut {cut}: an upstream error event is a complete stream"
+            );
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.contains("{\"error\":{\"message\":\"boom\"}}"), "{out}");
+        }
     }
 
     #[test]

@@ -235,9 +235,6 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             out.stream = p.stream.unwrap_or(false);
             out.temperature = number(p.temperature, "temperature")?;
             out.max_tokens = positive_int(p.max_tokens, "max_tokens")?;
-            if out.max_tokens.is_none() {
-                return Err(bad("max_tokens", "max_tokens: field required"));
-            }
             mark(out.temperature.is_some(), "temperature", &mut out);
             mark(present(p.top_p), "top_p", &mut out);
             mark(present(p.top_k), "top_k", &mut out);
@@ -298,6 +295,10 @@ fn param_name(family: Family, canonical: &str) -> String {
 
 /// Checks ranges and supported parameters against `model`. Cheap; no tokenising.
 pub fn check(family: Family, req: &Inspected, model: &Model) -> Result<(), GatewayError> {
+    // Required on messages, not on count_tokens (which never calls `check`).
+    if family == Family::Anthropic && req.max_tokens.is_none() {
+        return Err(bad("max_tokens", "max_tokens: field required"));
+    }
     if let Some(t) = req.temperature {
         let max = if family == Family::Anthropic {
             1.0

@@ -267,7 +267,15 @@ async fn run(
         let (out, usage) = if answer.translated {
             translate_response(answer.up.protocol, family, &raw, client_model)?
         } else {
+            // A 200 whose body is not a JSON document is a broken upstream, not an answer.
             passthrough::rewrite_body(family, &raw, &passthrough::model_json(client_model))
+                .ok_or_else(|| {
+                    gw.metrics.upstream_error(&provider.id, "invalid");
+                    GatewayError::new(
+                        ErrorKind::BadGateway,
+                        "upstream sent a response body that is not valid JSON",
+                    )
+                })?
         };
         record_usage(ctx, model, usage);
         gw.upstream.release(answer.ex).await;

@@ -11,7 +11,7 @@ use pingora_core::connectors::http::Connector;
 use pingora_core::connectors::ConnectorOptions;
 use pingora_core::protocols::http::client::HttpSession;
 use pingora_core::upstreams::peer::HttpPeer;
-use pingora_core::ErrorType;
+use pingora_core::{ErrorType, RetryType};
 use pingora_http::RequestHeader;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -54,6 +54,15 @@ pub fn transport_error(what: &str, e: &pingora_core::Error) -> GatewayError {
             format!("upstream {what} unreachable: {}", e.etype().as_str()),
         ),
     }
+}
+
+/// Whether a failure on a pooled connection shows the connection was already dead
+/// (closed or reset by the upstream while idle), so the request never got there and
+/// sending it again on a new connection is safe. A timeout is not such a failure:
+/// the upstream may be working on the request, and resending would run it twice.
+fn is_stale(e: &pingora_core::Error) -> bool {
+    matches!(e.retry, RetryType::ReusedOnly | RetryType::Decided(true))
+        || matches!(e.etype(), ErrorType::WriteError)
 }
 
 impl UpstreamClient {
@@ -141,7 +150,7 @@ impl UpstreamClient {
             .await;
             match sent {
                 Ok(()) => return Ok(Exchange { session, peer }),
-                Err(e) if reused && attempt <= STALE_RETRIES => {
+                Err(e) if reused && attempt <= STALE_RETRIES && is_stale(&e) => {
                     log::debug!("pooled upstream connection failed ({e}); retrying on a new one");
                     continue;
                 }
