@@ -487,10 +487,8 @@ fn read_stream(family: &str, r: &common::http_client::Response) -> Streamed {
             for ev in events {
                 let v = ev.json().unwrap();
                 match ev.event.as_deref().unwrap_or("") {
-                    "content_block_start" => {
-                        if v["content_block"]["type"] == "tool_use" {
-                            s.tool_name = v["content_block"]["name"].as_str().map(str::to_string);
-                        }
+                    "content_block_start" if v["content_block"]["type"] == "tool_use" => {
+                        s.tool_name = v["content_block"]["name"].as_str().map(str::to_string);
                     }
                     "content_block_delta" => match v["delta"]["type"].as_str().unwrap() {
                         "text_delta" => s.text.push_str(v["delta"]["text"].as_str().unwrap()),

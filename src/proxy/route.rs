@@ -129,6 +129,30 @@ fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> Gatewa
     e
 }
 
+/// Decodes `%XX` escapes in one path segment (SDKs escape `/` in ids as `%2F`);
+/// malformed escapes are kept as they are.
+fn percent_decode(seg: &str) -> String {
+    if !seg.contains('%') {
+        return seg.to_string();
+    }
+    let b = seg.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| seg.to_string())
+}
+
 fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
     query?.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
@@ -168,13 +192,14 @@ pub fn route(
             _ => fail(not_found(path)),
         };
     };
-    let segs: Vec<&str> = if rest.is_empty() {
+    let decoded: Vec<String> = if rest.is_empty() {
         Vec::new()
     } else if let Some(r) = rest.strip_prefix('/') {
-        r.split('/').collect()
+        r.split('/').map(percent_decode).collect()
     } else {
         return fail(not_found(path));
     };
+    let segs: Vec<&str> = decoded.iter().map(String::as_str).collect();
     if segs.iter().any(|s| s.is_empty()) {
         return fail(not_found(path));
     }
@@ -298,6 +323,17 @@ mod tests {
         ));
         assert!(route("POST", "/google/v1beta/models/a/b/c:generateContent", None).is_err());
         assert!(route("POST", "/google/v1beta/models/x:embed", None).is_err());
+    }
+
+    #[test]
+    fn escaped_segments_are_decoded() {
+        assert_eq!(percent_decode("openai%2Fgpt-5"), "openai/gpt-5");
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(
+            ok("GET", "/v1/models/openai%2Fgpt-5", None).endpoint,
+            Endpoint::ProviderOrModel("openai/gpt-5".into())
+        );
     }
 
     #[test]
