@@ -29,27 +29,46 @@ def text_of(message) -> str:
 
 def test_models_list_cannot_parse_contract_shape(anthropic_client):
     """The contract's family B listing is `{"models": [...]}`; the SDK's
-    paginated `models.list()` reads Anthropic's `{"data": [...], "has_more": ...}`
-    page, so it finds no models in it (no error is raised). Documented in
-    tests/sdk/README.md; the raw response is still reachable and well-formed."""
+    paginated `models.list()` reads Anthropic's page shape
+    `{"data": [...], "has_more": ..., "first_id": ..., "last_id": ...}`.
+    It raises nothing: the page has `data=None` and iterates as empty, and the
+    models sit unvalidated in `page.model_extra["models"]`. Documented in
+    tests/sdk/README.md."""
+    ids = ["models/gpt-5", "models/claude-sonnet-4.7", "models/gemini-3.1-pro", "models/qwen3-max",
+           "models/deepseek-v4-pro", "models/kimi-k2", "models/offline", "models/orphan-key"]
     page = anthropic_client.models.list()
+    assert page.data is None
     assert list(page) == []
+    assert not page.has_next_page()
+    assert [m["id"] for m in page.model_extra["models"]] == ids
     raw = anthropic_client.models.with_raw_response.list()
-    body = raw.http_response.json()
-    ids = [m["id"] for m in body["models"]]
-    assert ids == ["models/gpt-5", "models/claude-sonnet-4.7", "models/gemini-3.1-pro", "models/qwen3-max",
-                   "models/deepseek-v4-pro", "models/kimi-k2", "models/offline", "models/orphan-key"]
+    assert raw.http_request.url.path == "/anthropic/v1/models"
+    assert [m["id"] for m in raw.http_response.json()["models"]] == ids
 
 
-def test_models_retrieve(anthropic_client):
-    """`models.retrieve(id)` calls `GET /anthropic/v1/models/{id}`."""
-    m = anthropic_client.models.retrieve("anthropic/claude-sonnet-4.7")
+@pytest.mark.parametrize("model_id", ["claude-sonnet-4.7", "models/claude-sonnet-4.7"])
+def test_models_retrieve(anthropic_client, model_id):
+    """`models.retrieve(id)` calls `GET /anthropic/v1/models/{id}` (a `/` in the
+    id is sent as `%2F`); the id a listing returns (`models/...`) works too."""
+    m = anthropic_client.models.retrieve(model_id)
     assert m.id == "models/claude-sonnet-4.7"
     assert m.display_name == "Test claude-sonnet-4.7"
     extra = m.model_extra or {}
     assert extra["context_window_size"] == 200000
     assert extra["supported_features"] == {"vision": True, "tool_use": True, "streaming": True}
     assert extra["supported_actions"] == ["complete"]
+
+
+@pytest.mark.xfail(strict=False, reason="gateway bug: a percent-encoded provider/model id "
+                   "(GET /anthropic/v1/models/anthropic%2Fclaude-sonnet-4.7) is not decoded: 404")
+def test_models_retrieve_qualified_id(anthropic_client):
+    m = anthropic_client.models.retrieve("anthropic/claude-sonnet-4.7")
+    assert m.id == "models/claude-sonnet-4.7"
+
+
+def test_models_retrieve_unknown(anthropic_client):
+    with pytest.raises(anthropic.NotFoundError):
+        anthropic_client.models.retrieve("no-such-model")
 
 
 # ------------------------------------------------------------------ messages, nine cells
@@ -131,6 +150,8 @@ def test_non_ascii_byte_split_stream(anthropic_client):
     assert out == S.expected_reply("anthropic", text)
 
 
+@pytest.mark.xfail(strict=False, reason="gateway bug: count_tokens requires max_tokens, which the SDK "
+                   "(and Anthropic's API) never sends there")
 def test_count_tokens(anthropic_client):
     r = anthropic_client.messages.count_tokens(model="claude-sonnet-4.7", messages=user(PROMPT), system=SYSTEM)
     assert r.input_tokens > 0
@@ -244,7 +265,10 @@ def expect_error_type(e, status: int, kind: str):
 
 def test_400_temperature(anthropic_client):
     with pytest.raises(anthropic.BadRequestError) as e:
-        anthropic_client.messages.create(model="claude-sonnet-4.7", max_tokens=64, messages=user("hi"), temperature=1.5)
+        # This SDK version has no `temperature` argument any more; the API still takes it.
+        anthropic_client.messages.create(
+            model="claude-sonnet-4.7", max_tokens=64, messages=user("hi"), extra_body={"temperature": 1.5}
+        )
     expect_error_type(e.value, 400, "invalid_request_error")
     assert "temperature" in e.value.body["error"]["message"]
 
@@ -303,8 +327,12 @@ def test_500_from_upstream(anthropic_client, protocol):
 @pytest.mark.parametrize("marker", ["[[cut]]", "[[malformed]]", "[[stream-error]]"])
 @pytest.mark.parametrize("protocol", S.upstreams(F))
 def test_stream_failure_is_an_error(anthropic_client, protocol, marker):
+    """A stream that fails upstream after it started must raise in the SDK, not end cleanly."""
+    received = []
     with pytest.raises(anthropic.APIError):
         with anthropic_client.messages.stream(
             model=S.MODEL[F, protocol], max_tokens=256, messages=user(f"{marker} hi there, how are you today?")
         ) as s:
-            s.get_final_message()
+            for text in s.text_stream:
+                received.append(text)
+    assert received, "the failure must come after the stream started"

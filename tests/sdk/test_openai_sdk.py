@@ -52,6 +52,14 @@ def test_models_retrieve(openai_client):
     assert extra["supported_protocols"] == ["openai", "anthropic", "gemini"]
 
 
+@pytest.mark.xfail(strict=False, reason="gateway bug: the SDK sends GET /v1/models/openai%2Fgpt-5 for the "
+                   "`provider/model_id` name the gateway itself returns in `model`; %2F is not decoded: 404")
+def test_models_retrieve_qualified_id(openai_client):
+    r = openai_client.chat.completions.create(model="gpt-5", messages=user("hi"))
+    m = openai_client.models.retrieve(r.model)  # "openai/gpt-5"
+    assert m.id == "gpt-5"
+
+
 def test_models_retrieve_unknown(openai_client):
     with pytest.raises(openai.NotFoundError):
         openai_client.models.retrieve("no-such-model")
@@ -316,10 +324,13 @@ def test_503_provider_key_missing(openai_client):
 @pytest.mark.parametrize("marker", ["[[cut]]", "[[malformed]]", "[[stream-error]]"])
 @pytest.mark.parametrize("protocol", S.upstreams(F))
 def test_stream_failure_is_an_error(openai_client, protocol, marker):
-    """A stream that fails upstream mid-way must raise in the SDK, not end cleanly."""
-    stream = openai_client.chat.completions.create(
-        model=S.MODEL[F, protocol], messages=user(f"{marker} hi there, how are you today?"), stream=True
-    )
+    """A stream that fails upstream after it started must raise in the SDK, not end cleanly."""
+    received = []
     with pytest.raises(openai.APIError):
-        for _ in stream:
-            pass
+        stream = openai_client.chat.completions.create(
+            model=S.MODEL[F, protocol], messages=user(f"{marker} hi there, how are you today?"), stream=True
+        )
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                received.append(chunk.choices[0].delta.content)
+    assert received, "the failure must come after the stream started"
