@@ -55,20 +55,13 @@ UPSTREAM_MODEL = {
     "deepseek-v4-pro": "deepseek-v4-pro",
 }
 
-CROSS_XFAIL = pytest.mark.xfail(strict=False, reason="cross-protocol translation not merged yet")
-
-
 def bare(model: str) -> str:
     return model.rsplit("/", 1)[-1]
 
 
 def upstreams(family: str):
-    """pytest params of the upstream protocols a `family` client reaches; the
-    cross-protocol ones are marked xfail until translation is merged."""
-    return [
-        pytest.param(p, id=f"{family}-to-{p}", marks=() if p == family else (CROSS_XFAIL,))
-        for p in PROTOCOLS
-    ]
+    """pytest params of the upstream protocols a `family` client reaches."""
+    return [pytest.param(p, id=f"{family}-to-{p}") for p in PROTOCOLS]
 
 
 QUALIFIED = {

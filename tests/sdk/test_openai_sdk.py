@@ -52,8 +52,6 @@ def test_models_retrieve(openai_client):
     assert extra["supported_protocols"] == ["openai", "anthropic", "gemini"]
 
 
-@pytest.mark.xfail(strict=False, reason="gateway bug: the SDK sends GET /v1/models/openai%2Fgpt-5 for the "
-                   "`provider/model_id` name the gateway itself returns in `model`; %2F is not decoded: 404")
 def test_models_retrieve_qualified_id(openai_client):
     r = openai_client.chat.completions.create(model="gpt-5", messages=user("hi"))
     m = openai_client.models.retrieve(r.model)  # "openai/gpt-5"

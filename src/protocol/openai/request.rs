@@ -550,7 +550,9 @@ fn encode_part(block: &Block, param: &str, where_: &str) -> Result<Value, Transl
         Block::Text(t) => Ok(text_part(t)),
         Block::Image(img) => {
             let url = match &img.source {
-                ImageSource::Base64 { media_type, data } => data_url(media_type, data),
+                ImageSource::Base64 { media_type, data } => {
+                    data_url(media_type, &crate::ir::media::standard_base64(data))
+                }
                 ImageSource::Url { url, .. } => url.clone(),
             };
             let mut image_url = json!({"url": url});
