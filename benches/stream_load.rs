@@ -67,7 +67,10 @@ fn main() {
 }
 
 fn run(fut: impl std::future::Future<Output = Res<()>>) -> i32 {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("stream_load: cannot start tokio: {e}");
@@ -130,7 +133,8 @@ impl Opts {
         }
     }
     fn req(&self, name: &str) -> Res<&str> {
-        self.get(name).ok_or_else(|| format!("--{name} is required"))
+        self.get(name)
+            .ok_or_else(|| format!("--{name} is required"))
     }
 }
 
@@ -163,7 +167,8 @@ async fn upstream_main(args: &[String]) -> Res<()> {
     let tokens = o.num("tokens", 50)? as usize;
     let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
     sock.set_reuseaddr(true).map_err(|e| e.to_string())?;
-    sock.bind(listen).map_err(|e| format!("bind {listen}: {e}"))?;
+    sock.bind(listen)
+        .map_err(|e| format!("bind {listen}: {e}"))?;
     let listener = sock.listen(8192).map_err(|e| e.to_string())?;
     println!("listening on {listen}");
     let served = Arc::new(AtomicU64::new(0));
@@ -232,9 +237,10 @@ async fn serve_conn(
     let mut buf = Vec::new();
     while read_request(&mut s, &mut buf).await? {
         let start = tokio::time::Instant::now();
-        let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
+        let mut out =
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
 transfer-encoding: chunked\r\n\r\n"
-            .to_vec();
+                .to_vec();
         out.extend(chunk(&oa_frame(
             r#"{"role":"assistant","content":""}"#,
             "null",
@@ -518,7 +524,10 @@ async fn exchange(s: &mut TcpStream, req: &Request) -> Result<Outcome, (Fail, St
             }
             return Err((
                 Fail::Truncated,
-                format!("connection closed mid-body after {} data lines", sse.data_lines),
+                format!(
+                    "connection closed mid-body after {} data lines",
+                    sse.data_lines
+                ),
             ));
         }
         rest.clear();
@@ -571,8 +580,14 @@ async fn client_main(args: &[String]) -> Res<()> {
     let streams = o.num("streams", 10_000)? as usize;
     let ramp = Duration::from_millis(o.num("ramp-ms", 2000)?);
     let timeout = Duration::from_secs(o.num("timeout-s", 60)?);
-    let expect_frames = o.get("expect-frames").map(|_| o.num("expect-frames", 0)).transpose()?;
-    let watch = o.get("watch-pid").map(|_| o.num("watch-pid", 0)).transpose()?;
+    let expect_frames = o
+        .get("expect-frames")
+        .map(|_| o.num("expect-frames", 0))
+        .transpose()?;
+    let watch = o
+        .get("watch-pid")
+        .map(|_| o.num("watch-pid", 0))
+        .transpose()?;
     let probes = o.num("probes", 0)? as usize;
     let probe_at = Duration::from_millis(o.num("probe-at-ms", ramp.as_millis() as u64 + 500)?);
     let probe_gap = Duration::from_millis(o.num("probe-gap-ms", 10)?);
@@ -598,8 +613,12 @@ content-length: {}\r\n",
     let rss_at_peak_open = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(tokio::sync::Notify::new());
     let sampler = watch.map(|pid| {
-        let (sh, peak_rss, at_peak, stop) =
-            (sh.clone(), peak_rss.clone(), rss_at_peak_open.clone(), stop.clone());
+        let (sh, peak_rss, at_peak, stop) = (
+            sh.clone(),
+            peak_rss.clone(),
+            rss_at_peak_open.clone(),
+            stop.clone(),
+        );
         tokio::spawn(async move {
             let mut best_open = 0;
             loop {
@@ -652,7 +671,8 @@ content-length: {}\r\n",
             sh.done.fetch_add(1, Ordering::Relaxed);
         });
     }
-    let deadline = ramp.max(probe_at + probe_gap * probes as u32) + timeout + Duration::from_secs(5);
+    let deadline =
+        ramp.max(probe_at + probe_gap * probes as u32) + timeout + Duration::from_secs(5);
     let all = async { while tasks.join_next().await.is_some() {} };
     let finished = tokio::time::timeout(deadline, all).await.is_ok();
     let elapsed = t0.elapsed();
@@ -661,9 +681,17 @@ content-length: {}\r\n",
         let _ = h.await;
     }
 
-    let oks = sh.ok.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+    let oks = sh
+        .ok
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default();
     let sorted = |probe: bool, f: fn(&Outcome) -> u64| {
-        let mut v: Vec<u64> = oks.iter().filter(|(p, _)| *p == probe).map(|(_, o)| f(o)).collect();
+        let mut v: Vec<u64> = oks
+            .iter()
+            .filter(|(p, _)| *p == probe)
+            .map(|(_, o)| f(o))
+            .collect();
         v.sort_unstable();
         v
     };
@@ -689,15 +717,30 @@ content-length: {}\r\n",
         ("TTFB_P50_MS", format!("{:.3}", ms(pct(&ttfb, 50.0)))),
         ("TTFB_P90_MS", format!("{:.3}", ms(pct(&ttfb, 90.0)))),
         ("TTFB_P99_MS", format!("{:.3}", ms(pct(&ttfb, 99.0)))),
-        ("TTFB_MAX_MS", format!("{:.3}", ms(ttfb.last().copied().unwrap_or(0)))),
+        (
+            "TTFB_MAX_MS",
+            format!("{:.3}", ms(ttfb.last().copied().unwrap_or(0))),
+        ),
         ("TTFF_P50_MS", format!("{:.3}", ms(pct(&ttff, 50.0)))),
         ("TTFF_P99_MS", format!("{:.3}", ms(pct(&ttff, 99.0)))),
         ("PROBES", probes.to_string()),
         ("PROBE_OK", probe_ttfb.len().to_string()),
-        ("PROBE_TTFB_P50_MS", format!("{:.3}", ms(pct(&probe_ttfb, 50.0)))),
-        ("PROBE_TTFB_P99_MS", format!("{:.3}", ms(pct(&probe_ttfb, 99.0)))),
-        ("PROBE_TTFF_P50_MS", format!("{:.3}", ms(pct(&probe_ttff, 50.0)))),
-        ("PROBE_TTFF_P99_MS", format!("{:.3}", ms(pct(&probe_ttff, 99.0)))),
+        (
+            "PROBE_TTFB_P50_MS",
+            format!("{:.3}", ms(pct(&probe_ttfb, 50.0))),
+        ),
+        (
+            "PROBE_TTFB_P99_MS",
+            format!("{:.3}", ms(pct(&probe_ttfb, 99.0))),
+        ),
+        (
+            "PROBE_TTFF_P50_MS",
+            format!("{:.3}", ms(pct(&probe_ttff, 50.0))),
+        ),
+        (
+            "PROBE_TTFF_P99_MS",
+            format!("{:.3}", ms(pct(&probe_ttff, 99.0))),
+        ),
         (
             "ERROR_KINDS",
             format!(

@@ -161,9 +161,11 @@ else
     fi
 fi
 
-# nginx: each worker may end up holding every stream (client and upstream side).
-WORKER_CONNECTIONS=$((2 * STREAMS * DO_STREAMS + 8192))
-if [ "$WORKER_CONNECTIONS" -gt "$(ulimit -n)" ]; then WORKER_CONNECTIONS=$(ulimit -n); fi
+# nginx worker_connections: 8192 for the wrk scenarios; for the streams each
+# worker may end up holding every stream (client and upstream side). nginx
+# allocates them up front, so the streams get their own, restarted, proxy.
+STREAM_WORKER_CONNECTIONS=$((2 * (STREAMS + STREAM_PROBES) + 1024))
+if [ "$STREAM_WORKER_CONNECTIONS" -gt "$(ulimit -n)" ]; then STREAM_WORKER_CONNECTIONS=$(ulimit -n); fi
 
 # ------------------------------------------------------------------ temp dir, cleanup
 TMP=$(mktemp -d /tmp/switchboard-load.XXXXXX)
@@ -258,11 +260,11 @@ ratio() { # A B -> A/B with 2 decimals, or n/a
     awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'
 }
 
-fill() { # TEMPLATE OUT: substitutes @PLACEHOLDERS@
+fill() { # TEMPLATE OUT [WORKER_CONNECTIONS]: substitutes @PLACEHOLDERS@
     sed -e "s|@DIR@|$TMP|g" -e "s|@FIXTURES@|$FIX|g" -e "s|@MOCK_PORT@|$MOCK_PORT|g" \
         -e "s|@PROXY_PORT@|$PROXY_PORT|g" -e "s|@WORKERS@|$CORES|g" \
         -e "s|@ACCESS_LOG@|$ACCESS_LOG_LINE|g" -e "s|@TRICKLE_PORT@|$TRICKLE_PORT|g" \
-        -e "s|@NOFILE@|$(ulimit -n)|g" -e "s|@WORKER_CONNECTIONS@|$WORKER_CONNECTIONS|g" "$1" >"$2"
+        -e "s|@NOFILE@|$(ulimit -n)|g" -e "s|@WORKER_CONNECTIONS@|${3:-8192}|g" "$1" >"$2"
 }
 
 # ------------------------------------------------------------------ configuration files
@@ -274,6 +276,7 @@ else
 fi
 fill "$LOAD/mock_upstream.nginx.conf" "$TMP/mock.conf"
 fill "$LOAD/proxy.nginx.conf" "$TMP/proxy.conf"
+fill "$LOAD/proxy.nginx.conf" "$TMP/proxy_streams.conf" "$STREAM_WORKER_CONNECTIONS"
 
 MOCK="http://127.0.0.1:$MOCK_PORT"
 model() { # ID PROVIDER UPSTREAM_MODEL
@@ -346,9 +349,12 @@ log "starting mock upstream :$MOCK_PORT, nginx proxy_pass :$PROXY_PORT, switchbo
 "$NGINX" -p "$TMP" -c "$TMP/mock.conf" -e "$TMP/mock.error.log" 2>>"$TMP/mock.stderr" &
 MOCK_PID=$!
 PIDS+=("$MOCK_PID")
-"$NGINX" -p "$TMP" -c "$TMP/proxy.conf" -e "$TMP/proxy.error.log" 2>>"$TMP/proxy.stderr" &
-PROXY_PID=$!
-PIDS+=("$PROXY_PID")
+start_proxy() { # CONF
+    "$NGINX" -p "$TMP" -c "$1" -e "$TMP/proxy.error.log" 2>>"$TMP/proxy.stderr" &
+    PROXY_PID=$!
+    PIDS+=("$PROXY_PID")
+}
+start_proxy "$TMP/proxy.conf"
 
 SB_PID=""
 start_switchboard() {
@@ -520,6 +526,10 @@ if [ "$DO_STREAMS" = 1 ]; then
     : >"$TMP/switchboard.log"
     [ "$ACCESS_LOG" = 1 ] && : >"$TMP/proxy.access.log"
     start_switchboard
+    kill -TERM "$PROXY_PID" # nginx: fast shutdown
+    wait "$PROXY_PID" 2>/dev/null || true
+    start_proxy "$TMP/proxy_streams.conf"
+    wait_http "http://127.0.0.1:$PROXY_PORT/" || die "nginx proxy did not restart: $(tail -5 "$TMP/proxy.stderr" "$TMP/proxy.error.log")"
     sleep 1
     run_streams direct "$TRICKLE_PORT" /v1/chat/completions sk-upstream-openai
     # shellcheck disable=SC2046
