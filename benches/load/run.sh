@@ -5,8 +5,8 @@
 #   bash benches/load/run.sh [--quick] [--no-streams] [--no-install] [--no-build] [-h]
 #
 # What it does, all on 127.0.0.1, every process stopped on exit:
-#  1. installs wrk and nginx from Debian packages if missing (apt-get update
-#     first; nothing happens when they are there);
+#  1. installs wrk and nginx (and curl, cmake, ...) from Debian packages if
+#     missing (apt-get update first; nothing happens when they are there);
 #  2. builds switchboard (release) and the stream_load bench client;
 #  3. starts a mock upstream (nginx serving fixed, realistic JSON and SSE
 #     bodies of the three protocols: benches/load/fixtures), a plain nginx
@@ -112,6 +112,9 @@ if [ "$INSTALL" = 1 ]; then
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     command -v ss >/dev/null 2>&1 || missing+=(iproute2)
     command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+    if [ "$BUILD" = 1 ]; then
+        command -v cmake >/dev/null 2>&1 || missing+=(cmake) # Pingora's build needs it
+    fi
     if [ ${#missing[@]} -gt 0 ]; then
         log "installing ${missing[*]}"
         SUDO=()
@@ -184,7 +187,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
-    if [ "$KEEP_TMP" = 1 ] || [ "$rc" != 0 ]; then
+    if [ "$KEEP_TMP" = 1 ] || { [ "$rc" != 0 ] && [ "$rc" != 130 ]; }; then
         echo "temp dir kept: $TMP" >&2
     else
         rm -rf "$TMP"
