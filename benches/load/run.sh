@@ -630,6 +630,10 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
         echo "| proxy CPU s | | ${ST[nginx,cpu]} | ${ST[sb,cpu]} |"
         echo
         echo "Targets: Switchboard with 10,000 open streams ≤ 300 MB (here $(mb "${ST[sb,peak_kb]}") MB with ${ST[sb,PEAK_OPEN]} open; at this rate 10,000 would take $(awk -v b="${ST[sb,base_kb]}" -v p="$(per sb)" 'BEGIN { printf "%.0f", (b + p * 10000) / 1024 }') MB); added TTFB < 1 ms at p99 (here $(sub "${ST[sb,PROBE_TTFB_P99_MS]}" "${ST[direct,PROBE_TTFB_P99_MS]}") ms for the probes)."
+        if awk -v x="${ST[direct,PROBE_TTFB_P99_MS]}" 'BEGIN { exit !(x > 10) }'; then
+            echo
+            echo "Caution: even straight to the upstream the probes waited ${ST[direct,PROBE_TTFB_P99_MS]} ms (p99) for their first byte: the machine is saturated by $((STREAMS * 1000 / STREAM_INTERVAL_MS)) frames/s with the client, the upstream and the proxy on the same cores, so the TTFB rows measure that contention more than each proxy's own cost. Memory and CPU figures stand; for TTFB, fewer STREAMS or a bigger machine."
+        fi
         for n in direct nginx sb; do
             if [ "${ST[$n,ERRORS]}" != 0 ]; then
                 echo
