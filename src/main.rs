@@ -8,6 +8,9 @@ use std::time::Duration;
 use switchboard::proxy::{Gateway, Settings};
 use switchboard::runtime::{ConfigPaths, Runtime, Snapshot};
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "\
 switchboard: a multi-protocol LLM gateway
 

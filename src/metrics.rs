@@ -2,12 +2,13 @@
 //! request (in the logging phase), an active-streams gauge, and the text
 //! exposition served on `--metrics`.
 
+use crate::family::Family;
 use crate::runtime::Runtime;
 use async_trait::async_trait;
 use http::Response;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,7 +40,7 @@ impl Histogram {
 /// One finished request, as the metrics see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Observation<'a> {
-    pub family: &'a str,
+    pub family: Family,
     pub provider: &'a str,
     pub model: &'a str,
     pub status: u16,
@@ -50,14 +51,33 @@ pub struct Observation<'a> {
     pub cost_usd: Option<f64>,
 }
 
+/// Counters of one (family, provider, model).
+#[derive(Debug, Default)]
+struct ModelSeries {
+    statuses: Vec<(u16, u64)>,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+}
+
+/// Per family, provider, model; keyed so a lookup by `&str` allocates nothing
+/// (only the first request of a model inserts its names).
+type PerModel = HashMap<String, HashMap<String, ModelSeries>>;
+
 #[derive(Debug, Default)]
 struct Series {
-    requests: BTreeMap<(String, String, String, u16), u64>,
-    latency: BTreeMap<String, Histogram>,
-    ttft: BTreeMap<String, Histogram>,
-    tokens: BTreeMap<(String, String, &'static str), u64>,
-    cost: BTreeMap<(String, String), f64>,
+    per_model: [PerModel; 3],
+    latency: [Histogram; 3],
+    ttft: [Histogram; 3],
     upstream_errors: BTreeMap<(String, String), u64>,
+}
+
+fn slot(f: Family) -> usize {
+    match f {
+        Family::OpenAi => 0,
+        Family::Anthropic => 1,
+        Family::Gemini => 2,
+    }
 }
 
 /// The process's metrics.
@@ -76,6 +96,18 @@ impl Drop for StreamGuard {
     }
 }
 
+/// The series of (provider, model), inserted on first use (always `Some`).
+fn entry<'m>(map: &'m mut PerModel, provider: &str, model: &str) -> Option<&'m mut ModelSeries> {
+    if !map.contains_key(provider) {
+        map.insert(provider.to_string(), HashMap::new());
+    }
+    let models = map.get_mut(provider)?;
+    if !models.contains_key(model) {
+        models.insert(model.to_string(), ModelSeries::default());
+    }
+    models.get_mut(model)
+}
+
 impl Metrics {
     fn with<R>(&self, f: impl FnOnce(&mut Series) -> R) -> R {
         let mut g = match self.series.lock() {
@@ -87,38 +119,22 @@ impl Metrics {
 
     /// Records a finished request.
     pub fn observe(&self, o: &Observation<'_>) {
+        let i = slot(o.family);
         self.with(|s| {
-            let key = (
-                o.family.to_string(),
-                o.provider.to_string(),
-                o.model.to_string(),
-                o.status,
-            );
-            *s.requests.entry(key).or_default() += 1;
-            s.latency
-                .entry(o.family.to_string())
-                .or_default()
-                .observe(o.latency.as_secs_f64());
+            s.latency[i].observe(o.latency.as_secs_f64());
             if let Some(t) = o.ttft {
-                s.ttft
-                    .entry(o.family.to_string())
-                    .or_default()
-                    .observe(t.as_secs_f64());
+                s.ttft[i].observe(t.as_secs_f64());
             }
-            if !o.model.is_empty() {
-                for (dir, n) in [("input", o.input_tokens), ("output", o.output_tokens)] {
-                    if let Some(n) = n {
-                        *s.tokens
-                            .entry((o.provider.to_string(), o.model.to_string(), dir))
-                            .or_default() += n;
-                    }
-                }
-                if let Some(c) = o.cost_usd {
-                    *s.cost
-                        .entry((o.provider.to_string(), o.model.to_string()))
-                        .or_default() += c;
-                }
+            let Some(m) = entry(&mut s.per_model[i], o.provider, o.model) else {
+                return;
+            };
+            match m.statuses.iter_mut().find(|(st, _)| *st == o.status) {
+                Some((_, n)) => *n += 1,
+                None => m.statuses.push((o.status, 1)),
             }
+            m.input_tokens += o.input_tokens.unwrap_or(0);
+            m.output_tokens += o.output_tokens.unwrap_or(0);
+            m.cost_usd += o.cost_usd.unwrap_or(0.0);
         });
     }
 
@@ -146,22 +162,40 @@ impl Metrics {
                 .replace('\n', "\\n")
         };
         self.with(|s| {
-            out.push_str("# HELP switchboard_requests_total Requests by family, provider, model and status.\n# TYPE switchboard_requests_total counter\n");
-            for ((f, p, m, st), n) in &s.requests {
-                let _ = writeln!(
-                    out,
-                    "switchboard_requests_total{{family=\"{}\",provider=\"{}\",model=\"{}\",status=\"{st}\"}} {n}",
-                    esc(f),
-                    esc(p),
-                    esc(m)
-                );
+            // sorted rows: (family, provider, model) -> series
+            let mut rows: Vec<(&str, &str, &str, &ModelSeries)> = Vec::new();
+            for f in Family::ALL {
+                for (p, models) in &s.per_model[slot(f)] {
+                    for (m, series) in models {
+                        rows.push((f.name(), p, m, series));
+                    }
+                }
             }
-            for (name, help, map) in [
+            rows.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+            out.push_str("# HELP switchboard_requests_total Requests by family, provider, model and status.\n# TYPE switchboard_requests_total counter\n");
+            for (f, p, m, series) in &rows {
+                let mut statuses = series.statuses.clone();
+                statuses.sort_unstable();
+                for (st, n) in statuses {
+                    let _ = writeln!(
+                        out,
+                        "switchboard_requests_total{{family=\"{f}\",provider=\"{}\",model=\"{}\",status=\"{st}\"}} {n}",
+                        esc(p),
+                        esc(m)
+                    );
+                }
+            }
+            for (name, help, hists) in [
                 ("switchboard_request_duration_seconds", "Request latency.", &s.latency),
                 ("switchboard_time_to_first_token_seconds", "Time to the first streamed byte.", &s.ttft),
             ] {
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-                for (f, h) in map {
+                for f in Family::ALL {
+                    let h = &hists[slot(f)];
+                    if h.count == 0 {
+                        continue;
+                    }
+                    let f = f.name();
                     for (i, b) in BUCKETS.iter().enumerate() {
                         let _ = writeln!(out, "{name}_bucket{{family=\"{f}\",le=\"{b}\"}} {}", h.counts[i]);
                     }
@@ -170,17 +204,30 @@ impl Metrics {
                     let _ = writeln!(out, "{name}_count{{family=\"{f}\"}} {}", h.count);
                 }
             }
+            // tokens and cost per provider and model, over all families
+            let mut totals: BTreeMap<(&str, &str), (u64, u64, f64)> = BTreeMap::new();
+            for (_, p, m, series) in &rows {
+                if m.is_empty() {
+                    continue;
+                }
+                let t = totals.entry((p, m)).or_default();
+                t.0 += series.input_tokens;
+                t.1 += series.output_tokens;
+                t.2 += series.cost_usd;
+            }
             out.push_str("# HELP switchboard_tokens_total Tokens by provider, model and direction.\n# TYPE switchboard_tokens_total counter\n");
-            for ((p, m, d), n) in &s.tokens {
-                let _ = writeln!(
-                    out,
-                    "switchboard_tokens_total{{provider=\"{}\",model=\"{}\",direction=\"{d}\"}} {n}",
-                    esc(p),
-                    esc(m)
-                );
+            for ((p, m), (i, o, _)) in &totals {
+                for (dir, n) in [("input", i), ("output", o)] {
+                    let _ = writeln!(
+                        out,
+                        "switchboard_tokens_total{{provider=\"{}\",model=\"{}\",direction=\"{dir}\"}} {n}",
+                        esc(p),
+                        esc(m)
+                    );
+                }
             }
             out.push_str("# HELP switchboard_cost_usd_total Cost in USD (usage times catalog pricing).\n# TYPE switchboard_cost_usd_total counter\n");
-            for ((p, m), c) in &s.cost {
+            for ((p, m), (_, _, c)) in &totals {
                 let _ = writeln!(
                     out,
                     "switchboard_cost_usd_total{{provider=\"{}\",model=\"{}\"}} {c}",

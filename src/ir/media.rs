@@ -96,7 +96,7 @@ pub fn standard_base64(data: &str) -> std::borrow::Cow<'_, str> {
             c => c,
         })
         .collect();
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push('=');
     }
     std::borrow::Cow::Owned(out)

@@ -127,6 +127,23 @@ impl Gateway {
     }
 }
 
+/// One access-log line (JSON): who called what, with what outcome and cost. Never the key.
+#[derive(serde::Serialize)]
+struct AccessLine<'a> {
+    request_id: &'a str,
+    key_id: Option<&'a str>,
+    family: &'a str,
+    provider: Option<&'a str>,
+    model: Option<&'a str>,
+    status: u16,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cost_usd: Option<f64>,
+    latency_ms: f64,
+    ttft_ms: Option<f64>,
+    error: Option<String>,
+}
+
 #[async_trait]
 impl ProxyHttp for Gateway {
     type CTX = RequestCtx;
@@ -188,23 +205,27 @@ impl ProxyHttp for Gateway {
     }
 
     async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
-        let line = serde_json::json!({
-            "request_id": ctx.request_id,
-            "key_id": ctx.key_id,
-            "family": ctx.family.name(),
-            "provider": ctx.provider,
-            "model": ctx.model,
-            "status": ctx.status,
-            "input_tokens": ctx.input_tokens,
-            "output_tokens": ctx.output_tokens,
-            "cost_usd": ctx.cost_usd,
-            "latency_ms": ctx.started.elapsed().as_secs_f64() * 1000.0,
-            "ttft_ms": ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
-            "error": e.map(|e| e.to_string()),
-        });
-        log::info!(target: "access", "{line}");
+        if log::log_enabled!(target: "access", log::Level::Info) {
+            let line = AccessLine {
+                request_id: &ctx.request_id,
+                key_id: ctx.key_id.as_deref(),
+                family: ctx.family.name(),
+                provider: ctx.provider.as_deref(),
+                model: ctx.model.as_deref(),
+                status: ctx.status,
+                input_tokens: ctx.input_tokens,
+                output_tokens: ctx.output_tokens,
+                cost_usd: ctx.cost_usd,
+                latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
+                ttft_ms: ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
+                error: e.map(|e| e.to_string()),
+            };
+            if let Ok(text) = serde_json::to_string(&line) {
+                log::info!(target: "access", "{text}");
+            }
+        }
         self.metrics.observe(&Observation {
-            family: ctx.family.name(),
+            family: ctx.family,
             provider: ctx.provider.as_deref().unwrap_or(""),
             model: ctx.model.as_deref().unwrap_or(""),
             status: ctx.status,
