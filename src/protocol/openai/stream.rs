@@ -299,15 +299,17 @@ impl Parser {
             emit(&StreamEvent::Error(stream_error(err)));
             return Ok(());
         }
-        self.start(
-            MessageStart {
-                id: chunk.id.as_deref().unwrap_or_default().to_string(),
-                model: chunk.model.as_deref().unwrap_or_default().to_string(),
-                created: chunk.created,
-                usage: None,
-            },
-            emit,
-        );
+        if !self.started {
+            self.start(
+                MessageStart {
+                    id: chunk.id.as_deref().unwrap_or_default().to_string(),
+                    model: chunk.model.as_deref().unwrap_or_default().to_string(),
+                    created: chunk.created,
+                    usage: None,
+                },
+                emit,
+            );
+        }
         if let Some(usage) = chunk.usage {
             self.usage = Some(merge_usage(self.usage.take(), &usage.into_canonical()));
         }
