@@ -21,7 +21,11 @@ pub enum TranslateErrorKind {
 pub struct TranslateError {
     /// Which side is at fault (and so the HTTP status).
     pub kind: TranslateErrorKind,
-    /// The request parameter concerned, as a JSON path (`messages[2].content[0]`), if any.
+    /// The request parameter concerned, as a JSON path, if any. Decoding
+    /// errors use the client's own wire path (`messages[2].content[0].image_url.url`);
+    /// "cannot be expressed" errors use the canonical request's path
+    /// (`messages[i]` counts conversation turns, system prompts excluded;
+    /// `tools[i]`, `tool_choice`, `n`, `response_format.json_schema.schema`).
     pub param: Option<String>,
     /// A sentence saying what is wrong and why.
     pub message: String,

@@ -8,7 +8,9 @@
 //!   blocks first in their user message, drops empty text blocks and
 //!   unsigned thinking (Anthropic rejects both), supplies `max_tokens` from
 //!   the catalog when the client gave none, and expresses `response_format`
-//!   as an appended system instruction (Anthropic has no such parameter).
+//!   as an appended system instruction (works with every Anthropic-compatible
+//!   upstream; Anthropic's own `output_config.format` is only used when the
+//!   client itself sent it).
 
 use super::wire::{
     ContentBlock, Message as WireMessage, MessagesRequest, Metadata, Source, Thinking,
@@ -17,8 +19,8 @@ use super::wire::{
 use crate::family::Family;
 use crate::ir::{
     deep_merge, effort_to_budget, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource,
-    Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role, SystemPrompt,
-    SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
+    JsonSchemaFormat, Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role,
+    SystemPrompt, SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
 use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
 use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
@@ -94,6 +96,21 @@ pub fn from_wire(
         req.user = user_id;
         if !md_extra.is_empty() {
             extra.insert("metadata".into(), Value::Object(md_extra));
+        }
+    }
+
+    // Structured outputs (`output_config.format`, beta `output_format`): read
+    // into the IR, kept verbatim in the extra fields for Anthropic upstreams.
+    let format = extra
+        .get("output_config")
+        .and_then(|c| c.get("format"))
+        .or_else(|| extra.get("output_format"));
+    if let Some(format) = format {
+        if format.get("type").and_then(Value::as_str) == Some("json_schema") {
+            req.response_format = Some(ResponseFormat::JsonSchema(JsonSchemaFormat {
+                schema: format.get("schema").cloned().unwrap_or_else(|| json!({})),
+                ..JsonSchemaFormat::default()
+            }));
         }
     }
 
@@ -507,7 +524,7 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         return Err(TranslateError::unsupported(
             "n".to_string(),
             format!(
-                "Anthropic Messages returns one answer per request; n = {n} cannot be expressed"
+                "{n} answers were asked for (OpenAI n / Gemini candidateCount), but Anthropic Messages returns one answer per request"
             ),
         ));
     }
@@ -515,9 +532,18 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
 
     // System: every system prompt (hoisted), then the response-format instruction.
     let mut system: Vec<&TextBlock> = req.system.iter().flat_map(|sp| sp.content.iter()).collect();
+    if system.len() > 1 {
+        // Anthropic refuses empty text blocks.
+        system.retain(|t| !t.text.is_empty() || t.cache_control.is_some());
+    }
+    let native_format = extra
+        .get("output_config")
+        .is_some_and(|c| c.get("format").is_some())
+        || extra.contains_key("output_format");
     let instruction = req
         .response_format
         .as_ref()
+        .filter(|_| !native_format)
         .and_then(response_format_instruction)
         .map(TextBlock::new);
     if let Some(i) = &instruction {
@@ -609,10 +635,27 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         extra: metadata_extra,
     });
 
-    let thinking = req
+    let mut thinking = req
         .reasoning
         .as_ref()
         .and_then(|r| encode_thinking(r, max_tokens));
+    let mut thinking_on = thinking
+        .as_ref()
+        .is_some_and(|t| t.get("type") != Some(&json!("disabled")));
+    if thinking_on && !tool_loop_keeps_thinking(&messages) {
+        // Anthropic rejects thinking when the assistant turn of a tool loop in
+        // progress does not start with its (signed) thinking, which clients of
+        // other protocols cannot send back: think again from the next turn.
+        thinking = None;
+        thinking_on = false;
+    }
+    // With thinking on, Anthropic only accepts the default temperature and
+    // top_k, and top_p of at least 0.95.
+    let (temperature, top_p, top_k) = if thinking_on {
+        (None, s.top_p.filter(|p| *p >= 0.95), None)
+    } else {
+        (s.temperature.map(|t| t.min(1.0)), s.top_p, s.top_k)
+    };
 
     let wire = MessagesRequest {
         model: opts.upstream_model.to_string(),
@@ -621,9 +664,9 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         max_tokens: Some(max_tokens),
         stop_sequences: (!s.stop.is_empty()).then(|| s.stop.clone()),
         stream: opts.stream.then_some(true),
-        temperature: s.temperature.map(|t| t.min(1.0)),
-        top_p: s.top_p,
-        top_k: s.top_k,
+        temperature,
+        top_p,
+        top_k,
         tools: None,
         tool_choice: None,
         thinking: None,
@@ -648,6 +691,29 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         deep_merge(obj, &extra);
     }
     Ok(out)
+}
+
+/// False when the last assistant turn calls tools without starting with a
+/// thinking block (Anthropic then refuses a request with thinking enabled).
+fn tool_loop_keeps_thinking(messages: &[Value]) -> bool {
+    let Some(last) = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role") == Some(&json!("assistant")))
+    else {
+        return true;
+    };
+    let Some(blocks) = last.get("content").and_then(Value::as_array) else {
+        return true;
+    };
+    let calls_tools = blocks
+        .iter()
+        .any(|b| b.get("type") == Some(&json!("tool_use")));
+    let starts_with_thinking = blocks
+        .first()
+        .and_then(|b| b.get("type"))
+        .is_some_and(|t| t == &json!("thinking") || t == &json!("redacted_thinking"));
+    !calls_tools || starts_with_thinking
 }
 
 fn encode_tool(tool: &Tool, i: usize) -> Result<Value, TranslateError> {

@@ -375,6 +375,9 @@ fn convert_schema(
     if out.contains_key("enum") && !out.contains_key("type") {
         out.insert("type".into(), json!("string"));
     }
+    if out.contains_key("properties") && !out.contains_key("type") {
+        out.insert("type".into(), json!("object"));
+    }
     Ok(Value::Object(out))
 }
 
@@ -918,7 +921,8 @@ pub fn encode(req: &ChatRequest, _opts: &EncodeOptions<'_>) -> Result<Value, Tra
     let mut system_parts = Vec::new();
     let mut system_extra = Map::new();
     for sp in &req.system {
-        for t in &sp.content {
+        for t in sp.content.iter().filter(|t| !t.text.is_empty()) {
+            // Gemini refuses empty text parts.
             system_parts.push(merged(json!({"text": t.text}), &t.extra));
         }
         deep_merge(&mut system_extra, &sp.extra.to_map(F));
@@ -1160,4 +1164,119 @@ fn encode_thinking(r: Option<&Reasoning>, extra: Map<String, Value>) -> Option<T
     };
     (tc.include_thoughts.is_some() || tc.thinking_budget.is_some() || !tc.extra.is_empty())
         .then_some(tc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_survive_inside_ids() {
+        for sig in [
+            "c2lnbmF0dXJlLWE+Lw==",
+            "AAAA",
+            "skip_thought_signature_validator",
+            "é+/",
+        ] {
+            let id = embed_signature("gcall_0123456789abcdef", sig);
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+                "{id}"
+            );
+            assert_eq!(
+                split_call_id(&id),
+                ("gcall_0123456789abcdef", Some(sig.to_string()))
+            );
+        }
+        assert_eq!(split_call_id("call_1"), ("call_1", None));
+    }
+
+    #[test]
+    fn synthetic_ids_stay_off_the_wire() {
+        let id = synthetic_call_id("r", 0, "f", &json!({}));
+        assert_eq!(wire_call_id(&id), None);
+        assert_eq!(wire_call_id(&embed_signature(&id, "AAAA")), None);
+        assert_eq!(wire_call_id("call_abc"), Some("call_abc".to_string()));
+        assert_eq!(
+            wire_call_id(&embed_signature("fc-1", "AAAA")),
+            Some("fc-1".to_string())
+        );
+        assert_ne!(id, synthetic_call_id("r", 1, "f", &json!({})));
+    }
+
+    #[test]
+    fn json_schema_to_gemini_subset() {
+        let schema = json!({
+            "$schema": "x",
+            "$defs": {"Pet": {"type": "object", "properties": {"kind": {"const": "cat"}}}},
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "pet": {"$ref": "#/$defs/Pet", "description": "the pet"},
+                "age": {"type": ["integer", "null"], "exclusiveMinimum": 0},
+                "id": {"oneOf": [{"type": "string", "format": "uuid"}, {"type": "integer", "format": "int64"}]},
+                "mixed": {"allOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]}, {"properties": {"b": {"type": "number"}}}]},
+                "tag": {"enum": ["x", "y"]},
+                "n": {"enum": [1, 2], "type": "integer"},
+                "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}]}
+            }
+        });
+        let out = to_gemini_schema(&schema);
+        assert_eq!(
+            out,
+            Ok(json!({
+                "type": "object",
+                "properties": {
+                    "pet": {"type": "object", "description": "the pet", "properties": {"kind": {"type": "string", "enum": ["cat"]}}},
+                    "age": {"type": "integer", "nullable": true},
+                    "id": {"anyOf": [{"type": "string"}, {"type": "integer", "format": "int64"}]},
+                    "mixed": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "number"}}, "required": ["a"]},
+                    "tag": {"type": "string", "enum": ["x", "y"]},
+                    "n": {"type": "integer"},
+                    "maybe": {"type": "string", "nullable": true}
+                }
+            }))
+        );
+    }
+
+    #[test]
+    fn recursive_and_dangling_refs_are_refused() {
+        let recursive = json!({"$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"});
+        assert!(to_gemini_schema(&recursive).is_err());
+        assert!(to_gemini_schema(&json!({"$ref": "#/$defs/Missing"})).is_err());
+    }
+
+    #[test]
+    fn gemini_schema_to_json_schema() {
+        let gemini = json!({"type": "OBJECT", "properties": {"a": {"type": "STRING", "nullable": true}, "b": {"type": "ARRAY", "items": {"type": "INTEGER"}}}});
+        assert_eq!(
+            from_gemini_schema(&gemini),
+            json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}, "b": {"type": "array", "items": {"type": "integer"}}}})
+        );
+    }
+
+    #[test]
+    fn tool_result_responses() {
+        let result = |text: &str, is_error| ToolResult {
+            call_id: "c".into(),
+            name: Some("f".into()),
+            content: vec![Block::text(text)],
+            is_error,
+            cache_control: None,
+            extra: Extra::default(),
+        };
+        assert_eq!(
+            tool_result_response(&result("{\"a\":1}", None), "p"),
+            Ok(json!({"a": 1}))
+        );
+        assert_eq!(
+            tool_result_response(&result("[1]", None), "p"),
+            Ok(json!({"output": "[1]"}))
+        );
+        assert_eq!(
+            tool_result_response(&result("bad", Some(true)), "p"),
+            Ok(json!({"error": "bad"}))
+        );
+    }
 }
