@@ -25,10 +25,10 @@
 
 pub mod config;
 pub mod error;
-pub mod passthrough;
 pub mod family;
 pub mod ir;
 pub mod metrics;
+pub mod passthrough;
 pub mod protocol;
 pub mod proxy;
 pub mod reload;

@@ -117,7 +117,8 @@ fn parse_args() -> Result<Args, String> {
         let n = parse_num(&flag, &v)?;
         match flag.as_str() {
             "--max-body-bytes" => {
-                settings.max_body_bytes = usize::try_from(n).map_err(|_| "--max-body-bytes too large")?
+                settings.max_body_bytes =
+                    usize::try_from(n).map_err(|_| "--max-body-bytes too large")?
             }
             "--connect-timeout-ms" => settings.connect_timeout = Duration::from_millis(n),
             _ => settings.read_timeout = Duration::from_millis(n),
@@ -139,7 +140,10 @@ fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
     };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let mut conf = ServerConf::from_yaml(&text).map_err(|e| format!("{path}: {e}"))?;
-    let set = |key: &str| text.lines().any(|l| l.trim_start().starts_with(&format!("{key}:")));
+    let set = |key: &str| {
+        text.lines()
+            .any(|l| l.trim_start().starts_with(&format!("{key}:")))
+    };
     if !set("threads") {
         conf.threads = cores;
     }

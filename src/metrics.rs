@@ -88,14 +88,22 @@ impl Metrics {
     /// Records a finished request.
     pub fn observe(&self, o: &Observation<'_>) {
         self.with(|s| {
-            let key = (o.family.to_string(), o.provider.to_string(), o.model.to_string(), o.status);
+            let key = (
+                o.family.to_string(),
+                o.provider.to_string(),
+                o.model.to_string(),
+                o.status,
+            );
             *s.requests.entry(key).or_default() += 1;
             s.latency
                 .entry(o.family.to_string())
                 .or_default()
                 .observe(o.latency.as_secs_f64());
             if let Some(t) = o.ttft {
-                s.ttft.entry(o.family.to_string()).or_default().observe(t.as_secs_f64());
+                s.ttft
+                    .entry(o.family.to_string())
+                    .or_default()
+                    .observe(t.as_secs_f64());
             }
             if !o.model.is_empty() {
                 for (dir, n) in [("input", o.input_tokens), ("output", o.output_tokens)] {
@@ -132,7 +140,11 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self, rt: &Runtime) -> String {
         let mut out = String::with_capacity(4096);
-        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        let esc = |s: &str| {
+            s.replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n")
+        };
         self.with(|s| {
             out.push_str("# HELP switchboard_requests_total Requests by family, provider, model and status.\n# TYPE switchboard_requests_total counter\n");
             for ((f, p, m, st), n) in &s.requests {

@@ -49,6 +49,11 @@ struct OpenAiPeek<'a> {
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     usage: Option<OpenAiUsage>,
+    #[serde(borrow)]
+    choices: Option<&'a RawValue>,
+    /// An in-stream error (`data: {"error":{...}}`), which ends the stream.
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -97,6 +102,8 @@ struct Peeked {
     terminal: bool,
     /// The upstream reported an error in-band.
     error: bool,
+    /// An OpenAI usage-only chunk (`choices: []` with usage).
+    usage_only: bool,
 }
 
 fn span_of(raw: &RawValue, doc: &[u8]) -> Option<Range<usize>> {
@@ -111,12 +118,14 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
         Family::OpenAi => {
             let p: OpenAiPeek<'_> = serde_json::from_slice(doc).ok()?;
             out.span = p.model.and_then(|m| span_of(m, doc));
+            out.usage_only = p.usage.is_some() && p.choices.is_some_and(|c| c.get() == "[]");
             if let Some(u) = p.usage {
                 out.usage = Usage {
                     input: u.prompt_tokens,
                     output: u.completion_tokens,
                 };
             }
+            out.error = p.error.is_some_and(|e| e.get() != "null");
         }
         Family::Anthropic => {
             let p: AnthropicPeek<'_> = serde_json::from_slice(doc).ok()?;
@@ -170,12 +179,13 @@ pub fn model_json(name: &str) -> Vec<u8> {
     serde_json::to_vec(name).unwrap_or_else(|_| b"\"\"".to_vec())
 }
 
-/// Rewrites a non-stream response body; returns the new body and its usage.
-pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> (Vec<u8>, Usage) {
-    let p = peek(family, body).unwrap_or_default();
+/// Rewrites a non-stream response body; returns the new body and its usage,
+/// or `None` when the body is not a JSON object.
+pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> Option<(Vec<u8>, Usage)> {
+    let p = peek(family, body)?;
     let mut out = Vec::with_capacity(body.len() + model_json.len());
     splice(body, p.span.as_ref(), model_json, &mut out);
-    (out, p.usage)
+    Some((out, p.usage))
 }
 
 /// How a stream is framed for the client.
@@ -216,12 +226,24 @@ pub struct PassthroughStream {
     /// JSON array framing: elements written so far.
     elements: usize,
     complete: bool,
+    /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
+    withhold_usage: bool,
     pub usage: Usage,
 }
 
 impl PassthroughStream {
+    /// Withholds OpenAI usage-only chunks from the client (they are still metered).
+    pub fn withhold_usage_chunk(&mut self, on: bool) {
+        self.withhold_usage = on;
+    }
+
     /// A passthrough for `family` writing `framing`, naming the model `model_json`.
-    pub fn new(family: Family, framing: Framing, model_json: Vec<u8>, max_frame_bytes: usize) -> Self {
+    pub fn new(
+        family: Family,
+        framing: Framing,
+        model_json: Vec<u8>,
+        max_frame_bytes: usize,
+    ) -> Self {
         PassthroughStream {
             family,
             framing,
@@ -230,6 +252,7 @@ impl PassthroughStream {
             scratch: Vec::new(),
             elements: 0,
             complete: false,
+            withhold_usage: false,
             usage: Usage::default(),
         }
     }
@@ -249,6 +272,7 @@ impl PassthroughStream {
             scratch,
             elements,
             complete,
+            withhold_usage,
             usage,
         } = self;
         let mut fault = None;
@@ -277,6 +301,9 @@ impl PassthroughStream {
                     };
                     usage.merge(p.usage);
                     *complete |= p.terminal || p.error;
+                    if *withhold_usage && p.usage_only {
+                        return;
+                    }
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
                     match framing {
@@ -291,7 +318,9 @@ impl PassthroughStream {
             }
         });
         if let Err(SseError::FrameTooLarge { limit }) = r {
-            return Err(StreamFault::Malformed(format!("frame larger than {limit} bytes")));
+            return Err(StreamFault::Malformed(format!(
+                "frame larger than {limit} bytes"
+            )));
         }
         match fault {
             Some(f) => Err(f),
@@ -335,15 +364,26 @@ mod tests {
     #[test]
     fn rewrites_model_in_place() {
         let body = br#"{"id":"x","model":"up-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
-        let (out, u) = rewrite_body(Family::OpenAi, body, &model_json("openai/gpt-5"));
+        let (out, u) = rewrite_body(Family::OpenAi, body, &model_json("openai/gpt-5")).unwrap();
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             r#"{"id":"x","model":"openai/gpt-5","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#
         );
-        assert_eq!(u, Usage { input: Some(3), output: Some(4) });
+        assert_eq!(
+            u,
+            Usage {
+                input: Some(3),
+                output: Some(4)
+            }
+        );
     }
 
-    fn run(family: Family, framing: Framing, input: &[u8], cut: usize) -> (Vec<u8>, Result<(), StreamFault>) {
+    fn run(
+        family: Family,
+        framing: Framing,
+        input: &[u8],
+        cut: usize,
+    ) -> (Vec<u8>, Result<(), StreamFault>) {
         let mut s = PassthroughStream::new(family, framing, model_json("m"), 1 << 20);
         let mut out = Vec::new();
         s.push(&input[..cut], &mut out).unwrap();
@@ -357,19 +397,72 @@ mod tests {
         let input = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"up\",\"usage\":{\"input_tokens\":5}}}\n\n: keep-alive\n\nevent: message_delta\r\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\r\n\r\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".as_bytes();
         let (whole, r) = run(Family::Anthropic, Framing::Sse, input, 0);
         assert!(r.is_ok());
-        assert!(std::str::from_utf8(&whole).unwrap().contains("\"model\":\"m\""));
+        assert!(std::str::from_utf8(&whole)
+            .unwrap()
+            .contains("\"model\":\"m\""));
         for cut in 0..=input.len() {
-            assert_eq!(run(Family::Anthropic, Framing::Sse, input, cut).0, whole, "cut {cut}");
+            assert_eq!(
+                run(Family::Anthropic, Framing::Sse, input, cut).0,
+                whole,
+                "cut {cut}"
+            );
         }
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_refused() {
+        assert!(rewrite_body(Family::OpenAi, b"{\"model\":\"x\",", b"\"m\"").is_none());
+        assert!(rewrite_body(Family::Gemini, b"<html>", b"\"m\"").is_none());
     }
 
     #[test]
     fn truncated_and_malformed_streams_are_faults() {
         let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\n";
-        assert_eq!(run(Family::OpenAi, Framing::Sse, input, 3).1, Err(StreamFault::Truncated));
+        assert_eq!(
+            run(Family::OpenAi, Framing::Sse, input, 3).1,
+            Err(StreamFault::Truncated)
+        );
         let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
         let mut out = Vec::new();
-        assert!(matches!(s.push(b"data: {oops\n\n", &mut out), Err(StreamFault::Malformed(_))));
+        assert!(matches!(
+            s.push(b"data: {oops\n\n", &mut out),
+            Err(StreamFault::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn withheld_usage_chunk_is_metered_not_sent() {
+        let input = b"data: {\"model\":\"up\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\ndata: {\"model\":\"up\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+        let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
+        s.withhold_usage_chunk(true);
+        let mut out = Vec::new();
+        s.push(input, &mut out).unwrap();
+        s.finish(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("prompt_tokens"), "{text}");
+        assert!(text.contains("[DONE]") && text.contains("\"hi\""));
+        assert_eq!(
+            s.usage,
+            Usage {
+                input: Some(4),
+                output: Some(2)
+            }
+        );
+    }
+
+    #[test]
+    fn openai_in_band_error_ends_the_stream() {
+        let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\ndata: {\"error\":{\"message\":\"boom\"}}\n\n";
+        for cut in 0..=input.len() {
+            let (out, r) = run(Family::OpenAi, Framing::Sse, input, cut);
+            assert_eq!(
+                r,
+                Ok(()),
+                "cut {cut}: an upstream error event is a complete stream"
+            );
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.contains("{\"error\":{\"message\":\"boom\"}}"), "{out}");
+        }
     }
 
     #[test]

@@ -74,7 +74,10 @@ fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
         Family::OpenAi => true,
         Family::Anthropic => m.speaks(Family::Anthropic),
         Family::Gemini => {
-            m.speaks(Family::Gemini) && cat.provider_of(m).is_some_and(|p| p.accepts(Family::Gemini))
+            m.speaks(Family::Gemini)
+                && cat
+                    .provider_of(m)
+                    .is_some_and(|p| p.accepts(Family::Gemini))
         }
     }
 }
@@ -114,7 +117,8 @@ fn render(cat: &Catalog, family: Family) -> Listings {
             .filter(|m| m.provider == p.id)
             .map(|m| object(family, m))
             .collect();
-        out.by_provider.insert(p.id.clone(), envelope(family, items));
+        out.by_provider
+            .insert(p.id.clone(), envelope(family, items));
     }
     out
 }

@@ -94,7 +94,12 @@ pub fn count_text(text: &str, limit: u64) -> u64 {
         if end < rest.len() {
             // cut after a newline (or at a char boundary) inside the piece
             end = rest[..end].rfind('\n').map_or_else(
-                || (0..=end).rev().find(|&i| rest.is_char_boundary(i)).unwrap_or(0),
+                || {
+                    (0..=end)
+                        .rev()
+                        .find(|&i| rest.is_char_boundary(i))
+                        .unwrap_or(0)
+                },
                 |i| i + 1,
             );
             if end == 0 {

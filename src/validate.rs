@@ -22,6 +22,8 @@ pub struct Inspected {
     pub stream: bool,
     /// Whether a family A stream asks for usage (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// Whether a family A body has `stream_options` at all.
+    pub has_stream_options: bool,
     /// Requested output tokens.
     pub max_tokens: Option<u64>,
     temperature: Option<f64>,
@@ -157,7 +159,10 @@ fn positive_int(raw: Raw<'_>, param: &str) -> Result<Option<u64>, GatewayError> 
         None | Some("null") => Ok(None),
         Some(t) => match t.parse::<u64>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(bad(param, format!("{param} must be a positive integer, got {t}"))),
+            _ => Err(bad(
+                param,
+                format!("{param} must be a positive integer, got {t}"),
+            )),
         },
     }
 }
@@ -168,7 +173,8 @@ fn present(raw: Raw<'_>) -> bool {
 
 fn model_of(raw: Raw<'_>, body: &[u8], out: &mut Inspected) -> Result<(), GatewayError> {
     let Some(r) = raw else { return Ok(()) };
-    let s: String = serde_json::from_str(r.get()).map_err(|_| bad("model", "model must be a string"))?;
+    let s: String =
+        serde_json::from_str(r.get()).map_err(|_| bad("model", "model must be a string"))?;
     let start = (r.get().as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
     if start <= body.len() && start + r.get().len() <= body.len() {
         out.model_span = Some(start..start + r.get().len());
@@ -196,6 +202,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
                 return Err(bad("messages", "messages is required"));
             }
             out.stream = p.stream.unwrap_or(false);
+            out.has_stream_options = p.stream_options.is_some();
             out.include_usage = p
                 .stream_options
                 .and_then(|o| o.include_usage)
@@ -228,9 +235,6 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             out.stream = p.stream.unwrap_or(false);
             out.temperature = number(p.temperature, "temperature")?;
             out.max_tokens = positive_int(p.max_tokens, "max_tokens")?;
-            if out.max_tokens.is_none() {
-                return Err(bad("max_tokens", "max_tokens: field required"));
-            }
             mark(out.temperature.is_some(), "temperature", &mut out);
             mark(present(p.top_p), "top_p", &mut out);
             mark(present(p.top_k), "top_k", &mut out);
@@ -291,12 +295,22 @@ fn param_name(family: Family, canonical: &str) -> String {
 
 /// Checks ranges and supported parameters against `model`. Cheap; no tokenising.
 pub fn check(family: Family, req: &Inspected, model: &Model) -> Result<(), GatewayError> {
+    // Required on messages, not on count_tokens (which never calls `check`).
+    if family == Family::Anthropic && req.max_tokens.is_none() {
+        return Err(bad("max_tokens", "max_tokens: field required"));
+    }
     if let Some(t) = req.temperature {
-        let max = if family == Family::Anthropic { 1.0 } else { 2.0 };
+        let max = if family == Family::Anthropic {
+            1.0
+        } else {
+            2.0
+        };
         if !(0.0..=max).contains(&t) {
             return Err(bad(
                 &param_name(family, "temperature"),
-                format!("temperature {t} is out of range: the {family} protocol accepts 0 to {max}"),
+                format!(
+                    "temperature {t} is out of range: the {family} protocol accepts 0 to {max}"
+                ),
             ));
         }
     }
@@ -366,7 +380,11 @@ pub fn check_context(
     let budget = input_budget(req, model);
     let n = tokens::count(&countable(family, body)?, budget);
     if n > budget {
-        let param = if family == Family::Gemini { "contents" } else { "messages" };
+        let param = if family == Family::Gemini {
+            "contents"
+        } else {
+            "messages"
+        };
         let mut e = GatewayError::new(
             ErrorKind::ContextLengthExceeded,
             format!(

@@ -11,8 +11,19 @@ use serde_json::Value;
 use switchboard::proxy::route::ROUTES;
 
 fn assert_openai_model(m: &Value) {
-    for k in ["id", "object", "created", "owned_by", "description", "context_length", "architecture",
-              "pricing", "top_provider", "supported_parameters", "supported_protocols"] {
+    for k in [
+        "id",
+        "object",
+        "created",
+        "owned_by",
+        "description",
+        "context_length",
+        "architecture",
+        "pricing",
+        "top_provider",
+        "supported_parameters",
+        "supported_protocols",
+    ] {
         assert!(m.get(k).is_some(), "family A model lacks {k}: {m}");
     }
     assert_eq!(m["object"], "model");
@@ -24,7 +35,12 @@ fn assert_anthropic_model(m: &Value) {
     let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
     assert_eq!(keys.len(), 6, "{m}");
     assert!(m["id"].as_str().unwrap().starts_with("models/"));
-    for k in ["display_name", "description", "context_window_size", "supported_actions"] {
+    for k in [
+        "display_name",
+        "description",
+        "context_window_size",
+        "supported_actions",
+    ] {
         assert!(m.get(k).is_some(), "family B model lacks {k}");
     }
     for f in ["vision", "tool_use", "streaming"] {
@@ -34,8 +50,17 @@ fn assert_anthropic_model(m: &Value) {
 
 fn assert_gemini_model(m: &Value) {
     assert!(m["name"].as_str().unwrap().starts_with("models/"));
-    for k in ["version", "displayName", "description", "inputTokenLimit", "outputTokenLimit",
-              "supportedGenerationMethods", "temperature", "topP", "topK"] {
+    for k in [
+        "version",
+        "displayName",
+        "description",
+        "inputTokenLimit",
+        "outputTokenLimit",
+        "supportedGenerationMethods",
+        "temperature",
+        "topP",
+        "topK",
+    ] {
         assert!(m.get(k).is_some(), "family C model lacks {k}: {m}");
     }
 }
@@ -54,37 +79,86 @@ async fn shipped_catalog_serves_every_listing() {
     let all = all.json();
     assert_eq!(all["object"], "list");
     let data = all["data"].as_array().unwrap();
-    for id in ["gemini-3.1-flash-lite-preview", "gemini-3.1-flash", "gemini-3.1-pro", "gemini-3.0-flash",
-               "gemini-2.0-flash", "gemini-2.0-flash-exp", "claude-sonnet-4.7", "deepseek-v4-pro",
-               "deepseek-v4-flash", "qwen-3.6", "minimax-M2.7", "kimi-2.6"] {
+    for id in [
+        "gemini-3.1-flash-lite-preview",
+        "gemini-3.1-flash",
+        "gemini-3.1-pro",
+        "gemini-3.0-flash",
+        "gemini-2.0-flash",
+        "gemini-2.0-flash-exp",
+        "claude-sonnet-4.7",
+        "deepseek-v4-pro",
+        "deepseek-v4-flash",
+        "qwen-3.6",
+        "minimax-M2.7",
+        "kimi-2.6",
+    ] {
         assert!(data.iter().any(|m| m["id"] == id), "{id} missing from E1");
     }
     data.iter().for_each(assert_openai_model);
-    for p in ["openai", "anthropic", "google", "deepseek", "qwen", "moonshotai"] {
+    for p in [
+        "openai",
+        "anthropic",
+        "google",
+        "deepseek",
+        "qwen",
+        "moonshotai",
+    ] {
         let r = gw.get(&format!("/v1/models/{p}")).await.json();
         let items = r["data"].as_array().unwrap();
         assert!(!items.is_empty(), "{p}");
         assert!(items.iter().all(|m| m["owned_by"] == p));
     }
     let b = gw.get("/anthropic/v1/models").await.json();
-    b["models"].as_array().unwrap().iter().for_each(assert_anthropic_model);
-    assert_eq!(gw.get("/anthropic/v1/models/anthropic").await.json()["models"][0]["id"], "models/claude-sonnet-4.7");
+    b["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .for_each(assert_anthropic_model);
+    assert_eq!(
+        gw.get("/anthropic/v1/models/anthropic").await.json()["models"][0]["id"],
+        "models/claude-sonnet-4.7"
+    );
     assert_eq!(gw.get("/anthropic/v1/models/deepseek").await.status, 404);
     let c = gw.get("/google/v1beta/models").await.json();
-    let names: Vec<&str> = c["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = c["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&"models/gemini-3.1-pro") && names.contains(&"models/kimi-2.6"));
-    assert!(!names.contains(&"models/claude-sonnet-4.7"), "anthropic does not accept family C");
-    c["models"].as_array().unwrap().iter().for_each(assert_gemini_model);
+    assert!(
+        !names.contains(&"models/claude-sonnet-4.7"),
+        "anthropic does not accept family C"
+    );
+    c["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .for_each(assert_gemini_model);
     for p in ["google", "deepseek", "qwen", "moonshotai"] {
-        assert_eq!(gw.get(&format!("/google/v1beta/models/{p}")).await.status, 200, "{p}");
+        assert_eq!(
+            gw.get(&format!("/google/v1beta/models/{p}")).await.status,
+            200,
+            "{p}"
+        );
     }
     assert_eq!(gw.get("/google/v1beta/models/openai").await.status, 404);
-    let one = gw.get("/google/v1beta/models/qwen/minimax-M2.7").await.json();
+    let one = gw
+        .get("/google/v1beta/models/qwen/minimax-M2.7")
+        .await
+        .json();
     assert_eq!(one["name"], "models/minimax-M2.7");
-    let g = gw.get("/google/v1beta/models/google/gemini-3.1-pro").await.json();
+    let g = gw
+        .get("/google/v1beta/models/google/gemini-3.1-pro")
+        .await
+        .json();
     assert_eq!(
         g["inputTokenLimit"].as_u64().unwrap() + g["outputTokenLimit"].as_u64().unwrap(),
-        gw.get("/v1/models/google/gemini-3.1-pro").await.json()["context_length"].as_u64().unwrap()
+        gw.get("/v1/models/google/gemini-3.1-pro").await.json()["context_length"]
+            .as_u64()
+            .unwrap()
     );
 }
 
@@ -98,9 +172,16 @@ async fn every_route_of_the_table_answers() {
         } else {
             ("google", "gemini-3.1-pro")
         };
-        let path = pattern.replace("{provider}", provider).replace("{model_id}", model);
-        let r = gw.send(&Request::new(method, &path).body(b"{}".to_vec())).await;
-        assert!(r.header("x-request-id").is_some(), "{id} lacks x-request-id");
+        let path = pattern
+            .replace("{provider}", provider)
+            .replace("{model_id}", model);
+        let r = gw
+            .send(&Request::new(method, &path).body(b"{}".to_vec()))
+            .await;
+        assert!(
+            r.header("x-request-id").is_some(),
+            "{id} lacks x-request-id"
+        );
         if *method == "GET" {
             assert_eq!(r.status, 200, "{id} {path}: {}", r.text());
         } else {
@@ -125,26 +206,48 @@ async fn every_route_of_the_table_answers() {
 async fn listing_shapes_and_lookups() {
     let mock = MockUpstream::start().await;
     let gw = Gateway::start(&mock).await;
-    let e3 = gw.get("/v1/models/anthropic/claude-sonnet-4.7").await.json();
+    let e3 = gw
+        .get("/v1/models/anthropic/claude-sonnet-4.7")
+        .await
+        .json();
     assert_openai_model(&e3);
     assert_eq!(e3["id"], "claude-sonnet-4.7");
     assert_eq!(e3["owned_by"], "anthropic");
-    assert_eq!(e3["supported_protocols"], serde_json::json!(["openai", "anthropic"]));
+    assert_eq!(
+        e3["supported_protocols"],
+        serde_json::json!(["openai", "anthropic"])
+    );
     // the OpenAI SDK's models.retrieve(id)
     let by_id = gw.get("/v1/models/claude-sonnet-4.7").await.json();
     assert_eq!(by_id, e3);
     // E5 lists only models speaking anthropic
     let e5 = gw.get("/anthropic/v1/models").await.json();
-    let ids: Vec<&str> = e5["models"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = e5["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
     assert!(ids.contains(&"models/claude-sonnet-4.7") && ids.contains(&"models/deepseek-v4-pro"));
     assert!(!ids.contains(&"models/gpt-5"));
-    let e7 = gw.get("/anthropic/v1/models/anthropic/claude-sonnet-4.7").await.json();
+    let e7 = gw
+        .get("/anthropic/v1/models/anthropic/claude-sonnet-4.7")
+        .await
+        .json();
     assert_anthropic_model(&e7);
     assert_eq!(e7["context_window_size"], 200000);
     // catalog order is listing order
     let e1 = gw.get("/v1/models").await.json();
-    let order: Vec<&str> = e1["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert_eq!(&order[..3], &["gpt-5", "claude-sonnet-4.7", "gemini-3.1-pro"]);
+    let order: Vec<&str> = e1["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &order[..3],
+        &["gpt-5", "claude-sonnet-4.7", "gemini-3.1-pro"]
+    );
     // a trailing slash is tolerated, query strings ignored
     assert_eq!(gw.get("/v1/models/?x=1").await.json(), e1);
 }
@@ -162,14 +265,29 @@ async fn routing_errors_in_each_family_shape() {
         ("GET", "/v1/nothing", 404, "openai"),
         ("GET", "/", 404, "openai"),
         ("GET", "/anthropic/v1/models/google", 404, "anthropic"),
-        ("GET", "/anthropic/v1/models/anthropic/gpt-5", 404, "anthropic"),
+        (
+            "GET",
+            "/anthropic/v1/models/anthropic/gpt-5",
+            404,
+            "anthropic",
+        ),
         ("GET", "/anthropic/v1/messages", 405, "anthropic"),
         ("DELETE", "/anthropic/v1/models", 405, "anthropic"),
         ("GET", "/anthropic/v2/x", 404, "anthropic"),
         ("GET", "/google/v1beta/models/openai", 404, "gemini"),
         ("GET", "/google/v1beta/models/google/nope", 404, "gemini"),
-        ("GET", "/google/v1beta/models/google/gemini-3.1-pro:generateContent", 405, "gemini"),
-        ("POST", "/google/v1beta/models/google/gemini-3.1-pro:embedContent", 404, "gemini"),
+        (
+            "GET",
+            "/google/v1beta/models/google/gemini-3.1-pro:generateContent",
+            405,
+            "gemini",
+        ),
+        (
+            "POST",
+            "/google/v1beta/models/google/gemini-3.1-pro:embedContent",
+            404,
+            "gemini",
+        ),
         ("PUT", "/google/v1beta/models", 405, "gemini"),
     ];
     for (method, path, status, family) in cases {
@@ -179,7 +297,11 @@ async fn routing_errors_in_each_family_shape() {
         match *family {
             "anthropic" => {
                 assert_eq!(v["type"], "error", "{path}");
-                let t = if *status == 404 { "not_found_error" } else { "invalid_request_error" };
+                let t = if *status == 404 {
+                    "not_found_error"
+                } else {
+                    "invalid_request_error"
+                };
                 assert_eq!(v["error"]["type"], t, "{path}");
             }
             "gemini" => {
@@ -204,10 +326,18 @@ async fn request_ids_and_public_routes_ignore_keys() {
     let a = gw.get("/v1/models").await;
     let b = gw.get("/v1/models").await;
     assert_ne!(a.header("x-request-id"), b.header("x-request-id"));
-    let mine = gw.send(&Request::get("/v1/models").header("x-request-id", "my-trace-42")).await;
+    let mine = gw
+        .send(&Request::get("/v1/models").header("x-request-id", "my-trace-42"))
+        .await;
     assert_eq!(mine.header("x-request-id"), Some("my-trace-42"));
-    for (h, v) in [("authorization", "Bearer wrong"), ("x-api-key", "wrong"), ("x-goog-api-key", "wrong")] {
-        let r = gw.send(&Request::get("/google/v1beta/models").header(h, v)).await;
+    for (h, v) in [
+        ("authorization", "Bearer wrong"),
+        ("x-api-key", "wrong"),
+        ("x-goog-api-key", "wrong"),
+    ] {
+        let r = gw
+            .send(&Request::get("/google/v1beta/models").header(h, v))
+            .await;
         assert_eq!(r.status, 200);
     }
     assert_eq!(gw.get("/google/v1beta/models?key=wrong").await.status, 200);

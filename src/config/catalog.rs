@@ -276,7 +276,10 @@ impl Catalog {
 fn token(o: &Obj<'_>, key: &str) -> Result<String, ConfigError> {
     let s = o.str(key)?;
     if s.contains(['/', ':', '?', '#', ' ']) || s.trim() != s {
-        return Err(o.err(key, format!("{s:?} must not contain '/', ':', '?', '#' or spaces")));
+        return Err(o.err(
+            key,
+            format!("{s:?} must not contain '/', ':', '?', '#' or spaces"),
+        ));
     }
     Ok(s.to_string())
 }
@@ -525,9 +528,15 @@ mod tests {
     #[test]
     fn parses_base_urls() {
         let u = BaseUrl::parse("https://api.example.com").unwrap();
-        assert_eq!((u.port, u.path.as_str(), u.authority.as_str()), (443, "", "api.example.com"));
+        assert_eq!(
+            (u.port, u.path.as_str(), u.authority.as_str()),
+            (443, "", "api.example.com")
+        );
         let u = BaseUrl::parse("http://[::1]:8080/x").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("::1", 8080, "/x"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("::1", 8080, "/x")
+        );
         assert!(BaseUrl::parse("http://h:99999").is_err());
         assert!(BaseUrl::parse("http://u@h").is_err());
     }

@@ -139,7 +139,11 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Value, ConfigError> {
         ConfigError::new(
             file,
             "$",
-            format!("invalid JSON at line {} column {}: {e}", e.line(), e.column()),
+            format!(
+                "invalid JSON at line {} column {}: {e}",
+                e.line(),
+                e.column()
+            ),
         )
     })
 }

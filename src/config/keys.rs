@@ -111,7 +111,9 @@ impl KeyStore {
                 (Some(k), None) if !k.is_empty() => sha256(k.as_bytes()),
                 (None, Some(h)) => hex32(&h.to_ascii_lowercase())
                     .ok_or_else(|| o.err("sha256", "expected 64 hexadecimal digits"))?,
-                (Some(_), Some(_)) => return Err(o.err("key", "give either key or sha256, not both")),
+                (Some(_), Some(_)) => {
+                    return Err(o.err("key", "give either key or sha256, not both"))
+                }
                 _ => return Err(o.err("key", "missing: give key or sha256")),
             };
             let models = o
@@ -190,7 +192,8 @@ mod tests {
         assert!(!p.matches("anthropic/claude"));
         assert!(ModelPattern("*".into()).matches("a/b"));
         assert!(ModelPattern("*/gpt-*-mini".into()).matches("openai/gpt-5-mini"));
-        assert!(!ModelPattern("anthropic/claude-sonnet-4.7".into()).matches("anthropic/claude-sonnet-4.70"));
+        assert!(!ModelPattern("anthropic/claude-sonnet-4.7".into())
+            .matches("anthropic/claude-sonnet-4.70"));
     }
 
     #[test]
@@ -199,8 +202,11 @@ mod tests {
         assert_eq!(e.path, "$.keys[0].key");
         let e = KeyStore::from_str("k.json", r#"{"keys":[{"id":"a","sha256":"zz"}]}"#).unwrap_err();
         assert_eq!(e.path, "$.keys[0].sha256");
-        let e = KeyStore::from_str("k.json", r#"{"keys":[{"id":"a","key":"x"},{"id":"a","key":"y"}]}"#)
-            .unwrap_err();
+        let e = KeyStore::from_str(
+            "k.json",
+            r#"{"keys":[{"id":"a","key":"x"},{"id":"a","key":"y"}]}"#,
+        )
+        .unwrap_err();
         assert_eq!(e.path, "$.keys[1].id");
     }
 }

@@ -23,29 +23,46 @@ pub fn answer(snap: &Snapshot, family: Family, endpoint: &Endpoint) -> Result<By
             if let Some(b) = l.by_provider.get(x) {
                 return Ok(b.clone());
             }
-            // `models.retrieve(id)` in the SDKs: a bare model id (or `models/<id>`).
-            let id = x.strip_prefix("models%2F").unwrap_or(x);
-            l.by_model
-                .get(id)
-                .cloned()
-                .ok_or_else(|| no_provider(family, x))
-        }
-        Endpoint::GetModel { provider, model } => {
-            if !l.by_provider.contains_key(provider) {
-                return Err(no_provider(family, provider));
+            // `models.retrieve(id)` in the SDKs: a bare model id, `models/<id>`,
+            // or `provider/model_id` (the name family A responses carry).
+            let id = x.strip_prefix("models/").unwrap_or(x);
+            match id.split_once('/') {
+                Some((provider, model)) => get_model(snap, family, provider, model),
+                None => l
+                    .by_model
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| no_provider(family, x)),
             }
-            let found = snap
-                .catalog
-                .model(model)
-                .filter(|m| &m.provider == provider)
-                .and_then(|m| l.by_model.get(&m.id));
-            found.cloned().ok_or_else(|| {
-                GatewayError::new(
-                    ErrorKind::NotFound,
-                    format!("model {model:?} not found under provider {provider:?}"),
-                )
-            })
         }
-        _ => Err(GatewayError::new(ErrorKind::Internal, "not a listing endpoint")),
+        Endpoint::GetModel { provider, model } => get_model(snap, family, provider, model),
+        _ => Err(GatewayError::new(
+            ErrorKind::Internal,
+            "not a listing endpoint",
+        )),
     }
+}
+
+/// E3 / E7 / E11: one model under one provider.
+fn get_model(
+    snap: &Snapshot,
+    family: Family,
+    provider: &str,
+    model: &str,
+) -> Result<Bytes, GatewayError> {
+    let l = snap.listings(family);
+    if !l.by_provider.contains_key(provider) {
+        return Err(no_provider(family, provider));
+    }
+    let found = snap
+        .catalog
+        .model(model)
+        .filter(|m| m.provider == provider)
+        .and_then(|m| l.by_model.get(&m.id));
+    found.cloned().ok_or_else(|| {
+        GatewayError::new(
+            ErrorKind::NotFound,
+            format!("model {model:?} not found under provider {provider:?}"),
+        )
+    })
 }

@@ -6,8 +6,10 @@
 
 pub mod auth;
 pub mod ctx;
+pub mod dispatch;
 pub mod inference;
 pub mod listings;
+pub mod relay;
 pub mod respond;
 pub mod route;
 pub mod upstream;
@@ -85,7 +87,15 @@ impl Gateway {
         ctx.family = r.family;
         let snap = self.rt.snapshot();
         match &r.endpoint {
-            Endpoint::Health => respond::json(session, ctx, 200, Bytes::from_static(b"{\"status\":\"ok\"}")).await,
+            Endpoint::Health => {
+                respond::json(
+                    session,
+                    ctx,
+                    200,
+                    Bytes::from_static(b"{\"status\":\"ok\"}"),
+                )
+                .await
+            }
             Endpoint::Ready => {
                 let body = format!(
                     "{{\"status\":\"ready\",\"providers\":{},\"models\":{}}}",
@@ -136,12 +146,24 @@ impl ProxyHttp for Gateway {
         Ok(true)
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
         // Every request is answered in request_filter; reaching here is a bug.
-        Err(Error::explain(ErrorType::InternalError, "no upstream phase in switchboard"))
+        Err(Error::explain(
+            ErrorType::InternalError,
+            "no upstream phase in switchboard",
+        ))
     }
 
-    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) -> FailToProxy {
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
         let code = match e.etype() {
             ErrorType::HTTPStatus(c) => *c,
             ErrorType::ReadError | ErrorType::WriteError | ErrorType::ConnectionClosed => 0,
@@ -149,7 +171,11 @@ impl ProxyHttp for Gateway {
         };
         if code > 0 && ctx.status == 0 {
             let kind = GatewayError::kind_for_status(code);
-            let kind = if code >= 500 { ErrorKind::Internal } else { kind };
+            let kind = if code >= 500 {
+                ErrorKind::Internal
+            } else {
+                kind
+            };
             let ge = GatewayError::new(kind, format!("request failed: {e}")).with_status(code);
             if let Err(we) = respond::error(session, ctx, ctx.family, &ge).await {
                 log::debug!("cannot send error response: {we}");

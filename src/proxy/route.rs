@@ -77,10 +77,26 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("E9", "GET", "/google/v1beta/models"),
     ("E10", "GET", "/google/v1beta/models/{provider}"),
     ("E11", "GET", "/google/v1beta/models/{provider}/{model_id}"),
-    ("E12", "POST", "/google/v1beta/models/{provider}/{model_id}:generateContent"),
-    ("E13", "POST", "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent?alt=sse"),
-    ("E13j", "POST", "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent"),
-    ("E14", "POST", "/google/v1beta/models/{provider}/{model_id}:countTokens"),
+    (
+        "E12",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:generateContent",
+    ),
+    (
+        "E13",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent?alt=sse",
+    ),
+    (
+        "E13j",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:streamGenerateContent",
+    ),
+    (
+        "E14",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:countTokens",
+    ),
     ("H", "GET", "/healthz"),
     ("H", "GET", "/readyz"),
 ];
@@ -105,8 +121,36 @@ fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> Gatewa
         ErrorKind::MethodNotAllowed,
         format!("method {method} is not allowed on {path}; use {allowed}"),
     );
-    e.allow = Some(if allowed == "GET" { "GET, HEAD" } else { allowed });
+    e.allow = Some(if allowed == "GET" {
+        "GET, HEAD"
+    } else {
+        allowed
+    });
     e
+}
+
+/// Decodes `%XX` escapes in one path segment (SDKs escape `/` in ids as `%2F`);
+/// malformed escapes are kept as they are.
+fn percent_decode(seg: &str) -> String {
+    if !seg.contains('%') {
+        return seg.to_string();
+    }
+    let b = seg.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| seg.to_string())
 }
 
 fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
@@ -117,7 +161,11 @@ fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
 }
 
 /// Routes a request. On error, the family tells the error shape.
-pub fn route(method: &str, path: &str, query: Option<&str>) -> Result<Route, (Family, GatewayError)> {
+pub fn route(
+    method: &str,
+    path: &str,
+    query: Option<&str>,
+) -> Result<Route, (Family, GatewayError)> {
     let family = family_of_path(path);
     let trimmed = if path.len() > 1 {
         path.strip_suffix('/').unwrap_or(path)
@@ -144,13 +192,14 @@ pub fn route(method: &str, path: &str, query: Option<&str>) -> Result<Route, (Fa
             _ => fail(not_found(path)),
         };
     };
-    let segs: Vec<&str> = if rest.is_empty() {
+    let decoded: Vec<String> = if rest.is_empty() {
         Vec::new()
     } else if let Some(r) = rest.strip_prefix('/') {
-        r.split('/').collect()
+        r.split('/').map(percent_decode).collect()
     } else {
         return fail(not_found(path));
     };
+    let segs: Vec<&str> = decoded.iter().map(String::as_str).collect();
     if segs.iter().any(|s| s.is_empty()) {
         return fail(not_found(path));
     }
@@ -176,7 +225,11 @@ pub fn route(method: &str, path: &str, query: Option<&str>) -> Result<Route, (Fa
                     "POST",
                     Endpoint::GenerateContent {
                         model,
-                        stream: if sse { GeminiStream::Sse } else { GeminiStream::None },
+                        stream: if sse {
+                            GeminiStream::Sse
+                        } else {
+                            GeminiStream::None
+                        },
                     },
                 ),
                 "streamGenerateContent" => expect(
@@ -220,7 +273,9 @@ mod tests {
     fn routes_every_row_of_the_table() {
         for (id, method, pattern) in ROUTES {
             let (p, q) = pattern.split_once('?').unwrap_or((pattern, ""));
-            let p = p.replace("{provider}", "google").replace("{model_id}", "gemini-3.1-pro");
+            let p = p
+                .replace("{provider}", "google")
+                .replace("{model_id}", "gemini-3.1-pro");
             let r = route(method, &p, Some(q)).unwrap_or_else(|e| panic!("{id}: {e:?}"));
             assert_eq!(r.family, family_of_path(&p), "{id}");
             let again = route(method, &format!("{p}/"), Some(q)).unwrap();
@@ -230,20 +285,55 @@ mod tests {
 
     #[test]
     fn gemini_model_paths() {
-        let r = ok("POST", "/google/v1beta/models/google/gemini-3.1-pro:streamGenerateContent", Some("alt=sse"));
+        let r = ok(
+            "POST",
+            "/google/v1beta/models/google/gemini-3.1-pro:streamGenerateContent",
+            Some("alt=sse"),
+        );
         assert_eq!(
             r.endpoint,
-            Endpoint::GenerateContent { model: "google/gemini-3.1-pro".into(), stream: GeminiStream::Sse }
+            Endpoint::GenerateContent {
+                model: "google/gemini-3.1-pro".into(),
+                stream: GeminiStream::Sse
+            }
         );
-        let r = ok("POST", "/google/v1beta/models/gemini-3.1-pro:streamGenerateContent", None);
+        let r = ok(
+            "POST",
+            "/google/v1beta/models/gemini-3.1-pro:streamGenerateContent",
+            None,
+        );
         assert_eq!(
             r.endpoint,
-            Endpoint::GenerateContent { model: "gemini-3.1-pro".into(), stream: GeminiStream::JsonArray }
+            Endpoint::GenerateContent {
+                model: "gemini-3.1-pro".into(),
+                stream: GeminiStream::JsonArray
+            }
         );
-        let r = ok("POST", "/google/v1beta/models/gemini-3.1-pro:generateContent", Some("key=x&alt=sse"));
-        assert!(matches!(r.endpoint, Endpoint::GenerateContent { stream: GeminiStream::Sse, .. }));
+        let r = ok(
+            "POST",
+            "/google/v1beta/models/gemini-3.1-pro:generateContent",
+            Some("key=x&alt=sse"),
+        );
+        assert!(matches!(
+            r.endpoint,
+            Endpoint::GenerateContent {
+                stream: GeminiStream::Sse,
+                ..
+            }
+        ));
         assert!(route("POST", "/google/v1beta/models/a/b/c:generateContent", None).is_err());
         assert!(route("POST", "/google/v1beta/models/x:embed", None).is_err());
+    }
+
+    #[test]
+    fn escaped_segments_are_decoded() {
+        assert_eq!(percent_decode("openai%2Fgpt-5"), "openai/gpt-5");
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(
+            ok("GET", "/v1/models/openai%2Fgpt-5", None).endpoint,
+            Endpoint::ProviderOrModel("openai/gpt-5".into())
+        );
     }
 
     #[test]

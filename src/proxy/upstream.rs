@@ -11,7 +11,7 @@ use pingora_core::connectors::http::Connector;
 use pingora_core::connectors::ConnectorOptions;
 use pingora_core::protocols::http::client::HttpSession;
 use pingora_core::upstreams::peer::HttpPeer;
-use pingora_core::ErrorType;
+use pingora_core::{ErrorType, RetryType};
 use pingora_http::RequestHeader;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -56,6 +56,15 @@ pub fn transport_error(what: &str, e: &pingora_core::Error) -> GatewayError {
     }
 }
 
+/// Whether a failure on a pooled connection shows the connection was already dead
+/// (closed or reset by the upstream while idle), so the request never got there and
+/// sending it again on a new connection is safe. A timeout is not such a failure:
+/// the upstream may be working on the request, and resending would run it twice.
+fn is_stale(e: &pingora_core::Error) -> bool {
+    matches!(e.retry, RetryType::ReusedOnly | RetryType::Decided(true))
+        || matches!(e.etype(), ErrorType::WriteError)
+}
+
 impl UpstreamClient {
     /// A client using `settings`' timeouts.
     pub fn new(settings: &Settings) -> Self {
@@ -85,14 +94,17 @@ impl UpstreamClient {
         )
         .await
         .map_err(|_| {
-            GatewayError::new(ErrorKind::Timeout, format!("resolving {} timed out", url.host))
+            GatewayError::new(
+                ErrorKind::Timeout,
+                format!("resolving {} timed out", url.host),
+            )
         })?;
-        let addr = lookup
-            .ok()
-            .and_then(|mut it| it.next())
-            .ok_or_else(|| {
-                GatewayError::new(ErrorKind::BadGateway, format!("cannot resolve upstream host {}", url.host))
-            })?;
+        let addr = lookup.ok().and_then(|mut it| it.next()).ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::BadGateway,
+                format!("cannot resolve upstream host {}", url.host),
+            )
+        })?;
         if let Ok(mut cache) = self.dns.lock() {
             cache.insert(key, (addr, Instant::now()));
         }
@@ -113,7 +125,12 @@ impl UpstreamClient {
     }
 
     /// Sends `req` with `body` and reads the response header.
-    pub async fn send(&self, peer: HttpPeer, req: &RequestHeader, body: Bytes) -> Result<Exchange, GatewayError> {
+    pub async fn send(
+        &self,
+        peer: HttpPeer,
+        req: &RequestHeader,
+        body: Bytes,
+    ) -> Result<Exchange, GatewayError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -133,7 +150,7 @@ impl UpstreamClient {
             .await;
             match sent {
                 Ok(()) => return Ok(Exchange { session, peer }),
-                Err(e) if reused && attempt <= STALE_RETRIES => {
+                Err(e) if reused && attempt <= STALE_RETRIES && is_stale(&e) => {
                     log::debug!("pooled upstream connection failed ({e}); retrying on a new one");
                     continue;
                 }

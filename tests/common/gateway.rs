@@ -47,7 +47,11 @@ impl Drop for TempDir {
 
 /// A free loopback port (bound then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn model(id: &str, provider: &str, extra: Value) -> Value {
@@ -73,7 +77,13 @@ fn model(id: &str, provider: &str, extra: Value) -> Value {
 
 /// A catalog whose providers all point at `mock`:
 /// `openai` (openai), `anthropic` (anthropic), `google` (gemini), `deepseek` (openai+anthropic),
-/// `nokey` (openai, key variable unset), `down` (openai, nothing listening).
+/// `nokey` (openai, key variable unset), `down` (openai, nothing listening),
+/// `kimi` (anthropic only, accepted by family C), `flaky` (a dead openai
+/// upstream first, then anthropic: failover).
+///
+/// Cross-protocol cells (client → upstream): A→B `claude-sonnet-4.7`, A→C
+/// `gemini-3.1-pro`, B→A `gpt-5-any`, B→C `gemini-any`, C→A `deepseek/deepseek-v4-pro`,
+/// C→B `kimi/kimi-2.6`.
 pub fn catalog(mock: &MockUpstream) -> Value {
     let up = |p: Protocol| json!({"protocol": p.name(), "base_url": mock.base_url(p), "api_key_env": format!("SB_TEST_KEY_{}", p.name().to_uppercase())});
     let dead = format!("http://127.0.0.1:{}/v1", free_port());
@@ -84,7 +94,11 @@ pub fn catalog(mock: &MockUpstream) -> Value {
             {"id": "google", "families": ["openai","gemini"], "upstreams": [up(Protocol::Gemini)]},
             {"id": "deepseek", "families": ["openai","gemini"], "upstreams": [up(Protocol::OpenAi), up(Protocol::Anthropic)]},
             {"id": "nokey", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": mock.base_url(Protocol::OpenAi), "api_key_env": "SB_TEST_UNSET_KEY"}]},
-            {"id": "down", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": dead, "api_key_env": "SB_TEST_KEY_OPENAI"}]}
+            {"id": "down", "families": ["openai"], "upstreams": [{"protocol":"openai","base_url": dead, "api_key_env": "SB_TEST_KEY_OPENAI"}]},
+            {"id": "kimi", "families": ["openai","gemini"], "upstreams": [up(Protocol::Anthropic)]},
+            {"id": "flaky", "families": ["openai"], "upstreams": [
+                {"protocol":"openai","base_url": format!("http://127.0.0.1:{}/v1", free_port()), "api_key_env": "SB_TEST_KEY_OPENAI"},
+                up(Protocol::Anthropic)]}
         ],
         "models": [
             model("gpt-5", "openai", json!({"upstream_model": "gpt-5-2025-08-07", "protocols": ["openai"]})),
@@ -98,7 +112,11 @@ pub fn catalog(mock: &MockUpstream) -> Value {
             model("tiny-gemini", "google", json!({"context_length": 1000, "max_output_tokens": 100,
                 "supported_parameters": ["max_tokens","stream"], "protocols": ["gemini"]})),
             model("orphan-key", "nokey", json!({})),
-            model("offline", "down", json!({}))
+            model("offline", "down", json!({})),
+            model("gpt-5-any", "openai", json!({})),
+            model("gemini-any", "google", json!({})),
+            model("kimi-2.6", "kimi", json!({})),
+            model("flaky-model", "flaky", json!({}))
         ]
     })
 }
@@ -124,9 +142,27 @@ pub struct Gateway {
 impl Gateway {
     /// Starts the gateway with these files and extra arguments; waits until it answers.
     pub async fn start_with(catalog: &Value, keys: &Value, args: &[&str]) -> Gateway {
+        Gateway::start_with_env(catalog, keys, args, &[]).await
+    }
+
+    /// As [`Gateway::start_with`], with extra environment variables.
+    pub async fn start_with_env(
+        catalog: &Value,
+        keys: &Value,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let dir = TempDir::new();
-        std::fs::write(dir.file("catalog.json"), serde_json::to_vec_pretty(catalog).unwrap()).unwrap();
-        std::fs::write(dir.file("keys.json"), serde_json::to_vec_pretty(keys).unwrap()).unwrap();
+        std::fs::write(
+            dir.file("catalog.json"),
+            serde_json::to_vec_pretty(catalog).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.file("keys.json"),
+            serde_json::to_vec_pretty(keys).unwrap(),
+        )
+        .unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
@@ -145,19 +181,29 @@ impl Gateway {
             .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
             .env_remove("SB_TEST_UNSET_KEY")
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .unwrap();
-        let gw = Gateway { child, addr, metrics, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let gw = Gateway {
+            child,
+            addr,
+            metrics,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
                 if r.status == 200 {
                     break;
                 }
             }
-            assert!(Instant::now() < deadline, "gateway did not start:\n{}", gw.log());
+            assert!(
+                Instant::now() < deadline,
+                "gateway did not start:\n{}",
+                gw.log()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         gw
@@ -190,12 +236,18 @@ impl Gateway {
 
     /// Rewrites the catalog file.
     pub fn write_catalog(&self, v: &Value) {
-        write_atomically(&self.dir.file("catalog.json"), &serde_json::to_vec_pretty(v).unwrap());
+        write_atomically(
+            &self.dir.file("catalog.json"),
+            &serde_json::to_vec_pretty(v).unwrap(),
+        );
     }
 
     /// Rewrites the keys file.
     pub fn write_keys(&self, v: &Value) {
-        write_atomically(&self.dir.file("keys.json"), &serde_json::to_vec_pretty(v).unwrap());
+        write_atomically(
+            &self.dir.file("keys.json"),
+            &serde_json::to_vec_pretty(v).unwrap(),
+        );
     }
 }
 
@@ -218,7 +270,9 @@ pub fn authed(family: &str, method_path: &str, key: &str, body: &Value) -> Reque
     let r = Request::post(method_path).json(body);
     match family {
         "openai" => r.header("authorization", &format!("Bearer {key}")),
-        "anthropic" => r.header("x-api-key", key).header("anthropic-version", "2023-06-01"),
+        "anthropic" => r
+            .header("x-api-key", key)
+            .header("anthropic-version", "2023-06-01"),
         _ => r.header("x-goog-api-key", key),
     }
 }

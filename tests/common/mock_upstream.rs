@@ -24,7 +24,9 @@
 //!   (429 adds `retry-after: 1`).
 //! - `[[slow:MS]]`: wait MS milliseconds before sending the response head.
 //! - `[[stall:MS]]`: send the head and the first frame (non-stream: the head),
-//!   then wait MS milliseconds before the rest.
+//!   then wait MS milliseconds before the rest. A stream whose reader closes the
+//!   connection during the wait ends there and is counted
+//!   ([`MockUpstream::aborted_streams`]).
 //! - `[[cut]]`: stream: close the connection after half of the frames, without
 //!   the final chunk; non-stream: close after half of the body.
 //! - `[[malformed]]`: stream: a frame whose data is not JSON, mid-stream;
@@ -199,6 +201,8 @@ struct State {
     connections: AtomicUsize,
     seq: AtomicU64,
     verbose: AtomicBool,
+    /// Streams whose reader went away while they were stalled.
+    aborted: AtomicUsize,
 }
 
 impl State {
@@ -265,6 +269,12 @@ impl MockUpstream {
     /// TCP connections accepted so far (to check keep-alive reuse).
     pub fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// Streams whose reader (the gateway) closed the connection during a
+    /// `[[stall:MS]]` wait, noticed as soon as it happened.
+    pub fn aborted_streams(&self) -> usize {
+        self.state.aborted.load(Ordering::SeqCst)
     }
 
     /// Logs one line per request on stderr.
@@ -360,7 +370,13 @@ async fn serve_connection(state: &State, stream: TcpStream) -> io::Result<()> {
         };
         let reply = respond(state, request);
         let status = reply.status;
-        let keep = write_reply(conn.get_mut(), reply, keep_alive).await?;
+        let keep = match write_reply(conn.get_mut(), reply, keep_alive).await {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {
+                state.aborted.fetch_add(1, Ordering::SeqCst);
+                return Err(e);
+            }
+            written => written?,
+        };
         if state.verbose.load(Ordering::Relaxed) {
             eprintln!("mock_upstream: {} -> {status}", head.start_line);
         }
@@ -1462,7 +1478,12 @@ async fn write_reply(io: &mut TcpStream, reply: Reply, keep_alive: bool) -> io::
                 writer.write_frame(io, frame).await?;
                 if i == 0 {
                     if let Some(delay) = fx.stall {
-                        tokio::time::sleep(delay).await;
+                        if stall_unless_closed(io, delay).await {
+                            return Err(io::Error::new(
+                                io::ErrorKind::ConnectionAborted,
+                                "the reader closed the connection during a stall",
+                            ));
+                        }
                     }
                 }
             }
@@ -1470,6 +1491,24 @@ async fn write_reply(io: &mut TcpStream, reply: Reply, keep_alive: bool) -> io::
             io.flush().await?;
             Ok(keep_alive)
         }
+    }
+}
+
+/// Waits `delay`, watching the connection: true (at once) if the peer closes it.
+async fn stall_unless_closed(io: &mut TcpStream, delay: Duration) -> bool {
+    let sleep = tokio::time::sleep(delay);
+    tokio::pin!(sleep);
+    let mut probe = [0u8; 1];
+    tokio::select! {
+        () = &mut sleep => false,
+        seen = io.peek(&mut probe) => match seen {
+            Ok(0) | Err(_) => true,
+            // Bytes of a next request: the reader is still there.
+            Ok(_) => {
+                sleep.await;
+                false
+            }
+        },
     }
 }
 

@@ -2,6 +2,7 @@
 // Each test binary uses a different part of this support code.
 #![allow(dead_code)]
 
+pub mod families;
 pub mod gateway;
 pub mod http_client;
 pub mod mock_upstream;

@@ -1,0 +1,103 @@
+//! Criterion benchmarks of the gateway's same-family hot path: request
+//! inspection (2 KB and 200 KB bodies), passthrough rewriting of response
+//! bodies and of SSE frames per family, and listing rendering.
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use switchboard::config::{Catalog, KeyStore};
+use switchboard::family::Family;
+use switchboard::passthrough::{model_json, rewrite_body, Framing, PassthroughStream};
+use switchboard::runtime::Snapshot;
+use switchboard::validate::inspect;
+
+fn openai_request(bytes: usize) -> Vec<u8> {
+    let filler = "The quick brown fox jumps over the lazy dog. ".repeat(bytes / 45 + 1);
+    serde_json::json!({
+        "model": "openai/gpt-5",
+        "temperature": 0.7,
+        "max_tokens": 512,
+        "stream": true,
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": &filler[..bytes.saturating_sub(200)]}
+        ]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn frames(family: Family, n: usize) -> Vec<u8> {
+    let mut s = String::new();
+    for i in 0..n {
+        match family {
+            Family::OpenAi => s.push_str(&format!(
+                "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-5-2025-08-07\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"token{i} \"}},\"finish_reason\":null}}]}}\n\n"
+            )),
+            Family::Anthropic => s.push_str(&format!(
+                "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"token{i} \"}}}}\n\n"
+            )),
+            Family::Gemini => s.push_str(&format!(
+                "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"token{i} \"}}],\"role\":\"model\"}},\"index\":0}}],\"modelVersion\":\"gemini-3.1-pro\",\"responseId\":\"r1\"}}\r\n\r\n"
+            )),
+        }
+    }
+    s.into_bytes()
+}
+
+fn bench_inspect(c: &mut Criterion) {
+    let mut g = c.benchmark_group("inspect_request");
+    for size in [2 * 1024, 200 * 1024] {
+        let body = openai_request(size);
+        g.throughput(Throughput::Bytes(body.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
+            b.iter(|| inspect(Family::OpenAi, black_box(body), false).map(|r| r.params.len()))
+        });
+    }
+    g.finish();
+}
+
+fn bench_rewrite_body(c: &mut Criterion) {
+    let body = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-5-2025-08-07","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, how can I help you today?"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}"#;
+    let name = model_json("openai/gpt-5");
+    c.bench_function("rewrite_body/openai", |b| {
+        b.iter(|| rewrite_body(Family::OpenAi, black_box(body), &name).map_or(0, |r| r.0.len()))
+    });
+}
+
+fn bench_passthrough_frames(c: &mut Criterion) {
+    let mut g = c.benchmark_group("passthrough_per_frame");
+    for family in Family::ALL {
+        let input = frames(family, 50);
+        g.throughput(Throughput::Elements(50));
+        g.bench_function(family.name(), |b| {
+            let mut out = Vec::with_capacity(input.len() * 2);
+            b.iter(|| {
+                let mut s = PassthroughStream::new(family, Framing::Sse, model_json("m"), 1 << 20);
+                out.clear();
+                for chunk in input.chunks(1460) {
+                    let _ = s.push(chunk, &mut out);
+                }
+                out.len()
+            })
+        });
+    }
+    g.finish();
+}
+
+fn bench_listings(c: &mut Criterion) {
+    let text = std::fs::read_to_string("conf/catalog.json").unwrap_or_default();
+    let Ok(catalog) = Catalog::from_str("conf/catalog.json", &text, &|_| None) else {
+        return;
+    };
+    c.bench_function("render_listings/default_catalog", |b| {
+        b.iter(|| Snapshot::new(black_box(catalog.clone()), KeyStore::default()))
+    });
+}
+
+criterion_group!(
+    benches,
+    bench_inspect,
+    bench_rewrite_body,
+    bench_passthrough_frames,
+    bench_listings
+);
+criterion_main!(benches);

@@ -1,0 +1,185 @@
+"""Session fixtures for the official-SDK suite.
+
+Starts the project's mock upstream (`examples/mock_upstream`) and the real
+release `switchboard` binary on loopback ports, with a test catalog whose
+providers all point at the mock, and hands the tests SDK clients configured
+exactly as each SDK's documentation shows.
+
+Binaries are taken from `${CARGO_TARGET_DIR:-target}/release/` (relative to
+the repository root). Unless `SWITCHBOARD_SDK_NO_BUILD=1`, the session first
+runs `cargo build --release --bin switchboard --example mock_upstream`, a
+no-op when they are up to date, so the suite never tests stale code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import support
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _target_dir() -> Path:
+    d = Path(os.environ.get("CARGO_TARGET_DIR", "target"))
+    return d if d.is_absolute() else REPO / d
+
+
+def _build() -> None:
+    if os.environ.get("SWITCHBOARD_SDK_NO_BUILD") == "1":
+        return
+    cmd = ["cargo", "build", "--release", "--quiet", "--bin", "switchboard", "--example", "mock_upstream"]
+    try:
+        subprocess.run(cmd, cwd=REPO, check=True)
+    except FileNotFoundError:
+        pass  # no cargo on PATH: use whatever binaries exist
+
+
+def _binary(rel: str) -> Path:
+    p = _target_dir() / "release" / rel
+    if not p.exists():
+        pytest.exit(
+            f"{p} not found: run `cargo build --release --bin switchboard --example mock_upstream` first",
+            returncode=2,
+        )
+    return p
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Mock:
+    url: str  # http://127.0.0.1:PORT
+
+    def base_url(self, protocol: str) -> str:
+        return self.url + {"openai": "/openai/v1", "anthropic": "/anthropic/v1", "gemini": "/gemini/v1beta"}[protocol]
+
+    def reset(self) -> None:
+        req = urllib.request.Request(self.url + "/__mock/reset", data=b"", method="POST")
+        urllib.request.urlopen(req, timeout=5).read()
+
+    def requests(self) -> list[dict]:
+        return json.loads(_get(self.url + "/__mock/requests")[1])
+
+
+@dataclass
+class Gateway:
+    url: str  # http://127.0.0.1:PORT
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def mock():
+    _build()
+    proc = subprocess.Popen(
+        [str(_binary("examples/mock_upstream")), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    line = proc.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        _stop(proc)
+        pytest.exit(f"mock upstream did not start: {line!r}", returncode=2)
+    yield Mock("http://" + line.removeprefix("listening on "))
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def gateway(mock, request):
+    tmp = Path(tempfile.mkdtemp(prefix="switchboard-sdk-"))
+    catalog = support.catalog(mock.base_url, dead_url=f"http://127.0.0.1:{_free_port()}/v1")
+    (tmp / "catalog.json").write_text(json.dumps(catalog, indent=2))
+    (tmp / "keys.json").write_text(json.dumps(support.keys(), indent=2))
+    port, metrics = _free_port(), _free_port()
+    env = dict(os.environ, RUST_LOG="info")
+    env.update({var: key for var, key in support.PROVIDER_KEYS.items()})
+    env.pop("SB_SDK_UNSET_KEY", None)
+    log = tmp / "gateway.log"
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(
+            [
+                str(_binary("switchboard")),
+                "--catalog", str(tmp / "catalog.json"),
+                "--keys", str(tmp / "keys.json"),
+                "--listen", f"127.0.0.1:{port}",
+                "--metrics", f"127.0.0.1:{metrics}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=logf,
+            env=env,
+        )
+    gw = Gateway(f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if _get(gw.url + "/healthz", timeout=1)[0] == 200:
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            pytest.exit(f"gateway did not start:\n{log.read_text(errors='replace')}", returncode=2)
+        time.sleep(0.05)
+    yield gw
+    _stop(proc)
+    if request.session.testsfailed:
+        tail = log.read_text(errors="replace").splitlines()[-40:]
+        sys.stderr.write(f"\n--- last lines of the gateway log ({log}) ---\n" + "\n".join(tail) + "\n")
+
+
+# ------------------------------------------------------------------ SDK clients
+
+
+@pytest.fixture(scope="session")
+def openai_client(gateway):
+    return support.openai_client(gateway.url)
+
+
+@pytest.fixture(scope="session")
+def anthropic_client(gateway):
+    return support.anthropic_client(gateway.url)
+
+
+@pytest.fixture(scope="session")
+def genai_client(gateway):
+    return support.genai_client(gateway.url)
+
+
+@pytest.fixture(scope="session")
+def clients(openai_client, anthropic_client, genai_client):
+    """The three SDK clients by family name."""
+    return {"openai": openai_client, "anthropic": anthropic_client, "gemini": genai_client}
