@@ -5,6 +5,7 @@
 //! realistic text answer of 100 content frames plus its opening and closing
 //! frames, pushed one network read per frame; throughput is in frames, so
 //! the per-frame time is the inverse of the reported element rate.
+#![allow(clippy::panic)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use switchboard::family::Family;
