@@ -757,3 +757,64 @@ fn write_args(out: &mut Vec<u8>, args: &str) {
         other => json_value(out, &json!({ "raw_arguments": other })),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::{SseDecoder, SseItem};
+
+    fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
+        let mut p = Parser::new();
+        let mut events = Vec::new();
+        let mut result = Ok(());
+        SseDecoder::new(1 << 20)
+            .push(input.as_bytes(), |item| {
+                if let (SseItem::Event(e), Ok(())) = (item, &result) {
+                    result = p.push(&e, &mut |ev| events.push(ev.clone()));
+                }
+            })
+            .unwrap();
+        if result.is_ok() {
+            result = p.finish(&mut |ev| events.push(ev.clone()));
+        }
+        (events, result)
+    }
+
+    #[test]
+    fn a_blocked_prompt_ends_with_a_content_filter_stop() {
+        let (events, r) = parse("data: {\"promptFeedback\":{\"blockReason\":\"PROHIBITED_CONTENT\"},\"usageMetadata\":{\"promptTokenCount\":7}}\r\n\r\n");
+        assert_eq!(r, Ok(()));
+        assert!(events.contains(&StreamEvent::MessageDelta(MessageDelta {
+            stop_reason: Some(StopReason::ContentFilter(Some("PROHIBITED_CONTENT".into()))),
+            usage: Some(Usage {
+                input_tokens: 7,
+                ..Usage::default()
+            }),
+        })));
+        assert_eq!(events.last(), Some(&StreamEvent::MessageStop));
+    }
+
+    #[test]
+    fn a_signature_closes_its_block() {
+        let (events, r) = parse(
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\",\"thoughtSignature\":\"s\"},{\"text\":\"b\"}]},\"finishReason\":\"STOP\"}]}\r\n\r\n",
+        );
+        assert_eq!(r, Ok(()));
+        let starts = events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::BlockStart { .. }))
+            .count();
+        assert_eq!(starts, 2, "{events:?}");
+        assert!(events.contains(&StreamEvent::BlockDelta {
+            index: 0,
+            delta: BlockDelta::Signature("s".into())
+        }));
+    }
+
+    #[test]
+    fn no_finish_reason_is_a_truncation() {
+        let (_, r) =
+            parse("data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}]}\r\n\r\n");
+        assert_eq!(r, Err(StreamFault::Truncated));
+    }
+}
