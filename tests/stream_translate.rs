@@ -886,6 +886,39 @@ proptest! {
     }
 }
 
+/// The body of the `stream_*` fuzz targets, run here on stable with proptest's inputs.
+#[path = "../fuzz/fuzz_targets/stream_common.rs"]
+mod fuzz_common;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn fuzz_target_bodies_hold(
+        upstream in prop::sample::select(Family::ALL.to_vec()),
+        control in prop::collection::vec(any::<u8>(), 2),
+        valid in prop::sample::select(FIXTURES.to_vec()),
+        mutations in prop::collection::vec((any::<usize>(), any::<u8>()), 0..3),
+        truncate in any::<usize>(),
+    ) {
+        // A fixture of the upstream family, lightly mutated and truncated.
+        let name = FIXTURES
+            .iter()
+            .find(|n| upstream_family(n) == upstream && **n >= valid)
+            .or_else(|| FIXTURES.iter().find(|n| upstream_family(n) == upstream))
+            .unwrap();
+        let mut body = fixture(name);
+        for (pos, byte) in mutations {
+            let i = pos % body.len();
+            body[i] = byte;
+        }
+        body.truncate(body.len() - truncate % (body.len() / 4 + 1));
+        let mut input = control;
+        input.extend_from_slice(&body);
+        fuzz_common::check(upstream, &input);
+    }
+}
+
 /// Blanks the ids invented for responses that came without one (16 hex
 /// digits after a known prefix), which differ from run to run by design.
 fn without_fresh_ids(bytes: &[u8]) -> Vec<u8> {

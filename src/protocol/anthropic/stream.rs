@@ -690,3 +690,63 @@ impl Encoder {
         self.open = Out::None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::{SseDecoder, SseItem};
+
+    fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
+        let mut p = Parser::new();
+        let mut events = Vec::new();
+        let mut result = Ok(());
+        SseDecoder::new(1 << 20)
+            .push(input.as_bytes(), |item| {
+                if let (SseItem::Event(e), Ok(())) = (item, &result) {
+                    result = p.push(&e, &mut |ev| events.push(ev.clone()));
+                }
+            })
+            .unwrap();
+        if result.is_ok() {
+            result = p.finish(&mut |ev| events.push(ev.clone()));
+        }
+        (events, result)
+    }
+
+    const START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":3,\"output_tokens\":null}}}\n\n";
+
+    #[test]
+    fn events_before_message_start_are_malformed() {
+        let (_, r) = parse(
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        );
+        assert!(matches!(r, Err(StreamFault::Malformed(_))));
+    }
+
+    #[test]
+    fn unknown_blocks_are_opaque_and_unknown_events_ignored() {
+        let input = format!(
+            "{START}event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"server_tool_use\",\"id\":\"s\",\"name\":\"web_search\",\"input\":{{}}}}}}\n\n\
+             event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{}}\"}}}}\n\n\
+             event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n\
+             event: future_event\ndata: {{\"type\":\"future_event\"}}\n\n\
+             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        );
+        let (events, r) = parse(&input);
+        assert_eq!(r, Ok(()));
+        assert!(matches!(
+            &events[1],
+            StreamEvent::BlockStart { block: BlockStart::Opaque(o), .. } if o.kind == "server_tool_use"
+        ));
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert!(
+            matches!(&events[0], StreamEvent::MessageStart(s) if s.usage.as_ref().map(|u| u.input_tokens) == Some(3))
+        );
+    }
+
+    #[test]
+    fn a_stream_without_message_stop_is_truncated() {
+        let (_, r) = parse(START);
+        assert_eq!(r, Err(StreamFault::Truncated));
+    }
+}

@@ -59,8 +59,8 @@ const F: Family = Family::Gemini;
 struct Chunk<'a> {
     #[serde(borrow, default)]
     candidates: First<Candidate<'a>>,
-    #[serde(default)]
-    usage_metadata: Option<UsageMetadata>,
+    #[serde(borrow, default)]
+    usage_metadata: Option<&'a RawValue>,
     #[serde(borrow, default)]
     model_version: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -91,7 +91,56 @@ impl Indexed for Candidate<'_> {
 #[derive(Deserialize)]
 struct Content<'a> {
     #[serde(borrow, default)]
-    parts: Vec<&'a RawValue>,
+    parts: Parts<'a>,
+}
+
+/// A candidate's parts, unparsed; the first two (a chunk has one or two in
+/// practice) are kept without allocating.
+#[derive(Default)]
+struct Parts<'a> {
+    inline: [Option<&'a RawValue>; 2],
+    more: Vec<&'a RawValue>,
+}
+
+impl<'a> Parts<'a> {
+    fn iter(&self) -> impl Iterator<Item = &'a RawValue> + '_ {
+        self.inline
+            .iter()
+            .flatten()
+            .copied()
+            .chain(self.more.iter().copied())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Parts<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Parts<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of parts")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Parts::default())
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut parts = Parts::default();
+                let mut n = 0;
+                while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+                    match parts.inline.get_mut(n) {
+                        Some(slot) => *slot = Some(raw),
+                        None => parts.more.push(raw),
+                    }
+                    n += 1;
+                }
+                Ok(parts)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -168,7 +217,8 @@ pub struct Parser {
     part_position: usize,
     has_calls: bool,
     response_id: String,
-    usage: Option<Usage>,
+    /// The latest `usageMetadata`, unparsed (Gemini repeats it on every chunk).
+    usage: Vec<u8>,
     buf: DeltaBuf,
 }
 
@@ -190,7 +240,7 @@ impl Parser {
             part_position: 0,
             has_calls: false,
             response_id: String::new(),
-            usage: None,
+            usage: Vec::new(),
             buf: DeltaBuf::default(),
         }
     }
@@ -221,7 +271,10 @@ impl Parser {
             }));
             return Ok(());
         }
-        let usage = chunk.usage_metadata.map(decode_usage);
+        if let Some(raw) = chunk.usage_metadata {
+            self.usage.clear();
+            self.usage.extend_from_slice(raw.get().as_bytes());
+        }
         if !self.started {
             self.started = true;
             self.response_id = chunk.response_id.as_deref().unwrap_or_default().to_string();
@@ -234,17 +287,16 @@ impl Parser {
                     .unwrap_or_default()
                     .to_string(),
                 created: None,
-                usage: usage.clone(),
+                usage: self.peek_usage(),
             }));
-        }
-        if usage.is_some() {
-            self.usage = usage;
         }
         let mut stop = None;
         match chunk.candidates.0 {
             Some(candidate) => {
-                for raw in candidate.content.map(|c| c.parts).unwrap_or_default() {
-                    self.part(raw, data, emit)?;
+                if let Some(content) = candidate.content {
+                    for raw in content.parts.iter() {
+                        self.part(raw, data, emit)?;
+                    }
                 }
                 if let Some(reason) = candidate.finish_reason {
                     stop = Some(decode_finish_reason(&reason, self.has_calls));
@@ -256,15 +308,28 @@ impl Parser {
                 }
             }
         }
-        if stop.is_some() || (self.finished && self.usage.is_some()) {
+        if stop.is_some() || (self.finished && !self.usage.is_empty()) {
             self.close(emit);
             self.finished = true;
+            let usage = self.peek_usage();
+            self.usage.clear();
             emit(&StreamEvent::MessageDelta(MessageDelta {
                 stop_reason: stop,
-                usage: self.usage.take(),
+                usage,
             }));
         }
         Ok(())
+    }
+
+    /// The latest usage, parsed (a usage object of the wrong shape is ignored).
+    fn peek_usage(&self) -> Option<Usage> {
+        if self.usage.is_empty() {
+            return None;
+        }
+        serde_json::from_slice::<UsageMetadata>(&self.usage)
+            .map(decode_usage)
+            .inspect_err(|e| log::warn!("ignoring a malformed Gemini usageMetadata: {e}"))
+            .ok()
     }
 
     /// Called at the end of the upstream stream: ends the message after a
@@ -690,5 +755,66 @@ fn write_args(out: &mut Vec<u8>, args: &str) {
     match parse_arguments(args) {
         v @ Value::Object(_) => json_value(out, &v),
         other => json_value(out, &json!({ "raw_arguments": other })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::{SseDecoder, SseItem};
+
+    fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
+        let mut p = Parser::new();
+        let mut events = Vec::new();
+        let mut result = Ok(());
+        SseDecoder::new(1 << 20)
+            .push(input.as_bytes(), |item| {
+                if let (SseItem::Event(e), Ok(())) = (item, &result) {
+                    result = p.push(&e, &mut |ev| events.push(ev.clone()));
+                }
+            })
+            .unwrap();
+        if result.is_ok() {
+            result = p.finish(&mut |ev| events.push(ev.clone()));
+        }
+        (events, result)
+    }
+
+    #[test]
+    fn a_blocked_prompt_ends_with_a_content_filter_stop() {
+        let (events, r) = parse("data: {\"promptFeedback\":{\"blockReason\":\"PROHIBITED_CONTENT\"},\"usageMetadata\":{\"promptTokenCount\":7}}\r\n\r\n");
+        assert_eq!(r, Ok(()));
+        assert!(events.contains(&StreamEvent::MessageDelta(MessageDelta {
+            stop_reason: Some(StopReason::ContentFilter(Some("PROHIBITED_CONTENT".into()))),
+            usage: Some(Usage {
+                input_tokens: 7,
+                ..Usage::default()
+            }),
+        })));
+        assert_eq!(events.last(), Some(&StreamEvent::MessageStop));
+    }
+
+    #[test]
+    fn a_signature_closes_its_block() {
+        let (events, r) = parse(
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\",\"thoughtSignature\":\"s\"},{\"text\":\"b\"}]},\"finishReason\":\"STOP\"}]}\r\n\r\n",
+        );
+        assert_eq!(r, Ok(()));
+        let starts = events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::BlockStart { .. }))
+            .count();
+        assert_eq!(starts, 2, "{events:?}");
+        assert!(events.contains(&StreamEvent::BlockDelta {
+            index: 0,
+            delta: BlockDelta::Signature("s".into())
+        }));
+    }
+
+    #[test]
+    fn no_finish_reason_is_a_truncation() {
+        let (_, r) =
+            parse("data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}]}\r\n\r\n");
+        assert_eq!(r, Err(StreamFault::Truncated));
     }
 }

@@ -299,15 +299,17 @@ impl Parser {
             emit(&StreamEvent::Error(stream_error(err)));
             return Ok(());
         }
-        self.start(
-            MessageStart {
-                id: chunk.id.as_deref().unwrap_or_default().to_string(),
-                model: chunk.model.as_deref().unwrap_or_default().to_string(),
-                created: chunk.created,
-                usage: None,
-            },
-            emit,
-        );
+        if !self.started {
+            self.start(
+                MessageStart {
+                    id: chunk.id.as_deref().unwrap_or_default().to_string(),
+                    model: chunk.model.as_deref().unwrap_or_default().to_string(),
+                    created: chunk.created,
+                    usage: None,
+                },
+                emit,
+            );
+        }
         if let Some(usage) = chunk.usage {
             self.usage = Some(merge_usage(self.usage.take(), &usage.into_canonical()));
         }
@@ -768,5 +770,111 @@ impl Encoder {
             None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(b"}]}\n\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::{SseDecoder, SseItem};
+
+    fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
+        let mut p = Parser::new();
+        let mut events = Vec::new();
+        let mut result = Ok(());
+        SseDecoder::new(1 << 20)
+            .push(input.as_bytes(), |item| {
+                if let (SseItem::Event(e), Ok(())) = (item, &result) {
+                    result = p.push(&e, &mut |ev| events.push(ev.clone()));
+                }
+            })
+            .unwrap();
+        if result.is_ok() {
+            result = p.finish(&mut |ev| events.push(ev.clone()));
+        }
+        (events, result)
+    }
+
+    fn call(index: u32, id: Option<&str>, name: Option<&str>, args: &str) -> String {
+        let mut c = serde_json::json!({"index": index, "function": {"arguments": args}});
+        if let Some(id) = id {
+            c["id"] = id.into();
+        }
+        if let Some(name) = name {
+            c["function"]["name"] = name.into();
+        }
+        format!("data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{c}]}}}}]}}\n\n")
+    }
+
+    fn starts(events: &[StreamEvent]) -> Vec<(String, String)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::BlockStart {
+                    block: BlockStart::ToolCall { id, name },
+                    ..
+                } => Some((id.clone(), name.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_named_late_is_buffered_and_a_missing_id_is_made_up() {
+        let input = [
+            call(0, None, None, "{\"a\":"),
+            call(0, None, Some("f"), " 1}"),
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n".into(),
+        ]
+        .concat();
+        let (events, r) = parse(&input);
+        assert_eq!(r, Ok(()));
+        let s = starts(&events);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].0.starts_with("call_") && s[0].0.len() == 21, "{s:?}");
+        assert!(events.contains(&StreamEvent::BlockDelta {
+            index: 0,
+            delta: BlockDelta::ToolArguments("{\"a\": 1}".into())
+        }));
+    }
+
+    #[test]
+    fn arguments_after_a_call_was_closed_are_malformed() {
+        let input = [
+            call(0, Some("x"), Some("f"), "{\"a\":"),
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n".into(),
+            call(0, None, None, "1}"),
+        ]
+        .concat();
+        let (_, r) = parse(&input);
+        assert!(matches!(r, Err(StreamFault::Malformed(_))), "{r:?}");
+    }
+
+    #[test]
+    fn an_incomplete_live_call_keeps_others_buffered_until_done() {
+        let input = [
+            call(0, Some("a"), Some("f"), "{\"x\":"),
+            call(1, Some("b"), Some("g"), "{}"),
+            call(0, None, None, "1}"),
+            "data: [DONE]\n\n".into(),
+        ]
+        .concat();
+        let (events, r) = parse(&input);
+        assert_eq!(r, Ok(()));
+        assert_eq!(
+            starts(&events),
+            [("a".into(), "f".into()), ("b".into(), "g".into())]
+        );
+        let mut checker = crate::ir::stream::GrammarChecker::new();
+        for e in &events {
+            assert_eq!(checker.push(e), Ok(()), "{e:?}");
+        }
+        assert!(checker.is_done());
+    }
+
+    #[test]
+    fn a_stream_without_done_is_truncated() {
+        let (_, r) = parse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n");
+        assert_eq!(r, Err(StreamFault::Truncated));
     }
 }

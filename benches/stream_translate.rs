@@ -1,0 +1,164 @@
+//! Criterion benchmarks of streamed responses, decode + translate per frame:
+//! every (upstream family → client family) pair through the
+//! [`StreamTranslator`] (same-family pairs included, for comparison), and the
+//! same-family [`PassthroughStream`] rewrite. Each upstream stream is a
+//! realistic text answer of 100 content frames plus its opening and closing
+//! frames, pushed one network read per frame; throughput is in frames, so
+//! the per-frame time is the inverse of the reported element rate.
+#![allow(clippy::panic)]
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use switchboard::family::Family;
+use switchboard::passthrough::{model_json, Framing, PassthroughStream};
+use switchboard::stream::StreamTranslator;
+
+const WORDS: [&str; 10] = [
+    "Hello",
+    " there",
+    "!",
+    " h\u{e9}llo",
+    " \u{1F30D}",
+    " \u{65E5}\u{672C}",
+    " the \\\"quick\\\"",
+    " brown",
+    " fox\\n",
+    " jumps",
+];
+const CONTENT_FRAMES: usize = 100;
+
+fn openai_stream() -> Vec<Vec<u8>> {
+    let head = r#"{"id":"chatcmpl-AbC123xyz","object":"chat.completion.chunk","created":1730000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0ba0d124f1","choices":[{"index":0,"delta":"#;
+    let mut s = vec![format!(
+        "data: {head}{{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null}}\n\n"
+    )];
+    for i in 0..CONTENT_FRAMES {
+        let word = WORDS[i % WORDS.len()];
+        s.push(format!(
+            "data: {head}{{\"content\":\"{word}\"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null}}\n\n"
+        ));
+    }
+    s.push(format!(
+        "data: {head}{{}},\"logprobs\":null,\"finish_reason\":\"stop\"}}],\"usage\":null}}\n\n"
+    ));
+    s.push(r#"data: {"id":"chatcmpl-AbC123xyz","object":"chat.completion.chunk","created":1730000000,"model":"gpt-4o-mini-2024-07-18","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":100,"total_tokens":112}}
+
+"#.to_string());
+    s.push("data: [DONE]\n\n".to_string());
+    s.into_iter().map(String::into_bytes).collect()
+}
+
+fn anthropic_stream() -> Vec<Vec<u8>> {
+    let mut s = vec![
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01XFDUDYJgAACzvnptvVoYEL\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n".to_string(),
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".to_string(),
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string(),
+    ];
+    for i in 0..CONTENT_FRAMES {
+        let word = WORDS[i % WORDS.len()];
+        s.push(format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{word}\"}}}}\n\n"
+        ));
+    }
+    s.push(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+            .to_string(),
+    );
+    s.push("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":100}}\n\n".to_string());
+    s.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".to_string());
+    s.into_iter().map(String::into_bytes).collect()
+}
+
+fn gemini_stream() -> Vec<Vec<u8>> {
+    let mut s = Vec::new();
+    for i in 0..CONTENT_FRAMES {
+        let word = WORDS[i % WORDS.len()];
+        let finish = if i + 1 == CONTENT_FRAMES {
+            ",\"finishReason\":\"STOP\""
+        } else {
+            ""
+        };
+        s.push(format!(
+            "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"{word}\"}}],\"role\": \"model\"}}{finish},\"index\": 0}}],\"usageMetadata\": {{\"promptTokenCount\": 12,\"candidatesTokenCount\": {i},\"totalTokenCount\": {},\"promptTokensDetails\": [{{\"modality\": \"TEXT\",\"tokenCount\": 12}}]}},\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"Xy2bZ5-oLqGz1MkPq7n5qAc\"}}\r\n\r\n",
+            12 + i
+        ));
+    }
+    s.into_iter().map(String::into_bytes).collect()
+}
+
+fn stream_of(family: Family) -> Vec<Vec<u8>> {
+    match family {
+        Family::OpenAi => openai_stream(),
+        Family::Anthropic => anthropic_stream(),
+        Family::Gemini => gemini_stream(),
+    }
+}
+
+fn client_model(client: Family) -> &'static str {
+    match client {
+        Family::OpenAi => "openai/gpt-4o-mini",
+        _ => "gpt-4o-mini",
+    }
+}
+
+fn bench_translate(c: &mut Criterion) {
+    let mut group = c.benchmark_group("stream_translate");
+    for upstream in Family::ALL {
+        let frames = stream_of(upstream);
+        group.throughput(Throughput::Elements(frames.len() as u64));
+        for client in Family::ALL {
+            group.bench_function(format!("{upstream}_to_{client}"), |b| {
+                let mut out = Vec::with_capacity(1 << 16);
+                b.iter(|| {
+                    let mut t = StreamTranslator::new(
+                        upstream,
+                        client,
+                        Framing::Sse,
+                        client_model(client),
+                        true,
+                        1 << 20,
+                    );
+                    out.clear();
+                    for frame in &frames {
+                        if t.push(black_box(frame), &mut out).is_err() {
+                            panic!("{upstream} -> {client}: malformed bench stream");
+                        }
+                    }
+                    if t.finish(&mut out).is_err() {
+                        panic!("{upstream} -> {client}: truncated bench stream");
+                    }
+                    black_box(out.len())
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+fn bench_passthrough(c: &mut Criterion) {
+    let mut group = c.benchmark_group("stream_passthrough");
+    for family in Family::ALL {
+        let frames = stream_of(family);
+        group.throughput(Throughput::Elements(frames.len() as u64));
+        let model = model_json(client_model(family));
+        group.bench_function(format!("{family}"), |b| {
+            let mut out = Vec::with_capacity(1 << 16);
+            b.iter(|| {
+                let mut p = PassthroughStream::new(family, Framing::Sse, model.clone(), 1 << 20);
+                out.clear();
+                for frame in &frames {
+                    if p.push(black_box(frame), &mut out).is_err() {
+                        panic!("{family}: malformed bench stream");
+                    }
+                }
+                if p.finish(&mut out).is_err() {
+                    panic!("{family}: truncated bench stream");
+                }
+                black_box(out.len())
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_translate, bench_passthrough);
+criterion_main!(benches);
