@@ -430,7 +430,10 @@ impl Accumulator {
                     self.response.usage = Some(merge_usage(self.response.usage.take(), usage));
                 }
             }
-            StreamEvent::MessageStop | StreamEvent::Ping => self.close(),
+            // The grammar allows pings inside a block (Anthropic sends one there):
+            // they carry nothing and must not close the open block.
+            StreamEvent::Ping => {}
+            StreamEvent::MessageStop => self.close(),
             StreamEvent::Error(error) => {
                 self.close();
                 self.error = Some(error.clone());
@@ -594,6 +597,23 @@ mod tests {
             acc.push(e);
         }
         assert!(checker.is_done());
+        assert_eq!(acc.finish(), resp);
+    }
+
+    #[test]
+    fn a_ping_inside_a_block_loses_nothing() {
+        let resp = sample();
+        let events = response_to_events(&resp);
+        let mut acc = Accumulator::new();
+        for e in &events {
+            acc.push(e);
+            if matches!(
+                e,
+                StreamEvent::BlockDelta { .. } | StreamEvent::BlockStart { .. }
+            ) {
+                acc.push(&StreamEvent::Ping);
+            }
+        }
         assert_eq!(acc.finish(), resp);
     }
 
