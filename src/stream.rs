@@ -399,3 +399,25 @@ impl ClientStream {
         }
     }
 }
+
+/// Test helper: every canonical event a `family` parser emits for a whole
+/// upstream stream, and how the stream ended.
+#[cfg(test)]
+pub(crate) fn parse_all(
+    family: Family,
+    input: &[u8],
+) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
+    let mut p = Parser::new(family);
+    let mut events = Vec::new();
+    let mut result = Ok(());
+    let decoded = SseDecoder::new(1 << 20).push(input, |item| {
+        if let (SseItem::Event(e), Ok(())) = (item, &result) {
+            result = p.push(&e, &mut |ev| events.push(ev.clone()));
+        }
+    });
+    assert!(decoded.is_ok(), "test stream is not valid SSE");
+    if result.is_ok() {
+        result = p.finish(&mut |ev| events.push(ev.clone()));
+    }
+    (events, result)
+}

@@ -761,23 +761,9 @@ fn write_args(out: &mut Vec<u8>, args: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sse::{SseDecoder, SseItem};
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        let mut p = Parser::new();
-        let mut events = Vec::new();
-        let mut result = Ok(());
-        SseDecoder::new(1 << 20)
-            .push(input.as_bytes(), |item| {
-                if let (SseItem::Event(e), Ok(())) = (item, &result) {
-                    result = p.push(&e, &mut |ev| events.push(ev.clone()));
-                }
-            })
-            .unwrap();
-        if result.is_ok() {
-            result = p.finish(&mut |ev| events.push(ev.clone()));
-        }
-        (events, result)
+        crate::stream::parse_all(Family::Gemini, input.as_bytes())
     }
 
     #[test]
