@@ -6,6 +6,7 @@
 //! forwards inference to upstream providers, translating between protocols.
 //!
 //! Module map (one responsibility each):
+//! - [`adjust`]: what the gateway changed in a request (adapt policy, fields a protocol cannot carry).
 //! - [`family`]: the three protocol families and their names.
 //! - [`config`]: catalog and keys files: serde mirror, validation with JSON paths, queries.
 //! - [`runtime`]: the live snapshot (catalog + keys) behind an atomic pointer swap.
@@ -23,6 +24,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod adjust;
 pub mod config;
 pub mod error;
 pub mod family;

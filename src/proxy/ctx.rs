@@ -21,6 +21,8 @@ pub struct RequestCtx {
     pub cost_usd: Option<f64>,
     /// Time to the first response body byte, for streams.
     pub ttft: Option<Duration>,
+    /// What the gateway changed in the request (CONTRACT 5.1).
+    pub adjusted: crate::adjust::Adjustments,
 }
 
 impl RequestCtx {
@@ -38,6 +40,7 @@ impl RequestCtx {
             output_tokens: None,
             cost_usd: None,
             ttft: None,
+            adjusted: crate::adjust::Adjustments::default(),
         }
     }
 }
