@@ -52,6 +52,17 @@ fn bench_count(c: &mut Criterion) {
         });
     }
     g.finish();
+    // The reference (tiktoken) on ordinary text, for the ratio: the linear
+    // counter must not make the common case slower.
+    let mut g = c.benchmark_group("reference_tiktoken_1MiB");
+    g.sample_size(10);
+    let text = ordinary();
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("ordinary", |b| {
+        b.iter(|| bpe.encode_ordinary(black_box(&text)).len())
+    });
+    g.finish();
 }
 
 /// The whole request path of a count: JSON parse, text extraction, count, for

@@ -2,6 +2,7 @@
 //! exact counts on a varied corpus (this repository's prose, code and JSON, and
 //! text in many scripts), and on adversarial runs short enough for the
 //! reference's quadratic merge; bounds on runs far too long for it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use switchboard::tokens::{count_text, Cancel};
 use tiktoken_rs::CoreBPE;
@@ -16,7 +17,12 @@ fn ours(text: &str) -> u64 {
 
 fn check(label: &str, text: &str) {
     let want = reference().encode_ordinary(text).len() as u64;
-    assert_eq!(ours(text), want, "{label}: {:?}", &text[..text.len().min(80)]);
+    assert_eq!(
+        ours(text),
+        want,
+        "{label}: {:?}",
+        &text[..text.len().min(80)]
+    );
 }
 
 fn corpus_files() -> Vec<std::path::PathBuf> {
