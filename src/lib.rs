@@ -21,6 +21,8 @@
 //! - [`stream`]: the per-request stream translator (passthrough rewrite or IR translation).
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
+//! - [`policy`]: adapt or refuse what a model cannot take (CONTRACT 5.1): the plan and its report.
+//! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -29,8 +31,10 @@ pub mod config;
 pub mod error;
 pub mod family;
 pub mod ir;
+pub mod jsonedit;
 pub mod metrics;
 pub mod passthrough;
+pub mod policy;
 pub mod protocol;
 pub mod proxy;
 pub mod reload;

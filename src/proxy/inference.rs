@@ -12,7 +12,9 @@ use super::Gateway;
 use crate::config::{ApiKey, Model, Provider};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::jsonedit;
 use crate::passthrough::{self, Framing, Usage};
+use crate::policy;
 use crate::protocol;
 use crate::runtime::Snapshot;
 use crate::stream::ClientStream;
@@ -63,7 +65,12 @@ pub async fn handle(
     snap: &Snapshot,
     key: &ApiKey,
 ) -> pingora_core::Result<()> {
-    match run(gw, session, ctx, route, snap, key).await {
+    let result = run(gw, session, ctx, route, snap, key).await;
+    if !ctx.adjusted.is_empty() {
+        gw.metrics
+            .adapted(ctx.model.as_deref().unwrap_or(""), ctx.adjusted.parameters());
+    }
+    match result {
         Ok(()) => Ok(()),
         Err(Stop::Client(e)) if ctx.status == 0 => {
             respond::error(session, ctx, route.family, &e).await
@@ -172,6 +179,33 @@ fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
     ctx.cost_usd = usage_cost(m, u);
 }
 
+/// Carries out the policy's plan on the client's body: the upstream (same
+/// protocol or translated) sees the lowered cap and not the dropped fields,
+/// and every change is recorded for the response header, log and metric.
+fn adapt(
+    ctx: &mut RequestCtx,
+    plan: &policy::Plan,
+    body: Bytes,
+    mut req: validate::Inspected,
+) -> (Bytes, validate::Inspected) {
+    if plan.is_empty() {
+        return (body, req);
+    }
+    ctx.adjusted.merge(plan.adjustments(&req));
+    let body = match plan.apply(&req, &body) {
+        Some(edited) => {
+            let edited = Bytes::from(edited);
+            if req.model_span.is_some() {
+                req.model_span = jsonedit::member_span(&edited, "model");
+            }
+            edited
+        }
+        None => body,
+    };
+    req.max_tokens = plan.output_cap(&req);
+    (body, req)
+}
+
 async fn run(
     gw: &Gateway,
     session: &mut Session,
@@ -231,17 +265,19 @@ async fn run(
             .map_err(Stop::Io);
     }
 
-    validate::check(family, &req, model)?;
-    if !validate::surely_fits(body.len(), &req, model) {
-        let (owned, r, m) = (body.clone(), req.clone(), model.clone());
-        let n =
-            tokio::task::spawn_blocking(move || validate::check_context(family, &owned, &r, &m))
-                .await
-                .map_err(|e| {
-                    GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}"))
-                })??;
+    let policy = key.policy.unwrap_or(snap.catalog.policy);
+    let mut plan = policy::decide(family, &req, &body, model, policy)?;
+    if !validate::surely_fits(body.len(), plan.output_cap(&req), model) {
+        let (owned, limit) = (body.clone(), model.context_length);
+        let n = tokio::task::spawn_blocking(move || validate::count_input(family, &owned, limit))
+            .await
+            .map_err(|e| {
+                GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}"))
+            })??;
         log::debug!("{}: {n} input tokens counted", ctx.request_id);
+        plan.fit_context(family, &req, model, n)?;
     }
+    let (body, req) = adapt(ctx, &plan, body, req);
 
     let stream = req.stream;
     let request_id = ctx.request_id.clone();

@@ -31,6 +31,10 @@ pub fn header(
         None => h.insert_header("transfer-encoding", "chunked")?,
     }
     h.insert_header("x-request-id", ctx.request_id.as_str())?;
+    if !ctx.adjusted.is_empty() {
+        // What the gateway changed in the request (CONTRACT 5.1).
+        h.insert_header("x-switchboard-adjusted", ctx.adjusted.render())?;
+    }
     Ok(h)
 }
 
