@@ -10,6 +10,7 @@
 //! - [`family`]: the three protocol families and their names.
 //! - [`config`]: catalog and keys files: serde mirror, validation with JSON paths, queries.
 //! - [`runtime`]: the live snapshot (catalog + keys) behind an atomic pointer swap.
+//! - [`rfc3339`]: RFC 3339 UTC timestamps from unix time (listings' `created_at`, the access log).
 //! - [`reload`]: file watching and SIGHUP: prepare a new snapshot, then swap it in.
 //! - [`error`]: the gateway's error value (status, kind, message, param) independent of HTTP types.
 //! - [`metrics`]: Prometheus counters and histograms, served on `--metrics`.
@@ -34,6 +35,7 @@ pub mod passthrough;
 pub mod protocol;
 pub mod proxy;
 pub mod reload;
+pub mod rfc3339;
 pub mod runtime;
 pub mod sse;
 pub mod stream;

@@ -40,8 +40,13 @@ fn translate_response(
     family: Family,
     raw: &[u8],
     client_model: &str,
+    ctx: &mut RequestCtx,
 ) -> Result<(Vec<u8>, Usage), GatewayError> {
     let resp = protocol::decode_response(upstream, raw).map_err(translate_error)?;
+    if let Some(u) = &resp.usage {
+        ctx.cached_tokens = u.cache_read_tokens;
+        ctx.reasoning_tokens = u.reasoning_tokens;
+    }
     let usage = resp
         .usage
         .as_ref()
@@ -70,6 +75,7 @@ pub async fn handle(
         }
         Err(Stop::Client(e)) => {
             log::warn!("{}: error after the response started: {e}", ctx.request_id);
+            ctx.error = Some((&e).into());
             Ok(())
         }
         Err(Stop::Io(e)) => Err(e),
@@ -260,12 +266,19 @@ async fn run(
             .map(str::to_string),
         request_id: &request_id,
     };
-    let mut answer = dispatch::call(gw, &call).await?;
+    let mut tried = dispatch::Tried::default();
+    let called = dispatch::call(gw, &call, &mut tried).await;
+    ctx.attempts = tried.attempts;
+    if let Some(up) = tried.last {
+        ctx.upstream_protocol = Some(up.protocol);
+        ctx.upstream_host = Some(up.url.authority.clone());
+    }
+    let mut answer = called?;
     let client_model = client_model_name(family, model);
     if !stream {
         let raw = dispatch::read_body(&mut answer.ex, gw.settings.max_response_bytes).await?;
         let (out, usage) = if answer.translated {
-            translate_response(answer.up.protocol, family, &raw, client_model)?
+            translate_response(answer.up.protocol, family, &raw, client_model, ctx)?
         } else {
             // A 200 whose body is not a JSON document is a broken upstream, not an answer.
             passthrough::rewrite_body(family, &raw, &passthrough::model_json(client_model))
@@ -305,6 +318,10 @@ async fn run(
         .map_err(Stop::Io)?;
     if !clean {
         gw.metrics.upstream_error(&provider.id, "stream");
+        ctx.error = Some(super::ctx::ErrorNote {
+            kind: ErrorKind::BadGateway.name(),
+            message: "the upstream stream failed after the response started".into(),
+        });
     }
     record_usage(ctx, model, pass.usage());
     Ok(())

@@ -52,6 +52,7 @@ pub async fn error(
     family: Family,
     e: &GatewayError,
 ) -> pingora_core::Result<()> {
+    ctx.error = Some(e.into());
     let body = Bytes::from(error_body(family, e));
     let mut h = header(ctx, e.status, "application/json", Some(body.len()))?;
     if let Some(s) = e.retry_after {
