@@ -56,6 +56,13 @@ pub struct Answer<'s> {
     pub usage_injected: bool,
 }
 
+/// What `call` tried, for the access log: the number of upstream calls made and the last upstream.
+#[derive(Debug, Default)]
+pub struct Tried<'s> {
+    pub attempts: u32,
+    pub last: Option<&'s Upstream>,
+}
+
 /// The provider's upstreams in the order they are tried for a client of `family`.
 pub fn upstream_order(provider: &Provider, family: Family) -> Vec<&Upstream> {
     let mut v: Vec<&Upstream> = provider
@@ -68,11 +75,17 @@ pub fn upstream_order(provider: &Provider, family: Family) -> Vec<&Upstream> {
 }
 
 /// Calls the upstreams in order until one answers below 400, or the last one answers at all.
-pub async fn call<'s>(gw: &Gateway, c: &Call<'s>) -> Result<Answer<'s>, GatewayError> {
+pub async fn call<'s>(
+    gw: &Gateway,
+    c: &Call<'s>,
+    tried: &mut Tried<'s>,
+) -> Result<Answer<'s>, GatewayError> {
     let order = upstream_order(c.provider, c.family);
     let mut last: Option<GatewayError> = None;
     for (i, up) in order.iter().copied().enumerate() {
         let is_last = i + 1 == order.len();
+        tried.attempts += 1;
+        tried.last = Some(up);
         match attempt(gw, c, up).await {
             Ok(a) if a.status < 400 => return Ok(a),
             Ok(mut a) => {

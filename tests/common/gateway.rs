@@ -6,7 +6,7 @@ use super::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -166,6 +166,7 @@ impl Gateway {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
+        let access = std::fs::File::create(dir.file("access.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
             .arg("--catalog")
             .arg(dir.file("catalog.json"))
@@ -182,7 +183,7 @@ impl Gateway {
             .env_remove("SB_TEST_UNSET_KEY")
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(access)
             .stderr(log)
             .spawn()
             .unwrap();
@@ -214,9 +215,14 @@ impl Gateway {
         Gateway::start_with(&catalog(mock), &keys(), &[]).await
     }
 
-    /// The gateway's log so far.
+    /// The gateway's diagnostic log (stderr) so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.file("gateway.log")).unwrap_or_default()
+    }
+
+    /// The gateway's access log (stdout) so far: one JSON object per line.
+    pub fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.file("access.log")).unwrap_or_default()
     }
 
     /// Sends one request on a new connection.
