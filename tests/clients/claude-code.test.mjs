@@ -34,12 +34,13 @@ const CELLS = [
 
 /// Runs `claude -p PROMPT` with the documented environment; resolves to the
 /// parsed `--output-format json` result and the process outcome.
-async function claude(prompt, { model, key = KEYS.adapt, args = [] }) {
+async function claude(prompt, { model, key = KEYS.adapt, args = [], bearer = false }) {
   const box = sandbox('claude');
   const env = {
     ...baseEnv(box.home),
     ANTHROPIC_BASE_URL: `${stack.url}/anthropic`,
-    ANTHROPIC_API_KEY: key,
+    // Sent as `x-api-key`, or with ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`.
+    ...(bearer ? { ANTHROPIC_AUTH_TOKEN: key } : { ANTHROPIC_API_KEY: key }),
     // Background requests (titles, summaries) go to the same model.
     ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
     ANTHROPIC_SMALL_FAST_MODEL: model,
@@ -94,7 +95,7 @@ describe('Claude Code', { concurrency: 3 }, () => {
       // `printf` prints `ran-TOKEN`, a string the prompt does not contain.
       const args = JSON.stringify({ command: `printf %s-%s ran ${tok}`, description: 'Print a marker' });
       const prompt = `Run the command ${tok} [[agent-tool:Bash:${args}]]`;
-      const out = await claude(prompt, { model, args: ['--allowedTools', 'Bash(printf:*)'] });
+      const out = await claude(prompt, { model, bearer: true, args: ['--allowedTools', 'Bash(printf:*)'] });
       assertAnswered(out);
       const answer = out.result.result;
       assert.ok(answer.startsWith(toolReplyPrefix(protocol)), answer);
