@@ -14,7 +14,7 @@ import { createGoogleGenerativeAI } from '@ai-sdk/google';
 import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
 
-import { startStack, KEYS, MODELS, PROTOCOLS, replyFor, toolReplyPrefix, token } from './harness.mjs';
+import { startStack, KEYS, MODELS, PROTOCOLS, replyFor, toolReplyPrefix, token, shippedModel } from './harness.mjs';
 import { toolResultsIn } from './wire.mjs';
 
 // The SDK's compatibility warnings (unknown model ids) are not test output.
@@ -162,23 +162,27 @@ for (const [family, makeModel] of Object.entries(PROVIDERS)) {
 }
 
 describe('ai-sdk anthropic provider with a Claude model and its own defaults', () => {
-  // For Claude models the provider sends its own max_tokens default (larger
-  // than this model's cap of 64000 output tokens in some SDK versions).
-  test('adapt: answered; strict: 400 only if the default exceeds the model', async () => {
+  // For an id it reads as a Claude model (`claude-…`) the provider sends its
+  // own default max_tokens, 128000, above this model's cap.
+  test('adapt: lowered to the model cap and answered; strict: 400', async () => {
+    const cap = shippedModel('claude-sonnet-4.7').max_output_tokens;
     const tok = token('claude-default');
     const prompt = `Default cap ${tok}`;
     const anthropic = (key) => createAnthropic({ baseURL: `${stack.url}/anthropic/v1`, apiKey: key })('claude-sonnet-4.7');
     const adapted = await generateText({ model: anthropic(KEYS.adapt), prompt, maxRetries: 0 });
     assert.equal(adapted.text, replyFor('anthropic', prompt));
     const [sent] = await stack.requestsWith(tok);
-    const upstreamMax = sent.json.max_tokens;
-    assert.ok(upstreamMax > 0 && upstreamMax <= 64000, `upstream max_tokens ${upstreamMax}`);
-    const adjusted = adapted.response.headers?.['x-switchboard-adjusted'];
-    const strict = generateText({ model: anthropic(KEYS.strict), prompt: `${prompt} strict`, maxRetries: 0 });
-    if (adjusted && /max_tokens/.test(adjusted)) {
-      await assert.rejects(strict, (e) => APICallError.isInstance(e) && e.statusCode === 400 && /max_tokens/.test(e.responseBody));
-    } else {
-      assert.equal((await strict).text, replyFor('anthropic', `${prompt} strict`));
-    }
+    assert.equal(sent.json.max_tokens, cap);
+    const adjusted = adapted.response.headers?.['x-switchboard-adjusted'] ?? '';
+    assert.match(adjusted, new RegExp(`max_tokens=${cap} \\(was 128000\\)`), adjusted);
+    await assert.rejects(
+      generateText({ model: anthropic(KEYS.strict), prompt: `${prompt} strict`, maxRetries: 0 }),
+      (e) => {
+        assert.ok(APICallError.isInstance(e), `${e}`);
+        assert.equal(e.statusCode, 400, e.responseBody);
+        assert.match(e.responseBody, /max_tokens/);
+        return true;
+      },
+    );
   });
 });

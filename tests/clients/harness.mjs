@@ -63,6 +63,14 @@ export function freePort() {
   });
 }
 
+/// A model of the shipped catalog.
+export function shippedModel(id) {
+  const shipped = JSON.parse(readFileSync(join(REPO, 'conf', 'catalog.json'), 'utf8'));
+  const m = shipped.models.find((x) => x.id === id);
+  if (!m) throw new Error(`shipped catalog has no model ${id}`);
+  return m;
+}
+
 /// The shipped catalog with every provider's upstreams pointed at the mock.
 export function catalog(mockUrl) {
   const shipped = JSON.parse(readFileSync(join(REPO, 'conf', 'catalog.json'), 'utf8'));
@@ -87,8 +95,8 @@ export function catalog(mockUrl) {
     if (!p || !p.families.includes('gemini')) throw new Error(`shipped catalog: provider ${provider} missing or not on family C`);
     if (!shipped.models.some((m) => m.id === id && m.provider === provider)) throw new Error(`shipped catalog has no model ${provider}/${id}`);
   }
-  // No top-level `policy`: the default, `adapt`, applies; keys set their own.
-  return { ...shipped, providers };
+  // The catalog's policy is the default, `adapt`; each key sets its own.
+  return { ...shipped, policy: 'adapt', providers };
 }
 
 export const PROVIDER_ENV = {
@@ -134,8 +142,8 @@ export async function startStack(name) {
   writeFileSync(join(dir, 'catalog.json'), JSON.stringify(catalog(mockUrl), null, 2));
   writeFileSync(join(dir, 'keys.json'), JSON.stringify({
     keys: [
-      { id: 'clients-adapt', key: KEYS.adapt, ...(process.env.SB_NOPOL ? {} : { policy: 'adapt' }) },
-      { id: 'clients-strict', key: KEYS.strict, ...(process.env.SB_NOPOL ? {} : { policy: 'strict' }) },
+      { id: 'clients-adapt', key: KEYS.adapt, policy: 'adapt' },
+      { id: 'clients-strict', key: KEYS.strict, policy: 'strict' },
     ],
   }, null, 2));
   const port = await freePort();
