@@ -430,17 +430,9 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             out.uses(present(p.thinking), "reasoning", "thinking");
             if let Some(o) = &p.output_config {
                 out.uses(present(o.effort), "reasoning", "output_config.effort");
-                out.uses(
-                    present(o.format),
-                    "response_format",
-                    "output_config.format",
-                );
+                out.uses(present(o.format), "response_format", "output_config.format");
             }
-            out.uses(
-                present(p.output_format),
-                "response_format",
-                "output_format",
-            );
+            out.uses(present(p.output_format), "response_format", "output_format");
             out.uses(present(p.metadata), "metadata", "metadata");
             out.uses(present(p.service_tier), "service_tier", "service_tier");
             out.uses(
@@ -450,11 +442,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             );
             if present(p.cache_control) || contains(body, b"\"cache_control\"") {
                 for path in ANTHROPIC_CACHE_PATHS {
-                    out.uses(
-                        crate::jsonedit::has_path(body, path),
-                        "cache_control",
-                        path,
-                    );
+                    out.uses(crate::jsonedit::has_path(body, path), "cache_control", path);
                 }
             }
         }
@@ -467,11 +455,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             out.uses(out.stream, "stream", "stream");
             out.uses(present(p.tools), "tools", "tools");
             out.uses(present(p.tool_config), "tool_choice", "toolConfig");
-            out.uses(
-                present(p.cached_content),
-                "cache_control",
-                "cachedContent",
-            );
+            out.uses(present(p.cached_content), "cache_control", "cachedContent");
             if let Some(g) = p.generation_config {
                 out.temperature = number(g.temperature, "generationConfig.temperature")?;
                 out.max_tokens =
@@ -533,11 +517,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
                     "logprobs",
                     "generationConfig.responseLogprobs",
                 );
-                out.uses(
-                    present(g.logprobs),
-                    "logprobs",
-                    "generationConfig.logprobs",
-                );
+                out.uses(present(g.logprobs), "logprobs", "generationConfig.logprobs");
                 out.uses(
                     more_than_one(g.candidate_count),
                     "n",
@@ -587,7 +567,12 @@ pub fn count_input(family: Family, body: &[u8], limit: u64) -> Result<u64, Gatew
 }
 
 /// The 400 for input that does not fit the context (with `max_tokens` of output, if any).
-pub fn context_error(family: Family, model: &Model, n: u64, max_tokens: Option<u64>) -> GatewayError {
+pub fn context_error(
+    family: Family,
+    model: &Model,
+    n: u64,
+    max_tokens: Option<u64>,
+) -> GatewayError {
     let param = if family == Family::Gemini {
         "contents"
     } else {
