@@ -13,7 +13,7 @@ use crate::config::{Model, Policy};
 use crate::error::GatewayError;
 use crate::family::Family;
 use crate::jsonedit::{self, Edit};
-use crate::validate::{context_error, Inspected, Use};
+use crate::validate::{context_error, nested_cache_hints, Inspected, Use};
 use serde_json::Value;
 
 /// Catalog parameters that `adapt` drops when a model does not list them:
@@ -100,7 +100,12 @@ pub fn decide(
             plan.lower(req, model.max_output_tokens);
         }
     }
-    for u in &req.uses {
+    let nested = if model.supports("cache_control") {
+        Vec::new()
+    } else {
+        nested_cache_hints(req, body)
+    };
+    for u in req.uses.iter().chain(&nested) {
         if model.supports(u.param) {
             continue;
         }

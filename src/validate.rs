@@ -34,6 +34,9 @@ pub struct Inspected {
     pub uses: Vec<Use>,
     /// The output-cap fields present, with their values (family A may send two).
     pub caps: Vec<(&'static str, u64)>,
+    /// A family B body mentions `"cache_control"` (perhaps on blocks below the
+    /// top level: [`nested_cache_hints`] finds where, only when it matters).
+    pub cache_hint_mention: bool,
 }
 
 /// One field of a request, named in the catalog's vocabulary of
@@ -302,13 +305,29 @@ impl Inspected {
 }
 
 /// Where family B requests carry cache hints below the top level.
-const ANTHROPIC_CACHE_PATHS: [&str; 5] = [
+const ANTHROPIC_CACHE_PATHS: [&str; 4] = [
     "system.*.cache_control",
     "tools.*.cache_control",
     "messages.*.content.*.cache_control",
     "messages.*.content.*.content.*.cache_control",
-    "cache_control",
 ];
+
+/// The cache hints a family B body carries below the top level (system
+/// blocks, tools, message blocks, tool-result blocks). Walks the body once per
+/// place, so it is asked only when the model does not take cache hints.
+pub fn nested_cache_hints(req: &Inspected, body: &[u8]) -> Vec<Use> {
+    if !req.cache_hint_mention {
+        return Vec::new();
+    }
+    ANTHROPIC_CACHE_PATHS
+        .iter()
+        .filter(|path| crate::jsonedit::has_path(body, path))
+        .map(|&field| Use {
+            param: "cache_control",
+            field,
+        })
+        .collect()
+}
 
 /// Scans a request body of `family`. `path_stream` is the stream flag family C takes from its path.
 pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError> {
