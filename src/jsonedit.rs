@@ -188,7 +188,12 @@ enum Rewritten {
     Emptied,
 }
 
-fn rewrite(b: &[u8], span: Range<usize>, edits: &[(&[&'static str], &Op)], depth: usize) -> Rewritten {
+fn rewrite(
+    b: &[u8],
+    span: Range<usize>,
+    edits: &[(&[&'static str], &Op)],
+    depth: usize,
+) -> Rewritten {
     if edits.is_empty() || depth > MAX_DEPTH {
         return Rewritten::Same;
     }
@@ -379,7 +384,10 @@ mod tests {
     #[test]
     fn walks_arrays_and_ignores_lookalikes_in_strings() {
         let doc = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"\"cache_control\": x","cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":"hi"}],"system":"s"}"#;
-        assert!(has_path(doc.as_bytes(), "messages.*.content.*.cache_control"));
+        assert!(has_path(
+            doc.as_bytes(),
+            "messages.*.content.*.cache_control"
+        ));
         assert!(!has_path(doc.as_bytes(), "system.*.cache_control"));
         let out = run(doc, &[Edit::remove("messages.*.content.*.cache_control")]);
         assert_eq!(
@@ -387,7 +395,10 @@ mod tests {
             r#"{"messages":[{"role":"user","content":[{"type":"text","text":"\"cache_control\": x"}]},{"role":"assistant","content":"hi"}],"system":"s"}"#
         );
         assert!(apply(doc.as_bytes(), &[Edit::remove("tools.*.cache_control")]).is_none());
-        assert_eq!(member_span(doc.as_bytes(), "system"), Some(doc.len() - 4..doc.len() - 1));
+        assert_eq!(
+            member_span(doc.as_bytes(), "system"),
+            Some(doc.len() - 4..doc.len() - 1)
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::config::{Model, Policy};
 use crate::error::GatewayError;
 use crate::family::Family;
 use crate::jsonedit::{self, Edit};
-use crate::validate::{context_error, Inspected, Use};
+use crate::validate::{context_error, nested_cache_hints, Inspected, Use};
 use serde_json::Value;
 
 /// Catalog parameters that `adapt` drops when a model does not list them:
@@ -100,7 +100,12 @@ pub fn decide(
             plan.lower(req, model.max_output_tokens);
         }
     }
-    for u in &req.uses {
+    let nested = if model.supports("cache_control") {
+        Vec::new()
+    } else {
+        nested_cache_hints(req, body)
+    };
+    for u in req.uses.iter().chain(&nested) {
         if model.supports(u.param) {
             continue;
         }
@@ -144,8 +149,7 @@ impl Plan {
 
     /// The output cap the upstream will be asked for (`None`: the request names none).
     pub fn output_cap(&self, req: &Inspected) -> Option<u64> {
-        req.max_tokens
-            .map(|m| self.limit.map_or(m, |l| m.min(l)))
+        req.max_tokens.map(|m| self.limit.map_or(m, |l| m.min(l)))
     }
 
     fn lower(&mut self, req: &Inspected, n: u64) {
@@ -238,8 +242,7 @@ fn image_in(v: &Value) -> bool {
     match v {
         Value::Array(items) => items.iter().any(image_in),
         Value::Object(o) => {
-            if o
-                .get("type")
+            if o.get("type")
                 .and_then(Value::as_str)
                 .is_some_and(|t| matches!(t, "image_url" | "image" | "input_image"))
             {
@@ -281,7 +284,12 @@ mod tests {
             .clone()
     }
 
-    fn run(family: Family, body: &str, m: &Model, policy: Policy) -> Result<(String, String), GatewayError> {
+    fn run(
+        family: Family,
+        body: &str,
+        m: &Model,
+        policy: Policy,
+    ) -> Result<(String, String), GatewayError> {
         let req = inspect(family, body.as_bytes(), false)?;
         let plan = decide(family, &req, body.as_bytes(), m, policy)?;
         let out = plan
@@ -315,7 +323,10 @@ mod tests {
         let body = CLAUDE_CODE.replace("32000", "50");
         let e = run(Family::Anthropic, &body, &m, Policy::Strict).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("thinking"), "{e}");
-        let m = model(r#"["max_tokens","tools","cache_control","reasoning"]"#, true);
+        let m = model(
+            r#"["max_tokens","tools","cache_control","reasoning"]"#,
+            true,
+        );
         let e = run(Family::Anthropic, &body, &m, Policy::Strict).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("metadata"), "{e}");
     }
@@ -324,19 +335,48 @@ mod tests {
     fn what_changes_the_answer_is_refused_under_adapt() {
         let m = model(r#"["max_tokens","stream"]"#, false);
         for (family, body, param) in [
-            (Family::OpenAi, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[]}"#, "tools"),
-            (Family::OpenAi, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}"#, "n"),
-            (Family::OpenAi, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}"#, "logprobs"),
-            (Family::OpenAi, r#"{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#, "response_format"),
-            (Family::OpenAi, r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}"#, "messages"),
-            (Family::Gemini, r#"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"AA=="}}]}]}"#, "contents"),
-            (Family::Gemini, r#"{"contents":[{"parts":[{"text":"x"}]}],"generationConfig":{"candidateCount":3}}"#, "generationConfig.candidateCount"),
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[]}"#,
+                "tools",
+            ),
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}"#,
+                "n",
+            ),
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}"#,
+                "logprobs",
+            ),
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+                "response_format",
+            ),
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}"#,
+                "messages",
+            ),
+            (
+                Family::Gemini,
+                r#"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"AA=="}}]}]}"#,
+                "contents",
+            ),
+            (
+                Family::Gemini,
+                r#"{"contents":[{"parts":[{"text":"x"}]}],"generationConfig":{"candidateCount":3}}"#,
+                "generationConfig.candidateCount",
+            ),
         ] {
             let e = run(family, body, &m, Policy::Adapt).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param), "{body}: {e}");
         }
         // n = 1 and logprobs = false ask for nothing.
-        let ok = r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":1,"logprobs":false}"#;
+        let ok =
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":1,"logprobs":false}"#;
         assert!(run(Family::OpenAi, ok, &m, Policy::Strict).is_ok());
     }
 
@@ -374,7 +414,9 @@ mod tests {
         plan.fit_context(Family::OpenAi, &req, &m, 960).unwrap();
         assert_eq!(plan.output_cap(&req), Some(40));
         assert_eq!(plan.adjustments(&req).render(), "max_tokens=40 (was 100)");
-        let e = plan.fit_context(Family::OpenAi, &req, &m, 1001).unwrap_err();
+        let e = plan
+            .fit_context(Family::OpenAi, &req, &m, 1001)
+            .unwrap_err();
         assert_eq!(e.code, Some("context_length_exceeded"));
         let mut strict = decide(Family::OpenAi, &req, body.as_bytes(), &m, Policy::Strict).unwrap();
         assert!(strict.fit_context(Family::OpenAi, &req, &m, 960).is_err());

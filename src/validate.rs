@@ -34,6 +34,9 @@ pub struct Inspected {
     pub uses: Vec<Use>,
     /// The output-cap fields present, with their values (family A may send two).
     pub caps: Vec<(&'static str, u64)>,
+    /// A family B body mentions `"cache_control"` (perhaps on blocks below the
+    /// top level: [`nested_cache_hints`] finds where, only when it matters).
+    pub cache_hint_mention: bool,
 }
 
 /// One field of a request, named in the catalog's vocabulary of
@@ -302,13 +305,29 @@ impl Inspected {
 }
 
 /// Where family B requests carry cache hints below the top level.
-const ANTHROPIC_CACHE_PATHS: [&str; 5] = [
+const ANTHROPIC_CACHE_PATHS: [&str; 4] = [
     "system.*.cache_control",
     "tools.*.cache_control",
     "messages.*.content.*.cache_control",
     "messages.*.content.*.content.*.cache_control",
-    "cache_control",
 ];
+
+/// The cache hints a family B body carries below the top level (system
+/// blocks, tools, message blocks, tool-result blocks). Walks the body once per
+/// place, so it is asked only when the model does not take cache hints.
+pub fn nested_cache_hints(req: &Inspected, body: &[u8]) -> Vec<Use> {
+    if !req.cache_hint_mention {
+        return Vec::new();
+    }
+    ANTHROPIC_CACHE_PATHS
+        .iter()
+        .filter(|path| crate::jsonedit::has_path(body, path))
+        .map(|&field| Use {
+            param: "cache_control",
+            field,
+        })
+        .collect()
+}
 
 /// Scans a request body of `family`. `path_stream` is the stream flag family C takes from its path.
 pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError> {
@@ -430,17 +449,9 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             out.uses(present(p.thinking), "reasoning", "thinking");
             if let Some(o) = &p.output_config {
                 out.uses(present(o.effort), "reasoning", "output_config.effort");
-                out.uses(
-                    present(o.format),
-                    "response_format",
-                    "output_config.format",
-                );
+                out.uses(present(o.format), "response_format", "output_config.format");
             }
-            out.uses(
-                present(p.output_format),
-                "response_format",
-                "output_format",
-            );
+            out.uses(present(p.output_format), "response_format", "output_format");
             out.uses(present(p.metadata), "metadata", "metadata");
             out.uses(present(p.service_tier), "service_tier", "service_tier");
             out.uses(
@@ -450,11 +461,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             );
             if present(p.cache_control) || contains(body, b"\"cache_control\"") {
                 for path in ANTHROPIC_CACHE_PATHS {
-                    out.uses(
-                        crate::jsonedit::has_path(body, path),
-                        "cache_control",
-                        path,
-                    );
+                    out.uses(crate::jsonedit::has_path(body, path), "cache_control", path);
                 }
             }
         }
@@ -467,11 +474,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             out.uses(out.stream, "stream", "stream");
             out.uses(present(p.tools), "tools", "tools");
             out.uses(present(p.tool_config), "tool_choice", "toolConfig");
-            out.uses(
-                present(p.cached_content),
-                "cache_control",
-                "cachedContent",
-            );
+            out.uses(present(p.cached_content), "cache_control", "cachedContent");
             if let Some(g) = p.generation_config {
                 out.temperature = number(g.temperature, "generationConfig.temperature")?;
                 out.max_tokens =
@@ -533,11 +536,7 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
                     "logprobs",
                     "generationConfig.responseLogprobs",
                 );
-                out.uses(
-                    present(g.logprobs),
-                    "logprobs",
-                    "generationConfig.logprobs",
-                );
+                out.uses(present(g.logprobs), "logprobs", "generationConfig.logprobs");
                 out.uses(
                     more_than_one(g.candidate_count),
                     "n",
@@ -587,7 +586,12 @@ pub fn count_input(family: Family, body: &[u8], limit: u64) -> Result<u64, Gatew
 }
 
 /// The 400 for input that does not fit the context (with `max_tokens` of output, if any).
-pub fn context_error(family: Family, model: &Model, n: u64, max_tokens: Option<u64>) -> GatewayError {
+pub fn context_error(
+    family: Family,
+    model: &Model,
+    n: u64,
+    max_tokens: Option<u64>,
+) -> GatewayError {
     let param = if family == Family::Gemini {
         "contents"
     } else {

@@ -206,9 +206,12 @@ impl Policy {
 pub(crate) fn opt_policy(o: &Obj<'_>) -> Result<Option<Policy>, ConfigError> {
     match o.opt_str("policy")? {
         None => Ok(None),
-        Some(s) => Policy::from_name(s)
-            .map(Some)
-            .ok_or_else(|| o.err("policy", format!("unknown policy {s:?} (expected adapt or strict)"))),
+        Some(s) => Policy::from_name(s).map(Some).ok_or_else(|| {
+            o.err(
+                "policy",
+                format!("unknown policy {s:?} (expected adapt or strict)"),
+            )
+        }),
     }
 }
 

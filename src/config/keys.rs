@@ -213,8 +213,11 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.path, "$.keys[1].id");
-        let e = KeyStore::from_str("k.json", r#"{"keys":[{"id":"a","key":"x","policy":"loose"}]}"#)
-            .unwrap_err();
+        let e = KeyStore::from_str(
+            "k.json",
+            r#"{"keys":[{"id":"a","key":"x","policy":"loose"}]}"#,
+        )
+        .unwrap_err();
         assert_eq!(e.path, "$.keys[0].policy");
     }
 

@@ -72,8 +72,10 @@ pub async fn handle(
 ) -> pingora_core::Result<()> {
     let result = run(gw, session, ctx, route, snap, key).await;
     if !ctx.adjusted.is_empty() {
-        gw.metrics
-            .adapted(ctx.model.as_deref().unwrap_or(""), ctx.adjusted.parameters());
+        gw.metrics.adapted(
+            ctx.model.as_deref().unwrap_or(""),
+            ctx.adjusted.parameters(),
+        );
     }
     match result {
         Ok(()) => Ok(()),
