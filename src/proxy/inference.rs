@@ -261,6 +261,7 @@ async fn run(
         request_id: &request_id,
     };
     let mut answer = dispatch::call(gw, &call).await?;
+    ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
     let client_model = client_model_name(family, model);
     if !stream {
         let raw = dispatch::read_body(&mut answer.ex, gw.settings.max_response_bytes).await?;
