@@ -257,16 +257,16 @@ pub fn budget_to_effort(budget: i64) -> &'static str {
     }
 }
 
-/// An effort level in OpenAI's `reasoning_effort` vocabulary
-/// (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`): Anthropic `max` is `xhigh`.
+/// An effort level in the part of OpenAI's `reasoning_effort` vocabulary
+/// that every OpenAI reasoning model takes (`low`, `medium`, `high`), plus
+/// `none`: `minimal` is `low` (gpt-5.1 refuses `minimal`), `xhigh` and
+/// Anthropic `max` are `high` (only the newest models take `xhigh`).
 pub fn openai_effort(effort: &str) -> Option<&'static str> {
     match effort {
         "none" => Some("none"),
-        "minimal" => Some("minimal"),
-        "low" => Some("low"),
+        "minimal" | "low" => Some("low"),
         "medium" => Some("medium"),
-        "high" => Some("high"),
-        "xhigh" | "max" => Some("xhigh"),
+        "high" | "xhigh" | "max" => Some("high"),
         _ => None,
     }
 }
@@ -439,8 +439,9 @@ mod tests {
 
     #[test]
     fn levels_in_each_vocabulary() {
-        assert_eq!(openai_effort("max"), Some("xhigh"));
-        assert_eq!(openai_effort("minimal"), Some("minimal"));
+        assert_eq!(openai_effort("max"), Some("high"));
+        assert_eq!(openai_effort("xhigh"), Some("high"));
+        assert_eq!(openai_effort("minimal"), Some("low"));
         assert_eq!(anthropic_effort("minimal"), Some("low"));
         assert_eq!(anthropic_effort("none"), None);
         assert_eq!(anthropic_effort("xhigh"), Some("xhigh"));

@@ -1107,7 +1107,7 @@ pub fn encode(
     };
 
     let gc_extra = take_nested(&mut extra, "generationConfig");
-    let generation_config = encode_generation_config(req, gc_extra)?;
+    let generation_config = encode_generation_config(req, gc_extra, adj)?;
 
     let wire = GenerateContentRequest {
         contents: Vec::new(),
@@ -1167,6 +1167,7 @@ fn encode_declaration(f: &FunctionTool, i: usize) -> Result<FunctionDeclaration,
 fn encode_generation_config(
     req: &ChatRequest,
     mut extra: Map<String, Value>,
+    adj: &mut Adjustments,
 ) -> Result<Option<GenerationConfig>, TranslateError> {
     let s = &req.sampling;
     let (mime, schema) = match &req.response_format {
@@ -1188,7 +1189,7 @@ fn encode_generation_config(
         }
     };
     let thinking_extra = take_nested(&mut extra, "thinkingConfig");
-    let thinking = encode_thinking(req.reasoning.as_ref(), thinking_extra);
+    let thinking = encode_thinking(req.reasoning.as_ref(), thinking_extra, req, adj);
     let gc = GenerationConfig {
         temperature: s.temperature,
         top_p: s.top_p,
@@ -1214,7 +1215,12 @@ fn encode_generation_config(
 /// budget ([`effort_to_budget`], which every Gemini generation takes, where
 /// `thinkingLevel` is Gemini 3 only); on without either is -1 (dynamic).
 /// `includeThoughts` is passed on as given (Anthropic thinking implies it).
-fn encode_thinking(r: Option<&Reasoning>, extra: Map<String, Value>) -> Option<ThinkingConfig> {
+fn encode_thinking(
+    r: Option<&Reasoning>,
+    extra: Map<String, Value>,
+    req: &ChatRequest,
+    adj: &mut Adjustments,
+) -> Option<ThinkingConfig> {
     let level_given = extra.contains_key("thinkingLevel");
     let Some(r) = r else {
         return (!extra.is_empty()).then(|| ThinkingConfig {
@@ -1235,6 +1241,10 @@ fn encode_thinking(r: Option<&Reasoning>, extra: Map<String, Value>) -> Option<T
     } else {
         None
     };
+    if r.is_off() && r.effort.as_deref().is_some_and(|e| e != "none") {
+        // An effort for the answer with thinking off (Anthropic): no counterpart.
+        report::dropped(req, Param::Effort, adj);
+    }
     let tc = ThinkingConfig {
         include_thoughts: r.include_thoughts,
         thinking_budget: budget,

@@ -28,6 +28,8 @@ use crate::protocol::report::{self, Param};
 use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
 use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
 use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
 
 const F: Family = Family::OpenAi;
 
@@ -475,12 +477,16 @@ pub fn encode(
         report::dropped(req, Param::TopK, adj);
     }
     // The end-user id goes to `user`, unless the client said it as `safety_identifier`.
-    let user = req.user.clone().filter(|u| {
-        req.extra
-            .get(F, "safety_identifier")
-            .and_then(Value::as_str)
-            != Some(u.as_str())
-    });
+    let user = req
+        .user
+        .as_deref()
+        .filter(|u| {
+            req.extra
+                .get(F, "safety_identifier")
+                .and_then(Value::as_str)
+                != Some(*u)
+        })
+        .map(openai_user);
 
     let mut so_extra = take_nested(&mut extra, "stream_options");
     let stream_options = if opts.stream {
@@ -525,15 +531,19 @@ pub fn encode(
 }
 
 /// `reasoning_effort` for canonical reasoning settings: an effort level in
-/// OpenAI's vocabulary (Anthropic `max` is `xhigh`); a fixed budget by the
+/// the levels every OpenAI reasoning model takes ([`ir::openai_effort`]:
+/// `minimal` is `low`, `xhigh` and `max` are `high`); a fixed budget by the
 /// thresholds of [`ir::budget_to_effort`]; reasoning on without either
 /// (Anthropic `adaptive`, a dynamic Gemini budget) is `medium`. Reasoning
 /// turned off is `none` only when the client said `none` itself (models
 /// before gpt-5.1 refuse it); otherwise it is left out and reported.
 fn encode_effort(r: &Reasoning, req: &ChatRequest, adj: &mut Adjustments) -> Option<String> {
     if r.is_off() {
-        if r.effort.as_deref() == Some("none") {
-            return Some("none".into());
+        match r.effort.as_deref() {
+            Some("none") => return Some("none".into()),
+            // An effort for the answer with thinking off (Anthropic): no counterpart.
+            Some(_) => report::dropped(req, Param::Effort, adj),
+            None => {}
         }
         report::dropped(req, Param::Reasoning, adj);
         return None;
@@ -548,6 +558,23 @@ fn encode_effort(r: &Reasoning, req: &ChatRequest, adj: &mut Adjustments) -> Opt
         return Some(ir::budget_to_effort(budget).to_string());
     }
     r.is_on().then(|| "medium".to_string())
+}
+
+/// The longest end-user id OpenAI takes.
+const MAX_USER_CHARS: usize = 64;
+
+/// An end-user id OpenAI accepts: as is when short enough, else its SHA-256
+/// in hex (64 characters; stable per user, as OpenAI suggests for long or
+/// identifying ids such as Claude Code's `metadata.user_id`).
+fn openai_user(user: &str) -> String {
+    if user.chars().count() <= MAX_USER_CHARS {
+        return user.to_string();
+    }
+    let digest = Sha256::digest(user.as_bytes());
+    digest.iter().fold(String::with_capacity(64), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 /// Adds an IR object's OpenAI extra fields to its encoded wire value.
@@ -821,5 +848,21 @@ fn encode_response_format(rf: &ResponseFormat) -> WireResponseFormat {
             }),
             extra: Map::new(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::openai_user;
+
+    #[test]
+    fn long_user_ids_are_hashed_to_what_openai_takes() {
+        assert_eq!(openai_user("u-42"), "u-42");
+        let long = format!("user_{}_account_x_session_y", "a".repeat(64));
+        let hashed = openai_user(&long);
+        assert_eq!(hashed.len(), 64);
+        assert!(hashed.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(hashed, openai_user(&long));
+        assert_ne!(hashed, openai_user(&format!("{long}2")));
     }
 }
