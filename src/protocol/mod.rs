@@ -10,6 +10,8 @@
 pub mod anthropic;
 pub mod gemini;
 pub mod openai;
+#[cfg(test)]
+mod reasoning_tests;
 pub(crate) mod report;
 pub mod translate_error;
 
