@@ -312,6 +312,7 @@ async fn run(
         ctx.upstream_host = Some(up.url.authority.clone());
     }
     let mut answer = called?;
+    ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
     let client_model = client_model_name(family, model);
     if !stream {
         let raw = dispatch::read_body(&mut answer.ex, gw.settings.max_response_bytes).await?;
