@@ -27,6 +27,14 @@ if [ -f tests/sdk/requirements.txt ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r tests/sdk/requirements.txt
     echo "$want" > "$stamp"
   fi
-  cargo build --release --bin switchboard --example mock_upstream 2>&1
+  # Two invocations, never one: building an example pulls the dev-dependencies'
+  # features (tokio "full", ...) into every crate of that invocation, so a
+  # release switchboard built beside it would not be the one `cargo run
+  # --release` wants, and that would rebuild the whole crate graph. The
+  # gateway is built exactly as `cargo run --release` builds it; the mock
+  # upstream (a test double) in the debug profile, from the dependencies
+  # `cargo test` has just compiled.
+  cargo build --release --bin switchboard 2>&1
+  cargo build --example mock_upstream 2>&1
   "$venv/bin/python" -m pytest -q tests/sdk
 fi
