@@ -20,7 +20,15 @@ fi
 echo "== Rust suite (cargo test)"
 cargo test --all-targets 2>&1
 
-cargo build --release --bin switchboard --example mock_upstream 2>&1
+# Two invocations, never one: building an example pulls the dev-dependencies'
+# features (tokio "full", ...) into every crate of that invocation, so a
+# release switchboard built beside it would not be the one `cargo run
+# --release` wants, and that would rebuild the whole crate graph. The
+# gateway is built exactly as `cargo run --release` builds it; the mock
+# upstream (a test double) in the debug profile, from the dependencies
+# `cargo test` has just compiled. Both suites below use these two builds.
+cargo build --release --bin switchboard 2>&1
+cargo build --example mock_upstream 2>&1
 
 # The official-SDK suite: a virtualenv, reinstalled when requirements change.
 venv=tests/sdk/.venv

@@ -4,9 +4,10 @@
 // providers all point at the mock; runs client processes with a timeout; reads
 // what the mock received.
 //
-// Binaries come from `${CARGO_TARGET_DIR:-target}/release/` (built by
-// tests/run.sh, or by hand: `cargo build --release --bin switchboard
-// --example mock_upstream`).
+// The gateway is `${CARGO_TARGET_DIR:-target}/release/switchboard`, the mock
+// `${CARGO_TARGET_DIR:-target}/debug/examples/mock_upstream`, as for the SDK
+// suite (built by tests/run.sh, or by hand: `cargo build --release --bin
+// switchboard && cargo build --example mock_upstream`).
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, existsSync, mkdirSync, openSync, closeSync } from 'node:fs';
@@ -43,10 +44,9 @@ function targetDir() {
 }
 
 function binary(rel) {
-  // SWITCHBOARD_CLIENTS_PROFILE=debug runs the debug binaries (exploration only).
-  const p = join(targetDir(), process.env.SWITCHBOARD_CLIENTS_PROFILE || 'release', rel);
+  const p = join(targetDir(), rel);
   if (!existsSync(p)) {
-    throw new Error(`${p} not found: run \`cargo build --release --bin switchboard --example mock_upstream\` first`);
+    throw new Error(`${p} not found: run \`cargo build --release --bin switchboard\` and \`cargo build --example mock_upstream\` first`);
   }
   return p;
 }
@@ -136,7 +136,7 @@ async function getStatus(url) {
 /// Starts the mock upstream and the gateway; `stop()` ends both.
 export async function startStack(name) {
   const dir = mkdtempSync(join(tmpdir(), `switchboard-clients-${name}-`));
-  const mockProc = spawn(binary('examples/mock_upstream'), ['--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const mockProc = spawn(binary('debug/examples/mock_upstream'), ['--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
   const line = await waitLine(mockProc, 'listening on ', 30000);
   const mockUrl = 'http://' + line.slice('listening on '.length);
   writeFileSync(join(dir, 'catalog.json'), JSON.stringify(catalog(mockUrl), null, 2));
@@ -150,7 +150,7 @@ export async function startStack(name) {
   const metrics = await freePort();
   const logPath = join(dir, 'gateway.log');
   const log = openSync(logPath, 'w');
-  const gw = spawn(binary('switchboard'), [
+  const gw = spawn(binary('release/switchboard'), [
     '--catalog', join(dir, 'catalog.json'),
     '--keys', join(dir, 'keys.json'),
     '--listen', `127.0.0.1:${port}`,
