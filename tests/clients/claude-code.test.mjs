@@ -55,7 +55,7 @@ async function claude(prompt, { model, key = KEYS.adapt, args = [], bearer = fal
     env,
     cwd: box.work,
     timeoutMs: TIMEOUT_MS,
-  });
+  }).finally(box.remove);
   let result;
   try {
     result = JSON.parse(r.stdout.slice(r.stdout.indexOf('{')));

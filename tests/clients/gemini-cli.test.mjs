@@ -58,7 +58,7 @@ async function gemini(prompt, { model, key = KEYS.adapt, args = [] }) {
     env,
     cwd: box.work,
     timeoutMs: TIMEOUT_MS,
-  });
+  }).finally(box.remove);
   // The JSON result is the last top-level object on stdout (on stderr after
   // an error).
   const parse = (text) => {

@@ -10,7 +10,7 @@
 // switchboard && cargo build --example mock_upstream`).
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, mkdirSync, openSync, closeSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, existsSync, mkdirSync, openSync, closeSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, isAbsolute, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -240,7 +240,7 @@ export function sandbox(name) {
   const work = join(root, 'work');
   mkdirSync(home, { recursive: true });
   mkdirSync(work, { recursive: true });
-  return { root, home, work };
+  return { root, home, work, remove: () => rmSync(root, { recursive: true, force: true }) };
 }
 
 /// The environment a client starts from: the machine's, minus anything that
