@@ -89,13 +89,20 @@ describe('Claude Code', { concurrency: 3 }, () => {
     });
   }
 
-  for (const { protocol, model } of CELLS.filter((c) => c.model !== MODELS.anthropic.id)) {
-    test(`tool loop with Bash through ${model} (${protocol} upstream)`, async () => {
-      const tok = token(`cc-tool-${model}`);
+  // Tool loops: a model on each upstream protocol with an adapt key, and
+  // Anthropic's own model, which takes Claude Code's requests as they are,
+  // with a strict key too.
+  const loops = [
+    ...CELLS.filter((c) => c.model !== MODELS.anthropic.id).map((c) => ({ ...c, policy: 'adapt' })),
+    { protocol: 'anthropic', model: 'claude-sonnet-4.7', policy: 'strict' },
+  ];
+  for (const { protocol, model, policy } of loops) {
+    test(`tool loop with Bash through ${model} (${protocol} upstream, ${policy} key)`, async () => {
+      const tok = token(`cc-tool-${model}-${policy}`);
       // `printf` prints `ran-TOKEN`, a string the prompt does not contain.
       const args = JSON.stringify({ command: `printf %s-%s ran ${tok}`, description: 'Print a marker' });
       const prompt = `Run the command ${tok} [[agent-tool:Bash:${args}]]`;
-      const out = await claude(prompt, { model, bearer: true, args: ['--allowedTools', 'Bash(printf:*)'] });
+      const out = await claude(prompt, { model, key: KEYS[policy], bearer: true, args: ['--allowedTools', 'Bash(printf:*)'] });
       assertAnswered(out);
       const answer = out.result.result;
       assert.ok(answer.startsWith(toolReplyPrefix(protocol)), answer);
