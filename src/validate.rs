@@ -37,6 +37,8 @@ pub struct Inspected {
     /// A family B body mentions `"cache_control"` (perhaps on blocks below the
     /// top level: [`nested_cache_hints`] finds where, only when it matters).
     pub cache_hint_mention: bool,
+    /// Family B `thinking.budget_tokens` (which must stay below `max_tokens`).
+    pub thinking_budget: Option<u64>,
 }
 
 /// One field of a request, named in the catalog's vocabulary of
@@ -174,6 +176,11 @@ struct OutputConfigPeek<'a> {
     effort: Raw<'a>,
     #[serde(borrow)]
     format: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct ThinkingPeek {
+    budget_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -447,6 +454,11 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
                 "tool_choice.disable_parallel_tool_use",
             );
             out.uses(present(p.thinking), "reasoning", "thinking");
+            out.thinking_budget = p
+                .thinking
+                .filter(|r| r.get().starts_with('{'))
+                .and_then(|r| serde_json::from_str::<ThinkingPeek>(r.get()).ok())
+                .and_then(|t| t.budget_tokens);
             if let Some(o) = &p.output_config {
                 out.uses(present(o.effort), "reasoning", "output_config.effort");
                 out.uses(present(o.format), "response_format", "output_config.format");

@@ -272,6 +272,21 @@ async fn sdk_caps_are_lowered_in_every_family() {
         mock.last_request().unwrap().json().unwrap()["max_tokens"],
         8192
     );
+    // A thinking budget the lowered cap leaves too large is scaled down with it
+    // (Anthropic wants budget_tokens below max_tokens).
+    b["max_tokens"] = json!(32000);
+    b["thinking"] = json!({"type": "enabled", "budget_tokens": 31999});
+    let r = gw.send(&call(Anthropic, MESSAGES, &b)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        adjusted(&r),
+        "max_tokens=8192 (was 32000); thinking.budget_tokens=8191 (was 31999)"
+    );
+    let body = mock.last_request().unwrap().json().unwrap();
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 8191})
+    );
     // Family A, both cap fields, and knobs the model lacks, same protocol.
     let mut a = openai_body("openai/lean-gpt", "sdk", None, true);
     a["max_completion_tokens"] = json!(100000);
