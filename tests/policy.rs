@@ -657,3 +657,40 @@ async fn real_client_shapes_succeed_on_every_shipped_model_under_adapt() {
     sent["model"] = json!("claude-sonnet-4-7");
     assert_eq!(mock.last_request().unwrap().json().unwrap(), sent);
 }
+
+#[tokio::test]
+async fn a_20_mib_body_is_edited_in_place() {
+    let (mock, gw) = start(None).await;
+    // base64-looking image data, about 20 MiB
+    let data: String = "iVBORw0KGgoAAAANSUhEUgAA"
+        .chars()
+        .cycle()
+        .take(20 << 20)
+        .collect();
+    let mut body = claude_code("lean-claude", false);
+    body["messages"][0]["content"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data},
+            "cache_control": {"type": "ephemeral"}}));
+    let r = gw.send(&messages_call(KEY, &body)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        adjusted(&r),
+        format!("max_tokens=8192 (was 32000); {CLAUDE_CODE_DROPS}")
+    );
+    let up = mock.last_request().unwrap().json().unwrap();
+    assert_eq!(up["max_tokens"], 8192);
+    assert_eq!(cache_hints(&up), 0);
+    assert_eq!(
+        up["messages"][0]["content"][2]["source"]["data"],
+        json!(data)
+    );
+    // The same image to a model without vision: a 400 under adapt, nothing sent.
+    mock.clear();
+    body["model"] = json!("plain");
+    body.as_object_mut().unwrap().remove("tools");
+    let r = gw.send(&messages_call(KEY, &body)).await;
+    assert_names_param(Anthropic, &assert_error(Anthropic, &r, 400), "messages");
+    assert!(mock.requests().is_empty());
+}
