@@ -6,7 +6,7 @@
 use crate::config::Model;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::tokens::{self, Countable};
+use crate::tokens::{self, Cancel, Countable};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
@@ -592,9 +592,14 @@ pub fn countable(family: Family, body: &[u8]) -> Result<Countable, GatewayError>
 }
 
 /// Counts the input tokens of a request body (blocking; run off the reactor),
-/// stopping early once the count passes `limit`.
-pub fn count_input(family: Family, body: &[u8], limit: u64) -> Result<u64, GatewayError> {
-    Ok(tokens::count(&countable(family, body)?, limit))
+/// stopping early once the count passes `limit`; `None` when cancelled.
+pub fn count_input(
+    family: Family,
+    body: &[u8],
+    limit: u64,
+    cancel: &Cancel,
+) -> Result<Option<u64>, GatewayError> {
+    Ok(tokens::count(&countable(family, body)?, limit, cancel))
 }
 
 /// The 400 for input that does not fit the context (with `max_tokens` of output, if any).

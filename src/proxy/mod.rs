@@ -12,6 +12,7 @@ pub mod listings;
 pub mod relay;
 pub mod respond;
 pub mod route;
+pub mod tokenize;
 pub mod upstream;
 
 use crate::error::{ErrorKind, GatewayError};
@@ -40,6 +41,8 @@ pub struct Settings {
     pub read_timeout: Duration,
     /// Largest SSE frame accepted from an upstream.
     pub max_frame_bytes: usize,
+    /// Token counts run at once (the rest wait their turn).
+    pub token_workers: usize,
 }
 
 impl Default for Settings {
@@ -50,6 +53,7 @@ impl Default for Settings {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(300),
             max_frame_bytes: 16 * 1024 * 1024,
+            token_workers: tokenize::default_workers(),
         }
     }
 }
@@ -60,6 +64,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub upstream: upstream::UpstreamClient,
+    /// Slots for token counting (bounded, cancellable).
+    pub tokens: tokenize::TokenGate,
 }
 
 impl Gateway {
@@ -69,6 +75,7 @@ impl Gateway {
         Gateway {
             rt,
             metrics: Arc::new(Metrics::default()),
+            tokens: tokenize::TokenGate::new(settings.token_workers),
             settings,
             upstream,
         }
