@@ -102,7 +102,7 @@ pub fn decide(
                 return Err(bad(
                     field,
                     format!(
-                        "{field} {n} is above the maximum of {} output tokens for model {}",
+                        "{field} {n} is above the maximum of {} output tokens for model {} (the policy is strict; under adapt it would be lowered)",
                         model.max_output_tokens, model.id
                     ),
                 ));
@@ -124,9 +124,17 @@ pub fn decide(
             continue;
         }
         let name = u.name();
+        let hint = if DROPPABLE.contains(&u.param) {
+            " (the policy is strict; under adapt it would be dropped)"
+        } else {
+            ""
+        };
         return Err(bad(
             name,
-            format!("model {} does not support the parameter {name}", model.id),
+            format!(
+                "model {} does not support the parameter {name}{hint}",
+                model.id
+            ),
         ));
     }
     if !model.supported_features.vision && has_images(family, body) {

@@ -1,7 +1,9 @@
 //! Request inspection and validation against model metadata (CONTRACT 5), done
 //! before any upstream call. A body is scanned once with borrowed raw values
 //! (nothing is copied); the context-length check tokenises only when the byte
-//! bound cannot prove the request fits.
+//! bound cannot prove the request fits. Each optional field is recorded by
+//! its catalog vocabulary word and the client's own path ([`Use`]), so that
+//! `policy` can refuse it, or drop it from the raw body, by name.
 
 use crate::config::Model;
 use crate::error::{ErrorKind, GatewayError};
