@@ -276,12 +276,16 @@ fn rewrite(
             let mut at = span.start;
             let mut changed = false;
             for e in es {
-                if let Rewritten::New(v) = rewrite(b, e.clone(), &here, depth + 1) {
-                    out.extend_from_slice(&b[at..e.start]);
-                    out.extend_from_slice(&v);
-                    at = e.end;
-                    changed = true;
-                }
+                let v = match rewrite(b, e.clone(), &here, depth + 1) {
+                    Rewritten::Same => continue,
+                    Rewritten::New(v) => v,
+                    // an element is never removed, only emptied
+                    Rewritten::Emptied => b"{}".to_vec(),
+                };
+                out.extend_from_slice(&b[at..e.start]);
+                out.extend_from_slice(&v);
+                at = e.end;
+                changed = true;
             }
             if !changed {
                 return Rewritten::Same;
@@ -399,6 +403,82 @@ mod tests {
             member_span(doc.as_bytes(), "system"),
             Some(doc.len() - 4..doc.len() - 1)
         );
+    }
+
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-c\\\\\"{}\\[\\],: é]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[abk]", inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    /// The reference: the same edit on a parsed value (removing emptied parents too).
+    fn reference(v: &mut Value, path: &[&str]) -> bool {
+        match (v, path) {
+            (Value::Object(o), [k]) => o.remove(*k).is_some(),
+            (Value::Object(o), [k, rest @ ..]) if *k != "*" => {
+                let Some(child) = o.get_mut(*k) else {
+                    return false;
+                };
+                let was_full = child.as_object().is_some_and(|c| !c.is_empty());
+                let changed = reference(child, rest);
+                if changed && was_full && child.as_object().is_some_and(Map::is_empty) {
+                    o.remove(*k);
+                }
+                changed
+            }
+            (Value::Array(a), ["*", rest @ ..]) if !rest.is_empty() => {
+                let mut changed = false;
+                for e in a {
+                    changed |= reference(e, rest);
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn removal_matches_the_value_level_reference(
+            mut fields in prop::collection::vec(("[abk]", json_value()), 0..6),
+            path in prop::sample::select(vec!["a", "k", "a.b", "a.*.k", "b.*.a.k", "k.b.a"]),
+            pretty in any::<bool>(),
+        ) {
+            fields.dedup_by(|x, y| x.0 == y.0);
+            let mut doc = Value::Object(fields.into_iter().collect());
+            let text = if pretty {
+                serde_json::to_vec_pretty(&doc).unwrap()
+            } else {
+                serde_json::to_vec(&doc).unwrap()
+            };
+            // compare parse with parse (float text round trips are not exact)
+            doc = serde_json::from_slice(&text).unwrap();
+            let segs: Vec<&'static str> = path.split('.').collect();
+            let edited = apply(&text, &[Edit { path: segs.clone(), op: Op::Remove }]);
+            let changed = reference(&mut doc, &segs);
+            match edited {
+                Some(out) => {
+                    let parsed: Value = serde_json::from_slice(&out).unwrap();
+                    prop_assert_eq!(parsed, doc);
+                    prop_assert!(changed);
+                }
+                None => prop_assert!(!changed),
+            }
+        }
     }
 
     #[test]

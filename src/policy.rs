@@ -35,6 +35,16 @@ pub const DROPPABLE: [&str; 11] = [
     "cache_control",
 ];
 
+/// Anthropic's smallest thinking budget.
+const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// How a thinking budget is fitted under a lowered cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ThinkingFix {
+    Lower { now: u64, was: u64 },
+    Drop,
+}
+
 /// What will change in one request.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
@@ -92,7 +102,7 @@ pub fn decide(
                 return Err(bad(
                     field,
                     format!(
-                        "{field} {n} is above the maximum of {} output tokens for model {}",
+                        "{field} {n} is above the maximum of {} output tokens for model {} (the policy is strict; under adapt it would be lowered)",
                         model.max_output_tokens, model.id
                     ),
                 ));
@@ -114,9 +124,17 @@ pub fn decide(
             continue;
         }
         let name = u.name();
+        let hint = if DROPPABLE.contains(&u.param) {
+            " (the policy is strict; under adapt it would be dropped)"
+        } else {
+            ""
+        };
         return Err(bad(
             name,
-            format!("model {} does not support the parameter {name}", model.id),
+            format!(
+                "model {} does not support the parameter {name}{hint}",
+                model.id
+            ),
         ));
     }
     if !model.supported_features.vision && has_images(family, body) {
@@ -186,6 +204,26 @@ impl Plan {
         }
     }
 
+    /// A family B thinking budget that a lowered cap leaves too large (the
+    /// budget must stay below `max_tokens`): scaled down in the client's own
+    /// proportion, or, below Anthropic's minimum of 1024, thinking is dropped.
+    fn thinking_fix(&self, req: &Inspected) -> Option<ThinkingFix> {
+        let (limit, budget, cap) = (self.limit?, req.thinking_budget?, req.max_tokens?);
+        if budget < limit || self.drops.iter().any(|u| u.field == "thinking") {
+            return None;
+        }
+        let scaled = u128::from(budget) * u128::from(limit) / u128::from(cap.max(1));
+        let new = u64::try_from(scaled).unwrap_or(u64::MAX).min(limit - 1);
+        Some(if new < MIN_THINKING_BUDGET {
+            ThinkingFix::Drop
+        } else {
+            ThinkingFix::Lower {
+                now: new,
+                was: budget,
+            }
+        })
+    }
+
     /// What the plan changes, by the client's own field names.
     pub fn adjustments(&self, req: &Inspected) -> Adjustments {
         let mut a = Adjustments::default();
@@ -196,8 +234,14 @@ impl Plan {
                 }
             }
         }
+        if let Some(ThinkingFix::Lower { now, was }) = self.thinking_fix(req) {
+            a.clamp("thinking.budget_tokens", now, was);
+        }
         for u in &self.drops {
             a.drop_field(u.name());
+        }
+        if let Some(ThinkingFix::Drop) = self.thinking_fix(req) {
+            a.drop_field("thinking");
         }
         a
     }
@@ -211,6 +255,14 @@ impl Plan {
                     out.push(Edit::set(field, l.to_string().into_bytes()));
                 }
             }
+        }
+        match self.thinking_fix(req) {
+            Some(ThinkingFix::Lower { now, .. }) => out.push(Edit::set(
+                "thinking.budget_tokens",
+                now.to_string().into_bytes(),
+            )),
+            Some(ThinkingFix::Drop) => out.push(Edit::remove("thinking")),
+            None => {}
         }
         out.extend(self.drops.iter().map(|u| Edit::remove(u.field)));
         out
@@ -313,6 +365,34 @@ mod tests {
             out,
             r#"{"model":"m","max_tokens":100,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"x_unknown":1,"tools":[{"name":"f","input_schema":{}}]}"#
         );
+    }
+
+    #[test]
+    fn a_thinking_budget_stays_below_the_lowered_cap() {
+        let m = model(r#"["max_tokens","reasoning"]"#, true);
+        let body = r#"{"model":"m","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":31999},"messages":[{"role":"user","content":"x"}]}"#;
+        let m_big = Model {
+            max_output_tokens: 8192,
+            context_length: 200_000,
+            ..m.clone()
+        };
+        let (report, out) = run(Family::Anthropic, body, &m_big, Policy::Adapt).unwrap();
+        assert_eq!(
+            report,
+            "max_tokens=8192 (was 32000); thinking.budget_tokens=8191 (was 31999)"
+        );
+        assert_eq!(
+            out,
+            r#"{"model":"m","max_tokens":8192,"thinking":{"type":"enabled","budget_tokens":8191},"messages":[{"role":"user","content":"x"}]}"#
+        );
+        // Below Anthropic's minimum budget, thinking goes.
+        let (report, out) = run(Family::Anthropic, body, &m, Policy::Adapt).unwrap();
+        assert_eq!(report, "max_tokens=100 (was 32000); dropped=thinking");
+        assert!(!out.contains("thinking"), "{out}");
+        // A budget already below the cap is left alone.
+        let small = body.replace("31999", "2048");
+        let (report, _) = run(Family::Anthropic, &small, &m_big, Policy::Adapt).unwrap();
+        assert_eq!(report, "max_tokens=8192 (was 32000)");
     }
 
     #[test]

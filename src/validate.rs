@@ -1,12 +1,14 @@
 //! Request inspection and validation against model metadata (CONTRACT 5), done
 //! before any upstream call. A body is scanned once with borrowed raw values
 //! (nothing is copied); the context-length check tokenises only when the byte
-//! bound cannot prove the request fits.
+//! bound cannot prove the request fits. Each optional field is recorded by
+//! its catalog vocabulary word and the client's own path ([`Use`]), so that
+//! `policy` can refuse it, or drop it from the raw body, by name.
 
 use crate::config::Model;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::tokens::{self, Countable};
+use crate::tokens::{self, Cancel, Countable};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
@@ -37,6 +39,8 @@ pub struct Inspected {
     /// A family B body mentions `"cache_control"` (perhaps on blocks below the
     /// top level: [`nested_cache_hints`] finds where, only when it matters).
     pub cache_hint_mention: bool,
+    /// Family B `thinking.budget_tokens` (which must stay below `max_tokens`).
+    pub thinking_budget: Option<u64>,
 }
 
 /// One field of a request, named in the catalog's vocabulary of
@@ -174,6 +178,11 @@ struct OutputConfigPeek<'a> {
     effort: Raw<'a>,
     #[serde(borrow)]
     format: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct ThinkingPeek {
+    budget_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -447,6 +456,11 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
                 "tool_choice.disable_parallel_tool_use",
             );
             out.uses(present(p.thinking), "reasoning", "thinking");
+            out.thinking_budget = p
+                .thinking
+                .filter(|r| r.get().starts_with('{'))
+                .and_then(|r| serde_json::from_str::<ThinkingPeek>(r.get()).ok())
+                .and_then(|t| t.budget_tokens);
             if let Some(o) = &p.output_config {
                 out.uses(present(o.effort), "reasoning", "output_config.effort");
                 out.uses(present(o.format), "response_format", "output_config.format");
@@ -580,9 +594,14 @@ pub fn countable(family: Family, body: &[u8]) -> Result<Countable, GatewayError>
 }
 
 /// Counts the input tokens of a request body (blocking; run off the reactor),
-/// stopping early once the count passes `limit`.
-pub fn count_input(family: Family, body: &[u8], limit: u64) -> Result<u64, GatewayError> {
-    Ok(tokens::count(&countable(family, body)?, limit))
+/// stopping early once the count passes `limit`; `None` when cancelled.
+pub fn count_input(
+    family: Family,
+    body: &[u8],
+    limit: u64,
+    cancel: &Cancel,
+) -> Result<Option<u64>, GatewayError> {
+    Ok(tokens::count(&countable(family, body)?, limit, cancel))
 }
 
 /// The 400 for input that does not fit the context (with `max_tokens` of output, if any).

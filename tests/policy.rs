@@ -272,6 +272,21 @@ async fn sdk_caps_are_lowered_in_every_family() {
         mock.last_request().unwrap().json().unwrap()["max_tokens"],
         8192
     );
+    // A thinking budget the lowered cap leaves too large is scaled down with it
+    // (Anthropic wants budget_tokens below max_tokens).
+    b["max_tokens"] = json!(32000);
+    b["thinking"] = json!({"type": "enabled", "budget_tokens": 31999});
+    let r = gw.send(&call(Anthropic, MESSAGES, &b)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        adjusted(&r),
+        "max_tokens=8192 (was 32000); thinking.budget_tokens=8191 (was 31999)"
+    );
+    let body = mock.last_request().unwrap().json().unwrap();
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 8191})
+    );
     // Family A, both cap fields, and knobs the model lacks, same protocol.
     let mut a = openai_body("openai/lean-gpt", "sdk", None, true);
     a["max_completion_tokens"] = json!(100000);
@@ -550,4 +565,132 @@ async fn adaptations_are_counted_by_model_and_parameter() {
         "{text}"
     );
     assert!(text.contains("# TYPE switchboard_adaptations_total counter"));
+}
+
+/// The shipped catalog (`conf/catalog.json`, its model shapes as they are)
+/// with every upstream pointed at the mock.
+fn shipped_catalog(mock: &MockUpstream) -> Value {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/conf/catalog.json")).unwrap();
+    let mut c: Value = serde_json::from_str(&text).unwrap();
+    for p in c["providers"].as_array_mut().unwrap() {
+        for u in p["upstreams"].as_array_mut().unwrap() {
+            let proto = Protocol::from_name(u["protocol"].as_str().unwrap()).unwrap();
+            u["base_url"] = json!(mock.base_url(proto));
+            u["api_key_env"] = json!(format!("SB_TEST_KEY_{}", proto.name().to_uppercase()));
+        }
+    }
+    c
+}
+
+#[tokio::test]
+async fn real_client_shapes_succeed_on_every_shipped_model_under_adapt() {
+    let mock = MockUpstream::start().await;
+    let cat = shipped_catalog(&mock);
+    let gw = Gateway::start_with(&cat, &policy_keys(), &[]).await;
+    let mut failures = Vec::new();
+    for m in cat["models"].as_array().unwrap() {
+        let (id, provider) = (m["id"].as_str().unwrap(), m["provider"].as_str().unwrap());
+        let max_out = m["max_output_tokens"].as_u64().unwrap();
+        // Claude Code 2.1 (family B), streamed as it does.
+        let r = gw.send(&messages_call(KEY, &claude_code(id, true))).await;
+        if r.status != 200 {
+            failures.push(format!("claude code -> {id}: {} {}", r.status, r.text()));
+        } else if max_out < 32000 {
+            assert!(
+                adjusted(&r).starts_with(&format!("max_tokens={max_out} (was 32000)")),
+                "{id}: {}",
+                adjusted(&r)
+            );
+        }
+        // The Vercel AI SDK's Anthropic provider: max_tokens 128000.
+        let mut b = anthropic_body(id, "ai sdk", None, false);
+        b["max_tokens"] = json!(128000);
+        let r = gw.send(&call(Anthropic, MESSAGES, &b)).await;
+        if r.status != 200 {
+            failures.push(format!("ai sdk -> {id}: {} {}", r.status, r.text()));
+        } else if max_out < 128000 {
+            assert_eq!(adjusted(&r), format!("max_tokens={max_out} (was 128000)"));
+        } else {
+            assert_eq!(r.header(ADJUSTED), None, "{id}");
+        }
+        // Gemini CLI (family C) where the provider is reachable from family C.
+        let families = cat["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == provider)
+            .unwrap()["families"]
+            .clone();
+        if families.as_array().unwrap().contains(&json!("gemini")) {
+            let mut g = gemini_body("gemini cli", None);
+            g["generationConfig"] = json!({"temperature": 0, "topP": 0.95,
+                "thinkingConfig": {"includeThoughts": true, "thinkingBudget": -1}});
+            let r = gw
+                .send(&call(
+                    Gemini,
+                    &gemini_path(&format!("{provider}/{id}"), GeminiMode::StreamSse),
+                    &g,
+                ))
+                .await;
+            if r.status != 200 {
+                failures.push(format!("gemini cli -> {id}: {} {}", r.status, r.text()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // A strict key gets the first release's 400 where a model lacks a knob.
+    let r = gw
+        .send(&messages_call(
+            STRICT_KEY,
+            &claude_code("deepseek-v4-flash", false),
+        ))
+        .await;
+    assert_error(Anthropic, &r, 400);
+    // The shipped Claude model lists every knob Claude Code sends: strict passes it untouched.
+    mock.clear();
+    let cc = claude_code("claude-sonnet-4.7", false);
+    let r = gw.send(&messages_call(STRICT_KEY, &cc)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header(ADJUSTED), None);
+    let mut sent = cc.clone();
+    sent["model"] = json!("claude-sonnet-4-7");
+    assert_eq!(mock.last_request().unwrap().json().unwrap(), sent);
+}
+
+#[tokio::test]
+async fn a_20_mib_body_is_edited_in_place() {
+    let (mock, gw) = start(None).await;
+    // base64-looking image data, about 20 MiB
+    let data: String = "iVBORw0KGgoAAAANSUhEUgAA"
+        .chars()
+        .cycle()
+        .take(20 << 20)
+        .collect();
+    let mut body = claude_code("lean-claude", false);
+    body["messages"][0]["content"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data},
+            "cache_control": {"type": "ephemeral"}}));
+    let r = gw.send(&messages_call(KEY, &body)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        adjusted(&r),
+        format!("max_tokens=8192 (was 32000); {CLAUDE_CODE_DROPS}")
+    );
+    let up = mock.last_request().unwrap().json().unwrap();
+    assert_eq!(up["max_tokens"], 8192);
+    assert_eq!(cache_hints(&up), 0);
+    assert_eq!(
+        up["messages"][0]["content"][2]["source"]["data"],
+        json!(data)
+    );
+    // The same image to a model without vision: a 400 under adapt, nothing sent.
+    mock.clear();
+    body["model"] = json!("plain");
+    body.as_object_mut().unwrap().remove("tools");
+    let r = gw.send(&messages_call(KEY, &body)).await;
+    assert_names_param(Anthropic, &assert_error(Anthropic, &r, 400), "messages");
+    assert!(mock.requests().is_empty());
 }
