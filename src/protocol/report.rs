@@ -59,6 +59,18 @@ pub(crate) fn client_name(source: Option<Family>, param: Param) -> &'static str 
 
 /// Records that the target cannot carry `param`.
 pub(crate) fn dropped(req: &ChatRequest, param: Param, adj: &mut Adjustments) {
+    // An OpenAI client may have named its end user `safety_identifier` only.
+    let said_safety_identifier = param == Param::User
+        && req.source == Some(Family::OpenAi)
+        && req
+            .extra
+            .get(Family::OpenAi, "safety_identifier")
+            .and_then(Value::as_str)
+            .is_some_and(|s| Some(s) == req.user.as_deref());
+    if said_safety_identifier {
+        adj.drop_field("safety_identifier");
+        return;
+    }
     adj.drop_field(client_name(req.source, param));
 }
 
