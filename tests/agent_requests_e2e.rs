@@ -149,7 +149,8 @@ async fn claude_code_to_gemini_upstream() {
     assert_eq!(roles, ["user", "model", "user"]);
     assert_eq!(
         up["generationConfig"]["thinkingConfig"],
-        json!({"includeThoughts": true, "thinkingBudget": 16384})
+        // `high` is 16384, at most half of max_tokens 4096.
+        json!({"includeThoughts": true, "thinkingBudget": 2048})
     );
     assert_eq!(
         up["tools"][0]["functionDeclarations"]
@@ -247,7 +248,8 @@ async fn openai_reasoning_and_user_reach_anthropic_and_gemini_upstreams() {
     let up = upstream_body(&mock);
     assert_eq!(
         up["generationConfig"]["thinkingConfig"],
-        json!({"thinkingBudget": 8192})
+        // `medium` is 8192, at most half of max_tokens 2000.
+        json!({"thinkingBudget": 1000})
     );
     assert!(up.get("user").is_none());
 }
