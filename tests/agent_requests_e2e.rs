@@ -149,7 +149,8 @@ async fn claude_code_to_gemini_upstream() {
     assert_eq!(roles, ["user", "model", "user"]);
     assert_eq!(
         up["generationConfig"]["thinkingConfig"],
-        json!({"includeThoughts": true, "thinkingBudget": 16384})
+        // `high` is 16384, at most half of max_tokens 4096.
+        json!({"includeThoughts": true, "thinkingBudget": 2048})
     );
     assert_eq!(
         up["tools"][0]["functionDeclarations"]
@@ -247,7 +248,38 @@ async fn openai_reasoning_and_user_reach_anthropic_and_gemini_upstreams() {
     let up = upstream_body(&mock);
     assert_eq!(
         up["generationConfig"]["thinkingConfig"],
-        json!({"thinkingBudget": 8192})
+        // `medium` is 8192, at most half of max_tokens 2000.
+        json!({"thinkingBudget": 1000})
     );
     assert!(up.get("user").is_none());
+}
+
+#[tokio::test]
+async fn claude_code_streams_through_openai_and_gemini_upstreams() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    for model in ["gpt-5-any", "gemini-any"] {
+        let mut body = claude_code(model, "Now read Cargo.toml");
+        body["stream"] = json!(true);
+        let r = gw
+            .send(&authed("anthropic", "/anthropic/v1/messages", KEY, &body))
+            .await;
+        assert_eq!(r.status, 200, "{model}: {}", r.text());
+        let text = r.text();
+        assert!(text.contains("event: message_start"), "{model}: {text}");
+        assert!(text.contains("event: message_stop"), "{model}: {text}");
+        let up = mock.last_request().unwrap();
+        let upb = up.json().unwrap();
+        if model == "gpt-5-any" {
+            assert_eq!(upb["stream"], true);
+            assert_eq!(upb["messages"][4]["role"], "system");
+            assert_eq!(upb["reasoning_effort"], "high");
+        } else {
+            assert!(up.path.contains(":streamGenerateContent"), "{}", up.path);
+            assert_eq!(
+                upb["systemInstruction"]["parts"].as_array().unwrap().len(),
+                4
+            );
+        }
+    }
 }

@@ -12,10 +12,10 @@ use serde_json::{json, Value};
 fn body(family: Family, settings: &Value) -> Vec<u8> {
     let mut v = match family {
         OpenAi => {
-            json!({"model": "m", "max_tokens": 4000, "messages": [{"role": "user", "content": "hi"}]})
+            json!({"model": "m", "max_tokens": 64000, "messages": [{"role": "user", "content": "hi"}]})
         }
         Anthropic => {
-            json!({"model": "m", "max_tokens": 4000, "messages": [{"role": "user", "content": "hi"}]})
+            json!({"model": "m", "max_tokens": 64000, "messages": [{"role": "user", "content": "hi"}]})
         }
         Gemini => {
             json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"maxOutputTokens": 4000}})
@@ -90,7 +90,7 @@ fn anthropic_thinking_to_each_target() {
         Anthropic,
         budget,
         Anthropic,
-        json!({"thinking": {"type": "enabled", "budget_tokens": 3999}, "effort": null}),
+        json!({"thinking": {"type": "enabled", "budget_tokens": 10000}, "effort": null}),
         "",
     );
 
@@ -358,4 +358,31 @@ fn a_budget_that_does_not_fit_max_tokens_is_dropped_and_reported() {
     let out = encode_request_value(Anthropic, &req, &opts, &mut adj).unwrap_or_default();
     assert_eq!(out.get("thinking"), None);
     assert_eq!(adj.render(), "dropped=generationConfig.thinkingConfig");
+}
+
+#[test]
+fn a_budget_from_an_effort_leaves_half_the_output_to_the_answer() {
+    let ctx = DecodeContext {
+        model: Some("m"),
+        stream: false,
+    };
+    let opts = EncodeOptions {
+        upstream_model: "m",
+        default_max_tokens: 4000,
+        stream: false,
+    };
+    for (max_tokens, want) in [(4000, 2000), (40000, 16384), (100, 128)] {
+        let body = json!({"model": "m", "max_tokens": max_tokens, "reasoning_effort": "high",
+            "messages": [{"role": "user", "content": "hi"}]});
+        let req = decode_request(OpenAi, &serde_json::to_vec(&body).unwrap_or_default(), &ctx);
+        assert!(req.is_ok());
+        let Ok(req) = req else { return };
+        let out = encode_request_value(Gemini, &req, &opts, &mut Adjustments::default())
+            .unwrap_or_default();
+        assert_eq!(
+            out.pointer("/generationConfig/thinkingConfig/thinkingBudget"),
+            Some(&json!(want)),
+            "max_tokens {max_tokens}"
+        );
+    }
 }

@@ -59,6 +59,18 @@ pub(crate) fn client_name(source: Option<Family>, param: Param) -> &'static str 
 
 /// Records that the target cannot carry `param`.
 pub(crate) fn dropped(req: &ChatRequest, param: Param, adj: &mut Adjustments) {
+    // An OpenAI client may have named its end user `safety_identifier` only.
+    let said_safety_identifier = param == Param::User
+        && req.source == Some(Family::OpenAi)
+        && req
+            .extra
+            .get(Family::OpenAi, "safety_identifier")
+            .and_then(Value::as_str)
+            .is_some_and(|s| Some(s) == req.user.as_deref());
+    if said_safety_identifier {
+        adj.drop_field("safety_identifier");
+        return;
+    }
     adj.drop_field(client_name(req.source, param));
 }
 
@@ -97,11 +109,14 @@ fn is_note(origin: Family, path: &str, value: &Value, req: &ChatRequest) -> bool
             matches!(path, "max_completion_tokens" | "max_tokens")
                 || (path == "safety_identifier" && value.as_str() == req.user.as_deref())
         }
-        // Structured outputs are read into `response_format`; the effort into `reasoning`.
-        Family::Anthropic => matches!(
-            path,
-            "output_config.format" | "output_format" | "output_config.effort"
-        ),
+        // Structured outputs are read into `response_format`; the effort into
+        // `reasoning`; `type: custom` is what a tool without a type is.
+        Family::Anthropic => {
+            matches!(
+                path,
+                "output_config.format" | "output_format" | "output_config.effort"
+            ) || (path == "tools[].type" && value.as_str() == Some("custom"))
+        }
         Family::Gemini => {
             // Gemini marks: the legacy `function` role, `thought: false`, and
             // thought signatures (reasoning state only Gemini can verify);
@@ -320,5 +335,20 @@ mod tests {
         let mut adj = Adjustments::default();
         foreign_extras(&req, Family::Gemini, &mut adj);
         assert_eq!(adj.dropped, ["logit_bias"]);
+
+        let custom = |kind: &str| ChatRequest {
+            source: Some(Family::Anthropic),
+            tools: vec![Tool::Function(crate::ir::FunctionTool {
+                name: "f".into(),
+                extra: Extra::new(Family::Anthropic, map(json!({"type": kind}))),
+                ..crate::ir::FunctionTool::default()
+            })],
+            ..ChatRequest::default()
+        };
+        let mut adj = Adjustments::default();
+        foreign_extras(&custom("custom"), Family::OpenAi, &mut adj);
+        assert!(adj.is_empty(), "{adj:?}");
+        foreign_extras(&custom("newer"), Family::OpenAi, &mut adj);
+        assert_eq!(adj.dropped, ["tools[].type"]);
     }
 }

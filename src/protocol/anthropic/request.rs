@@ -1,8 +1,14 @@
 //! Anthropic Messages request codec: wire JSON ⇄ canonical request.
 //!
-//! - `system` (string or text blocks) becomes one [`SystemPrompt`]; content
+//! - `system` (string or text blocks) becomes one [`SystemPrompt`], and each
+//!   `{"role":"system"}` message inside `messages` (Claude Code's
+//!   mid-conversation system prompts) one more at its position; content
 //!   blocks map one to one onto IR blocks (server-tool and document blocks
 //!   become opaque blocks forwarded to Anthropic upstreams only).
+//! - `thinking` (`enabled` + budget, `adaptive`, `disabled`) and
+//!   `output_config.effort` become the canonical [`Reasoning`]; encoding
+//!   writes a budget as `enabled`, reasoning without a budget as `adaptive`,
+//!   and an effort level as `output_config.effort`.
 //! - Encoding hoists every system prompt into `system`, merges consecutive
 //!   same-role messages (Anthropic wants alternation), puts `tool_result`
 //!   blocks first in their user message, drops empty text blocks and
@@ -60,12 +66,15 @@ pub fn from_wire(
         if msg.role == "system" {
             // A system message inside the conversation (Claude Code's
             // mid-conversation system prompts): kept in place.
-            req.system.push(SystemPrompt {
-                role: SystemRole::System,
-                content: decode_system(msg.content, &format!("messages[{i}].content"))?,
-                position: req.messages.len(),
-                extra: Extra::new(F, msg.extra),
-            });
+            let content = decode_system(msg.content, &format!("messages[{i}].content"))?;
+            if !content.is_empty() {
+                req.system.push(SystemPrompt {
+                    role: SystemRole::System,
+                    content,
+                    position: req.messages.len(),
+                    extra: Extra::new(F, msg.extra),
+                });
+            }
             continue;
         }
         req.messages.push(decode_message(msg, i)?);

@@ -1209,11 +1209,16 @@ fn encode_generation_config(
     Ok((value.as_object().is_some_and(|o| !o.is_empty())).then_some(gc))
 }
 
+/// The smallest thinking budget derived from an effort level (Gemini 2.5
+/// Pro takes no less than 128).
+const MIN_DERIVED_BUDGET: i64 = 128;
+
 /// `thinkingConfig` for canonical reasoning settings: off is budget 0; a
 /// fixed budget is `thinkingBudget`; a level the client sent as
 /// `thinkingLevel` stays as it was; another protocol's effort level becomes a
-/// budget ([`effort_to_budget`], which every Gemini generation takes, where
-/// `thinkingLevel` is Gemini 3 only); on without either is -1 (dynamic).
+/// budget ([`effort_to_budget`], at most half of `maxOutputTokens`; every
+/// Gemini generation takes a budget, where `thinkingLevel` is Gemini 3 only);
+/// on without either is -1 (dynamic).
 /// `includeThoughts` is passed on as given (Anthropic thinking implies it).
 fn encode_thinking(
     r: Option<&Reasoning>,
@@ -1235,7 +1240,14 @@ fn encode_thinking(
     } else if level_given {
         None
     } else if let Some(b) = r.effort.as_deref().and_then(effort_to_budget) {
-        Some(b)
+        // A budget the gateway chose leaves at least half of the output
+        // allowance to the answer (Gemini counts thoughts against it).
+        let half = req
+            .sampling
+            .max_tokens
+            .and_then(|m| i64::try_from(m / 2).ok())
+            .map_or(i64::MAX, |h| h.max(MIN_DERIVED_BUDGET));
+        Some(b.min(half))
     } else if r.is_on() {
         Some(-1)
     } else {
