@@ -63,6 +63,26 @@ pub enum ErrorKind {
     Timeout,
 }
 
+impl ErrorKind {
+    /// A stable snake_case name (the access log's `error_type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::ContextLengthExceeded => "context_length_exceeded",
+            ErrorKind::Authentication => "authentication",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::MethodNotAllowed => "method_not_allowed",
+            ErrorKind::PayloadTooLarge => "payload_too_large",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Internal => "internal",
+            ErrorKind::BadGateway => "bad_gateway",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Timeout => "timeout",
+        }
+    }
+}
+
 /// An error to be sent to the client in its family's shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatewayError {

@@ -10,6 +10,7 @@
 //! - [`family`]: the three protocol families and their names.
 //! - [`config`]: catalog and keys files: serde mirror, validation with JSON paths, queries.
 //! - [`runtime`]: the live snapshot (catalog + keys) behind an atomic pointer swap.
+//! - [`rfc3339`]: RFC 3339 UTC timestamps from unix time (listings' `created_at`, the access log).
 //! - [`reload`]: file watching and SIGHUP: prepare a new snapshot, then swap it in.
 //! - [`error`]: the gateway's error value (status, kind, message, param) independent of HTTP types.
 //! - [`json_depth`]: a linear scan refusing JSON nested deeper than the parser's limit.
@@ -22,6 +23,8 @@
 //! - [`stream`]: the per-request stream translator (passthrough rewrite or IR translation).
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
+//! - [`policy`]: adapt or refuse what a model cannot take (CONTRACT 5.1): the plan and its report.
+//! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -31,11 +34,14 @@ pub mod error;
 pub mod family;
 pub mod ir;
 pub mod json_depth;
+pub mod jsonedit;
 pub mod metrics;
 pub mod passthrough;
+pub mod policy;
 pub mod protocol;
 pub mod proxy;
 pub mod reload;
+pub mod rfc3339;
 pub mod runtime;
 pub mod sse;
 pub mod stream;

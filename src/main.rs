@@ -18,6 +18,7 @@ USAGE:
   switchboard [--catalog PATH] [--keys PATH] [--listen ADDR] [--metrics ADDR]
               [-c PINGORA_YAML] [--max-body-bytes N] [--connect-timeout-ms N]
               [--read-timeout-ms N] [--check] [-d] [-u] [-t]
+  switchboard --version
 
 OPTIONS (environment variable in brackets):
   --catalog PATH          catalog file [SWITCHBOARD_CATALOG] (conf/catalog.json)
@@ -33,6 +34,7 @@ OPTIONS (environment variable in brackets):
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
   -t, --test              test the Pingora configuration and exit
+  -V, --version           print the version and exit
   -h, --help              print this help
 ";
 
@@ -114,6 +116,10 @@ fn parse_args() -> Result<Args, String> {
             "-d" | "--daemon" => a.daemon = true,
             "-u" | "--upgrade" => a.upgrade = true,
             "-t" | "--test" => a.test = true,
+            "-V" | "--version" => {
+                println!("switchboard {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
             "-h" | "--help" => {
                 print!("{USAGE}");
                 std::process::exit(0);

@@ -70,6 +70,8 @@ struct Series {
     latency: [Histogram; 3],
     ttft: [Histogram; 3],
     upstream_errors: BTreeMap<(String, String), u64>,
+    /// Adaptations (CONTRACT 5.1) by model and parameter.
+    adaptations: BTreeMap<(String, String), u64>,
 }
 
 fn slot(f: Family) -> usize {
@@ -149,6 +151,17 @@ impl Metrics {
             *s.upstream_errors
                 .entry((provider.to_string(), kind.to_string()))
                 .or_default() += 1;
+        });
+    }
+
+    /// Counts one adaptation of each of `parameters` in a request to `model`.
+    pub fn adapted<'p>(&self, model: &str, parameters: impl Iterator<Item = &'p str>) {
+        self.with(|s| {
+            for p in parameters {
+                *s.adaptations
+                    .entry((model.to_string(), p.to_string()))
+                    .or_default() += 1;
+            }
         });
     }
 
@@ -260,6 +273,15 @@ impl Metrics {
                     "switchboard_upstream_errors_total{{provider=\"{}\",kind=\"{}\"}} {n}",
                     esc(p),
                     esc(k)
+                );
+            }
+            out.push_str("# HELP switchboard_adaptations_total Changes the gateway made to requests (lowered output caps, dropped fields, CONTRACT 5.1) by model and parameter.\n# TYPE switchboard_adaptations_total counter\n");
+            for ((m, p), n) in &s.adaptations {
+                let _ = writeln!(
+                    out,
+                    "switchboard_adaptations_total{{model=\"{}\",parameter=\"{}\"}} {n}",
+                    esc(m),
+                    esc(p)
                 );
             }
         });

@@ -712,7 +712,7 @@ async fn metrics_count_requests_tokens_and_cost() {
         Some(0.0)
     );
     // The access log: one JSON line per request, with the key id and never the key.
-    let log = gw.log();
+    let log = gw.access_log();
     let lines: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("\"request_id\""))
@@ -721,5 +721,6 @@ async fn metrics_count_requests_tokens_and_cost() {
     assert!(lines
         .iter()
         .any(|l| l.contains("\"key_id\":\"test\"") && l.contains("\"model\":\"gpt-5\"")));
-    assert!(!log.contains(KEY), "the client key is in the log");
+    assert!(!log.contains(KEY), "the client key is in the access log");
+    assert!(!gw.log().contains(KEY), "the client key is in the log");
 }

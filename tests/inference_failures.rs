@@ -35,9 +35,20 @@ fn gemini_config(config: Value) -> Value {
     b
 }
 
+/// A mock and a gateway whose catalog sets the `strict` policy (CONTRACT 5.1):
+/// the first release's behaviour, where an over-large cap is a 400 too
+/// (tests/policy.rs covers `adapt`, the default).
+async fn start_strict() -> (MockUpstream, Gateway) {
+    let mock = MockUpstream::start().await;
+    let mut cat = catalog(&mock);
+    cat["policy"] = json!("strict");
+    let gw = Gateway::start_with(&cat, &keys(), &[]).await;
+    (mock, gw)
+}
+
 #[tokio::test]
 async fn invalid_requests_get_a_400_naming_the_parameter_before_any_upstream_call() {
-    let (mock, gw) = start().await;
+    let (mock, gw) = start_strict().await;
     let a = |extra: Value| {
         let mut b = openai_body("openai/gpt-5", "hi", None, false);
         b.as_object_mut()
@@ -292,7 +303,7 @@ async fn invalid_requests_get_a_400_naming_the_parameter_before_any_upstream_cal
 
 #[tokio::test]
 async fn context_too_long_is_refused_in_each_family() {
-    let (mock, gw) = start().await;
+    let (mock, gw) = start_strict().await;
     let long = words(1500);
     // Fits by bytes? No: 1500 words are ~8 KB, above the byte bound, and over 1000 tokens.
     let r = gw

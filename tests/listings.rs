@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::gateway::{catalog, keys, Gateway, KEY};
+use common::gateway::{authed, catalog, keys, Gateway, KEY};
 use common::http_client::Request;
 use common::mock_upstream::MockUpstream;
 use serde_json::Value;
@@ -31,10 +31,26 @@ fn assert_openai_model(m: &Value) {
     assert!(!m["id"].as_str().unwrap().contains('/'));
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ`, as Anthropic's `created_at`.
+fn is_rfc3339_utc(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 20
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
 fn assert_anthropic_model(m: &Value) {
     let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
-    assert_eq!(keys.len(), 6, "{m}");
+    assert_eq!(keys.len(), 8, "{m}");
     assert!(m["id"].as_str().unwrap().starts_with("models/"));
+    // what the official Anthropic SDK's ModelInfo reads
+    assert_eq!(m["type"], "model");
+    assert!(is_rfc3339_utc(m["created_at"].as_str().unwrap()), "{m}");
     for k in [
         "display_name",
         "description",
@@ -45,6 +61,20 @@ fn assert_anthropic_model(m: &Value) {
     }
     for f in ["vision", "tool_use", "streaming"] {
         assert!(m["supported_features"][f].is_boolean());
+    }
+}
+
+/// Family B lists: the contract's `models`, and Anthropic's page fields over the same objects.
+fn assert_anthropic_page(page: &Value) {
+    let models = page["models"].as_array().unwrap();
+    assert_eq!(page["data"], page["models"], "{page}");
+    assert_eq!(page["has_more"], false);
+    match (models.first(), models.last()) {
+        (Some(first), Some(last)) => {
+            assert_eq!(page["first_id"], first["id"]);
+            assert_eq!(page["last_id"], last["id"]);
+        }
+        _ => assert!(page["first_id"].is_null() && page["last_id"].is_null()),
     }
 }
 
@@ -110,6 +140,7 @@ async fn shipped_catalog_serves_every_listing() {
         assert!(items.iter().all(|m| m["owned_by"] == p));
     }
     let b = gw.get("/anthropic/v1/models").await.json();
+    assert_anthropic_page(&b);
     b["models"]
         .as_array()
         .unwrap()
@@ -184,6 +215,10 @@ async fn every_route_of_the_table_answers() {
         );
         if *method == "GET" {
             assert_eq!(r.status, 200, "{id} {path}: {}", r.text());
+            assert!(r.json().is_object(), "{id} {path}");
+        } else if *method == "HEAD" {
+            assert_eq!(r.status, 200, "{id} {path}");
+            assert!(r.body.is_empty(), "{id}: HEAD with a body");
         } else {
             // inference routes without a key: 401 in the family's shape
             assert_eq!(r.status, 401, "{id} {path}");
@@ -230,12 +265,22 @@ async fn listing_shapes_and_lookups() {
         .collect();
     assert!(ids.contains(&"models/claude-sonnet-4.7") && ids.contains(&"models/deepseek-v4-pro"));
     assert!(!ids.contains(&"models/gpt-5"));
+    assert_anthropic_page(&e5);
+    assert_eq!(e5["first_id"], "models/claude-sonnet-4.7");
+    let e6 = gw.get("/anthropic/v1/models/anthropic").await.json();
+    assert_anthropic_page(&e6);
+    assert_eq!(
+        e6["last_id"],
+        e6["models"][e6["models"].as_array().unwrap().len() - 1]["id"]
+    );
     let e7 = gw
         .get("/anthropic/v1/models/anthropic/claude-sonnet-4.7")
         .await
         .json();
     assert_anthropic_model(&e7);
     assert_eq!(e7["context_window_size"], 200000);
+    // the test catalog's `created` 1767225600
+    assert_eq!(e7["created_at"], "2026-01-01T00:00:00Z");
     // catalog order is listing order
     let e1 = gw.get("/v1/models").await.json();
     let order: Vec<&str> = e1["data"]
@@ -289,6 +334,22 @@ async fn routing_errors_in_each_family_shape() {
             "gemini",
         ),
         ("PUT", "/google/v1beta/models", 405, "gemini"),
+        ("POST", "/anthropic", 405, "anthropic"),
+        ("DELETE", "/v1", 405, "openai"),
+        ("POST", "/google", 405, "gemini"),
+        ("GET", "/google/v1", 404, "gemini"),
+        (
+            "GET",
+            "/google/v1beta/deepseek/deepseek-v4-pro:generateContent",
+            405,
+            "gemini",
+        ),
+        (
+            "POST",
+            "/google/v1beta/deepseek/deepseek-v4-pro:embedContent",
+            404,
+            "gemini",
+        ),
     ];
     for (method, path, status, family) in cases {
         let r = gw.send(&Request::new(method, path)).await;
@@ -344,4 +405,180 @@ async fn request_ids_and_public_routes_ignore_keys() {
     let ready = gw.get("/readyz").await.json();
     assert_eq!(ready["status"], "ready");
     let _ = (KEY, keys(), catalog(&mock));
+}
+
+#[tokio::test]
+async fn family_roots_answer_probes() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    for (path, family) in [
+        ("/v1", "openai"),
+        ("/v1/", "openai"),
+        ("/anthropic", "anthropic"),
+        ("/anthropic/", "anthropic"),
+        ("/anthropic/v1", "anthropic"),
+        ("/google", "gemini"),
+        ("/google/v1beta/", "gemini"),
+    ] {
+        let r = gw.get(path).await;
+        assert_eq!(r.status, 200, "GET {path}");
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert_eq!(r.json()["family"], family, "{path}");
+        // Claude Code's first request: `HEAD /anthropic`, with its key, which is ignored.
+        let h = gw
+            .send(
+                &Request::new("HEAD", path)
+                    .header("x-api-key", "not-a-key")
+                    .header("authorization", "Bearer not-a-key"),
+            )
+            .await;
+        assert_eq!(h.status, 200, "HEAD {path}");
+        assert!(h.body.is_empty());
+        assert!(h.header("x-request-id").is_some());
+    }
+}
+
+#[tokio::test]
+async fn gemini_alias_without_models_segment() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    let body = serde_json::json!({"contents": [{"role": "user", "parts": [{"text": "hello"}]}]});
+    let gen = |path: &str| authed("gemini", path, KEY, &body);
+    // the Vercel AI SDK's form for an id with a slash, here C -> an OpenAI upstream
+    let alias = gw
+        .send(&gen(
+            "/google/v1beta/deepseek/deepseek-v4-pro:generateContent",
+        ))
+        .await;
+    assert_eq!(alias.status, 200, "{}", alias.text());
+    let canonical = gw
+        .send(&gen(
+            "/google/v1beta/models/deepseek/deepseek-v4-pro:generateContent",
+        ))
+        .await;
+    assert_eq!(canonical.status, 200);
+    let text = |v: &Value| v["candidates"][0]["content"]["parts"][0]["text"].clone();
+    assert_eq!(text(&alias.json()), text(&canonical.json()));
+    assert_eq!(alias.json()["modelVersion"], "deepseek-v4-pro");
+    // streaming, both framings
+    let sse = gw
+        .send(&gen(
+            "/google/v1beta/google/gemini-3.1-pro:streamGenerateContent?alt=sse",
+        ))
+        .await;
+    assert_eq!(sse.status, 200, "{}", sse.text());
+    assert!(sse
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert!(!sse.sse().is_empty());
+    let arr = gw
+        .send(&gen(
+            "/google/v1beta/google/gemini-3.1-pro:streamGenerateContent",
+        ))
+        .await;
+    assert_eq!(arr.status, 200);
+    assert!(arr.json().is_array());
+    // countTokens, answered locally
+    let n = gw
+        .send(&gen("/google/v1beta/google/gemini-3.1-pro:countTokens"))
+        .await;
+    assert_eq!(n.status, 200, "{}", n.text());
+    assert!(n.json()["totalTokens"].as_u64().unwrap() > 0);
+    // the provider rule of family C paths still holds: `openai` does not accept family C
+    let r = gw
+        .send(&gen("/google/v1beta/openai/gpt-5:generateContent"))
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(r.json()["error"]["status"], "NOT_FOUND");
+    // unknown model under the alias
+    let r = gw
+        .send(&gen("/google/v1beta/google/nope:generateContent"))
+        .await;
+    assert_eq!(r.status, 404);
+}
+
+#[tokio::test]
+async fn inference_requires_a_json_content_type() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    let cases = [
+        (
+            "anthropic",
+            "/anthropic/v1/messages",
+            serde_json::json!({"model": "claude-sonnet-4.7", "max_tokens": 10,
+                "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            "anthropic",
+            "/anthropic/v1/messages/count_tokens",
+            serde_json::json!({"model": "claude-sonnet-4.7",
+                "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            "openai",
+            "/v1/chat/completions",
+            serde_json::json!({"model": "openai/gpt-5",
+                "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            "gemini",
+            "/google/v1beta/models/google/gemini-3.1-pro:generateContent",
+            serde_json::json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}),
+        ),
+    ];
+    // the request with its content type replaced (`None`: without one)
+    let with_type = |family: &str, path: &str, body: &Value, ct: Option<&str>| {
+        let mut req = authed(family, path, KEY, body);
+        req.headers
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("content-type"));
+        match ct {
+            Some(ct) => req.header("content-type", ct),
+            None => req,
+        }
+    };
+    for (family, path, body) in &cases {
+        for ct in [
+            "application/x-www-form-urlencoded",
+            "text/plain",
+            "multipart/form-data; boundary=x",
+        ] {
+            let r = gw.send(&with_type(family, path, body, Some(ct))).await;
+            assert_eq!(r.status, 400, "{path} {ct}: {}", r.text());
+            let v = r.json();
+            match *family {
+                "anthropic" => {
+                    assert_eq!(v["type"], "error");
+                    assert_eq!(v["error"]["type"], "invalid_request_error");
+                    assert!(v["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("content-type"));
+                }
+                "gemini" => assert_eq!(v["error"]["status"], "INVALID_ARGUMENT"),
+                _ => assert_eq!(v["error"]["param"], "content-type"),
+            }
+        }
+        for ct in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "APPLICATION/JSON;charset=UTF-8",
+        ] {
+            let r = gw.send(&with_type(family, path, body, Some(ct))).await;
+            assert_eq!(r.status, 200, "{path} {ct}: {}", r.text());
+        }
+        // no content-type at all: read as JSON
+        let r = gw.send(&with_type(family, path, body, None)).await;
+        assert_eq!(r.status, 200, "{path} without content-type");
+    }
+    // a missing key is still a 401, whatever the content type
+    let r = gw
+        .send(
+            &Request::post("/anthropic/v1/messages")
+                .header("content-type", "text/plain")
+                .header("anthropic-version", "2023-06-01")
+                .body(b"{}".to_vec()),
+        )
+        .await;
+    assert_eq!(r.status, 401);
 }

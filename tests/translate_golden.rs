@@ -18,6 +18,11 @@
 //! `"expected": "$input"` says the output must equal the input (lossless
 //! same-family round trips in `<f>_to_<f>` directories).
 //!
+//! A request fixture may say `expected_adjusted`: what the translation reports
+//! it dropped (the `x-switchboard-adjusted` form, e.g. `dropped=user,top_k`),
+//! `""` for nothing; without it, the report is not checked. Blessing writes it
+//! for every request fixture whose translation drops something.
+//!
 //! `options` may set `upstream_model`, `default_max_tokens`, `stream`,
 //! `path_model`, `path_stream` (the Gemini path) and `client_model`.
 //! `covers` lists the features a fixture exercises; every cross-family pair
@@ -37,6 +42,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use switchboard::adjust::Adjustments;
 use switchboard::family::Family;
 use switchboard::protocol::{
     decode_request, decode_response, encode_request_value, encode_response_value, DecodeContext,
@@ -80,8 +86,13 @@ fn opt_str<'a>(options: &'a Value, key: &str) -> Option<&'a str> {
     options.get(key).and_then(Value::as_str)
 }
 
-/// Runs one fixture's translation.
-fn translate(from: Family, to: Family, fixture: &Value) -> Result<Value, TranslateError> {
+/// Runs one fixture's translation; for requests, also what it reported dropping.
+fn translate(
+    from: Family,
+    to: Family,
+    fixture: &Value,
+    adjusted: &mut Adjustments,
+) -> Result<Value, TranslateError> {
     let options = fixture.get("options").cloned().unwrap_or(json!({}));
     let kind = fixture["kind"].as_str().unwrap_or_default();
     let input = serde_json::to_vec(&fixture["input"]).unwrap();
@@ -105,7 +116,7 @@ fn translate(from: Family, to: Family, fixture: &Value) -> Result<Value, Transla
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         };
-        encode_request_value(to, &req, &opts)
+        encode_request_value(to, &req, &opts, adjusted)
     } else {
         let resp = decode_response(from, &input)?;
         let client_model = opt_str(&options, "client_model").unwrap_or("client-model");
@@ -165,7 +176,9 @@ fn check_fixture(from: Family, to: Family, path: &Path, bless: bool) -> Result<(
     let mut fixture: Value =
         serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))?;
     let kind = fixture["kind"].as_str().unwrap_or_default().to_string();
-    let result = translate(from, to, &fixture);
+    let mut adjusted = Adjustments::default();
+    let result = translate(from, to, &fixture, &mut adjusted);
+    let report = adjusted.render();
     let wants_error = kind.ends_with("_error");
     if bless {
         match (&result, wants_error) {
@@ -176,6 +189,11 @@ fn check_fixture(from: Family, to: Family, path: &Path, bless: bool) -> Result<(
                     actual["created"] = json!("$number");
                 }
                 fixture["expected"] = actual;
+                if kind == "request"
+                    && (!report.is_empty() || fixture.get("expected_adjusted").is_some())
+                {
+                    fixture["expected_adjusted"] = json!(report);
+                }
             }
             (Err(e), true) => fixture["expected_error"] = error_value(e),
             (Ok(v), true) => return Err(format!("expected an error, got {v}")),
@@ -196,6 +214,11 @@ fn check_fixture(from: Family, to: Family, path: &Path, bless: bool) -> Result<(
             };
             let mut diffs = Vec::new();
             diff("$", expected, &actual, &mut diffs);
+            if let Some(want) = fixture.get("expected_adjusted").and_then(Value::as_str) {
+                if want != report {
+                    diffs.push(format!("adjusted: expected {want:?}, got {report:?}"));
+                }
+            }
             if diffs.is_empty() {
                 Ok(())
             } else {
@@ -791,7 +814,7 @@ mod roundtrip {
         req: &ChatRequest,
         stream: bool,
     ) -> Result<(), TestCaseError> {
-        let w1 = encode_request_value(family, req, &opts(stream))
+        let w1 = encode_request_value(family, req, &opts(stream), &mut Adjustments::default())
             .map_err(|e| TestCaseError::fail(format!("encode failed: {e:?}")))?;
         let body = serde_json::to_vec(&w1).unwrap();
         let ctx = DecodeContext {
@@ -800,13 +823,20 @@ mod roundtrip {
         };
         let decoded = decode_request(family, &body, &ctx)
             .map_err(|e| TestCaseError::fail(format!("decode failed: {e:?}\n{w1:#}")))?;
-        let w2 = encode_request_value(family, &decoded, &opts(stream))
+        let mut adjusted = Adjustments::default();
+        let w2 = encode_request_value(family, &decoded, &opts(stream), &mut adjusted)
             .map_err(|e| TestCaseError::fail(format!("re-encode failed: {e:?}")))?;
         let mut diffs = Vec::new();
         diff("$", &w1, &w2, &mut diffs);
         prop_assert!(
             diffs.is_empty(),
             "{family} request round trip differs: {diffs:#?}\nW1 = {w1:#}"
+        );
+        // A family's own wire loses nothing on its way back.
+        prop_assert!(
+            adjusted.is_empty(),
+            "{family} round trip reported {}\nW1 = {w1:#}",
+            adjusted.render()
         );
         Ok(())
     }
@@ -869,7 +899,7 @@ mod roundtrip {
             if let Some(ToolChoice::Allowed { .. }) = req.tool_choice {
                 req.tool_choice = None;
             }
-            let wire = encode_request_value(target, &req, &opts(false))
+            let wire = encode_request_value(target, &req, &opts(false), &mut Adjustments::default())
                 .map_err(|e| TestCaseError::fail(format!("encode {target} failed: {e:?}")))?;
             let back = decode_request(target, &serde_json::to_vec(&wire).unwrap(), &DecodeContext { model: Some("m"), stream: false })
                 .map_err(|e| TestCaseError::fail(format!("decode {target} failed: {e:?}")))?;

@@ -174,9 +174,52 @@ impl Model {
     }
 }
 
+/// What to do with a request a model cannot take as it is (CONTRACT 5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Lower over-large output caps and drop unsupported optional knobs, reporting each change.
+    #[default]
+    Adapt,
+    /// Refuse them with a 400 naming the parameter.
+    Strict,
+}
+
+impl Policy {
+    /// Parses `adapt` or `strict`.
+    pub fn from_name(s: &str) -> Option<Policy> {
+        match s {
+            "adapt" => Some(Policy::Adapt),
+            "strict" => Some(Policy::Strict),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Adapt => "adapt",
+            Policy::Strict => "strict",
+        }
+    }
+}
+
+/// Reads an optional `policy` member of `o`.
+pub(crate) fn opt_policy(o: &Obj<'_>) -> Result<Option<Policy>, ConfigError> {
+    match o.opt_str("policy")? {
+        None => Ok(None),
+        Some(s) => Policy::from_name(s).map(Some).ok_or_else(|| {
+            o.err(
+                "policy",
+                format!("unknown policy {s:?} (expected adapt or strict)"),
+            )
+        }),
+    }
+}
+
 /// The validated catalog.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
+    /// The policy for requests a model cannot take as they are (keys may override it).
+    pub policy: Policy,
     pub providers: Vec<Provider>,
     pub models: Vec<Model>,
     provider_index: HashMap<String, usize>,
@@ -221,8 +264,11 @@ impl Catalog {
     ) -> Result<Catalog, ConfigError> {
         let doc = parse(file, text)?;
         let root = Obj::new(file, "$".into(), &doc)?;
-        root.only(&["providers", "models"])?;
-        let mut cat = Catalog::default();
+        root.only(&["policy", "providers", "models"])?;
+        let mut cat = Catalog {
+            policy: opt_policy(&root)?.unwrap_or_default(),
+            ..Catalog::default()
+        };
         for (path, v) in root.array("providers")? {
             let p = provider(file, path.clone(), v, env)?;
             if cat.provider_index.contains_key(&p.id) {
@@ -512,6 +558,20 @@ mod tests {
         let e = err("{\"providers\": [}");
         assert_eq!(e.path, "$");
         assert!(e.to_string().starts_with("c.json: $: invalid JSON"));
+    }
+
+    #[test]
+    fn policy_defaults_to_adapt_and_is_validated() {
+        let c = Catalog::from_str("c.json", OK, &no_env).unwrap();
+        assert_eq!(c.policy, Policy::Adapt);
+        let strict = OK.replacen('{', "{\"policy\": \"strict\",", 1);
+        let c = Catalog::from_str("c.json", &strict, &no_env).unwrap();
+        assert_eq!(c.policy, Policy::Strict);
+        let e = err(&OK.replacen('{', "{\"policy\": \"lenient\",", 1));
+        assert_eq!(e.path, "$.policy");
+        assert!(e.reason.contains("adapt or strict"), "{e}");
+        let e = err(&OK.replacen('{', "{\"policy\": 1,", 1));
+        assert_eq!(e.path, "$.policy");
     }
 
     #[test]

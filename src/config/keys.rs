@@ -3,6 +3,7 @@
 //! Every secret is kept only as its SHA-256 digest; a presented key is hashed
 //! once and compared against every stored digest in constant time.
 
+use super::catalog::{opt_policy, Policy};
 use super::json::{parse, Obj};
 use super::ConfigError;
 use sha2::{Digest, Sha256};
@@ -51,6 +52,8 @@ pub struct ApiKey {
     pub models: Option<Vec<ModelPattern>>,
     /// Requests per minute; `None` means unlimited.
     pub rpm: Option<u32>,
+    /// Overrides the catalog's policy (CONTRACT 5.1) for this key's requests.
+    pub policy: Option<Policy>,
 }
 
 impl ApiKey {
@@ -102,7 +105,7 @@ impl KeyStore {
         let mut keys: Vec<ApiKey> = Vec::new();
         for (path, v) in root.array("keys")? {
             let o = Obj::new(file, path, v)?;
-            o.only(&["id", "key", "sha256", "models", "rpm"])?;
+            o.only(&["id", "key", "sha256", "models", "rpm", "policy"])?;
             let id = o.str("id")?.to_string();
             if keys.iter().any(|k| k.id == id) {
                 return Err(o.err("id", format!("duplicate key id {id:?}")));
@@ -124,11 +127,13 @@ impl KeyStore {
                 Some(n) => Some(u32::try_from(n).map_err(|_| o.err("rpm", "too large"))?),
                 None => None,
             };
+            let policy = opt_policy(&o)?;
             keys.push(ApiKey {
                 id,
                 digest,
                 models,
                 rpm,
+                policy,
             });
         }
         Ok(KeyStore { keys })
@@ -208,5 +213,22 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.path, "$.keys[1].id");
+        let e = KeyStore::from_str(
+            "k.json",
+            r#"{"keys":[{"id":"a","key":"x","policy":"loose"}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "$.keys[0].policy");
+    }
+
+    #[test]
+    fn per_key_policy() {
+        let ks = KeyStore::from_str(
+            "k.json",
+            r#"{"keys":[{"id":"a","key":"x","policy":"strict"},{"id":"b","key":"y"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(ks.find("x").unwrap().policy, Some(Policy::Strict));
+        assert_eq!(ks.find("y").unwrap().policy, None);
     }
 }

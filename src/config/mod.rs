@@ -11,7 +11,7 @@ mod json;
 mod keys;
 
 pub use catalog::{
-    BaseUrl, Catalog, Defaults, Features, Model, Pricing, Provider, Scheme, Upstream,
+    BaseUrl, Catalog, Defaults, Features, Model, Policy, Pricing, Provider, Scheme, Upstream,
 };
 pub use error::ConfigError;
 pub use keys::{ApiKey, KeyStore, ModelPattern};

@@ -51,7 +51,8 @@ pub use content::{
 };
 pub use extra::{deep_merge, Extra};
 pub use request::{
-    budget_to_effort, effort_to_budget, ChatRequest, FunctionTool, JsonSchemaFormat, Message,
-    Reasoning, ResponseFormat, Role, Sampling, SystemPrompt, SystemRole, Tool, ToolChoice,
+    anthropic_effort, budget_to_effort, effort_to_budget, gemini_level, openai_effort, ChatRequest,
+    FunctionTool, JsonSchemaFormat, Message, Reasoning, ResponseFormat, Role, Sampling,
+    SystemPrompt, SystemRole, Tool, ToolChoice, EFFORT_LEVELS,
 };
 pub use response::{ChatResponse, StopReason, Usage};

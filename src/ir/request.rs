@@ -2,6 +2,7 @@
 
 use super::content::{Block, Opaque, TextBlock};
 use super::extra::Extra;
+use crate::family::Family;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -36,6 +37,10 @@ pub struct ChatRequest {
     /// Unknown top-level fields (for Gemini also unknown `generationConfig` /
     /// `toolConfig` fields, nested under those keys).
     pub extra: Extra,
+    /// The protocol the request was decoded from (`None` for a request built
+    /// in code). Encoders use it to name dropped fields the way the client
+    /// spelled them, and to keep a client's own spelling on a same-family trip.
+    pub source: Option<Family>,
 }
 
 /// One system instruction.
@@ -187,41 +192,127 @@ pub struct Sampling {
     pub candidate_count: Option<u64>,
 }
 
-/// Reasoning / thinking settings, in whatever terms the client used.
+/// Reasoning / thinking settings: one notion for the three protocols.
+///
+/// - `enabled`: `Some(false)` is "no reasoning" (Anthropic `thinking.type:
+///   disabled`, Gemini `thinkingBudget: 0`, OpenAI `reasoning_effort: none`);
+///   `Some(true)` is "reason" (Anthropic `enabled` / `adaptive`, a Gemini
+///   budget other than 0 or a `thinkingLevel`, any other OpenAI effort);
+///   `None` when the client only set an effort for the whole answer
+///   (Anthropic `output_config.effort` without `thinking`).
+/// - `budget_tokens`: a fixed token budget (Anthropic `budget_tokens`, a
+///   positive Gemini `thinkingBudget`). `None` with `enabled: Some(true)`
+///   means the model decides how much (Anthropic `adaptive`, Gemini `-1`).
+/// - `effort`: a level, lowercase, in the union of the three vocabularies
+///   (see [`EFFORT_LEVELS`]): OpenAI `reasoning_effort`, Anthropic
+///   `output_config.effort`, Gemini `thinkingLevel`.
+///
+/// Encoders translate between budgets and levels with [`effort_to_budget`]
+/// and [`budget_to_effort`] when the target only takes one of them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reasoning {
-    /// Explicitly on or off (Anthropic `thinking.type`, Gemini budget 0 = off).
+    /// Reasoning explicitly on or off.
     pub enabled: Option<bool>,
-    /// Token budget (Anthropic `budget_tokens`, Gemini `thinkingBudget`; -1 = dynamic).
+    /// Token budget (Anthropic `budget_tokens`, Gemini `thinkingBudget` > 0).
     pub budget_tokens: Option<i64>,
-    /// Effort level (OpenAI `reasoning_effort`, Gemini `thinkingLevel`), lowercase.
+    /// Effort level, lowercase (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `max`).
     pub effort: Option<String>,
-    /// Return the reasoning text (Gemini `includeThoughts`).
+    /// Return the reasoning text (Gemini `includeThoughts`; implied by Anthropic thinking).
     pub include_thoughts: Option<bool>,
     /// Unknown fields of the wire object.
     pub extra: Extra,
 }
 
-/// The budget a named effort level stands for when a target only takes budgets.
+/// Every effort level the three protocols name, weakest first.
+pub const EFFORT_LEVELS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// The thinking budget a named effort level stands for when a target only
+/// takes budgets (Anthropic `enabled`, Gemini 2.5 `thinkingBudget`).
+/// `none` is 0 (off); unknown levels have no budget.
 pub fn effort_to_budget(effort: &str) -> Option<i64> {
     match effort {
         "none" => Some(0),
         "minimal" => Some(1024),
         "low" => Some(2048),
         "medium" => Some(8192),
-        "high" | "xhigh" => Some(24576),
+        "high" => Some(16384),
+        "xhigh" => Some(24576),
+        "max" => Some(32768),
         _ => None,
     }
 }
 
-/// The effort level a token budget stands for when a target only takes levels.
+/// The effort level a token budget stands for when a target only takes
+/// levels (OpenAI `reasoning_effort`). The bounds sit between the budgets of
+/// [`effort_to_budget`], so `low`, `medium` and `high` survive a trip through
+/// a budget; larger budgets stay `high` (`xhigh` is refused by older models).
+/// A negative budget (Gemini's "dynamic") is `medium`, the usual default.
 pub fn budget_to_effort(budget: i64) -> &'static str {
     match budget {
         i64::MIN..=-1 => "medium",
         0 => "none",
-        1..=2048 => "low",
-        2049..=8192 => "medium",
+        1..=4096 => "low",
+        4097..=12288 => "medium",
         _ => "high",
+    }
+}
+
+/// An effort level in the part of OpenAI's `reasoning_effort` vocabulary
+/// that every OpenAI reasoning model takes (`low`, `medium`, `high`), plus
+/// `none`: `minimal` is `low` (gpt-5.1 refuses `minimal`), `xhigh` and
+/// Anthropic `max` are `high` (only the newest models take `xhigh`).
+pub fn openai_effort(effort: &str) -> Option<&'static str> {
+    match effort {
+        "none" => Some("none"),
+        "minimal" | "low" => Some("low"),
+        "medium" => Some("medium"),
+        "high" | "xhigh" | "max" => Some("high"),
+        _ => None,
+    }
+}
+
+/// An effort level in Anthropic's `output_config.effort` vocabulary
+/// (`low`, `medium`, `high`, `xhigh`, `max`): `minimal` is `low`; `none` has
+/// no level (it turns thinking off instead).
+pub fn anthropic_effort(effort: &str) -> Option<&'static str> {
+    match effort {
+        "minimal" | "low" => Some("low"),
+        "medium" => Some("medium"),
+        "high" => Some("high"),
+        "xhigh" => Some("xhigh"),
+        "max" => Some("max"),
+        _ => None,
+    }
+}
+
+/// An effort level as a Gemini `thinkingLevel` (`MINIMAL`, `LOW`, `MEDIUM`,
+/// `HIGH`): `xhigh` and `max` are `HIGH`; `none` has no level.
+pub fn gemini_level(effort: &str) -> Option<&'static str> {
+    match effort {
+        "minimal" => Some("MINIMAL"),
+        "low" => Some("LOW"),
+        "medium" => Some("MEDIUM"),
+        "high" | "xhigh" | "max" => Some("HIGH"),
+        _ => None,
+    }
+}
+
+impl Reasoning {
+    /// True when reasoning is explicitly turned off.
+    pub fn is_off(&self) -> bool {
+        self.enabled == Some(false)
+            || self.budget_tokens == Some(0)
+            || self.effort.as_deref() == Some("none")
+    }
+
+    /// True when reasoning is explicitly turned on (by a switch, a budget or a level).
+    pub fn is_on(&self) -> bool {
+        !self.is_off() && (self.enabled == Some(true) || self.budget_tokens.is_some_and(|b| b != 0))
+    }
+
+    /// The fixed budget the client gave (positive), if any.
+    pub fn fixed_budget(&self) -> Option<i64> {
+        self.budget_tokens.filter(|b| *b > 0)
     }
 }
 
@@ -316,10 +407,69 @@ mod tests {
     fn effort_budget_buckets() {
         assert_eq!(budget_to_effort(0), "none");
         assert_eq!(budget_to_effort(1024), "low");
+        assert_eq!(budget_to_effort(4096), "low");
+        assert_eq!(budget_to_effort(4097), "medium");
         assert_eq!(budget_to_effort(8192), "medium");
+        assert_eq!(budget_to_effort(12289), "high");
         assert_eq!(budget_to_effort(-1), "medium");
-        assert_eq!(budget_to_effort(30000), "high");
+        assert_eq!(budget_to_effort(31999), "high");
         assert_eq!(effort_to_budget("low"), Some(2048));
+        assert_eq!(effort_to_budget("none"), Some(0));
         assert_eq!(effort_to_budget("bogus"), None);
+    }
+
+    #[test]
+    fn levels_survive_a_trip_through_a_budget() {
+        for level in ["low", "medium", "high"] {
+            let budget = effort_to_budget(level).unwrap_or_default();
+            assert_eq!(budget_to_effort(budget), level);
+        }
+        // Every named level has a budget, ordered like the levels.
+        let budgets: Vec<i64> = EFFORT_LEVELS
+            .iter()
+            .map(|l| effort_to_budget(l).unwrap_or(-1))
+            .collect();
+        assert!(budgets.windows(2).all(|w| w[0] < w[1]), "{budgets:?}");
+        // The strongest levels stay within what every model takes.
+        assert_eq!(
+            budget_to_effort(effort_to_budget("max").unwrap_or(0)),
+            "high"
+        );
+    }
+
+    #[test]
+    fn levels_in_each_vocabulary() {
+        assert_eq!(openai_effort("max"), Some("high"));
+        assert_eq!(openai_effort("xhigh"), Some("high"));
+        assert_eq!(openai_effort("minimal"), Some("low"));
+        assert_eq!(anthropic_effort("minimal"), Some("low"));
+        assert_eq!(anthropic_effort("none"), None);
+        assert_eq!(anthropic_effort("xhigh"), Some("xhigh"));
+        assert_eq!(gemini_level("max"), Some("HIGH"));
+        assert_eq!(gemini_level("none"), None);
+        for level in EFFORT_LEVELS.iter().skip(1) {
+            assert!(openai_effort(level).is_some(), "{level}");
+            assert!(anthropic_effort(level).is_some(), "{level}");
+            assert!(gemini_level(level).is_some(), "{level}");
+        }
+    }
+
+    #[test]
+    fn reasoning_switches() {
+        let r = |enabled, budget, effort: Option<&str>| Reasoning {
+            enabled,
+            budget_tokens: budget,
+            effort: effort.map(str::to_string),
+            ..Reasoning::default()
+        };
+        assert!(r(Some(false), None, None).is_off());
+        assert!(r(None, Some(0), None).is_off());
+        assert!(r(Some(true), None, Some("none")).is_off());
+        assert!(r(Some(true), None, None).is_on());
+        assert!(r(None, Some(-1), None).is_on());
+        assert!(!r(None, None, Some("high")).is_on());
+        assert!(!r(None, None, Some("high")).is_off());
+        assert_eq!(r(None, Some(-1), None).fixed_budget(), None);
+        assert_eq!(r(None, Some(5000), None).fixed_budget(), Some(5000));
     }
 }

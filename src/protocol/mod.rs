@@ -10,10 +10,14 @@
 pub mod anthropic;
 pub mod gemini;
 pub mod openai;
+#[cfg(test)]
+mod reasoning_tests;
+pub(crate) mod report;
 pub mod translate_error;
 
 pub use translate_error::{TranslateError, TranslateErrorKind};
 
+use crate::adjust::Adjustments;
 use crate::family::Family;
 use crate::ir::{ChatRequest, ChatResponse};
 use serde_json::Value;
@@ -57,13 +61,16 @@ pub fn decode_request(
 }
 
 /// Encodes a canonical request as an upstream request body of `family`.
-/// Errors say what the target protocol cannot express (400).
+/// Errors say what the target protocol cannot express (400). Everything the
+/// target cannot carry and that is dropped instead is recorded in `adjusted`,
+/// by the client's own name for it (CONTRACT 5.1).
 pub fn encode_request(
     family: Family,
     req: &ChatRequest,
     opts: &EncodeOptions<'_>,
+    adjusted: &mut Adjustments,
 ) -> Result<Vec<u8>, TranslateError> {
-    let value = encode_request_value(family, req, opts)?;
+    let value = encode_request_value(family, req, opts, adjusted)?;
     to_bytes(&value)
 }
 
@@ -72,12 +79,15 @@ pub fn encode_request_value(
     family: Family,
     req: &ChatRequest,
     opts: &EncodeOptions<'_>,
+    adjusted: &mut Adjustments,
 ) -> Result<Value, TranslateError> {
-    match family {
-        Family::OpenAi => openai::request::encode(req, opts),
-        Family::Anthropic => anthropic::request::encode(req, opts),
-        Family::Gemini => gemini::request::encode(req, opts),
-    }
+    let value = match family {
+        Family::OpenAi => openai::request::encode(req, opts, adjusted),
+        Family::Anthropic => anthropic::request::encode(req, opts, adjusted),
+        Family::Gemini => gemini::request::encode(req, opts, adjusted),
+    }?;
+    report::foreign_extras(req, family, adjusted);
+    Ok(value)
 }
 
 /// Decodes a non-streaming upstream response body of `family`. Errors are

@@ -1,5 +1,6 @@
 //! Per-request state carried through the Pingora phases, and the request id.
 
+use crate::error::GatewayError;
 use crate::family::Family;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -16,9 +17,20 @@ pub struct RequestCtx {
     pub key_id: Option<String>,
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// The upstream last called: its wire protocol and `host[:port]`.
+    pub upstream_protocol: Option<Family>,
+    pub upstream_host: Option<String>,
+    /// Upstream calls made (failover included); 0 when none was made.
+    pub attempts: u32,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache, when reported.
+    pub cached_tokens: Option<u64>,
+    /// Output tokens spent on reasoning, when reported.
+    pub reasoning_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
+    /// Why the request failed (the error sent to the client, or the stream failure).
+    pub error: Option<ErrorNote>,
     /// Time to the first response body byte, for streams.
     pub ttft: Option<Duration>,
     /// What the gateway changed in the request (CONTRACT 5.1).
@@ -36,11 +48,34 @@ impl RequestCtx {
             key_id: None,
             provider: None,
             model: None,
+            upstream_protocol: None,
+            upstream_host: None,
+            attempts: 0,
             input_tokens: None,
             output_tokens: None,
+            cached_tokens: None,
+            reasoning_tokens: None,
             cost_usd: None,
+            error: None,
             ttft: None,
             adjusted: crate::adjust::Adjustments::default(),
+        }
+    }
+}
+
+/// The reason a request failed, as the access log reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorNote {
+    /// The error kind's name (`invalid_request`, `authentication`, ...).
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl From<&GatewayError> for ErrorNote {
+    fn from(e: &GatewayError) -> Self {
+        ErrorNote {
+            kind: e.kind.name(),
+            message: e.message.clone(),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use super::upstream::{transport_error, Exchange};
 use super::Gateway;
+use crate::adjust::Adjustments;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
@@ -54,6 +55,15 @@ pub struct Answer<'s> {
     pub status: u16,
     /// Whether the gateway asked an OpenAI upstream for stream usage the client did not ask for.
     pub usage_injected: bool,
+    /// What translation for this upstream dropped (empty when not translated).
+    pub adjusted: Adjustments,
+}
+
+/// What `call` tried, for the access log: the number of upstream calls made and the last upstream.
+#[derive(Debug, Default)]
+pub struct Tried<'s> {
+    pub attempts: u32,
+    pub last: Option<&'s Upstream>,
 }
 
 /// The provider's upstreams in the order they are tried for a client of `family`.
@@ -68,11 +78,17 @@ pub fn upstream_order(provider: &Provider, family: Family) -> Vec<&Upstream> {
 }
 
 /// Calls the upstreams in order until one answers below 400, or the last one answers at all.
-pub async fn call<'s>(gw: &Gateway, c: &Call<'s>) -> Result<Answer<'s>, GatewayError> {
+pub async fn call<'s>(
+    gw: &Gateway,
+    c: &Call<'s>,
+    tried: &mut Tried<'s>,
+) -> Result<Answer<'s>, GatewayError> {
     let order = upstream_order(c.provider, c.family);
     let mut last: Option<GatewayError> = None;
     for (i, up) in order.iter().copied().enumerate() {
         let is_last = i + 1 == order.len();
+        tried.attempts += 1;
+        tried.last = Some(up);
         match attempt(gw, c, up).await {
             Ok(a) if a.status < 400 => return Ok(a),
             Ok(mut a) => {
@@ -126,8 +142,8 @@ async fn attempt<'s>(
         && stream
         && !c.req.include_usage
         && !c.req.has_stream_options;
-    let body = if !translated {
-        passthrough_body(c, usage_injected)
+    let (body, adjusted) = if !translated {
+        (passthrough_body(c, usage_injected), Adjustments::default())
     } else if c.body.len() > BLOCKING_TRANSLATE_BYTES {
         let (owned, m, pm, family, target) = (
             c.body.clone(),
@@ -171,6 +187,7 @@ async fn attempt<'s>(
         ex,
         status,
         usage_injected,
+        adjusted,
     })
 }
 
@@ -182,7 +199,7 @@ fn translate_request(
     path_model: Option<&str>,
     stream: bool,
     model: &Model,
-) -> Result<Bytes, GatewayError> {
+) -> Result<(Bytes, Adjustments), GatewayError> {
     let ir = protocol::decode_request(
         family,
         body,
@@ -192,6 +209,7 @@ fn translate_request(
         },
     )
     .map_err(translate_error)?;
+    let mut adjusted = Adjustments::default();
     let out = protocol::encode_request(
         target,
         &ir,
@@ -200,9 +218,10 @@ fn translate_request(
             default_max_tokens: model.max_output_tokens,
             stream,
         },
+        &mut adjusted,
     )
     .map_err(translate_error)?;
-    Ok(Bytes::from(out))
+    Ok((Bytes::from(out), adjusted))
 }
 
 /// A same-family body: the `model` value replaced by the upstream model name

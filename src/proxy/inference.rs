@@ -13,7 +13,9 @@ use super::Gateway;
 use crate::config::{ApiKey, Model, Provider};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::jsonedit;
 use crate::passthrough::{self, Framing, Usage};
+use crate::policy;
 use crate::protocol;
 use crate::runtime::Snapshot;
 use crate::stream::ClientStream;
@@ -56,8 +58,13 @@ fn translate_response(
     family: Family,
     raw: &[u8],
     client_model: &str,
+    ctx: &mut RequestCtx,
 ) -> Result<(Vec<u8>, Usage), GatewayError> {
     let resp = protocol::decode_response(upstream, raw).map_err(translate_error)?;
+    if let Some(u) = &resp.usage {
+        ctx.cached_tokens = u.cache_read_tokens;
+        ctx.reasoning_tokens = u.reasoning_tokens;
+    }
     let usage = resp
         .usage
         .as_ref()
@@ -79,13 +86,21 @@ pub async fn handle(
     snap: &Snapshot,
     key: &ApiKey,
 ) -> pingora_core::Result<()> {
-    match run(gw, session, ctx, route, snap, key).await {
+    let result = run(gw, session, ctx, route, snap, key).await;
+    if !ctx.adjusted.is_empty() {
+        gw.metrics.adapted(
+            ctx.model.as_deref().unwrap_or(""),
+            ctx.adjusted.parameters(),
+        );
+    }
+    match result {
         Ok(()) => Ok(()),
         Err(Stop::Client(e)) if ctx.status == 0 => {
             respond::error(session, ctx, route.family, &e).await
         }
         Err(Stop::Client(e)) => {
             log::warn!("{}: error after the response started: {e}", ctx.request_id);
+            ctx.error = Some((&e).into());
             Ok(())
         }
         Err(Stop::Io(e)) => Err(e),
@@ -191,6 +206,33 @@ fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
     ctx.cost_usd = usage_cost(m, u);
 }
 
+/// Carries out the policy's plan on the client's body: the upstream (same
+/// protocol or translated) sees the lowered cap and not the dropped fields,
+/// and every change is recorded for the response header, log and metric.
+fn adapt(
+    ctx: &mut RequestCtx,
+    plan: &policy::Plan,
+    body: Bytes,
+    mut req: validate::Inspected,
+) -> (Bytes, validate::Inspected) {
+    if plan.is_empty() {
+        return (body, req);
+    }
+    ctx.adjusted.merge(plan.adjustments(&req));
+    let body = match plan.apply(&req, &body) {
+        Some(edited) => {
+            let edited = Bytes::from(edited);
+            if req.model_span.is_some() {
+                req.model_span = jsonedit::member_span(&edited, "model");
+            }
+            edited
+        }
+        None => body,
+    };
+    req.max_tokens = plan.output_cap(&req);
+    (body, req)
+}
+
 async fn run(
     gw: &Gateway,
     session: &mut Session,
@@ -263,12 +305,13 @@ async fn run(
             .map_err(Stop::Io);
     }
 
-    validate::check(family, &req, model)?;
-    if !validate::surely_fits(body.len(), &req, model) {
-        let (owned, r, m) = (body.clone(), req.clone(), model.clone());
+    let policy = key.policy.unwrap_or(snap.catalog.policy);
+    let mut plan = policy::decide(family, &req, &body, model, policy)?;
+    if !validate::surely_fits(body.len(), plan.output_cap(&req), model) {
+        let (owned, limit) = (body.clone(), model.context_length);
         let n = counted(
             tokenize::run(gw, session, move |cancel| {
-                validate::check_context(family, &owned, &r, &m, cancel)
+                validate::count_input(family, &owned, limit, cancel)
             })
             .await?,
         )??;
@@ -276,7 +319,9 @@ async fn run(
             return Err(client_gone());
         };
         log::debug!("{}: {n} input tokens counted", ctx.request_id);
+        plan.fit_context(family, &req, model, n)?;
     }
+    let (body, req) = adapt(ctx, &plan, body, req);
 
     let stream = req.stream;
     let request_id = ctx.request_id.clone();
@@ -295,12 +340,20 @@ async fn run(
             .map(str::to_string),
         request_id: &request_id,
     };
-    let mut answer = dispatch::call(gw, &call).await?;
+    let mut tried = dispatch::Tried::default();
+    let called = dispatch::call(gw, &call, &mut tried).await;
+    ctx.attempts = tried.attempts;
+    if let Some(up) = tried.last {
+        ctx.upstream_protocol = Some(up.protocol);
+        ctx.upstream_host = Some(up.url.authority.clone());
+    }
+    let mut answer = called?;
+    ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
     let client_model = client_model_name(family, model);
     if !stream {
         let raw = dispatch::read_body(&mut answer.ex, gw.settings.max_response_bytes).await?;
         let (out, usage) = if answer.translated {
-            translate_response(answer.up.protocol, family, &raw, client_model)?
+            translate_response(answer.up.protocol, family, &raw, client_model, ctx)?
         } else {
             // A 200 whose body is not a JSON document is a broken upstream, not an answer.
             passthrough::rewrite_body(family, &raw, &passthrough::model_json(client_model))
@@ -340,6 +393,10 @@ async fn run(
         .map_err(Stop::Io)?;
     if !clean {
         gw.metrics.upstream_error(&provider.id, "stream");
+        ctx.error = Some(super::ctx::ErrorNote {
+            kind: ErrorKind::BadGateway.name(),
+            message: "the upstream stream failed after the response started".into(),
+        });
     }
     record_usage(ctx, model, pass.usage());
     Ok(())

@@ -4,11 +4,13 @@
 //! for bodies of any size on stock Pingora, whose replay buffer for a consumed
 //! body is capped at 64 KiB). Each phase is a short delegation.
 
+pub mod access;
 pub mod auth;
 pub mod ctx;
 pub mod dispatch;
 pub mod inference;
 pub mod listings;
+pub mod media;
 pub mod relay;
 pub mod respond;
 pub mod route;
@@ -103,6 +105,10 @@ impl Gateway {
                 )
                 .await
             }
+            Endpoint::Root => {
+                let body = format!("{{\"status\":\"ok\",\"family\":\"{}\"}}", r.family.name());
+                respond::json(session, ctx, 200, Bytes::from(body)).await
+            }
             Endpoint::Ready => {
                 let body = format!(
                     "{{\"status\":\"ready\",\"providers\":{},\"models\":{}}}",
@@ -128,27 +134,13 @@ impl Gateway {
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };
                 ctx.key_id = Some(key.id.clone());
+                if let Err(e) = media::require_json(session.req_header()) {
+                    return respond::error(session, ctx, r.family, &e).await;
+                }
                 inference::handle(self, session, ctx, &r, &snap, &key).await
             }
         }
     }
-}
-
-/// One access-log line (JSON): who called what, with what outcome and cost. Never the key.
-#[derive(serde::Serialize)]
-struct AccessLine<'a> {
-    request_id: &'a str,
-    key_id: Option<&'a str>,
-    family: &'a str,
-    provider: Option<&'a str>,
-    model: Option<&'a str>,
-    status: u16,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    cost_usd: Option<f64>,
-    latency_ms: f64,
-    ttft_ms: Option<f64>,
-    error: Option<String>,
 }
 
 #[async_trait]
@@ -211,25 +203,16 @@ impl ProxyHttp for Gateway {
         }
     }
 
-    async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         if log::log_enabled!(target: "access", log::Level::Info) {
-            let line = AccessLine {
-                request_id: &ctx.request_id,
-                key_id: ctx.key_id.as_deref(),
-                family: ctx.family.name(),
-                provider: ctx.provider.as_deref(),
-                model: ctx.model.as_deref(),
-                status: ctx.status,
-                input_tokens: ctx.input_tokens,
-                output_tokens: ctx.output_tokens,
-                cost_usd: ctx.cost_usd,
-                latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
-                ttft_ms: ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
-                error: e.map(|e| e.to_string()),
-            };
-            if let Ok(text) = serde_json::to_string(&line) {
-                log::info!(target: "access", "{text}");
-            }
+            let req = session.req_header();
+            let failure = e.map(ToString::to_string);
+            access::write(&access::AccessLine::new(
+                ctx,
+                req.method.as_str(),
+                req.uri.path(),
+                failure.as_deref(),
+            ));
         }
         self.metrics.observe(&Observation {
             family: ctx.family,

@@ -31,6 +31,10 @@ pub fn header(
         None => h.insert_header("transfer-encoding", "chunked")?,
     }
     h.insert_header("x-request-id", ctx.request_id.as_str())?;
+    if !ctx.adjusted.is_empty() {
+        // What the gateway changed in the request (CONTRACT 5.1).
+        h.insert_header("x-switchboard-adjusted", ctx.adjusted.render())?;
+    }
     Ok(h)
 }
 
@@ -52,6 +56,7 @@ pub async fn error(
     family: Family,
     e: &GatewayError,
 ) -> pingora_core::Result<()> {
+    ctx.error = Some(e.into());
     let body = Bytes::from(error_body(family, e));
     let mut h = header(ctx, e.status, "application/json", Some(body.len()))?;
     if let Some(s) = e.retry_after {

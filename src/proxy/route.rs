@@ -24,6 +24,9 @@ pub enum Endpoint {
     Health,
     /// `GET /readyz`.
     Ready,
+    /// R: `GET`/`HEAD` on a family root (`/v1`, `/anthropic`, `/google`) or
+    /// an SDK base URL (`/anthropic/v1`, `/google/v1beta`): clients probe it.
+    Root,
     /// E1 / E5 / E9.
     ListModels,
     /// E2 / E6 / E10, or (when the segment is a model id) E3 / E7 / E11 without provider.
@@ -97,8 +100,38 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "POST",
         "/google/v1beta/models/{provider}/{model_id}:countTokens",
     ),
+    (
+        "E12a",
+        "POST",
+        "/google/v1beta/{provider}/{model_id}:generateContent",
+    ),
+    (
+        "E13a",
+        "POST",
+        "/google/v1beta/{provider}/{model_id}:streamGenerateContent?alt=sse",
+    ),
+    (
+        "E13ja",
+        "POST",
+        "/google/v1beta/{provider}/{model_id}:streamGenerateContent",
+    ),
+    (
+        "E14a",
+        "POST",
+        "/google/v1beta/{provider}/{model_id}:countTokens",
+    ),
     ("H", "GET", "/healthz"),
     ("H", "GET", "/readyz"),
+    ("R", "GET", "/v1"),
+    ("R", "HEAD", "/v1"),
+    ("R", "GET", "/anthropic"),
+    ("R", "HEAD", "/anthropic"),
+    ("R", "GET", "/anthropic/v1"),
+    ("R", "HEAD", "/anthropic/v1"),
+    ("R", "GET", "/google"),
+    ("R", "HEAD", "/google"),
+    ("R", "GET", "/google/v1beta"),
+    ("R", "HEAD", "/google/v1beta"),
 ];
 
 /// The family whose error shape a path uses (family A for anything unknown).
@@ -163,6 +196,28 @@ fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
     })
 }
 
+/// Family C's `{provider}/{model_id}:{method}` or `{model_id}:{method}` (the
+/// path segments after `models/`, or after the prefix for the alias form):
+/// the endpoint, or `None` for an unknown method or a malformed name.
+fn gemini_method(segs: &[&str], query: Option<&str>) -> Option<Endpoint> {
+    let (last, provider) = segs.split_last()?;
+    let (model_last, action) = last.rsplit_once(':')?;
+    let model = match provider {
+        [] if !model_last.is_empty() => model_last.to_string(),
+        [p] if !model_last.is_empty() => format!("{p}/{model_last}"),
+        _ => return None,
+    };
+    let sse = query_param(query, "alt") == Some("sse");
+    let stream = match (action, sse) {
+        ("countTokens", _) => return Some(Endpoint::GeminiCountTokens { model }),
+        ("generateContent" | "streamGenerateContent", true) => GeminiStream::Sse,
+        ("generateContent", false) => GeminiStream::None,
+        ("streamGenerateContent", false) => GeminiStream::JsonArray,
+        _ => return None,
+    };
+    Some(Endpoint::GenerateContent { model, stream })
+}
+
 /// Routes a request. On error, the family tells the error shape.
 pub fn route(
     method: &str,
@@ -192,6 +247,7 @@ pub fn route(
         return match trimmed {
             "/healthz" => expect("GET", Endpoint::Health),
             "/readyz" => expect("GET", Endpoint::Ready),
+            "/anthropic" | "/google" => expect("GET", Endpoint::Root),
             _ => fail(not_found(path)),
         };
     };
@@ -213,43 +269,17 @@ pub fn route(
             expect("POST", Endpoint::AnthropicCountTokens)
         }
         (Family::Gemini, ["models", .., last]) if last.contains(':') => {
-            let Some((model_last, action)) = last.rsplit_once(':') else {
-                return fail(not_found(path));
-            };
-            let mut parts: Vec<&str> = segs[1..segs.len() - 1].to_vec();
-            parts.push(model_last);
-            if parts.len() > 2 || model_last.is_empty() {
-                return fail(not_found(path));
-            }
-            let model = parts.join("/");
-            let sse = query_param(query, "alt") == Some("sse");
-            match action {
-                "generateContent" => expect(
-                    "POST",
-                    Endpoint::GenerateContent {
-                        model,
-                        stream: if sse {
-                            GeminiStream::Sse
-                        } else {
-                            GeminiStream::None
-                        },
-                    },
-                ),
-                "streamGenerateContent" => expect(
-                    "POST",
-                    Endpoint::GenerateContent {
-                        model,
-                        stream: if sse {
-                            GeminiStream::Sse
-                        } else {
-                            GeminiStream::JsonArray
-                        },
-                    },
-                ),
-                "countTokens" => expect("POST", Endpoint::GeminiCountTokens { model }),
-                _ => fail(not_found(path)),
+            match gemini_method(&segs[1..], query) {
+                Some(ep) => expect("POST", ep),
+                None => fail(not_found(path)),
             }
         }
+        // The Vercel AI SDK's form for ids with a slash: `/{provider}/{model_id}:{method}`.
+        (Family::Gemini, [_, last]) if last.contains(':') => match gemini_method(&segs, query) {
+            Some(ep) => expect("POST", ep),
+            None => fail(not_found(path)),
+        },
+        (_, []) => expect("GET", Endpoint::Root),
         (_, ["models"]) => expect("GET", Endpoint::ListModels),
         (_, ["models", x]) => expect("GET", Endpoint::ProviderOrModel((*x).to_string())),
         (_, ["models", p, m]) => expect(
@@ -326,6 +356,90 @@ mod tests {
         ));
         assert!(route("POST", "/google/v1beta/models/a/b/c:generateContent", None).is_err());
         assert!(route("POST", "/google/v1beta/models/x:embed", None).is_err());
+    }
+
+    #[test]
+    fn gemini_alias_without_models_segment() {
+        let r = ok("POST", "/google/v1beta/qwen/qwen-3.6:generateContent", None);
+        assert_eq!(r.family, Family::Gemini);
+        assert_eq!(
+            r.endpoint,
+            Endpoint::GenerateContent {
+                model: "qwen/qwen-3.6".into(),
+                stream: GeminiStream::None
+            }
+        );
+        let r = ok(
+            "POST",
+            "/google/v1beta/qwen/qwen-3.6:streamGenerateContent",
+            Some("alt=sse"),
+        );
+        assert!(matches!(
+            r.endpoint,
+            Endpoint::GenerateContent {
+                stream: GeminiStream::Sse,
+                ..
+            }
+        ));
+        assert_eq!(
+            ok("POST", "/google/v1beta/qwen/qwen-3.6:countTokens", None).endpoint,
+            Endpoint::GeminiCountTokens {
+                model: "qwen/qwen-3.6".into()
+            }
+        );
+        let (_, e) =
+            route("GET", "/google/v1beta/qwen/qwen-3.6:generateContent", None).unwrap_err();
+        assert_eq!(e.status, 405);
+        for bad in [
+            "/google/v1beta/qwen/qwen-3.6:embedContent",
+            "/google/v1beta/qwen/:generateContent",
+            "/google/v1beta/qwen-3.6:generateContent",
+            "/google/v1beta/a/b/c:generateContent",
+            "/google/v1beta/qwen/qwen-3.6",
+        ] {
+            let (f, e) = route("POST", bad, None).unwrap_err();
+            assert_eq!((f, e.status), (Family::Gemini, 404), "{bad}");
+        }
+    }
+
+    #[test]
+    fn family_roots() {
+        for (p, f) in [
+            ("/v1", Family::OpenAi),
+            ("/anthropic", Family::Anthropic),
+            ("/anthropic/v1", Family::Anthropic),
+            ("/google", Family::Gemini),
+            ("/google/v1beta", Family::Gemini),
+        ] {
+            for m in ["GET", "HEAD"] {
+                for path in [p.to_string(), format!("{p}/")] {
+                    let r = ok(m, &path, None);
+                    assert_eq!((r.family, r.endpoint), (f, Endpoint::Root), "{m} {path}");
+                }
+            }
+            let (fam, e) = route("POST", p, None).unwrap_err();
+            assert_eq!((fam, e.status), (f, 405), "POST {p}");
+        }
+        assert!(route("GET", "/anthropicx", None).is_err());
+        assert!(route("GET", "/v1x", None).is_err());
+        assert!(route("GET", "/google/v1", None).is_err());
+    }
+
+    #[test]
+    fn claude_code_beta_query_routes() {
+        assert_eq!(
+            ok("POST", "/anthropic/v1/messages", Some("beta=true")).endpoint,
+            Endpoint::Messages
+        );
+        assert_eq!(
+            ok(
+                "POST",
+                "/anthropic/v1/messages/count_tokens",
+                Some("beta=true")
+            )
+            .endpoint,
+            Endpoint::AnthropicCountTokens
+        );
     }
 
     #[test]

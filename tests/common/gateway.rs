@@ -6,7 +6,7 @@ use super::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,8 @@ fn model(id: &str, provider: &str, extra: Value) -> Value {
         "description": format!("{id} for tests"), "created": 1767225600, "version": "1.0",
         "architecture": "decoder", "context_length": 200000, "max_output_tokens": 8192,
         "pricing": {"prompt": "0.000001", "completion": "0.000002"},
-        "supported_parameters": ["temperature","top_p","top_k","max_tokens","stream","stop","tools","tool_choice","response_format","seed","reasoning"],
+        "supported_parameters": ["temperature","top_p","top_k","max_tokens","stream","stop","tools","tool_choice","response_format","seed","reasoning",
+            "frequency_penalty","presence_penalty","logit_bias","logprobs","n","metadata","service_tier","parallel_tool_calls","context_management","cache_control"],
         "supported_features": {"vision": true, "tool_use": true, "streaming": true},
         "supported_actions": ["complete"],
         "supported_generation_methods": ["generateContent","countTokens"],
@@ -166,6 +167,7 @@ impl Gateway {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
+        let access = std::fs::File::create(dir.file("access.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
             .arg("--catalog")
             .arg(dir.file("catalog.json"))
@@ -182,7 +184,7 @@ impl Gateway {
             .env_remove("SB_TEST_UNSET_KEY")
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(access)
             .stderr(log)
             .spawn()
             .unwrap();
@@ -214,9 +216,14 @@ impl Gateway {
         Gateway::start_with(&catalog(mock), &keys(), &[]).await
     }
 
-    /// The gateway's log so far.
+    /// The gateway's diagnostic log (stderr) so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.file("gateway.log")).unwrap_or_default()
+    }
+
+    /// The gateway's access log (stdout) so far: one JSON object per line.
+    pub fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.file("access.log")).unwrap_or_default()
     }
 
     /// Sends one request on a new connection.

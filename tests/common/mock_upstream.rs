@@ -35,6 +35,12 @@
 //!   of the frames, then a clean end of the HTTP body.
 //! - `[[tool]]`: a call to the first declared tool (fallback `get_weather`) with
 //!   arguments [`TOOL_ARGS`]; `[[text+tool]]`: text, then the call.
+//! - `[[agent-tool:NAME:JSON]]`: drives an agent's tool loop. When the
+//!   conversation's last turn (system messages aside) carries tool results,
+//!   the reply is text quoting them ([`agent_tool_reply`]); otherwise it is a
+//!   call to the tool NAME with the arguments JSON (an object, written plainly
+//!   in the prompt; it must not contain `]]`). A request that declares no
+//!   tools (an agent's side request: a title, a summary) gets the plain reply.
 //! - `[[thinking]]`: Anthropic thinking block with signature, Gemini
 //!   `thought: true` part, before the text (OpenAI: ignored).
 //! - `[[echo-request]]`: the reply text is the whole request body.
@@ -67,6 +73,9 @@ pub const QUOTE_LIMIT: usize = 64 << 10;
 pub const TOOL_ARGS: &str = r#"{"location":"Paris","unit":"c"}"#;
 /// How the tool arguments are split in OpenAI and Anthropic streams.
 pub const TOOL_ARG_FRAGMENTS: [&str; 3] = [r#"{"location":"#, r#""Paris","#, r#""unit":"c"}"#];
+/// Prefix of the `[[agent-tool:…]]` reply text after a tool result (see
+/// [`agent_tool_reply`]).
+pub const AGENT_TOOL_RESULT_PREFIX: &str = "tool result: ";
 /// Tool name used when the request declares no tool.
 pub const FALLBACK_TOOL: &str = "get_weather";
 /// Text of the `[[thinking]]` block / thought part.
@@ -132,6 +141,12 @@ pub fn expected_reply(protocol: Protocol, user_text: &str) -> String {
         &user_text[..end],
         REPLY_SUFFIX
     )
+}
+
+/// The reply text of an `[[agent-tool:…]]` request whose last turn carries
+/// tool results (`results`: their text, joined by newlines).
+pub fn agent_tool_reply(protocol: Protocol, results: &str) -> String {
+    expected_reply(protocol, &format!("{AGENT_TOOL_RESULT_PREFIX}{results}"))
 }
 
 /// One request as the mock received it.
@@ -539,12 +554,24 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
         Route::Generate { ref model } | Route::StreamGenerate { ref model, .. } => model.clone(),
         _ => body["model"].as_str().unwrap_or("mock-model").to_owned(),
     };
-    let tool = (markers.tool || markers.text_tool).then(|| first_tool_name(protocol, &body));
-    let reply_text = if markers.echo {
+    let mut tool = (markers.tool || markers.text_tool).then(|| first_tool_name(protocol, &body));
+    let mut tool_args = tool_args();
+    let mut reply_text = if markers.echo {
         text.into_owned()
     } else {
         expected_reply(protocol, &last_user_text(protocol, &body))
     };
+    if let Some((name, args)) = &markers.agent_tool {
+        if declares_tools(&body) {
+            match last_turn_tool_results(protocol, &body) {
+                Some(results) => reply_text = agent_tool_reply(protocol, &results),
+                None => {
+                    tool = Some(name.clone());
+                    tool_args = args.clone();
+                }
+            }
+        }
+    }
     let answer = Answer {
         model,
         seq,
@@ -554,6 +581,7 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
         thinking: markers.thinking,
         text: (tool.is_none() || markers.text_tool).then_some(reply_text),
         tool,
+        tool_args,
         prompt_tokens,
         newline: if markers.crlf { "\r\n" } else { "\n" },
     };
@@ -593,6 +621,8 @@ struct Markers {
     crlf: bool,
     sse_comments: bool,
     max_piece: Option<usize>,
+    /// `[[agent-tool:NAME:JSON]]`: the tool's name and arguments.
+    agent_tool: Option<(String, Value)>,
 }
 
 impl Markers {
@@ -624,6 +654,7 @@ impl Markers {
                 "crlf" => markers.crlf = true,
                 "sse-comments" => markers.sse_comments = true,
                 "chunk" => markers.max_piece = arg.trim().parse().ok(),
+                "agent-tool" => markers.agent_tool = parse_agent_tool(arg),
                 _ => {}
             }
             rest = &rest[close + 2..];
@@ -667,6 +698,8 @@ struct Answer {
     text: Option<String>,
     /// Name of the tool to call.
     tool: Option<String>,
+    /// Arguments of the tool call (a JSON object).
+    tool_args: Value,
     prompt_tokens: u64,
     /// Line ending of OpenAI and Anthropic SSE frames.
     newline: &'static str,
@@ -676,6 +709,130 @@ impl Answer {
     fn text_deltas(&self) -> Vec<String> {
         self.text.as_deref().map(split_deltas).unwrap_or_default()
     }
+
+    /// The tool arguments as the JSON string OpenAI carries.
+    fn tool_args_json(&self) -> String {
+        self.tool_args.to_string()
+    }
+
+    /// The tool arguments split for streaming: [`TOOL_ARG_FRAGMENTS`] for the
+    /// default arguments, else three pieces cut on character boundaries.
+    fn tool_arg_fragments(&self) -> Vec<String> {
+        let args = self.tool_args_json();
+        if args == TOOL_ARGS {
+            return TOOL_ARG_FRAGMENTS.map(str::to_owned).to_vec();
+        }
+        let bounds: Vec<usize> = args.char_indices().map(|(i, _)| i).collect();
+        if bounds.len() < 3 {
+            return vec![args];
+        }
+        let (a, b) = (bounds[bounds.len() / 3], bounds[2 * bounds.len() / 3]);
+        vec![
+            args[..a].to_owned(),
+            args[a..b].to_owned(),
+            args[b..].to_owned(),
+        ]
+    }
+}
+
+/// `NAME:JSON` of an `[[agent-tool:NAME:JSON]]` marker. The JSON is read as
+/// written, or, when the marker sits inside a JSON string of the request body,
+/// after undoing that string's escapes. Unreadable arguments become `{}`.
+fn parse_agent_tool(arg: &str) -> Option<(String, Value)> {
+    let (name, args) = arg.split_once(':').unwrap_or((arg, "{}"));
+    let name = name.trim();
+    if name.is_empty() {
+        return None;
+    }
+    let args = args.trim();
+    let parsed = serde_json::from_str::<Value>(args).ok().or_else(|| {
+        serde_json::from_str::<String>(&format!("\"{args}\""))
+            .ok()
+            .and_then(|unescaped| serde_json::from_str(&unescaped).ok())
+    });
+    let args = match parsed {
+        Some(args @ Value::Object(_)) => args,
+        _ => json!({}),
+    };
+    Some((name.to_owned(), args))
+}
+
+/// Whether the request declares at least one tool.
+fn declares_tools(body: &Value) -> bool {
+    body["tools"]
+        .as_array()
+        .is_some_and(|tools| !tools.is_empty())
+}
+
+/// Text of a tool result's content: a string, or the text of its text parts.
+fn tool_result_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The tool results carried by the conversation's last turn (system messages
+/// aside), joined by newlines; `None` when that turn carries none.
+fn last_turn_tool_results(protocol: Protocol, body: &Value) -> Option<String> {
+    let empty = Vec::new();
+    let results: Vec<String> = match protocol {
+        Protocol::OpenAi => {
+            let messages = body["messages"].as_array().unwrap_or(&empty);
+            let turn: Vec<&Value> = messages
+                .iter()
+                .rev()
+                .filter(|m| m["role"] != "system" && m["role"] != "developer")
+                .take_while(|m| m["role"] == "tool")
+                .collect();
+            turn.iter()
+                .rev()
+                .map(|m| tool_result_text(&m["content"]))
+                .collect()
+        }
+        Protocol::Anthropic => {
+            let last = body["messages"]
+                .as_array()
+                .unwrap_or(&empty)
+                .iter()
+                .rev()
+                .find(|m| m["role"] != "system")?;
+            last["content"]
+                .as_array()
+                .unwrap_or(&empty)
+                .iter()
+                .filter(|block| block["type"] == "tool_result")
+                .map(|block| tool_result_text(&block["content"]))
+                .collect()
+        }
+        Protocol::Gemini => {
+            let last = body["contents"].as_array().unwrap_or(&empty).last()?;
+            last["parts"]
+                .as_array()
+                .unwrap_or(&empty)
+                .iter()
+                .filter_map(|p| {
+                    p.get("functionResponse")
+                        .or_else(|| p.get("function_response"))
+                })
+                .map(|call| match &call["response"] {
+                    // `{"output": "…"}` and the like: the one string it holds.
+                    Value::Object(fields) if fields.len() == 1 => match fields.values().next() {
+                        Some(Value::String(text)) => text.clone(),
+                        _ => call["response"].to_string(),
+                    },
+                    other => tool_result_text(other),
+                })
+                .collect()
+        }
+    };
+    (!results.is_empty()).then(|| results.join("\n"))
 }
 
 /// Splits text into stream deltas: one per word (the space stays with the word
@@ -887,12 +1044,12 @@ fn openai_reply(a: &Answer, stream: bool, include_usage: bool, markers: &Markers
     let id = format!("chatcmpl-mock{:08}", a.seq);
     let call_id = format!("call_mock{:08}", a.seq);
     let deltas = a.text_deltas();
-    let tool_deltas = if a.tool.is_some() {
-        TOOL_ARG_FRAGMENTS.len()
+    let fragments = if a.tool.is_some() {
+        a.tool_arg_fragments()
     } else {
-        0
+        Vec::new()
     };
-    let completion = (deltas.len() + tool_deltas) as u64;
+    let completion = (deltas.len() + fragments.len()) as u64;
     let usage = obj! {
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": completion,
@@ -914,7 +1071,7 @@ fn openai_reply(a: &Answer, stream: bool, include_usage: bool, markers: &Markers
             let call = obj! {
                 "id": &call_id,
                 "type": "function",
-                "function": obj! { "name": name, "arguments": TOOL_ARGS },
+                "function": obj! { "name": name, "arguments": a.tool_args_json() },
             };
             message = message.with("tool_calls", vec![call]);
         }
@@ -971,7 +1128,7 @@ fn openai_reply(a: &Answer, stream: bool, include_usage: bool, markers: &Markers
             "function": obj! { "name": name, "arguments": "" },
         };
         chunks.push(delta(obj! { "tool_calls": vec![call] }, NULL));
-        for fragment in TOOL_ARG_FRAGMENTS {
+        for fragment in &fragments {
             let call = obj! { "index": 0u64, "function": obj! { "arguments": fragment } };
             chunks.push(delta(obj! { "tool_calls": vec![call] }, NULL));
         }
@@ -1029,12 +1186,12 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
     } else {
         Vec::new()
     };
-    let tool_deltas = if a.tool.is_some() {
-        TOOL_ARG_FRAGMENTS.len()
+    let fragments = if a.tool.is_some() {
+        a.tool_arg_fragments()
     } else {
-        0
+        Vec::new()
     };
-    let output_tokens = (deltas.len() + thinking_deltas.len() + tool_deltas) as u64;
+    let output_tokens = (deltas.len() + thinking_deltas.len() + fragments.len()) as u64;
     let stop_reason = if a.tool.is_some() {
         "tool_use"
     } else {
@@ -1059,7 +1216,7 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
         }
         if let Some(name) = &a.tool {
             content.push(
-                obj! { "type": "tool_use", "id": &tool_id, "name": name, "input": tool_args() },
+                obj! { "type": "tool_use", "id": &tool_id, "name": name, "input": a.tool_args.clone() },
             );
         }
         let body = obj! {
@@ -1135,7 +1292,7 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
     if let Some(name) = &a.tool {
         let start = obj! { "type": "tool_use", "id": &tool_id, "name": name, "input": json!({}) };
         let args = std::iter::once("")
-            .chain(TOOL_ARG_FRAGMENTS)
+            .chain(fragments.iter().map(String::as_str))
             .map(|f| obj! { "type": "input_json_delta", "partial_json": f })
             .collect();
         block(&mut frames, start, args);
@@ -1193,7 +1350,7 @@ fn gemini_reply(a: &Answer, stream: Option<bool>, markers: &Markers) -> Reply {
     };
     let call = a.tool.as_ref().map(|name| {
         obj! {
-            "functionCall": obj! { "name": name, "args": tool_args() },
+            "functionCall": obj! { "name": name, "args": a.tool_args.clone() },
         }
     });
     let candidates = (deltas.len() + usize::from(call.is_some())) as u64;

@@ -5,10 +5,14 @@ release `switchboard` binary on loopback ports, with a test catalog whose
 providers all point at the mock, and hands the tests SDK clients configured
 exactly as each SDK's documentation shows.
 
-Binaries are taken from `${CARGO_TARGET_DIR:-target}/release/` (relative to
-the repository root). Unless `SWITCHBOARD_SDK_NO_BUILD=1`, the session first
-runs `cargo build --release --bin switchboard --example mock_upstream`, a
-no-op when they are up to date, so the suite never tests stale code.
+The gateway is `${CARGO_TARGET_DIR:-target}/release/switchboard`, the mock
+`${CARGO_TARGET_DIR:-target}/debug/examples/mock_upstream` (relative to the
+repository root). Unless `SWITCHBOARD_SDK_NO_BUILD=1`, the session first runs
+`cargo build --release --bin switchboard` and `cargo build --example
+mock_upstream`, no-ops when they are up to date, so the suite never tests
+stale code. They are two invocations on purpose: an example brings the
+dev-dependencies' features into its whole invocation, and a release gateway
+built beside it would make the next `cargo run --release` rebuild every crate.
 """
 
 from __future__ import annotations
@@ -39,20 +43,24 @@ def _target_dir() -> Path:
 def _build() -> None:
     if os.environ.get("SWITCHBOARD_SDK_NO_BUILD") == "1":
         return
-    cmd = ["cargo", "build", "--release", "--quiet", "--bin", "switchboard", "--example", "mock_upstream"]
-    try:
-        subprocess.run(cmd, cwd=REPO, check=True)
-    except FileNotFoundError:
-        pass  # no cargo on PATH: use whatever binaries exist
+    for cmd in BUILD:
+        try:
+            subprocess.run(cmd, cwd=REPO, check=True)
+        except FileNotFoundError:
+            return  # no cargo on PATH: use whatever binaries exist
+
+
+BUILD = [
+    ["cargo", "build", "--release", "--quiet", "--bin", "switchboard"],
+    ["cargo", "build", "--quiet", "--example", "mock_upstream"],
+]
 
 
 def _binary(rel: str) -> Path:
-    p = _target_dir() / "release" / rel
+    p = _target_dir() / rel
     if not p.exists():
-        pytest.exit(
-            f"{p} not found: run `cargo build --release --bin switchboard --example mock_upstream` first",
-            returncode=2,
-        )
+        how = " and ".join(f"`{' '.join(c)}`" for c in BUILD)
+        pytest.exit(f"{p} not found: run {how} first", returncode=2)
     return p
 
 
@@ -105,7 +113,7 @@ class Gateway:
 def mock():
     _build()
     proc = subprocess.Popen(
-        [str(_binary("examples/mock_upstream")), "--port", "0"],
+        [str(_binary("debug/examples/mock_upstream")), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -132,7 +140,7 @@ def gateway(mock, request):
     with open(log, "wb") as logf:
         proc = subprocess.Popen(
             [
-                str(_binary("switchboard")),
+                str(_binary("release/switchboard")),
                 "--catalog", str(tmp / "catalog.json"),
                 "--keys", str(tmp / "keys.json"),
                 "--listen", f"127.0.0.1:{port}",

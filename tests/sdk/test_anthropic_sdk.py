@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import anthropic
 import pytest
 
@@ -9,6 +11,8 @@ import support as S
 from support import PROMPT, SYSTEM, TOOL_ARGS
 
 F = "anthropic"
+# The test catalog's `created` (1767225600), as the SDK parses `created_at`.
+CREATED = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
 TOOLS = [
     {"name": "get_weather", "description": "Current weather in a city", "input_schema": S.WEATHER_SCHEMA},
@@ -27,23 +31,36 @@ def text_of(message) -> str:
 # ------------------------------------------------------------------ listing
 
 
-def test_models_list_cannot_parse_contract_shape(anthropic_client):
-    """The contract's family B listing is `{"models": [...]}`; the SDK's
-    paginated `models.list()` reads Anthropic's page shape
-    `{"data": [...], "has_more": ..., "first_id": ..., "last_id": ...}`.
-    It raises nothing: the page has `data=None` and iterates as empty, and the
-    models sit unvalidated in `page.model_extra["models"]`. Documented in
-    tests/sdk/README.md."""
+def test_models_list(anthropic_client):
+    """The family B listing carries Anthropic's page fields (`data`, `has_more`,
+    `first_id`, `last_id`) beside the contract's `models`, so the SDK's
+    paginated `models.list()` reads it: one page holding every model."""
     ids = ["models/gpt-5", "models/claude-sonnet-4.7", "models/gemini-3.1-pro", "models/qwen3-max",
            "models/deepseek-v4-pro", "models/kimi-k2", "models/offline", "models/orphan-key"]
     page = anthropic_client.models.list()
-    assert page.data is None
-    assert list(page) == []
+    assert [m.id for m in page.data] == ids
+    assert page.has_more is False
+    assert page.first_id == ids[0] and page.last_id == ids[-1]
     assert not page.has_next_page()
-    assert [m["id"] for m in page.model_extra["models"]] == ids
+    models = list(anthropic_client.models.list())  # auto-pagination stops after the one page
+    assert [m.id for m in models] == ids
+    for m in models:
+        assert isinstance(m, anthropic.types.ModelInfo)
+        assert m.type == "model"
+        assert m.created_at == CREATED
+        assert m.display_name == "Test " + m.id.removeprefix("models/")
     raw = anthropic_client.models.with_raw_response.list()
     assert raw.http_request.url.path == "/anthropic/v1/models"
     assert [m["id"] for m in raw.http_response.json()["models"]] == ids
+
+
+def test_models_list_by_provider(anthropic_client):
+    """E6 has the same page fields; read through the SDK's raw client."""
+    page = anthropic_client.get("/v1/models/anthropic", cast_to=object)
+    assert [m["id"] for m in page["data"]] == ["models/claude-sonnet-4.7"]
+    assert page["data"] == page["models"]
+    assert page["has_more"] is False
+    assert page["first_id"] == page["last_id"] == "models/claude-sonnet-4.7"
 
 
 @pytest.mark.parametrize("model_id", ["claude-sonnet-4.7", "models/claude-sonnet-4.7"])
@@ -53,6 +70,8 @@ def test_models_retrieve(anthropic_client, model_id):
     m = anthropic_client.models.retrieve(model_id)
     assert m.id == "models/claude-sonnet-4.7"
     assert m.display_name == "Test claude-sonnet-4.7"
+    assert m.type == "model"
+    assert m.created_at == CREATED
     extra = m.model_extra or {}
     assert extra["context_window_size"] == 200000
     assert extra["supported_features"] == {"vision": True, "tool_use": True, "streaming": True}

@@ -1,8 +1,14 @@
 //! Anthropic Messages request codec: wire JSON ⇄ canonical request.
 //!
-//! - `system` (string or text blocks) becomes one [`SystemPrompt`]; content
+//! - `system` (string or text blocks) becomes one [`SystemPrompt`], and each
+//!   `{"role":"system"}` message inside `messages` (Claude Code's
+//!   mid-conversation system prompts) one more at its position; content
 //!   blocks map one to one onto IR blocks (server-tool and document blocks
 //!   become opaque blocks forwarded to Anthropic upstreams only).
+//! - `thinking` (`enabled` + budget, `adaptive`, `disabled`) and
+//!   `output_config.effort` become the canonical [`Reasoning`]; encoding
+//!   writes a budget as `enabled`, reasoning without a budget as `adaptive`,
+//!   and an effort level as `output_config.effort`.
 //! - Encoding hoists every system prompt into `system`, merges consecutive
 //!   same-role messages (Anthropic wants alternation), puts `tool_result`
 //!   blocks first in their user message, drops empty text blocks and
@@ -16,12 +22,14 @@ use super::wire::{
     ContentBlock, Message as WireMessage, MessagesRequest, Metadata, Source, Thinking,
     ToolChoice as WireToolChoice, ToolDef,
 };
+use crate::adjust::Adjustments;
 use crate::family::Family;
 use crate::ir::{
-    deep_merge, effort_to_budget, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource,
+    anthropic_effort, deep_merge, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource,
     JsonSchemaFormat, Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role,
     SystemPrompt, SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
+use crate::protocol::report::{self, Param};
 use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
 use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
 use serde_json::{json, Map, Value};
@@ -46,33 +54,29 @@ pub fn from_wire(
     };
 
     if let Some(system) = wire.system {
-        let content = match system {
-            StringOr::String(text) => vec![TextBlock::new(text)],
-            StringOr::List(blocks) => {
-                let mut out = Vec::new();
-                for (j, block) in blocks.into_iter().enumerate() {
-                    match decode_block(block, &format!("system[{j}]"))? {
-                        Block::Text(t) => out.push(t),
-                        other => {
-                            return Err(TranslateError::invalid(
-                                format!("system[{j}]"),
-                                format!("system blocks must be text, not {}", other.kind()),
-                            ))
-                        }
-                    }
-                }
-                out
-            }
-        };
         req.system.push(SystemPrompt {
             role: SystemRole::System,
-            content,
+            content: decode_system(system, "system")?,
             position: 0,
             extra: Extra::default(),
         });
     }
 
     for (i, msg) in wire.messages.into_iter().enumerate() {
+        if msg.role == "system" {
+            // A system message inside the conversation (Claude Code's
+            // mid-conversation system prompts): kept in place.
+            let content = decode_system(msg.content, &format!("messages[{i}].content"))?;
+            if !content.is_empty() {
+                req.system.push(SystemPrompt {
+                    role: SystemRole::System,
+                    content,
+                    position: req.messages.len(),
+                    extra: Extra::new(F, msg.extra),
+                });
+            }
+            continue;
+        }
         req.messages.push(decode_message(msg, i)?);
     }
     req.resolve_tool_result_names();
@@ -87,6 +91,9 @@ pub fn from_wire(
     }
     if let Some(thinking) = wire.thinking {
         req.reasoning = Some(decode_thinking(thinking));
+    }
+    if let Some(effort) = take_effort(&mut extra) {
+        req.reasoning.get_or_insert_with(Reasoning::default).effort = Some(effort);
     }
     if let Some(Metadata {
         user_id,
@@ -122,7 +129,45 @@ pub fn from_wire(
     s.top_k = wire.top_k;
     req.stream = wire.stream.unwrap_or(false) || ctx.stream;
     req.extra = Extra::new(F, extra);
+    req.source = Some(F);
     Ok(req)
+}
+
+/// Takes `output_config.effort` (a string) out of the unknown fields, lowercase;
+/// an `output_config` left empty goes too.
+fn take_effort(extra: &mut Map<String, Value>) -> Option<String> {
+    let config = extra.get_mut("output_config")?.as_object_mut()?;
+    let effort = config.get("effort")?.as_str()?.to_ascii_lowercase();
+    config.remove("effort");
+    if config.is_empty() {
+        extra.remove("output_config");
+    }
+    Some(effort)
+}
+
+/// A system prompt (top-level `system` or a `system` message's content): text blocks only.
+fn decode_system(
+    content: StringOr<ContentBlock>,
+    param: &str,
+) -> Result<Vec<TextBlock>, TranslateError> {
+    match content {
+        StringOr::String(text) => Ok(vec![TextBlock::new(text)]),
+        StringOr::List(blocks) => {
+            let mut out = Vec::new();
+            for (j, block) in blocks.into_iter().enumerate() {
+                match decode_block(block, &format!("{param}[{j}]"))? {
+                    Block::Text(t) => out.push(t),
+                    other => {
+                        return Err(TranslateError::invalid(
+                            format!("{param}[{j}]"),
+                            format!("system blocks must be text, not {}", other.kind()),
+                        ))
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
 }
 
 fn decode_message(msg: WireMessage, i: usize) -> Result<Message, TranslateError> {
@@ -132,7 +177,7 @@ fn decode_message(msg: WireMessage, i: usize) -> Result<Message, TranslateError>
         other => {
             return Err(TranslateError::invalid(
                 format!("messages[{i}].role"),
-                format!("unknown message role \"{other}\" (expected user or assistant)"),
+                format!("unknown message role \"{other}\" (expected user, assistant or system)"),
             ))
         }
     };
@@ -340,18 +385,26 @@ fn decode_tool_choice(
 fn decode_thinking(t: Thinking) -> Reasoning {
     let mut extra = t.extra;
     let enabled = match t.kind.as_str() {
-        "enabled" => Some(true),
-        "disabled" => Some(false),
+        // `adaptive`: the model decides how much to think (no budget).
+        "enabled" | "adaptive" => true,
+        "disabled" => false,
         other => {
+            // A newer mode, kept verbatim for Anthropic upstreams.
             extra.insert("type".into(), json!(other));
-            Some(true)
+            true
         }
     };
+    // Anthropic returns thinking blocks unless `display` says they are omitted.
+    let shown = extra.get("display").and_then(Value::as_str) != Some("omitted");
     Reasoning {
-        enabled,
-        budget_tokens: t.budget_tokens,
+        enabled: Some(enabled),
+        budget_tokens: if t.kind == "adaptive" {
+            None
+        } else {
+            t.budget_tokens
+        },
         effort: None,
-        include_thoughts: None,
+        include_thoughts: enabled.then_some(shown),
         extra: Extra::new(F, extra),
     }
 }
@@ -517,8 +570,13 @@ struct Turn {
     plain: bool,
 }
 
-/// Encodes the canonical request as an Anthropic request body.
-pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, TranslateError> {
+/// Encodes the canonical request as an Anthropic request body; what Anthropic
+/// cannot carry is recorded in `adj`.
+pub fn encode(
+    req: &ChatRequest,
+    opts: &EncodeOptions<'_>,
+    adj: &mut Adjustments,
+) -> Result<Value, TranslateError> {
     let mut extra = req.extra.to_map(F);
     let s = &req.sampling;
     if let Some(n) = s.candidate_count.filter(|n| *n > 1) {
@@ -636,10 +694,10 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         extra: metadata_extra,
     });
 
-    let mut thinking = req
-        .reasoning
-        .as_ref()
-        .and_then(|r| encode_thinking(r, max_tokens));
+    let (mut thinking, effort) = match &req.reasoning {
+        Some(r) => encode_reasoning(r, max_tokens, req, adj),
+        None => (None, None),
+    };
     let mut thinking_on = thinking
         .as_ref()
         .is_some_and(|t| t.get("type") != Some(&json!("disabled")));
@@ -649,14 +707,48 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         // other protocols cannot send back: think again from the next turn.
         thinking = None;
         thinking_on = false;
+        report::dropped(req, Param::Reasoning, adj);
     }
     // With thinking on, Anthropic only accepts the default temperature and
     // top_k, and top_p of at least 0.95.
     let (temperature, top_p, top_k) = if thinking_on {
+        if s.temperature.is_some() {
+            report::dropped(req, Param::Temperature, adj);
+        }
+        if s.top_p.is_some_and(|p| p < 0.95) {
+            report::dropped(req, Param::TopP, adj);
+        }
+        if s.top_k.is_some() {
+            report::dropped(req, Param::TopK, adj);
+        }
         (None, s.top_p.filter(|p| *p >= 0.95), None)
     } else {
         (s.temperature.map(|t| t.min(1.0)), s.top_p, s.top_k)
     };
+    for (set, param) in [
+        (s.seed.is_some(), Param::Seed),
+        (s.presence_penalty.is_some(), Param::PresencePenalty),
+        (s.frequency_penalty.is_some(), Param::FrequencyPenalty),
+        (
+            req.tools
+                .iter()
+                .any(|t| matches!(t, Tool::Function(f) if f.strict == Some(true))),
+            Param::Strict,
+        ),
+    ] {
+        if set {
+            report::dropped(req, param, adj);
+        }
+    }
+    if let Some(effort) = effort {
+        // `output_config.effort`, beside whatever else the client put there.
+        let config = extra
+            .entry("output_config")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(config) = config {
+            config.insert("effort".into(), json!(effort));
+        }
+    }
 
     let wire = MessagesRequest {
         model: opts.upstream_model.to_string(),
@@ -792,39 +884,49 @@ fn encode_tool_choice(
     to_value(&wire).map(Some)
 }
 
-/// Anthropic `thinking` for canonical reasoning settings; `None` when thinking
-/// is not asked for, or cannot fit (Anthropic needs 1024 <= budget < max_tokens).
-fn encode_thinking(r: &Reasoning, max_tokens: u64) -> Option<Value> {
+/// Anthropic `thinking` and `output_config.effort` for canonical reasoning
+/// settings:
+///
+/// - off: `{"type": "disabled"}`;
+/// - a fixed budget: `{"type": "enabled", "budget_tokens": N}` with N clamped
+///   to Anthropic's 1024 <= N < `max_tokens` (thinking is dropped, and
+///   reported, when `max_tokens` leaves no room for it);
+/// - on without a budget (OpenAI `reasoning_effort`, Gemini `thinkingLevel`,
+///   a dynamic Gemini budget, `includeThoughts`): `{"type": "adaptive"}`;
+/// - an effort level goes to `output_config.effort` (`minimal` is `low`).
+fn encode_reasoning(
+    r: &Reasoning,
+    max_tokens: u64,
+    req: &ChatRequest,
+    adj: &mut Adjustments,
+) -> (Option<Value>, Option<&'static str>) {
     let extra = r.extra.to_map(F);
-    let disabled = r.enabled == Some(false)
-        || r.budget_tokens == Some(0)
-        || r.effort.as_deref() == Some("none");
+    let effort = r.effort.as_deref().and_then(anthropic_effort);
+    if r.effort.is_some() && effort.is_none() && !r.is_off() {
+        report::dropped(req, Param::Effort, adj);
+    }
     let mut obj = Map::new();
-    if disabled {
+    if r.is_off() {
         obj.insert("type".into(), json!("disabled"));
     } else if extra.contains_key("type") {
         // A newer Anthropic mode, kept verbatim.
         if let Some(b) = r.budget_tokens {
             obj.insert("budget_tokens".into(), json!(b));
         }
-    } else {
-        let budget = r
-            .budget_tokens
-            .filter(|b| *b > 0)
-            .or_else(|| r.effort.as_deref().and_then(effort_to_budget))
-            .or_else(|| {
-                (r.enabled == Some(true)
-                    || r.include_thoughts == Some(true)
-                    || r.budget_tokens == Some(-1))
-                .then_some(8192)
-            })?;
+    } else if let Some(budget) = r.fixed_budget() {
         let max = i64::try_from(max_tokens).unwrap_or(i64::MAX);
         if max <= 1024 {
-            return None;
+            report::dropped(req, Param::Reasoning, adj);
+            return (None, effort);
         }
         obj.insert("type".into(), json!("enabled"));
         obj.insert("budget_tokens".into(), json!(budget.clamp(1024, max - 1)));
+    } else if r.is_on() || r.include_thoughts == Some(true) {
+        obj.insert("type".into(), json!("adaptive"));
+    } else {
+        // Only an effort level (or nothing): no thinking switch.
+        return (None, effort);
     }
     deep_merge(&mut obj, &extra);
-    Some(Value::Object(obj))
+    (Some(Value::Object(obj)), effort)
 }

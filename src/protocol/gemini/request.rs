@@ -16,6 +16,7 @@ use super::wire::{
     FunctionCallingConfig, FunctionDeclaration, GenerateContentRequest, GenerationConfig, Part,
     ThinkingConfig, Tool as WireTool, ToolConfig,
 };
+use crate::adjust::Adjustments;
 use crate::family::Family;
 use crate::ir::media::guess_media_type;
 use crate::ir::{
@@ -23,6 +24,7 @@ use crate::ir::{
     ImageSource, JsonSchemaFormat, Message, Opaque, Reasoning, ResponseFormat, Role, SystemPrompt,
     SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
+use crate::protocol::report::{self, Param};
 use crate::protocol::util::{nested, parse_request, take_nested, to_value};
 use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
 use serde_json::{json, Map, Value};
@@ -162,7 +164,21 @@ const GEMINI_SCHEMA_KEYS: &[&str] = &[
 /// String/number formats Gemini accepts.
 const GEMINI_FORMATS: &[&str] = &["enum", "date-time", "float", "double", "int32", "int64"];
 
-/// Converts a Gemini schema (uppercase types, `nullable`) into JSON Schema.
+/// Gemini schema keys as google-genai may spell them (snake_case), and their
+/// JSON Schema / camelCase names.
+const SNAKE_SCHEMA_KEYS: &[(&str, &str)] = &[
+    ("any_of", "anyOf"),
+    ("max_items", "maxItems"),
+    ("min_items", "minItems"),
+    ("max_length", "maxLength"),
+    ("min_length", "minLength"),
+    ("max_properties", "maxProperties"),
+    ("min_properties", "minProperties"),
+    ("property_ordering", "propertyOrdering"),
+];
+
+/// Converts a Gemini schema (uppercase types, `nullable`, camelCase or
+/// snake_case keys) into JSON Schema.
 pub fn from_gemini_schema(schema: &Value) -> Value {
     let Value::Object(obj) = schema else {
         return schema.clone();
@@ -170,6 +186,10 @@ pub fn from_gemini_schema(schema: &Value) -> Value {
     let nullable = obj.get("nullable") == Some(&Value::Bool(true));
     let mut out = Map::new();
     for (key, value) in obj {
+        let key = &SNAKE_SCHEMA_KEYS
+            .iter()
+            .find(|(snake, _)| snake == key)
+            .map_or_else(|| key.clone(), |(_, camel)| (*camel).to_string());
         match (key.as_str(), value) {
             ("type", Value::String(t)) => {
                 let t = t.to_ascii_lowercase();
@@ -618,7 +638,10 @@ pub fn from_wire(
     }
 
     for (i, tool) in wire.tools.unwrap_or_default().into_iter().enumerate() {
-        for decl in tool.function_declarations.unwrap_or_default() {
+        for mut decl in tool.function_declarations.unwrap_or_default() {
+            // google-genai sends declarations in snake_case; the camelCase
+            // spelling is kept (Gemini takes both).
+            camel_case_keys(&mut decl.extra, SNAKE_DECLARATION_KEYS);
             let parameters = match &decl.parameters {
                 Some(p) => Some(from_gemini_schema(p)),
                 None => decl.extra.get("parametersJsonSchema").cloned(),
@@ -692,12 +715,39 @@ pub fn from_wire(
         }
     }
     req.extra = Extra::new(F, extra);
+    req.source = Some(F);
     Ok(req)
+}
+
+/// snake_case spellings of `functionDeclarations[]` fields the wire types keep as unknown fields.
+const SNAKE_DECLARATION_KEYS: &[(&str, &str)] = &[
+    ("parameters_json_schema", "parametersJsonSchema"),
+    ("response_json_schema", "responseJsonSchema"),
+];
+
+/// snake_case spellings of `generationConfig` fields kept as unknown fields.
+const SNAKE_GENERATION_KEYS: &[(&str, &str)] = &[
+    ("response_json_schema", "responseJsonSchema"),
+    ("response_modalities", "responseModalities"),
+    ("response_logprobs", "responseLogprobs"),
+    ("media_resolution", "mediaResolution"),
+    ("speech_config", "speechConfig"),
+];
+
+/// Renames snake_case keys of `map` to their camelCase spelling (the camelCase
+/// one wins when a client sent both).
+fn camel_case_keys(map: &mut Map<String, Value>, keys: &[(&str, &str)]) {
+    for (snake, camel) in keys {
+        if let Some(v) = map.remove(*snake) {
+            map.entry(*camel).or_insert(v);
+        }
+    }
 }
 
 /// Fills sampling, response format and reasoning; returns the unknown fields.
 fn decode_generation_config(gc: GenerationConfig, req: &mut ChatRequest) -> Map<String, Value> {
     let mut extra = gc.extra;
+    camel_case_keys(&mut extra, SNAKE_GENERATION_KEYS);
     let s = &mut req.sampling;
     s.temperature = gc.temperature;
     s.top_p = gc.top_p;
@@ -743,22 +793,29 @@ fn decode_generation_config(gc: GenerationConfig, req: &mut ChatRequest) -> Map<
 
     if let Some(tc) = gc.thinking_config {
         let mut tc_extra = tc.extra;
+        camel_case_keys(&mut tc_extra, &[("thinking_level", "thinkingLevel")]);
+        // The level stays in the unknown fields (re-emitted for Gemini as
+        // sent); the IR reads it as the effort.
         let effort = tc_extra
             .get("thinkingLevel")
             .and_then(Value::as_str)
-            .map(str::to_ascii_lowercase);
+            .map(str::to_ascii_lowercase)
+            .filter(|l| l != "thinking_level_unspecified");
+        let enabled = match tc.thinking_budget {
+            Some(0) => Some(false),
+            Some(_) => Some(true),
+            None => effort.is_some().then_some(true),
+        };
         req.reasoning = Some(Reasoning {
-            enabled: (tc.thinking_budget == Some(0)).then_some(false),
-            budget_tokens: tc.thinking_budget,
+            enabled,
+            // -1 ("dynamic": the model decides) is "on without a budget".
+            budget_tokens: tc.thinking_budget.filter(|b| *b >= 0),
             effort,
             include_thoughts: tc.include_thoughts,
             extra: Extra::default(),
         });
         if !tc_extra.is_empty() {
-            extra.insert(
-                "thinkingConfig".into(),
-                Value::Object(std::mem::take(&mut tc_extra)),
-            );
+            extra.insert("thinkingConfig".into(), Value::Object(tc_extra));
         }
     }
     extra
@@ -912,8 +969,27 @@ pub(crate) fn encode_part(
 }
 
 /// Encodes the canonical request as a Gemini request body (the model and
-/// streaming are in the URL, not the body).
-pub fn encode(req: &ChatRequest, _opts: &EncodeOptions<'_>) -> Result<Value, TranslateError> {
+/// streaming are in the URL, not the body); what Gemini cannot carry is
+/// recorded in `adj`.
+pub fn encode(
+    req: &ChatRequest,
+    _opts: &EncodeOptions<'_>,
+    adj: &mut Adjustments,
+) -> Result<Value, TranslateError> {
+    // Gemini has no end-user id, no switch for parallel calls and no strict schemas.
+    if req.user.is_some() {
+        report::dropped(req, Param::User, adj);
+    }
+    if req.parallel_tool_calls.is_some() && !req.tools.is_empty() {
+        report::dropped(req, Param::ParallelToolCalls, adj);
+    }
+    if req
+        .tools
+        .iter()
+        .any(|t| matches!(t, Tool::Function(f) if f.strict == Some(true)))
+    {
+        report::dropped(req, Param::Strict, adj);
+    }
     let mut extra = req.extra.to_map(F);
     let names = req.tool_call_names();
 
@@ -1031,7 +1107,7 @@ pub fn encode(req: &ChatRequest, _opts: &EncodeOptions<'_>) -> Result<Value, Tra
     };
 
     let gc_extra = take_nested(&mut extra, "generationConfig");
-    let generation_config = encode_generation_config(req, gc_extra)?;
+    let generation_config = encode_generation_config(req, gc_extra, adj)?;
 
     let wire = GenerateContentRequest {
         contents: Vec::new(),
@@ -1091,6 +1167,7 @@ fn encode_declaration(f: &FunctionTool, i: usize) -> Result<FunctionDeclaration,
 fn encode_generation_config(
     req: &ChatRequest,
     mut extra: Map<String, Value>,
+    adj: &mut Adjustments,
 ) -> Result<Option<GenerationConfig>, TranslateError> {
     let s = &req.sampling;
     let (mime, schema) = match &req.response_format {
@@ -1112,7 +1189,7 @@ fn encode_generation_config(
         }
     };
     let thinking_extra = take_nested(&mut extra, "thinkingConfig");
-    let thinking = encode_thinking(req.reasoning.as_ref(), thinking_extra);
+    let thinking = encode_thinking(req.reasoning.as_ref(), thinking_extra, req, adj);
     let gc = GenerationConfig {
         temperature: s.temperature,
         top_p: s.top_p,
@@ -1132,7 +1209,23 @@ fn encode_generation_config(
     Ok((value.as_object().is_some_and(|o| !o.is_empty())).then_some(gc))
 }
 
-fn encode_thinking(r: Option<&Reasoning>, extra: Map<String, Value>) -> Option<ThinkingConfig> {
+/// The smallest thinking budget derived from an effort level (Gemini 2.5
+/// Pro takes no less than 128).
+const MIN_DERIVED_BUDGET: i64 = 128;
+
+/// `thinkingConfig` for canonical reasoning settings: off is budget 0; a
+/// fixed budget is `thinkingBudget`; a level the client sent as
+/// `thinkingLevel` stays as it was; another protocol's effort level becomes a
+/// budget ([`effort_to_budget`], at most half of `maxOutputTokens`; every
+/// Gemini generation takes a budget, where `thinkingLevel` is Gemini 3 only);
+/// on without either is -1 (dynamic).
+/// `includeThoughts` is passed on as given (Anthropic thinking implies it).
+fn encode_thinking(
+    r: Option<&Reasoning>,
+    extra: Map<String, Value>,
+    req: &ChatRequest,
+    adj: &mut Adjustments,
+) -> Option<ThinkingConfig> {
     let level_given = extra.contains_key("thinkingLevel");
     let Some(r) = r else {
         return (!extra.is_empty()).then(|| ThinkingConfig {
@@ -1140,25 +1233,32 @@ fn encode_thinking(r: Option<&Reasoning>, extra: Map<String, Value>) -> Option<T
             ..ThinkingConfig::default()
         });
     };
-    let disabled = r.enabled == Some(false) || r.effort.as_deref() == Some("none");
-    let budget = if disabled {
+    let budget = if r.is_off() {
         Some(0)
-    } else if let Some(b) = r.budget_tokens {
+    } else if let Some(b) = r.fixed_budget() {
         Some(b)
     } else if level_given {
         None
     } else if let Some(b) = r.effort.as_deref().and_then(effort_to_budget) {
-        Some(b)
-    } else if r.enabled == Some(true) {
+        // A budget the gateway chose leaves at least half of the output
+        // allowance to the answer (Gemini counts thoughts against it).
+        let half = req
+            .sampling
+            .max_tokens
+            .and_then(|m| i64::try_from(m / 2).ok())
+            .map_or(i64::MAX, |h| h.max(MIN_DERIVED_BUDGET));
+        Some(b.min(half))
+    } else if r.is_on() {
         Some(-1)
     } else {
         None
     };
-    let include_thoughts = r
-        .include_thoughts
-        .or_else(|| (r.enabled == Some(true)).then_some(true));
+    if r.is_off() && r.effort.as_deref().is_some_and(|e| e != "none") {
+        // An effort for the answer with thinking off (Anthropic): no counterpart.
+        report::dropped(req, Param::Effort, adj);
+    }
     let tc = ThinkingConfig {
-        include_thoughts,
+        include_thoughts: r.include_thoughts,
         thinking_budget: budget,
         extra,
     };

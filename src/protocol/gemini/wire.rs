@@ -200,7 +200,9 @@ pub struct FunctionDeclaration {
     /// Parameters in Gemini's OpenAPI-subset schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
-    /// Unknown fields (`parametersJsonSchema`, `response`, `behavior`, …).
+    /// Unknown fields (`parametersJsonSchema` — the decoder renames
+    /// google-genai's `parameters_json_schema` to it —, `response`,
+    /// `responseJsonSchema`, `behavior`, …).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

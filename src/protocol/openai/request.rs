@@ -15,6 +15,7 @@ use super::wire::{
     Message as WireMessage, ResponseFormat as WireResponseFormat, StreamOptions,
     ToolCall as WireToolCall, ToolDef,
 };
+use crate::adjust::Adjustments;
 use crate::family::Family;
 use crate::ir::media::{data_url, parse_data_url};
 use crate::ir::stream::{arguments_text, parse_arguments};
@@ -23,9 +24,12 @@ use crate::ir::{
     JsonSchemaFormat, Message, Opaque, Reasoning, ResponseFormat, Role, SystemPrompt, SystemRole,
     TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
+use crate::protocol::report::{self, Param};
 use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
 use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
 use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
 
 const F: Family = Family::OpenAi;
 
@@ -88,10 +92,19 @@ pub fn from_wire(
     s.presence_penalty = wire.presence_penalty;
     s.frequency_penalty = wire.frequency_penalty;
     s.candidate_count = wire.n;
-    req.user = wire.user;
+    // `safety_identifier` is OpenAI's newer name for the end-user id (kept
+    // verbatim for OpenAI upstreams; `user` wins when both are given).
+    req.user = wire.user.or_else(|| {
+        extra
+            .get("safety_identifier")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     if let Some(effort) = wire.reasoning_effort {
+        let effort = effort.to_ascii_lowercase();
         req.reasoning = Some(Reasoning {
-            effort: Some(effort.to_ascii_lowercase()),
+            enabled: Some(effort != "none"),
+            effort: Some(effort),
             ..Reasoning::default()
         });
     }
@@ -107,6 +120,7 @@ pub fn from_wire(
         }
     }
     req.extra = Extra::new(F, extra);
+    req.source = Some(F);
     Ok(req)
 }
 
@@ -413,16 +427,33 @@ fn decode_response_format(
 
 // ---------------------------------------------------------------- encoding
 
-/// Encodes the canonical request as an OpenAI request body.
-pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, TranslateError> {
+/// Encodes the canonical request as an OpenAI request body; what
+/// chat-completions cannot carry is recorded in `adj`.
+pub fn encode(
+    req: &ChatRequest,
+    opts: &EncodeOptions<'_>,
+    adj: &mut Adjustments,
+) -> Result<Value, TranslateError> {
     let mut extra = req.extra.to_map(F);
     let mut messages = Vec::new();
     let mut systems = req.system.iter().peekable();
     for (i, msg) in req.messages.iter().enumerate() {
+        let mut pending = Vec::new();
         while let Some(sp) = systems.next_if(|sp| sp.position <= i) {
-            messages.push(encode_system(sp));
+            pending.push(encode_system(sp));
         }
-        encode_message(msg, i, &mut messages)?;
+        let mut encoded = Vec::new();
+        encode_message(msg, i, &mut encoded)?;
+        // `tool` messages must follow the assistant's tool calls directly: a
+        // system message placed before the results goes after them.
+        let results = encoded
+            .iter()
+            .take_while(|m| m.get("role") == Some(&json!("tool")))
+            .count();
+        let mut encoded = encoded.into_iter();
+        messages.extend(encoded.by_ref().take(results));
+        messages.extend(pending);
+        messages.extend(encoded);
     }
     messages.extend(systems.map(encode_system));
 
@@ -438,7 +469,24 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
     } else {
         (s.max_tokens, None)
     };
-    let reasoning_effort = req.reasoning.as_ref().and_then(encode_effort);
+    let reasoning_effort = req
+        .reasoning
+        .as_ref()
+        .and_then(|r| encode_effort(r, req, adj));
+    if s.top_k.is_some() {
+        report::dropped(req, Param::TopK, adj);
+    }
+    // The end-user id goes to `user`, unless the client said it as `safety_identifier`.
+    let user = req
+        .user
+        .as_deref()
+        .filter(|u| {
+            req.extra
+                .get(F, "safety_identifier")
+                .and_then(Value::as_str)
+                != Some(*u)
+        })
+        .map(openai_user);
 
     let mut so_extra = take_nested(&mut extra, "stream_options");
     let stream_options = if opts.stream {
@@ -470,7 +518,7 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
         seed: s.seed,
         presence_penalty: s.presence_penalty,
         frequency_penalty: s.frequency_penalty,
-        user: req.user.clone(),
+        user,
         reasoning_effort,
         extra: Map::new(),
     };
@@ -482,18 +530,51 @@ pub fn encode(req: &ChatRequest, opts: &EncodeOptions<'_>) -> Result<Value, Tran
     Ok(out)
 }
 
-fn encode_effort(r: &Reasoning) -> Option<String> {
-    if let Some(effort) = &r.effort {
-        return Some(effort.clone());
-    }
-    if r.enabled == Some(false) {
+/// `reasoning_effort` for canonical reasoning settings: an effort level in
+/// the levels every OpenAI reasoning model takes ([`ir::openai_effort`]:
+/// `minimal` is `low`, `xhigh` and `max` are `high`); a fixed budget by the
+/// thresholds of [`ir::budget_to_effort`]; reasoning on without either
+/// (Anthropic `adaptive`, a dynamic Gemini budget) is `medium`. Reasoning
+/// turned off is `none` only when the client said `none` itself (models
+/// before gpt-5.1 refuse it); otherwise it is left out and reported.
+fn encode_effort(r: &Reasoning, req: &ChatRequest, adj: &mut Adjustments) -> Option<String> {
+    if r.is_off() {
+        match r.effort.as_deref() {
+            Some("none") => return Some("none".into()),
+            // An effort for the answer with thinking off (Anthropic): no counterpart.
+            Some(_) => report::dropped(req, Param::Effort, adj),
+            None => {}
+        }
+        report::dropped(req, Param::Reasoning, adj);
         return None;
     }
-    match r.budget_tokens {
-        Some(0) => None,
-        Some(budget) => Some(ir::budget_to_effort(budget).to_string()),
-        None => None,
+    if let Some(effort) = r.effort.as_deref() {
+        if let Some(level) = ir::openai_effort(effort) {
+            return Some(level.into());
+        }
+        report::dropped(req, Param::Effort, adj);
     }
+    if let Some(budget) = r.fixed_budget() {
+        return Some(ir::budget_to_effort(budget).to_string());
+    }
+    r.is_on().then(|| "medium".to_string())
+}
+
+/// The longest end-user id OpenAI takes.
+const MAX_USER_CHARS: usize = 64;
+
+/// An end-user id OpenAI accepts: as is when short enough, else its SHA-256
+/// in hex (64 characters; stable per user, as OpenAI suggests for long or
+/// identifying ids such as Claude Code's `metadata.user_id`).
+fn openai_user(user: &str) -> String {
+    if user.chars().count() <= MAX_USER_CHARS {
+        return user.to_string();
+    }
+    let digest = Sha256::digest(user.as_bytes());
+    digest.iter().fold(String::with_capacity(64), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 /// Adds an IR object's OpenAI extra fields to its encoded wire value.
@@ -767,5 +848,21 @@ fn encode_response_format(rf: &ResponseFormat) -> WireResponseFormat {
             }),
             extra: Map::new(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::openai_user;
+
+    #[test]
+    fn long_user_ids_are_hashed_to_what_openai_takes() {
+        assert_eq!(openai_user("u-42"), "u-42");
+        let long = format!("user_{}_account_x_session_y", "a".repeat(64));
+        let hashed = openai_user(&long);
+        assert_eq!(hashed.len(), 64);
+        assert!(hashed.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(hashed, openai_user(&long));
+        assert_ne!(hashed, openai_user(&format!("{long}2")));
     }
 }

@@ -1,0 +1,493 @@
+//! Surgical edits of a raw JSON document: remove members or replace values at
+//! dotted paths while every other byte (key order, whitespace, number
+//! spelling, unknown fields) is copied through unchanged. Used to adapt
+//! same-protocol request bodies (CONTRACT 5.1) without re-serialising them.
+
+use std::ops::Range;
+
+/// What to do at the end of a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Remove the member (and its parent object, if that leaves it empty).
+    Remove,
+    /// Replace the value with these bytes (valid JSON).
+    Set(Vec<u8>),
+}
+
+/// One edit: a path of object keys, where `*` stands for every element of an array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub path: Vec<&'static str>,
+    pub op: Op,
+}
+
+impl Edit {
+    /// Removes the member at the dotted `path` (`messages.*.content.*.cache_control`).
+    pub fn remove(path: &'static str) -> Edit {
+        Edit {
+            path: path.split('.').collect(),
+            op: Op::Remove,
+        }
+    }
+
+    /// Replaces the value at the dotted `path` with `value` (JSON bytes).
+    pub fn set(path: &'static str, value: Vec<u8>) -> Edit {
+        Edit {
+            path: path.split('.').collect(),
+            op: Op::Set(value),
+        }
+    }
+}
+
+/// The most nesting followed (deeper documents are copied unchanged below it).
+const MAX_DEPTH: usize = 128;
+
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// `i` at an opening quote; returns the index after the closing quote.
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'"' => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// `i` at the first byte of a value; returns the index after it.
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        j = skip_string(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            None
+        }
+        _ => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            {
+                j += 1;
+            }
+            (j > i).then_some(j)
+        }
+    }
+}
+
+/// One object member: the key string (quotes included) and the value.
+#[derive(Debug, Clone)]
+struct Member {
+    key: Range<usize>,
+    value: Range<usize>,
+}
+
+/// The members of the object spanning `span` (`{` .. `}` inclusive).
+fn members(b: &[u8], span: &Range<usize>) -> Option<Vec<Member>> {
+    let mut out = Vec::new();
+    let mut i = ws(b, span.start + 1);
+    if b.get(i) == Some(&b'}') {
+        return Some(out);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_string(b, i)?;
+        let colon = ws(b, key_end);
+        if b.get(colon) != Some(&b':') {
+            return None;
+        }
+        let vs = ws(b, colon + 1);
+        let ve = skip_value(b, vs)?;
+        out.push(Member {
+            key: i..key_end,
+            value: vs..ve,
+        });
+        i = ws(b, ve);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            Some(b'}') => return Some(out),
+            _ => return None,
+        }
+    }
+}
+
+/// The elements of the array spanning `span`.
+fn elements(b: &[u8], span: &Range<usize>) -> Option<Vec<Range<usize>>> {
+    let mut out = Vec::new();
+    let mut i = ws(b, span.start + 1);
+    if b.get(i) == Some(&b']') {
+        return Some(out);
+    }
+    loop {
+        let e = skip_value(b, i)?;
+        out.push(i..e);
+        i = ws(b, e);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            Some(b']') => return Some(out),
+            _ => return None,
+        }
+    }
+}
+
+fn key_is(b: &[u8], key: &Range<usize>, name: &str) -> bool {
+    let raw = &b[key.start + 1..key.end - 1];
+    if raw.contains(&b'\\') {
+        serde_json::from_slice::<String>(&b[key.clone()]).is_ok_and(|k| k == name)
+    } else {
+        raw == name.as_bytes()
+    }
+}
+
+/// Byte range of the top-level member `name`'s value, if the document is an object that has it.
+pub fn member_span(doc: &[u8], name: &str) -> Option<Range<usize>> {
+    let start = ws(doc, 0);
+    if doc.get(start) != Some(&b'{') {
+        return None;
+    }
+    let end = skip_value(doc, start)?;
+    members(doc, &(start..end))?
+        .into_iter()
+        .find(|m| key_is(doc, &m.key, name))
+        .map(|m| m.value)
+}
+
+/// Result of rewriting one value.
+enum Rewritten {
+    /// Nothing matched: the caller copies the original bytes.
+    Same,
+    /// The new bytes.
+    New(Vec<u8>),
+    /// An object all of whose members were removed: the caller removes it too.
+    Emptied,
+}
+
+fn rewrite(
+    b: &[u8],
+    span: Range<usize>,
+    edits: &[(&[&'static str], &Op)],
+    depth: usize,
+) -> Rewritten {
+    if edits.is_empty() || depth > MAX_DEPTH {
+        return Rewritten::Same;
+    }
+    match b.get(span.start) {
+        Some(b'{') => {
+            let Some(ms) = members(b, &span) else {
+                return Rewritten::Same;
+            };
+            let mut changed = false;
+            // Each member's fate: None = removed, Some(None) = unchanged, Some(Some(v)) = new value.
+            let mut fates: Vec<Option<Option<Vec<u8>>>> = Vec::with_capacity(ms.len());
+            for m in &ms {
+                let here: Vec<(&[&'static str], &Op)> = edits
+                    .iter()
+                    .filter(|(p, _)| p.first().is_some_and(|k| key_is(b, &m.key, k)))
+                    .map(|(p, op)| (&p[1..], *op))
+                    .collect();
+                let mut fate = Some(None);
+                if let Some((_, op)) = here.iter().find(|(p, _)| p.is_empty()) {
+                    changed = true;
+                    fate = match op {
+                        Op::Remove => None,
+                        Op::Set(v) => Some(Some(v.clone())),
+                    };
+                } else {
+                    match rewrite(b, m.value.clone(), &here, depth + 1) {
+                        Rewritten::Same => {}
+                        Rewritten::New(v) => {
+                            changed = true;
+                            fate = Some(Some(v));
+                        }
+                        Rewritten::Emptied => {
+                            changed = true;
+                            fate = None;
+                        }
+                    }
+                }
+                fates.push(fate);
+            }
+            if !changed {
+                return Rewritten::Same;
+            }
+            if !ms.is_empty() && fates.iter().all(Option::is_none) {
+                return Rewritten::Emptied;
+            }
+            let mut out = Vec::with_capacity(span.len());
+            out.extend_from_slice(&b[span.start..ms.first().map_or(span.end, |m| m.key.start)]);
+            let mut first = true;
+            for (i, (m, fate)) in ms.iter().zip(&fates).enumerate() {
+                let Some(value) = fate else { continue };
+                if !first {
+                    // the separator that preceded this member in the original
+                    out.extend_from_slice(&b[ms[i - 1].value.end..m.key.start]);
+                }
+                first = false;
+                out.extend_from_slice(&b[m.key.start..m.value.start]);
+                match value {
+                    Some(v) => out.extend_from_slice(v),
+                    None => out.extend_from_slice(&b[m.value.clone()]),
+                }
+            }
+            if let Some(last) = ms.last() {
+                out.extend_from_slice(&b[last.value.end..span.end]);
+            }
+            Rewritten::New(out)
+        }
+        Some(b'[') => {
+            let here: Vec<(&[&'static str], &Op)> = edits
+                .iter()
+                .filter(|(p, _)| p.first() == Some(&"*") && p.len() > 1)
+                .map(|(p, op)| (&p[1..], *op))
+                .collect();
+            if here.is_empty() {
+                return Rewritten::Same;
+            }
+            let Some(es) = elements(b, &span) else {
+                return Rewritten::Same;
+            };
+            let mut out = Vec::new();
+            let mut at = span.start;
+            let mut changed = false;
+            for e in es {
+                let v = match rewrite(b, e.clone(), &here, depth + 1) {
+                    Rewritten::Same => continue,
+                    Rewritten::New(v) => v,
+                    // an element is never removed, only emptied
+                    Rewritten::Emptied => b"{}".to_vec(),
+                };
+                out.extend_from_slice(&b[at..e.start]);
+                out.extend_from_slice(&v);
+                at = e.end;
+                changed = true;
+            }
+            if !changed {
+                return Rewritten::Same;
+            }
+            out.extend_from_slice(&b[at..span.end]);
+            Rewritten::New(out)
+        }
+        _ => Rewritten::Same,
+    }
+}
+
+/// Applies `edits` to the JSON object `doc`. Returns `None` when nothing
+/// matched or the document is not an object (then `doc` stands as it is).
+/// A top-level object is never removed, even when every member is.
+pub fn apply(doc: &[u8], edits: &[Edit]) -> Option<Vec<u8>> {
+    let start = ws(doc, 0);
+    if doc.get(start) != Some(&b'{') {
+        return None;
+    }
+    let end = skip_value(doc, start)?;
+    let list: Vec<(&[&'static str], &Op)> =
+        edits.iter().map(|e| (e.path.as_slice(), &e.op)).collect();
+    let inner = match rewrite(doc, start..end, &list, 0) {
+        Rewritten::Same => return None,
+        Rewritten::New(v) => v,
+        Rewritten::Emptied => b"{}".to_vec(),
+    };
+    let mut out = Vec::with_capacity(doc.len());
+    out.extend_from_slice(&doc[..start]);
+    out.extend_from_slice(&inner);
+    out.extend_from_slice(&doc[end..]);
+    Some(out)
+}
+
+/// Whether any member at `path` (as in [`Edit`]) exists with a value other than `null`.
+pub fn has_path(doc: &[u8], path: &str) -> bool {
+    let segs: Vec<&str> = path.split('.').collect();
+    let start = ws(doc, 0);
+    match skip_value(doc, start) {
+        Some(end) => found(doc, start..end, &segs, 0),
+        None => false,
+    }
+}
+
+fn found(b: &[u8], span: Range<usize>, path: &[&str], depth: usize) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return &b[span] != b"null";
+    };
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    match b.get(span.start) {
+        Some(b'{') if *first != "*" => members(b, &span).is_some_and(|ms| {
+            ms.iter()
+                .any(|m| key_is(b, &m.key, first) && found(b, m.value.clone(), rest, depth + 1))
+        }),
+        Some(b'[') if *first == "*" => elements(b, &span)
+            .is_some_and(|es| es.into_iter().any(|e| found(b, e, rest, depth + 1))),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn run(doc: &str, edits: &[Edit]) -> String {
+        String::from_utf8(apply(doc.as_bytes(), edits).unwrap_or_else(|| doc.as_bytes().to_vec()))
+            .unwrap()
+    }
+
+    #[test]
+    fn removes_members_keeping_everything_else() {
+        let doc = "{\n  \"model\": \"m\",\n  \"thinking\": {\"type\": \"adaptive\"},\n  \"zz_unknown\": [1, 2.50, {\"a\":null}],\n  \"metadata\": {\"user_id\": \"u\"}\n}\n";
+        let out = run(doc, &[Edit::remove("thinking"), Edit::remove("metadata")]);
+        assert_eq!(
+            out,
+            "{\n  \"model\": \"m\",\n  \"zz_unknown\": [1, 2.50, {\"a\":null}]\n}\n"
+        );
+        let out = run(doc, &[Edit::remove("model")]);
+        assert!(out.starts_with("{\n  \"thinking\""), "{out}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    }
+
+    #[test]
+    fn sets_values_and_removes_emptied_parents() {
+        let doc = r#"{"max_tokens":32000,"output_config":{"effort":"high"},"generationConfig":{"thinkingConfig":{"thinkingBudget":1},"topK":3}}"#;
+        let out = run(
+            doc,
+            &[
+                Edit::set("max_tokens", b"8192".to_vec()),
+                Edit::remove("output_config.effort"),
+                Edit::remove("generationConfig.thinkingConfig"),
+            ],
+        );
+        assert_eq!(out, r#"{"max_tokens":8192,"generationConfig":{"topK":3}}"#);
+    }
+
+    #[test]
+    fn walks_arrays_and_ignores_lookalikes_in_strings() {
+        let doc = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"\"cache_control\": x","cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":"hi"}],"system":"s"}"#;
+        assert!(has_path(
+            doc.as_bytes(),
+            "messages.*.content.*.cache_control"
+        ));
+        assert!(!has_path(doc.as_bytes(), "system.*.cache_control"));
+        let out = run(doc, &[Edit::remove("messages.*.content.*.cache_control")]);
+        assert_eq!(
+            out,
+            r#"{"messages":[{"role":"user","content":[{"type":"text","text":"\"cache_control\": x"}]},{"role":"assistant","content":"hi"}],"system":"s"}"#
+        );
+        assert!(apply(doc.as_bytes(), &[Edit::remove("tools.*.cache_control")]).is_none());
+        assert_eq!(
+            member_span(doc.as_bytes(), "system"),
+            Some(doc.len() - 4..doc.len() - 1)
+        );
+    }
+
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-c\\\\\"{}\\[\\],: é]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[abk]", inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    /// The reference: the same edit on a parsed value (removing emptied parents too).
+    fn reference(v: &mut Value, path: &[&str]) -> bool {
+        match (v, path) {
+            (Value::Object(o), [k]) => o.remove(*k).is_some(),
+            (Value::Object(o), [k, rest @ ..]) if *k != "*" => {
+                let Some(child) = o.get_mut(*k) else {
+                    return false;
+                };
+                let was_full = child.as_object().is_some_and(|c| !c.is_empty());
+                let changed = reference(child, rest);
+                if changed && was_full && child.as_object().is_some_and(Map::is_empty) {
+                    o.remove(*k);
+                }
+                changed
+            }
+            (Value::Array(a), ["*", rest @ ..]) if !rest.is_empty() => {
+                let mut changed = false;
+                for e in a {
+                    changed |= reference(e, rest);
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn removal_matches_the_value_level_reference(
+            mut fields in prop::collection::vec(("[abk]", json_value()), 0..6),
+            path in prop::sample::select(vec!["a", "k", "a.b", "a.*.k", "b.*.a.k", "k.b.a"]),
+            pretty in any::<bool>(),
+        ) {
+            fields.dedup_by(|x, y| x.0 == y.0);
+            let mut doc = Value::Object(fields.into_iter().collect());
+            let text = if pretty {
+                serde_json::to_vec_pretty(&doc).unwrap()
+            } else {
+                serde_json::to_vec(&doc).unwrap()
+            };
+            // compare parse with parse (float text round trips are not exact)
+            doc = serde_json::from_slice(&text).unwrap();
+            let segs: Vec<&'static str> = path.split('.').collect();
+            let edited = apply(&text, &[Edit { path: segs.clone(), op: Op::Remove }]);
+            let changed = reference(&mut doc, &segs);
+            match edited {
+                Some(out) => {
+                    let parsed: Value = serde_json::from_slice(&out).unwrap();
+                    prop_assert_eq!(parsed, doc);
+                    prop_assert!(changed);
+                }
+                None => prop_assert!(!changed),
+            }
+        }
+    }
+
+    #[test]
+    fn escaped_keys_and_malformed_documents() {
+        let doc = r#"{"see\u0064":1,"x":2}"#;
+        assert_eq!(run(doc, &[Edit::remove("seed")]), r#"{"x":2}"#);
+        assert!(apply(b"[1]", &[Edit::remove("x")]).is_none());
+        assert!(apply(b"{\"x\":", &[Edit::remove("x")]).is_none());
+        assert!(!has_path(b"{\"x\":null}", "x"));
+        assert_eq!(run(r#"{"x":1}"#, &[Edit::remove("x")]), "{}");
+    }
+}

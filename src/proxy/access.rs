@@ -1,0 +1,142 @@
+//! The access log (CONTRACT 7): one bare JSON object per request, one per line
+//! on stdout, nothing before or after it (diagnostics go to stderr). Serialised
+//! from a borrowed view of the request context into a per-thread buffer, then
+//! written with one locked write so that lines never interleave.
+
+use super::ctx::RequestCtx;
+use crate::rfc3339::Rfc3339;
+use serde::Serialize;
+use std::cell::RefCell;
+use std::io::Write as _;
+
+/// One access-log line. Never the client's key; the path without its query
+/// (family C may carry the key there).
+#[derive(Serialize)]
+pub struct AccessLine<'a> {
+    pub time: Rfc3339,
+    pub request_id: &'a str,
+    pub key_id: Option<&'a str>,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub family: &'a str,
+    pub provider: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub upstream_protocol: Option<&'a str>,
+    pub upstream_host: Option<&'a str>,
+    pub attempts: u32,
+    pub status: u16,
+    /// The error kind (`invalid_request`, `authentication`, ...) when the request failed.
+    pub error_type: Option<&'a str>,
+    /// The error message sent to the client, or why the connection failed.
+    pub error: Option<&'a str>,
+    /// What the gateway changed in the request (CONTRACT 5.1), as in
+    /// `x-switchboard-adjusted`; null when nothing was.
+    pub adjusted: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub latency_ms: f64,
+    pub ttft_ms: Option<f64>,
+}
+
+impl<'a> AccessLine<'a> {
+    /// The line for a finished request. `failure` is Pingora's error for a
+    /// request that failed outside the gateway's own error responses.
+    pub fn new(
+        ctx: &'a RequestCtx,
+        method: &'a str,
+        path: &'a str,
+        failure: Option<&'a str>,
+    ) -> AccessLine<'a> {
+        let (error_type, error) = match (&ctx.error, failure) {
+            (Some(n), _) => (Some(n.kind), Some(n.message.as_str())),
+            (None, Some(f)) => (Some("connection"), Some(f)),
+            (None, None) => (None, None),
+        };
+        AccessLine {
+            time: Rfc3339::now(),
+            request_id: &ctx.request_id,
+            key_id: ctx.key_id.as_deref(),
+            method,
+            path,
+            family: ctx.family.name(),
+            provider: ctx.provider.as_deref(),
+            model: ctx.model.as_deref(),
+            upstream_protocol: ctx.upstream_protocol.map(|f| f.name()),
+            upstream_host: ctx.upstream_host.as_deref(),
+            attempts: ctx.attempts,
+            status: ctx.status,
+            error_type,
+            error,
+            adjusted: (!ctx.adjusted.is_empty()).then(|| ctx.adjusted.render()),
+            input_tokens: ctx.input_tokens,
+            output_tokens: ctx.output_tokens,
+            cached_tokens: ctx.cached_tokens,
+            reasoning_tokens: ctx.reasoning_tokens,
+            cost_usd: ctx.cost_usd,
+            latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
+            ttft_ms: ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
+        }
+    }
+}
+
+thread_local! {
+    static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(1024));
+}
+
+/// Writes `line` to stdout as one JSON line.
+pub fn write(line: &AccessLine<'_>) {
+    LINE.with(|cell| {
+        let Ok(mut buf) = cell.try_borrow_mut() else {
+            return;
+        };
+        buf.clear();
+        if let Err(e) = serde_json::to_writer(&mut *buf, line) {
+            log::warn!("access log line not written: {e}");
+            return;
+        }
+        buf.push(b'\n');
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(&buf).and_then(|()| out.flush()) {
+            log::debug!("access log line not written: {e}");
+        }
+        // A rare huge line (a long error message) does not pin its buffer.
+        if buf.capacity() > 64 * 1024 {
+            *buf = Vec::with_capacity(1024);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::ctx::ErrorNote;
+
+    #[test]
+    fn a_line_is_one_json_object() {
+        let mut ctx = RequestCtx::new();
+        ctx.request_id = "req_1".into();
+        ctx.status = 400;
+        ctx.error = Some(ErrorNote {
+            kind: "invalid_request",
+            message: "temperature: \"2.5\"\nis out of range".into(),
+        });
+        ctx.adjusted.drop_field("thinking");
+        let line = AccessLine::new(&ctx, "POST", "/v1/chat/completions", None);
+        let text = serde_json::to_string(&line).unwrap();
+        assert!(!text.contains('\n'));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error_type"], "invalid_request");
+        assert_eq!(v["error"], "temperature: \"2.5\"\nis out of range");
+        assert_eq!(v["adjusted"], "dropped=thinking");
+        assert_eq!(v["attempts"], 0);
+        assert!(v["time"].as_str().unwrap().ends_with('Z'));
+        let ok = RequestCtx::new();
+        let v = serde_json::to_value(AccessLine::new(&ok, "GET", "/v1/models", None)).unwrap();
+        assert!(v["error"].is_null() && v["adjusted"].is_null());
+        let v = serde_json::to_value(AccessLine::new(&ok, "GET", "/", Some("reset"))).unwrap();
+        assert_eq!(v["error_type"], "connection");
+    }
+}

@@ -1,0 +1,120 @@
+//! RFC 3339 UTC timestamps (`2026-01-01T00:00:00Z`, optionally with milliseconds)
+//! from unix time, without a date crate: the model listings' `created_at` and
+//! the access log's `time`.
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A UTC instant that formats as RFC 3339; `Display` writes it without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rfc3339 {
+    /// Seconds since the unix epoch (negative before 1970).
+    pub secs: i64,
+    /// Milliseconds within the second, written when present.
+    pub millis: Option<u32>,
+}
+
+impl Rfc3339 {
+    /// Whole seconds: `YYYY-MM-DDTHH:MM:SSZ`.
+    pub fn seconds(secs: i64) -> Rfc3339 {
+        Rfc3339 { secs, millis: None }
+    }
+
+    /// The current time with milliseconds: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+    pub fn now() -> Rfc3339 {
+        let d = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Rfc3339 {
+            secs: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            millis: Some(d.subsec_millis()),
+        }
+    }
+}
+
+/// The proleptic Gregorian (year, month, day) of a day count since 1970-01-01
+/// (Howard Hinnant's `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11]
+    let day = doy - (153 * mp + 2) / 5 + 1; // [1, 31]
+    let month = if mp < 10 { mp + 3 } else { mp - 9 }; // [1, 12]
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    // Both are in range by construction; the casts cannot truncate.
+    (year, month as u32, day as u32)
+}
+
+impl fmt::Display for Rfc3339 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let days = self.secs.div_euclid(86_400);
+        let rem = self.secs.rem_euclid(86_400);
+        let (y, mo, d) = civil_from_days(days);
+        let (h, mi, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+        write!(f, "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}")?;
+        if let Some(ms) = self.millis {
+            write!(f, ".{:03}", ms.min(999))?;
+        }
+        f.write_str("Z")
+    }
+}
+
+impl serde::Serialize for Rfc3339 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> String {
+        Rfc3339::seconds(secs).to_string()
+    }
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(1_767_225_600), "2026-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_709_251_199), "2024-02-29T23:59:59Z");
+        assert_eq!(at(4_107_542_400), "2100-03-01T00:00:00Z");
+        assert_eq!(at(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(at(253_402_300_799), "9999-12-31T23:59:59Z");
+        let with_ms = Rfc3339 {
+            secs: 1_739_923_200,
+            millis: Some(7),
+        };
+        assert_eq!(with_ms.to_string(), "2025-02-19T00:00:00.007Z");
+        assert_eq!(
+            serde_json::to_string(&with_ms).unwrap(),
+            "\"2025-02-19T00:00:00.007Z\""
+        );
+    }
+
+    #[test]
+    fn every_day_for_four_centuries_round_trips() {
+        // Days from civil (the inverse) checked against the forward function.
+        let days_from_civil = |y: i64, m: u32, d: u32| {
+            let y = if m <= 2 { y - 1 } else { y };
+            let era = y.div_euclid(400);
+            let yoe = y - era * 400;
+            let mp = i64::from((m + 9) % 12);
+            let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+            let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+            era * 146_097 + doe - 719_468
+        };
+        let mut prev = civil_from_days(-1);
+        for days in 0..146_097 {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+            assert!((1..=12).contains(&m) && (1..=31).contains(&d));
+            assert!((y, m, d) > prev);
+            prev = (y, m, d);
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! End-to-end: the access log is one bare JSON object per request on stdout
+//! (CONTRACT 7), with the fields operators need and never the client's key;
+//! and `switchboard --version`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::families::{eventually, GOOGLE};
+use common::gateway::{authed, Gateway, KEY};
+use common::http_client::Request;
+use common::mock_upstream::MockUpstream;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Every stdout line, each parsed as a JSON object (failing on anything else).
+fn lines(gw: &Gateway) -> Vec<Value> {
+    gw.access_log()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("stdout line is not bare JSON ({e}): {l:?}"));
+            assert!(v.is_object(), "{l}");
+            v
+        })
+        .collect()
+}
+
+/// The access line of the request with this id, once it is written.
+async fn line_of(gw: &Gateway, request_id: &str) -> Value {
+    eventually(Duration::from_secs(10), "the access-log line", || async {
+        lines(gw)
+            .into_iter()
+            .find(|v| v["request_id"] == request_id)
+    })
+    .await
+}
+
+fn with_id(r: Request, id: &str) -> Request {
+    r.header("x-request-id", id)
+}
+
+#[tokio::test]
+async fn one_json_object_per_request_on_stdout() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    let chat = json!({"model": "openai/gpt-5", "messages": [{"role": "user", "content": "hi"}]});
+
+    // 200, same protocol
+    let r = gw
+        .send(&with_id(
+            authed("openai", "/v1/chat/completions", KEY, &chat),
+            "acc-200",
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let ok = line_of(&gw, "acc-200").await;
+    assert_eq!(ok["status"], 200);
+    assert_eq!(ok["method"], "POST");
+    assert_eq!(ok["path"], "/v1/chat/completions");
+    assert_eq!(ok["family"], "openai");
+    assert_eq!(ok["key_id"], "test");
+    assert_eq!(ok["provider"], "openai");
+    assert_eq!(ok["model"], "gpt-5");
+    assert_eq!(ok["upstream_protocol"], "openai");
+    let host = ok["upstream_host"].as_str().unwrap();
+    assert!(host.starts_with("127.0.0.1:"), "{ok}");
+    assert_eq!(ok["attempts"], 1);
+    assert!(ok["error"].is_null() && ok["error_type"].is_null(), "{ok}");
+    assert!(ok["adjusted"].is_null(), "{ok}");
+    assert!(ok["input_tokens"].as_u64().unwrap() > 0);
+    assert!(ok["output_tokens"].as_u64().unwrap() > 0);
+    assert!(ok["cost_usd"].as_f64().unwrap() > 0.0);
+    assert!(ok["latency_ms"].as_f64().unwrap() >= 0.0);
+    for k in ["cached_tokens", "reasoning_tokens", "ttft_ms"] {
+        assert!(ok.get(k).is_some(), "{k} missing: {ok}");
+    }
+    let time = ok["time"].as_str().unwrap();
+    assert!(
+        time.len() == 24 && time.ends_with('Z') && &time[10..11] == "T",
+        "{time}"
+    );
+
+    // 200 translated (family B client, Gemini upstream), streamed
+    let msg = json!({"model": "gemini-any", "max_tokens": 50, "stream": true,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let r = gw
+        .send(&with_id(
+            authed("anthropic", "/anthropic/v1/messages", KEY, &msg),
+            "acc-stream",
+        ))
+        .await;
+    assert_eq!(r.status, 200);
+    let s = line_of(&gw, "acc-stream").await;
+    assert_eq!(
+        (&s["family"], &s["upstream_protocol"], &s["status"]),
+        (&json!("anthropic"), &json!("gemini"), &json!(200))
+    );
+    assert!(s["ttft_ms"].as_f64().is_some(), "{s}");
+    assert!(s["output_tokens"].as_u64().unwrap() > 0, "{s}");
+
+    // 400: the validation message is carried, not `null`
+    let bad = json!({"model": "openai/gpt-5", "temperature": 5,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let r = gw
+        .send(&with_id(
+            authed("openai", "/v1/chat/completions", KEY, &bad),
+            "acc-400",
+        ))
+        .await;
+    assert_eq!(r.status, 400);
+    let e400 = line_of(&gw, "acc-400").await;
+    assert_eq!(e400["status"], 400);
+    assert_eq!(e400["error_type"], "invalid_request");
+    let msg400 = e400["error"].as_str().unwrap();
+    assert!(msg400.contains("temperature"), "{e400}");
+    assert_eq!(msg400, r.json()["error"]["message"].as_str().unwrap());
+    assert_eq!(e400["attempts"], 0, "nothing went upstream");
+    assert!(e400["upstream_host"].is_null());
+
+    // 401 with a key in family C's query: the key is in neither the path nor anywhere else
+    let r = gw
+        .send(&with_id(
+            Request::post(&format!(
+                "{GOOGLE}/google/gemini-3.1-pro:generateContent?key=sk-wrong-secret"
+            ))
+            .json(&json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})),
+            "acc-401",
+        ))
+        .await;
+    assert_eq!(r.status, 401);
+    let e401 = line_of(&gw, "acc-401").await;
+    assert_eq!(e401["status"], 401);
+    assert_eq!(e401["family"], "gemini");
+    assert_eq!(e401["error_type"], "authentication");
+    assert!(e401["error"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(e401["key_id"].is_null());
+    assert_eq!(
+        e401["path"],
+        "/google/v1beta/models/google/gemini-3.1-pro:generateContent"
+    );
+
+    // a listing and a probe are logged too
+    gw.send(&with_id(Request::get("/anthropic/v1/models"), "acc-list"))
+        .await;
+    gw.send(&with_id(Request::new("HEAD", "/anthropic"), "acc-head"))
+        .await;
+    let head = line_of(&gw, "acc-head").await;
+    assert_eq!(
+        (&head["method"], &head["status"]),
+        (&json!("HEAD"), &json!(200))
+    );
+    assert_eq!(line_of(&gw, "acc-list").await["status"], 200);
+
+    // stdout holds only these lines (and the start-up health probes), one per
+    // request; stderr holds no access lines
+    let all = lines(&gw);
+    let mut ours = all
+        .iter()
+        .filter(|v| v["path"] != "/healthz")
+        .map(|v| v["request_id"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    ours.sort_unstable();
+    assert_eq!(
+        ours,
+        [
+            "acc-200",
+            "acc-400",
+            "acc-401",
+            "acc-head",
+            "acc-list",
+            "acc-stream"
+        ],
+    );
+    let raw = gw.access_log();
+    for secret in [KEY, "sk-wrong-secret"] {
+        assert!(!raw.contains(secret), "a client key is in the access log");
+        assert!(!gw.log().contains(secret), "a client key is in the log");
+    }
+    assert!(!gw.log().contains("\"request_id\""), "{}", gw.log());
+}
+
+#[test]
+fn version_flag_prints_the_crate_version() {
+    for flag in ["--version", "-V"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg(flag)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{flag}: {out:?}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!("switchboard {}\n", env!("CARGO_PKG_VERSION"))
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{flag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
