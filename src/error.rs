@@ -4,6 +4,36 @@
 
 use std::fmt;
 
+/// Longest echo of client input inside an error message (characters).
+const QUOTE_CHARS: usize = 64;
+/// Longest error message sent back (bytes): a safety net for messages that
+/// embed client input without [`quote`] (e.g. a JSON parser's "invalid type:
+/// string ..." naming a whole value).
+const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// `s` quoted for an error message, cut to a short prefix when long (an
+/// unknown 1 MiB model name must not come back whole).
+pub fn quote(s: &str) -> String {
+    match s.char_indices().nth(QUOTE_CHARS) {
+        None => format!("{s:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &s[..cut], s.len()),
+    }
+}
+
+/// `message` cut to [`MAX_MESSAGE_BYTES`] at a character boundary.
+fn bounded(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = message.len();
+        message.truncate(cut);
+        message.push_str(&format!("… (message cut from {total} bytes)"));
+    }
+    message
+}
+
 /// What went wrong, independent of any protocol's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -88,7 +118,7 @@ impl GatewayError {
         GatewayError {
             status,
             kind,
-            message: message.into(),
+            message: bounded(message.into()),
             param: None,
             code: None,
             retry_after: None,
@@ -99,7 +129,7 @@ impl GatewayError {
     /// A 400 naming the parameter at fault.
     pub fn invalid_param(param: impl Into<String>, message: impl Into<String>) -> Self {
         let mut e = GatewayError::new(ErrorKind::InvalidRequest, message);
-        e.param = Some(param.into());
+        e.param = Some(bounded(param.into()));
         e
     }
 
@@ -146,3 +176,28 @@ impl fmt::Display for GatewayError {
 }
 
 impl std::error::Error for GatewayError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_input_is_echoed_as_a_short_prefix() {
+        assert_eq!(quote("gpt-5"), "\"gpt-5\"");
+        let long = "x".repeat(1 << 20);
+        let q = quote(&long);
+        assert!(q.starts_with(&format!("{:?}", "x".repeat(64))[..65]), "{q}");
+        assert!(q.ends_with("… (1048576 bytes)"), "{q}");
+        let multi = "é".repeat(100);
+        assert!(quote(&multi).contains("(200 bytes)"));
+    }
+
+    #[test]
+    fn messages_are_bounded() {
+        let e = GatewayError::new(ErrorKind::InvalidRequest, "é".repeat(5000));
+        assert!(e.message.len() < MAX_MESSAGE_BYTES + 64, "{}", e.message.len());
+        assert!(e.message.ends_with("(message cut from 10000 bytes)"));
+        let short = GatewayError::new(ErrorKind::InvalidRequest, "fine");
+        assert_eq!(short.message, "fine");
+    }
+}

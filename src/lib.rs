@@ -13,6 +13,7 @@
 //! - [`rfc3339`]: RFC 3339 UTC timestamps from unix time (listings' `created_at`, the access log).
 //! - [`reload`]: file watching and SIGHUP: prepare a new snapshot, then swap it in.
 //! - [`error`]: the gateway's error value (status, kind, message, param) independent of HTTP types.
+//! - [`json_depth`]: a linear scan refusing JSON nested deeper than the parser's limit.
 //! - [`metrics`]: Prometheus counters and histograms, served on `--metrics`.
 //! - [`proxy`]: the Pingora `ProxyHttp` service: routing, auth, listings, inference exchange.
 //! - [`ir`]: the neutral canonical request/response/stream model (hub of the translation).
@@ -30,6 +31,7 @@ pub mod config;
 pub mod error;
 pub mod family;
 pub mod ir;
+pub mod json_depth;
 pub mod metrics;
 pub mod passthrough;
 pub mod protocol;

@@ -29,6 +29,7 @@ OPTIONS (environment variable in brackets):
   --max-body-bytes N      largest request body accepted [SWITCHBOARD_MAX_BODY_BYTES] (33554432)
   --connect-timeout-ms N  upstream connect timeout [SWITCHBOARD_CONNECT_TIMEOUT_MS] (10000)
   --read-timeout-ms N     upstream read timeout [SWITCHBOARD_READ_TIMEOUT_MS] (300000)
+  --token-workers N       token counts run at once; more wait [SWITCHBOARD_TOKEN_WORKERS] (half the cores, at least 1)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -80,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
         ("--max-body-bytes", "SWITCHBOARD_MAX_BODY_BYTES"),
         ("--connect-timeout-ms", "SWITCHBOARD_CONNECT_TIMEOUT_MS"),
         ("--read-timeout-ms", "SWITCHBOARD_READ_TIMEOUT_MS"),
+        ("--token-workers", "SWITCHBOARD_TOKEN_WORKERS"),
     ] {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
@@ -103,7 +105,10 @@ fn parse_args() -> Result<Args, String> {
             "--listen" => a.listen = value(&mut it)?,
             "--metrics" => a.metrics = value(&mut it)?,
             "-c" | "--conf" => a.conf = Some(value(&mut it)?),
-            "--max-body-bytes" | "--connect-timeout-ms" | "--read-timeout-ms" => {
+            "--max-body-bytes"
+            | "--connect-timeout-ms"
+            | "--read-timeout-ms"
+            | "--token-workers" => {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
@@ -130,6 +135,10 @@ fn parse_args() -> Result<Args, String> {
                     usize::try_from(n).map_err(|_| "--max-body-bytes too large")?
             }
             "--connect-timeout-ms" => settings.connect_timeout = Duration::from_millis(n),
+            "--token-workers" => {
+                settings.token_workers =
+                    usize::try_from(n).map_err(|_| "--token-workers too large")?
+            }
             _ => settings.read_timeout = Duration::from_millis(n),
         }
     }

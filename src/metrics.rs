@@ -10,7 +10,7 @@ use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,6 +85,11 @@ fn slot(f: Family) -> usize {
 pub struct Metrics {
     series: Mutex<Series>,
     active_streams: AtomicI64,
+    /// Token counts waiting for a tokenizer slot, and running.
+    token_counts_waiting: AtomicI64,
+    token_counts_running: AtomicI64,
+    /// Token counts abandoned because their client went away.
+    token_counts_cancelled: AtomicU64,
 }
 
 /// Decrements the active-streams gauge when dropped.
@@ -151,6 +156,19 @@ impl Metrics {
     pub fn stream_started(self: &Arc<Self>) -> StreamGuard {
         self.active_streams.fetch_add(1, Ordering::Relaxed);
         StreamGuard(self.clone())
+    }
+
+    /// Moves the token-count gauges: `waiting` and `running` by +1 / -1.
+    pub fn token_count_moved(&self, waiting: i64, running: i64) {
+        self.token_counts_waiting
+            .fetch_add(waiting, Ordering::Relaxed);
+        self.token_counts_running
+            .fetch_add(running, Ordering::Relaxed);
+    }
+
+    /// Counts a token count abandoned because its client went away.
+    pub fn token_count_cancelled(&self) {
+        self.token_counts_cancelled.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The Prometheus text exposition.
@@ -249,6 +267,17 @@ impl Metrics {
             out,
             "# HELP switchboard_active_streams Streams in flight.\n# TYPE switchboard_active_streams gauge\nswitchboard_active_streams {}",
             self.active_streams.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_token_counts Token counts (context checks, count-tokens routes) waiting for a tokenizer slot or running.\n# TYPE switchboard_token_counts gauge\nswitchboard_token_counts{{state=\"waiting\"}} {}\nswitchboard_token_counts{{state=\"running\"}} {}",
+            self.token_counts_waiting.load(Ordering::Relaxed),
+            self.token_counts_running.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_token_counts_cancelled_total Token counts abandoned because the client went away.\n# TYPE switchboard_token_counts_cancelled_total counter\nswitchboard_token_counts_cancelled_total {}",
+            self.token_counts_cancelled.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

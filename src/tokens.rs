@@ -1,9 +1,11 @@
 //! Token counting for context-length checks and the count-tokens routes: a real
-//! o200k BPE (loaded lazily, only when a request is too large for the byte bound),
+//! o200k BPE whose cost is linear in its input whatever the input (loaded
+//! lazily, only when a request is too large for the byte bound), cancellable,
 //! and the text extraction that decides what is counted.
 
 use serde_json::Value;
-use tiktoken_rs::CoreBPE;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Tokens charged per image part (a flat estimate; images are not tokenised as text).
 pub const IMAGE_TOKENS: u64 = 1000;
@@ -66,69 +68,74 @@ impl Countable {
     }
 }
 
-fn bpe() -> Option<&'static CoreBPE> {
-    static BPE: once_cell::sync::OnceCell<Option<CoreBPE>> = once_cell::sync::OnceCell::new();
-    BPE.get_or_init(|| match tiktoken_rs::o200k_base() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            log::error!("cannot load the o200k tokenizer: {e}");
-            None
-        }
-    })
-    .as_ref()
-}
+/// A flag that asks a running count to stop (its client went away). Checked
+/// between pre-tokenised pieces, so a cancelled count ends within one piece.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
 
-/// Counts o200k tokens of `text`, stopping early once `limit` is passed (the
-/// exact figure above the limit does not matter). Long texts are cut into
-/// pieces at line breaks so the early stop can happen. Without a tokenizer,
-/// falls back to a bound of one token per 2 bytes.
-pub fn count_text(text: &str, limit: u64) -> u64 {
-    let Some(bpe) = bpe() else {
-        return (text.len() as u64).div_ceil(2);
-    };
-    const PIECE: usize = 64 * 1024;
-    let mut total = 0u64;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut end = rest.len().min(PIECE);
-        if end < rest.len() {
-            // cut after a newline (or at a char boundary) inside the piece
-            end = rest[..end].rfind('\n').map_or_else(
-                || {
-                    (0..=end)
-                        .rev()
-                        .find(|&i| rest.is_char_boundary(i))
-                        .unwrap_or(0)
-                },
-                |i| i + 1,
-            );
-            if end == 0 {
-                end = rest.len();
-            }
-        }
-        total += bpe.encode_ordinary(&rest[..end]).len() as u64;
-        if total > limit {
-            return total;
-        }
-        rest = &rest[end..];
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
     }
-    total
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
-/// Counts the tokens of a countable request.
-pub fn count(c: &Countable, limit: u64) -> u64 {
-    count_text(&c.text, limit) + c.media_parts * IMAGE_TOKENS
+/// How many pieces are counted between two looks at the cancel flag.
+const CANCEL_CHECK_EVERY: usize = 4096;
+
+/// Counts o200k tokens of `text` exactly as tiktoken's `encode_ordinary`
+/// would, in time linear in the text whatever it holds: pre-tokenisation is a
+/// non-backtracking regex (regex-automata) and each piece is encoded with the
+/// `bpe` crate's backtracking encoder, linear in the piece (tiktoken's merge is
+/// quadratic in it, so one long run of a character took minutes). Stops early
+/// once `limit` is passed (the exact figure above the limit does not matter)
+/// or when `cancel` is set; `None` means cancelled.
+pub fn count_text(text: &str, limit: u64, cancel: &Cancel) -> Option<u64> {
+    let tok = bpe_openai::o200k_base();
+    let mut total = 0u64;
+    for (i, piece) in tok.split(text).enumerate() {
+        if i % CANCEL_CHECK_EVERY == 0 && cancel.is_cancelled() {
+            return None;
+        }
+        let left = limit.saturating_sub(total);
+        let n = match usize::try_from(left) {
+            // A piece that may cross the limit is counted only until it does.
+            Ok(left) if piece.len() > left => tok
+                .bpe
+                .count_till_limit(piece.as_bytes(), left)
+                .map_or(limit.saturating_add(1), |n| n as u64),
+            _ => tok.bpe.count(piece.as_bytes()) as u64,
+        };
+        total = total.saturating_add(n);
+        if total > limit {
+            return Some(total);
+        }
+    }
+    Some(total)
+}
+
+/// Counts the tokens of a countable request (`None`: cancelled).
+pub fn count(c: &Countable, limit: u64, cancel: &Cancel) -> Option<u64> {
+    let media = c.media_parts.saturating_mul(IMAGE_TOKENS);
+    count_text(&c.text, limit.saturating_sub(media), cancel).map(|n| n.saturating_add(media))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn count_all(text: &str) -> u64 {
+        count_text(text, u64::MAX, &Cancel::default()).unwrap()
+    }
+
     #[test]
     fn counts_real_tokens() {
-        let n = count_text("Hello, world! This is a test.", u64::MAX);
-        assert!((6..=10).contains(&n), "{n}");
-        assert_eq!(count_text("", u64::MAX), 0);
+        // "Hello", ",", " world", "!", " This", " is", " a", " test", "."
+        assert_eq!(count_all("Hello, world! This is a test."), 9);
+        assert_eq!(count_all(""), 0);
     }
 
     #[test]
@@ -145,7 +152,27 @@ mod tests {
     #[test]
     fn stops_early_above_limit() {
         let text = "word ".repeat(100_000);
-        let n = count_text(&text, 10);
+        let n = count_text(&text, 10, &Cancel::default()).unwrap();
         assert!(n > 10 && n < 100_000, "{n}");
+        // one long piece stops early too
+        let run = "b".repeat(1_000_000);
+        let n = count_text(&run, 10, &Cancel::default()).unwrap();
+        assert!(n > 10 && n < 1000, "{n}");
+    }
+
+    #[test]
+    fn a_cancelled_count_says_so() {
+        let cancel = Cancel::default();
+        cancel.cancel();
+        assert_eq!(count_text(&"word ".repeat(10_000), u64::MAX, &cancel), None);
+    }
+
+    #[test]
+    fn media_parts_count_against_the_limit() {
+        let c = Countable {
+            text: "hello".into(),
+            media_parts: 2,
+        };
+        assert_eq!(count(&c, u64::MAX, &Cancel::default()), Some(2 * IMAGE_TOKENS + 1));
     }
 }

@@ -6,7 +6,7 @@
 use crate::config::Model;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::tokens::{self, Countable};
+use crate::tokens::{self, Cancel, Countable};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
@@ -376,9 +376,12 @@ pub fn check_context(
     body: &[u8],
     req: &Inspected,
     model: &Model,
-) -> Result<u64, GatewayError> {
+    cancel: &Cancel,
+) -> Result<Option<u64>, GatewayError> {
     let budget = input_budget(req, model);
-    let n = tokens::count(&countable(family, body)?, budget);
+    let Some(n) = tokens::count(&countable(family, body)?, budget, cancel) else {
+        return Ok(None);
+    };
     if n > budget {
         let param = if family == Family::Gemini {
             "contents"
@@ -398,5 +401,5 @@ pub fn check_context(
         e.param = Some(param.into());
         return Err(e.with_code("context_length_exceeded"));
     }
-    Ok(n)
+    Ok(Some(n))
 }

@@ -8,6 +8,7 @@ use super::dispatch::{self, translate_error, Call};
 use super::relay::relay_stream;
 use super::respond;
 use super::route::{Endpoint, GeminiStream, Route};
+use super::tokenize::{self, Counted};
 use super::Gateway;
 use crate::config::{ApiKey, Model, Provider};
 use crate::error::{ErrorKind, GatewayError};
@@ -32,6 +33,21 @@ impl From<GatewayError> for Stop {
     fn from(e: GatewayError) -> Self {
         Stop::Client(e)
     }
+}
+
+/// A count's result, or the stop for a client that went away during it.
+fn counted<T>(c: Counted<T>) -> Result<T, Stop> {
+    match c {
+        Counted::Done(t) => Ok(t),
+        Counted::ClientGone => Err(client_gone()),
+    }
+}
+
+fn client_gone() -> Stop {
+    Stop::Io(pingora_core::Error::explain(
+        pingora_core::ErrorType::ConnectionClosed,
+        "the client went away during token counting",
+    ))
 }
 
 /// Re-encodes an upstream response of `upstream` for a client of `family`.
@@ -119,7 +135,10 @@ async fn read_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
 fn not_found_model(family: Family, name: &str) -> GatewayError {
     GatewayError::new(
         ErrorKind::NotFound,
-        format!("model {name:?} not found for the {family} protocol"),
+        format!(
+            "model {} not found for the {family} protocol",
+            crate::error::quote(name)
+        ),
     )
     .with_code("model_not_found")
 }
@@ -201,6 +220,16 @@ async fn run(
         .into());
     }
     let body = read_body(gw, session).await?;
+    if !crate::json_depth::within(&body, crate::json_depth::MAX_DEPTH) {
+        return Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "the request body is not valid JSON for this route: it nests arrays and objects deeper than {} levels (recursion limit exceeded)",
+                crate::json_depth::MAX_DEPTH
+            ),
+        )
+        .into());
+    }
     let (path_model, gemini_stream) = match &route.endpoint {
         Endpoint::GenerateContent { model, stream } => (Some(model.as_str()), *stream),
         Endpoint::GeminiCountTokens { model } => (Some(model.as_str()), GeminiStream::None),
@@ -220,13 +249,16 @@ async fn run(
         Endpoint::AnthropicCountTokens | Endpoint::GeminiCountTokens { .. }
     ) {
         let owned = body.clone();
-        let counted = tokio::task::spawn_blocking(move || {
-            validate::countable(family, &owned).map(|c| crate::tokens::count(&c, u64::MAX))
-        })
-        .await
-        .map_err(|e| {
-            GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}"))
-        })??;
+        let counted = counted(
+            tokenize::run(gw, session, move |cancel| {
+                validate::countable(family, &owned)
+                    .map(|c| crate::tokens::count(&c, u64::MAX, cancel))
+            })
+            .await?,
+        )??;
+        let Some(counted) = counted else {
+            return Err(client_gone());
+        };
         ctx.input_tokens = Some(counted);
         let out = match family {
             Family::Gemini => format!("{{\"totalTokens\":{counted}}}"),
@@ -240,12 +272,15 @@ async fn run(
     validate::check(family, &req, model)?;
     if !validate::surely_fits(body.len(), &req, model) {
         let (owned, r, m) = (body.clone(), req.clone(), model.clone());
-        let n =
-            tokio::task::spawn_blocking(move || validate::check_context(family, &owned, &r, &m))
-                .await
-                .map_err(|e| {
-                    GatewayError::new(ErrorKind::Internal, format!("token counting failed: {e}"))
-                })??;
+        let n = counted(
+            tokenize::run(gw, session, move |cancel| {
+                validate::check_context(family, &owned, &r, &m, cancel)
+            })
+            .await?,
+        )??;
+        let Some(n) = n else {
+            return Err(client_gone());
+        };
         log::debug!("{}: {n} input tokens counted", ctx.request_id);
     }
 

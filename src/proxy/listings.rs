@@ -10,7 +10,10 @@ use bytes::Bytes;
 fn no_provider(family: Family, p: &str) -> GatewayError {
     GatewayError::new(
         ErrorKind::NotFound,
-        format!("unknown provider or model {p:?} for the {family} protocol"),
+        format!(
+            "unknown provider or model {} for the {family} protocol",
+            crate::error::quote(p)
+        ),
     )
 }
 
@@ -62,7 +65,11 @@ fn get_model(
     found.cloned().ok_or_else(|| {
         GatewayError::new(
             ErrorKind::NotFound,
-            format!("model {model:?} not found under provider {provider:?}"),
+            format!(
+                "model {} not found under provider {}",
+                crate::error::quote(model),
+                crate::error::quote(provider)
+            ),
         )
     })
 }

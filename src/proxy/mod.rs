@@ -14,6 +14,7 @@ pub mod media;
 pub mod relay;
 pub mod respond;
 pub mod route;
+pub mod tokenize;
 pub mod upstream;
 
 use crate::error::{ErrorKind, GatewayError};
@@ -42,6 +43,8 @@ pub struct Settings {
     pub read_timeout: Duration,
     /// Largest SSE frame accepted from an upstream.
     pub max_frame_bytes: usize,
+    /// Token counts run at once (the rest wait their turn).
+    pub token_workers: usize,
 }
 
 impl Default for Settings {
@@ -52,6 +55,7 @@ impl Default for Settings {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(300),
             max_frame_bytes: 16 * 1024 * 1024,
+            token_workers: tokenize::default_workers(),
         }
     }
 }
@@ -62,6 +66,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub upstream: upstream::UpstreamClient,
+    /// Slots for token counting (bounded, cancellable).
+    pub tokens: tokenize::TokenGate,
 }
 
 impl Gateway {
@@ -71,6 +77,7 @@ impl Gateway {
         Gateway {
             rt,
             metrics: Arc::new(Metrics::default()),
+            tokens: tokenize::TokenGate::new(settings.token_workers),
             settings,
             upstream,
         }

@@ -146,7 +146,10 @@ pub fn family_of_path(path: &str) -> Family {
 }
 
 fn not_found(path: &str) -> GatewayError {
-    GatewayError::new(ErrorKind::NotFound, format!("no route for {path}"))
+    GatewayError::new(
+        ErrorKind::NotFound,
+        format!("no route for {}", crate::error::quote(path)),
+    )
 }
 
 fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> GatewayError {
