@@ -195,7 +195,11 @@ mod tests {
     #[test]
     fn messages_are_bounded() {
         let e = GatewayError::new(ErrorKind::InvalidRequest, "é".repeat(5000));
-        assert!(e.message.len() < MAX_MESSAGE_BYTES + 64, "{}", e.message.len());
+        assert!(
+            e.message.len() < MAX_MESSAGE_BYTES + 64,
+            "{}",
+            e.message.len()
+        );
         assert!(e.message.ends_with("(message cut from 10000 bytes)"));
         let short = GatewayError::new(ErrorKind::InvalidRequest, "fine");
         assert_eq!(short.message, "fine");

@@ -63,7 +63,11 @@ mod tests {
         assert!(!within(b"{\"a\":{\"b\":[[1]]}}", 3));
         assert!(within(b"{\"a\":{\"b\":[[1]]}}", 4));
         // brackets inside strings, with escaped quotes and backslashes
-        let s = format!("{{\"t\":\"{}\\\"{}\\\\\"}}", "[".repeat(500), "{".repeat(500));
+        let s = format!(
+            "{{\"t\":\"{}\\\"{}\\\\\"}}",
+            "[".repeat(500),
+            "{".repeat(500)
+        );
         assert!(within(s.as_bytes(), 1));
         assert!(within(b"", 1));
         assert!(within(b"\"unterminated [[[[", 1));

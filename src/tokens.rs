@@ -173,6 +173,9 @@ mod tests {
             text: "hello".into(),
             media_parts: 2,
         };
-        assert_eq!(count(&c, u64::MAX, &Cancel::default()), Some(2 * IMAGE_TOKENS + 1));
+        assert_eq!(
+            count(&c, u64::MAX, &Cancel::default()),
+            Some(2 * IMAGE_TOKENS + 1)
+        );
     }
 }

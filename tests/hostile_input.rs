@@ -124,12 +124,16 @@ async fn deeply_nested_json_gets_a_clear_400_in_every_family() {
         (
             Protocol::OpenAi,
             CHAT.to_string(),
-            format!(r#"{{"model":"deepseek/big","messages":[{{"role":"user","content":{deep}}}]}}"#),
+            format!(
+                r#"{{"model":"deepseek/big","messages":[{{"role":"user","content":{deep}}}]}}"#
+            ),
         ),
         (
             Protocol::Anthropic,
             MESSAGES.to_string(),
-            format!(r#"{{"model":"big","max_tokens":10,"messages":[{{"role":"user","content":{deep}}}]}}"#),
+            format!(
+                r#"{{"model":"big","max_tokens":10,"messages":[{{"role":"user","content":{deep}}}]}}"#
+            ),
         ),
         (
             Protocol::Anthropic,
@@ -288,9 +292,21 @@ async fn echoed_input_is_cut_to_a_short_prefix() {
     let (_mock, gw) = start_with(&[]).await;
     let name = "m".repeat(MIB);
     for (p, path, body) in [
-        (Protocol::OpenAi, CHAT.to_string(), openai_body(&name, "hi", None, false)),
-        (Protocol::Anthropic, MESSAGES.to_string(), anthropic_body(&name, "hi", None, false)),
-        (Protocol::Anthropic, COUNT.to_string(), count_b("hi").tap_model(&name)),
+        (
+            Protocol::OpenAi,
+            CHAT.to_string(),
+            openai_body(&name, "hi", None, false),
+        ),
+        (
+            Protocol::Anthropic,
+            MESSAGES.to_string(),
+            anthropic_body(&name, "hi", None, false),
+        ),
+        (
+            Protocol::Anthropic,
+            COUNT.to_string(),
+            count_b("hi").tap_model(&name),
+        ),
     ] {
         let r = gw.send(&call(p, &path, &body)).await;
         let e = assert_error(p, &r, 404);

@@ -16,7 +16,12 @@ fn ours(text: &str) -> u64 {
 
 fn check(label: &str, text: &str) {
     let want = reference().encode_ordinary(text).len() as u64;
-    assert_eq!(ours(text), want, "{label}: {:?}", &text[..text.len().min(80)]);
+    assert_eq!(
+        ours(text),
+        want,
+        "{label}: {:?}",
+        &text[..text.len().min(80)]
+    );
 }
 
 fn corpus_files() -> Vec<std::path::PathBuf> {
