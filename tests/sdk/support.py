@@ -16,6 +16,7 @@ from google.genai import types
 KEY = "sk-sdk-test"
 LIMITED_KEY = "sk-sdk-limited"  # may call `openai/*` only
 BAD_KEY = "sk-not-a-key"
+STRICT_KEY = "sk-sdk-strict"  # policy strict: what adapt would change is a 400
 
 FAMILIES = ("openai", "anthropic", "gemini")  # client families A, B, C
 PROTOCOLS = ("openai", "anthropic", "gemini")  # upstream wire protocols
@@ -164,6 +165,7 @@ def keys() -> dict:
     return {"keys": [
         {"id": "sdk", "key": KEY},
         {"id": "limited", "key": LIMITED_KEY, "models": ["openai/*"]},
+        {"id": "strict", "key": STRICT_KEY, "policy": "strict"},
     ]}
 
 

@@ -288,9 +288,16 @@ def test_400_temperature(anthropic_client):
     assert "temperature" in e.value.body["error"]["message"]
 
 
-def test_400_max_tokens_above_model_limit(anthropic_client):
+def test_max_tokens_above_model_limit_lowered_under_adapt_refused_under_strict(anthropic_client, gateway):
+    raw = anthropic_client.messages.with_raw_response.create(
+        model="claude-sonnet-4.7", max_tokens=10**6, messages=user("hi")
+    )
+    assert raw.headers["x-switchboard-adjusted"].startswith("max_tokens=")
+    assert "(was 1000000)" in raw.headers["x-switchboard-adjusted"]
+    assert raw.parse().content[0].text
+    strict = S.anthropic_client(gateway.url, key=S.STRICT_KEY)
     with pytest.raises(anthropic.BadRequestError) as e:
-        anthropic_client.messages.create(model="claude-sonnet-4.7", max_tokens=10**6, messages=user("hi"))
+        strict.messages.create(model="claude-sonnet-4.7", max_tokens=10**6, messages=user("hi"))
     assert "max_tokens" in e.value.body["error"]["message"]
 
 

@@ -236,9 +236,16 @@ def test_400_temperature(genai_client):
     assert "temperature" in e.value.message
 
 
-def test_400_max_output_tokens(genai_client):
+def test_max_output_tokens_lowered_under_adapt_refused_under_strict(genai_client, gateway):
+    r = genai_client.models.generate_content(
+        model="gemini-3.1-pro", contents="hi", config=types.GenerateContentConfig(max_output_tokens=10**6)
+    )
+    assert r.text
+    adjusted = r.sdk_http_response.headers["x-switchboard-adjusted"]
+    assert adjusted.startswith("generationConfig.maxOutputTokens=") and "(was 1000000)" in adjusted, adjusted
+    strict = S.genai_client(gateway.url, key=S.STRICT_KEY)
     with pytest.raises(errors.ClientError) as e:
-        genai_client.models.generate_content(
+        strict.models.generate_content(
             model="gemini-3.1-pro", contents="hi", config=types.GenerateContentConfig(max_output_tokens=10**6)
         )
     expect(e.value, 400, "INVALID_ARGUMENT")

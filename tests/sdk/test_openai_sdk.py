@@ -254,9 +254,15 @@ def test_400_unsupported_parameter(openai_client):
     assert "tools" in e.value.message
 
 
-def test_400_max_tokens_above_model_limit(openai_client):
+def test_max_tokens_above_model_limit_lowered_under_adapt_refused_under_strict(openai_client, gateway):
+    raw = openai_client.chat.completions.with_raw_response.create(
+        model="openai/gpt-5-nano", messages=user("hi"), max_tokens=101
+    )
+    assert raw.headers["x-switchboard-adjusted"] == "max_tokens=100 (was 101)"
+    assert raw.parse().choices[0].message.content
+    strict = S.openai_client(gateway.url, key=S.STRICT_KEY)
     with pytest.raises(openai.BadRequestError) as e:
-        openai_client.chat.completions.create(model="openai/gpt-5-nano", messages=user("hi"), max_tokens=101)
+        strict.chat.completions.create(model="openai/gpt-5-nano", messages=user("hi"), max_tokens=101)
     assert "max_tokens" in e.value.message
 
 
