@@ -167,6 +167,7 @@ async fn claude_code_on_the_same_protocol_is_clamped_and_stripped_upstream() {
         assert_eq!(body["system"][0]["text"], "You are Claude Code.");
         assert_eq!(body["messages"][0]["content"][1]["text"], "really");
         assert_eq!(up.header("anthropic-beta"), Some(BETAS));
+        assert_eq!(up.query(), Some("beta=true"), "?beta=true forwarded");
         let keys: Vec<&str> = body
             .as_object()
             .unwrap()

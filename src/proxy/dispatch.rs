@@ -43,6 +43,9 @@ pub struct Call<'a> {
     pub provider: &'a Provider,
     /// The client's `anthropic-beta` header, forwarded to Anthropic upstreams.
     pub anthropic_beta: Option<String>,
+    /// The client asked for Anthropic's beta surface with `?beta=true` (Claude
+    /// Code does); forwarded to Anthropic upstreams of family B requests.
+    pub beta_query: bool,
     pub request_id: &'a str,
 }
 
@@ -287,6 +290,9 @@ fn upstream_header(
     let base = &up.url.path;
     let path = match up.protocol {
         Family::OpenAi => format!("{base}/chat/completions"),
+        Family::Anthropic if c.beta_query && c.family == Family::Anthropic => {
+            format!("{base}/messages?beta=true")
+        }
         Family::Anthropic => format!("{base}/messages"),
         Family::Gemini if stream => {
             format!(
@@ -426,6 +432,7 @@ mod tests {
             model: c.model("m").unwrap(),
             provider: c.provider("p").unwrap(),
             anthropic_beta: None,
+            beta_query: false,
             request_id: "r",
         };
         let out = passthrough_body(&call, true);

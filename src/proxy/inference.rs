@@ -338,6 +338,12 @@ async fn run(
             .get("anthropic-beta")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
+        beta_query: family == Family::Anthropic
+            && session
+                .req_header()
+                .uri
+                .query()
+                .is_some_and(|q| q.split('&').any(|kv| kv == "beta=true")),
         request_id: &request_id,
     };
     let mut tried = dispatch::Tried::default();
