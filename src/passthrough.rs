@@ -15,12 +15,18 @@ use std::ops::Range;
 pub struct Usage {
     pub input: Option<u64>,
     pub output: Option<u64>,
+    /// Prompt tokens read from a cache, as the upstream reported them.
+    pub cached: Option<u64>,
+    /// Output tokens spent on reasoning, as the upstream reported them.
+    pub reasoning: Option<u64>,
 }
 
 impl Usage {
     fn merge(&mut self, other: Usage) {
         self.input = other.input.or(self.input);
         self.output = other.output.or(self.output);
+        self.cached = other.cached.or(self.cached);
+        self.reasoning = other.reasoning.or(self.reasoning);
     }
 }
 
@@ -28,12 +34,25 @@ impl Usage {
 struct OpenAiUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<OpenAiPromptDetails>,
+    completion_tokens_details: Option<OpenAiCompletionDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct OpenAiPromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct OpenAiCompletionDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
 struct AnthropicUsage {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -42,6 +61,7 @@ struct GeminiUsage {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
     thoughts_token_count: Option<u64>,
+    cached_content_token_count: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +143,8 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
                 out.usage = Usage {
                     input: u.prompt_tokens,
                     output: u.completion_tokens,
+                    cached: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+                    reasoning: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
                 };
             }
             out.error = p.error.is_some_and(|e| e.get() != "null");
@@ -138,6 +160,8 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
                 out.usage = Usage {
                     input: u.input_tokens,
                     output: u.output_tokens,
+                    cached: u.cache_read_input_tokens,
+                    reasoning: None,
                 };
             }
             out.terminal = p.kind == Some("message_stop");
@@ -153,6 +177,8 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
                         (None, None) => None,
                         (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
                     },
+                    cached: u.cached_content_token_count,
+                    reasoning: u.thoughts_token_count,
                 };
             }
             out.terminal = p.candidates.iter().any(|c| c.finish_reason.is_some());
@@ -362,6 +388,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reads_cached_and_reasoning_tokens_of_each_family() {
+        let cases: [(Family, &[u8], Usage); 3] = [
+            (
+                Family::OpenAi,
+                br#"{"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":5}}}"#,
+                Usage { input: Some(10), output: Some(7), cached: Some(4), reasoning: Some(5) },
+            ),
+            (
+                Family::Anthropic,
+                br#"{"model":"m","usage":{"input_tokens":3,"output_tokens":2,"cache_read_input_tokens":9}}"#,
+                Usage { input: Some(3), output: Some(2), cached: Some(9), reasoning: None },
+            ),
+            (
+                Family::Gemini,
+                br#"{"modelVersion":"m","usageMetadata":{"promptTokenCount":6,"candidatesTokenCount":2,"thoughtsTokenCount":3,"cachedContentTokenCount":1}}"#,
+                Usage { input: Some(6), output: Some(5), cached: Some(1), reasoning: Some(3) },
+            ),
+        ];
+        for (family, body, want) in cases {
+            let (_, u) = rewrite_body(family, body, &model_json("x")).unwrap();
+            assert_eq!(u, want, "{family}");
+        }
+    }
+
+    #[test]
     fn rewrites_model_in_place() {
         let body = br#"{"id":"x","model":"up-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
         let (out, u) = rewrite_body(Family::OpenAi, body, &model_json("openai/gpt-5")).unwrap();
@@ -373,7 +424,8 @@ mod tests {
             u,
             Usage {
                 input: Some(3),
-                output: Some(4)
+                output: Some(4),
+                ..Usage::default()
             }
         );
     }
@@ -445,7 +497,8 @@ mod tests {
             s.usage,
             Usage {
                 input: Some(4),
-                output: Some(2)
+                output: Some(2),
+                ..Usage::default()
             }
         );
     }

@@ -216,6 +216,8 @@ impl StreamTranslator {
             Some(u) => Usage {
                 input: Some(u.input_tokens),
                 output: Some(u.output_tokens),
+                cached: u.cache_read_tokens,
+                reasoning: u.reasoning_tokens,
             },
             None => Usage::default(),
         }

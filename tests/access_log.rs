@@ -98,6 +98,24 @@ async fn one_json_object_per_request_on_stdout() {
     assert!(s["ttft_ms"].as_f64().is_some(), "{s}");
     assert!(s["output_tokens"].as_u64().unwrap() > 0, "{s}");
 
+    // reasoning tokens from a same-protocol stream (Gemini thoughtsTokenCount)
+    let think = json!({"contents": [{"role": "user", "parts": [{"text": "hi [[thinking]]"}]}]});
+    let r = gw
+        .send(&with_id(
+            authed(
+                "gemini",
+                "/google/v1beta/models/google/gemini-any:streamGenerateContent?alt=sse",
+                KEY,
+                &think,
+            ),
+            "acc-think",
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let t = line_of(&gw, "acc-think").await;
+    assert_eq!(t["upstream_protocol"], "gemini", "{t}");
+    assert!(t["reasoning_tokens"].as_u64().unwrap() > 0, "{t}");
+
     // 400: the validation message is carried, not `null`
     let bad = json!({"model": "openai/gpt-5", "temperature": 5,
         "messages": [{"role": "user", "content": "hi"}]});
@@ -168,7 +186,8 @@ async fn one_json_object_per_request_on_stdout() {
             "acc-401",
             "acc-head",
             "acc-list",
-            "acc-stream"
+            "acc-stream",
+            "acc-think"
         ],
     );
     let raw = gw.access_log();

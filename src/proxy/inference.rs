@@ -58,19 +58,16 @@ fn translate_response(
     family: Family,
     raw: &[u8],
     client_model: &str,
-    ctx: &mut RequestCtx,
 ) -> Result<(Vec<u8>, Usage), GatewayError> {
     let resp = protocol::decode_response(upstream, raw).map_err(translate_error)?;
-    if let Some(u) = &resp.usage {
-        ctx.cached_tokens = u.cache_read_tokens;
-        ctx.reasoning_tokens = u.reasoning_tokens;
-    }
     let usage = resp
         .usage
         .as_ref()
         .map(|u| Usage {
             input: Some(u.input_tokens),
             output: Some(u.output_tokens),
+            cached: u.cache_read_tokens,
+            reasoning: u.reasoning_tokens,
         })
         .unwrap_or_default();
     let out = protocol::encode_response(family, &resp, client_model).map_err(translate_error)?;
@@ -203,6 +200,8 @@ fn usage_cost(m: &Model, u: Usage) -> Option<f64> {
 fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
     ctx.input_tokens = u.input;
     ctx.output_tokens = u.output;
+    ctx.cached_tokens = u.cached;
+    ctx.reasoning_tokens = u.reasoning;
     ctx.cost_usd = usage_cost(m, u);
 }
 
@@ -359,7 +358,7 @@ async fn run(
     if !stream {
         let raw = dispatch::read_body(&mut answer.ex, gw.settings.max_response_bytes).await?;
         let (out, usage) = if answer.translated {
-            translate_response(answer.up.protocol, family, &raw, client_model, ctx)?
+            translate_response(answer.up.protocol, family, &raw, client_model)?
         } else {
             // A 200 whose body is not a JSON document is a broken upstream, not an answer.
             passthrough::rewrite_body(family, &raw, &passthrough::model_json(client_model))
