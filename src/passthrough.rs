@@ -22,6 +22,17 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The accounting view of a canonical (translated) usage: input includes
+    /// cached prompt tokens, output includes reasoning tokens.
+    pub fn from_canonical(u: &crate::ir::Usage) -> Usage {
+        Usage {
+            input: Some(u.input_tokens),
+            output: Some(u.output_tokens),
+            cached: u.cache_read_tokens,
+            reasoning: u.reasoning_tokens,
+        }
+    }
+
     fn merge(&mut self, other: Usage) {
         self.input = other.input.or(self.input);
         self.output = other.output.or(self.output);

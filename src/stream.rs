@@ -212,15 +212,10 @@ impl StreamTranslator {
     /// Token usage reported so far (input includes cached prompt tokens;
     /// output includes reasoning tokens).
     pub fn usage(&self) -> Usage {
-        match &self.usage {
-            Some(u) => Usage {
-                input: Some(u.input_tokens),
-                output: Some(u.output_tokens),
-                cached: u.cache_read_tokens,
-                reasoning: u.reasoning_tokens,
-            },
-            None => Usage::default(),
-        }
+        self.usage
+            .as_ref()
+            .map(Usage::from_canonical)
+            .unwrap_or_default()
     }
 
     /// Feeds upstream bytes; appends what the client should receive to `out`.

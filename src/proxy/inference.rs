@@ -37,10 +37,14 @@ impl From<GatewayError> for Stop {
     }
 }
 
-/// A count's result, or the stop for a client that went away during it.
-fn counted<T>(c: Counted<T>) -> Result<T, Stop> {
-    match c {
-        Counted::Done(t) => Ok(t),
+/// Runs a token count in a tokenizer slot: its figure, or the stop for a
+/// client that went away (noticed by the gate, or by the count itself).
+async fn count_tokens<F>(gw: &Gateway, session: &mut Session, work: F) -> Result<u64, Stop>
+where
+    F: FnOnce(&crate::tokens::Cancel) -> Result<Option<u64>, GatewayError> + Send + 'static,
+{
+    match tokenize::run(gw, session, work).await? {
+        Counted::Done(r) => r?.ok_or_else(client_gone),
         Counted::ClientGone => Err(client_gone()),
     }
 }
@@ -63,12 +67,7 @@ fn translate_response(
     let usage = resp
         .usage
         .as_ref()
-        .map(|u| Usage {
-            input: Some(u.input_tokens),
-            output: Some(u.output_tokens),
-            cached: u.cache_read_tokens,
-            reasoning: u.reasoning_tokens,
-        })
+        .map(Usage::from_canonical)
         .unwrap_or_default();
     let out = protocol::encode_response(family, &resp, client_model).map_err(translate_error)?;
     Ok((out, usage))
@@ -284,16 +283,10 @@ async fn run(
         Endpoint::AnthropicCountTokens | Endpoint::GeminiCountTokens { .. }
     ) {
         let owned = body.clone();
-        let counted = counted(
-            tokenize::run(gw, session, move |cancel| {
-                validate::countable(family, &owned)
-                    .map(|c| crate::tokens::count(&c, u64::MAX, cancel))
-            })
-            .await?,
-        )??;
-        let Some(counted) = counted else {
-            return Err(client_gone());
-        };
+        let counted = count_tokens(gw, session, move |cancel| {
+            validate::countable(family, &owned).map(|c| crate::tokens::count(&c, u64::MAX, cancel))
+        })
+        .await?;
         ctx.input_tokens = Some(counted);
         let out = match family {
             Family::Gemini => format!("{{\"totalTokens\":{counted}}}"),
@@ -308,15 +301,10 @@ async fn run(
     let mut plan = policy::decide(family, &req, &body, model, policy)?;
     if !validate::surely_fits(body.len(), plan.output_cap(&req), model) {
         let (owned, limit) = (body.clone(), model.context_length);
-        let n = counted(
-            tokenize::run(gw, session, move |cancel| {
-                validate::count_input(family, &owned, limit, cancel)
-            })
-            .await?,
-        )??;
-        let Some(n) = n else {
-            return Err(client_gone());
-        };
+        let n = count_tokens(gw, session, move |cancel| {
+            validate::count_input(family, &owned, limit, cancel)
+        })
+        .await?;
         log::debug!("{}: {n} input tokens counted", ctx.request_id);
         plan.fit_context(family, &req, model, n)?;
     }
