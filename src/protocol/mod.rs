@@ -8,14 +8,26 @@
 //! target spoke". There are no pairwise converters.
 
 pub mod anthropic;
+pub mod framing;
 pub mod gemini;
+pub mod http;
 pub mod openai;
+pub mod peek;
 #[cfg(test)]
 mod reasoning_tests;
 pub(crate) mod report;
+pub mod spoke;
+pub mod stream_codec;
+pub mod support;
 pub mod translate_error;
 
+pub use spoke::{spoke, Spoke};
 pub use translate_error::{TranslateError, TranslateErrorKind};
+
+/// Renders `e` in `family`'s error shape: the one place error bodies are made.
+pub fn error_body(family: Family, e: &crate::error::GatewayError) -> Vec<u8> {
+    (spoke(family).error_body)(e)
+}
 
 use crate::adjust::Adjustments;
 use crate::family::Family;
