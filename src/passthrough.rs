@@ -123,6 +123,34 @@ struct GeminiPeek<'a> {
     error: Option<&'a RawValue>,
 }
 
+// D: family D's body (`model`, `usage`) and stream events (`type`, with the
+// response object under `response` in `response.created` / `.completed` / …).
+#[derive(Deserialize, Default)]
+struct ResponsesUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    input_tokens_details: Option<OpenAiPromptDetails>,
+    output_tokens_details: Option<OpenAiCompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesObjectPeek<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<ResponsesUsage>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesPeek<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<ResponsesUsage>,
+    #[serde(borrow)]
+    response: Option<ResponsesObjectPeek<'a>>,
+}
+
 /// What one JSON document says, for rewriting and accounting.
 #[derive(Debug, Default)]
 struct Peeked {
@@ -194,6 +222,28 @@ fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
             }
             out.terminal = p.candidates.iter().any(|c| c.finish_reason.is_some());
             out.error = p.error.is_some();
+        }
+        // D: the model and usage of the body, or of a stream event's `response`.
+        Family::Responses => {
+            let p: ResponsesPeek<'_> = serde_json::from_slice(doc).ok()?;
+            let (model, usage) = match p.response {
+                Some(r) => (r.model, r.usage),
+                None => (p.model, p.usage),
+            };
+            out.span = model.and_then(|m| span_of(m, doc));
+            if let Some(u) = usage {
+                out.usage = Usage {
+                    input: u.input_tokens,
+                    output: u.output_tokens,
+                    cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
+                    reasoning: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
+                };
+            }
+            out.terminal = matches!(
+                p.kind,
+                Some("response.completed" | "response.incomplete" | "response.failed")
+            );
+            out.error = p.kind == Some("error");
         }
     }
     Some(out)

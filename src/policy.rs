@@ -286,6 +286,8 @@ fn has_images(family: Family, body: &[u8]) -> bool {
     let key = match family {
         Family::Gemini => "contents",
         Family::OpenAi | Family::Anthropic => "messages",
+        // D: the conversation is `input`.
+        Family::Responses => "input",
     };
     v.get(key).is_some_and(image_in)
 }

@@ -27,7 +27,7 @@ use crate::family::Family;
 use crate::ir::stream::{merge_usage, StreamEvent};
 use crate::ir::Usage as CanonicalUsage;
 use crate::passthrough::{self, Framing, PassthroughStream, StreamFault, Usage};
-use crate::protocol::{anthropic, gemini, openai};
+use crate::protocol::{anthropic, gemini, openai, responses};
 use crate::sse::{SseDecoder, SseError, SseItem};
 
 /// An upstream family's stream parser (enum dispatch).
@@ -39,6 +39,8 @@ pub enum Parser {
     Anthropic(anthropic::stream::Parser),
     /// Upstream Gemini chunks.
     Gemini(gemini::stream::Parser),
+    /// Upstream Responses events.
+    Responses(responses::stream::Parser),
 }
 
 impl Parser {
@@ -48,6 +50,7 @@ impl Parser {
             Family::OpenAi => Parser::OpenAi(openai::stream::Parser::new()),
             Family::Anthropic => Parser::Anthropic(anthropic::stream::Parser::new()),
             Family::Gemini => Parser::Gemini(gemini::stream::Parser::new()),
+            Family::Responses => Parser::Responses(responses::stream::Parser::new()),
         }
     }
 
@@ -61,6 +64,7 @@ impl Parser {
             Parser::OpenAi(p) => p.push(event, emit),
             Parser::Anthropic(p) => p.push(event, emit),
             Parser::Gemini(p) => p.push(event, emit),
+            Parser::Responses(p) => p.push(event, emit),
         }
     }
 
@@ -70,6 +74,7 @@ impl Parser {
             Parser::OpenAi(p) => p.is_complete(),
             Parser::Anthropic(p) => p.is_complete(),
             Parser::Gemini(p) => p.is_complete(),
+            Parser::Responses(p) => p.is_complete(),
         }
     }
 
@@ -79,6 +84,7 @@ impl Parser {
             Parser::OpenAi(p) => p.finish(emit),
             Parser::Anthropic(p) => p.finish(emit),
             Parser::Gemini(p) => p.finish(emit),
+            Parser::Responses(p) => p.finish(emit),
         }
     }
 }
@@ -92,6 +98,8 @@ pub enum Encoder {
     Anthropic(anthropic::stream::Encoder),
     /// Gemini chunks (SSE or JSON array).
     Gemini(gemini::stream::Encoder),
+    /// Responses events.
+    Responses(responses::stream::Encoder),
 }
 
 impl Encoder {
@@ -111,6 +119,9 @@ impl Encoder {
             )),
             Family::Anthropic => Encoder::Anthropic(anthropic::stream::Encoder::new(client_model)),
             Family::Gemini => Encoder::Gemini(gemini::stream::Encoder::new(client_model, framing)),
+            Family::Responses => {
+                Encoder::Responses(responses::stream::Encoder::new(client_model, created))
+            }
         }
     }
 
@@ -120,6 +131,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.event(event, out),
             Encoder::Anthropic(e) => e.event(event, out),
             Encoder::Gemini(e) => e.event(event, out),
+            Encoder::Responses(e) => e.event(event, out),
         }
     }
 
@@ -129,6 +141,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.comment(text, out),
             Encoder::Anthropic(e) => e.comment(text, out),
             Encoder::Gemini(e) => e.comment(text, out),
+            Encoder::Responses(e) => e.comment(text, out),
         }
     }
 
@@ -138,6 +151,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.fail(error_body, out),
             Encoder::Anthropic(e) => e.fail(error_body, out),
             Encoder::Gemini(e) => e.fail(error_body, out),
+            Encoder::Responses(e) => e.fail(error_body, out),
         }
     }
 
@@ -154,6 +168,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.is_ended(),
             Encoder::Anthropic(e) => e.is_ended(),
             Encoder::Gemini(e) => e.is_ended(),
+            Encoder::Responses(e) => e.is_ended(),
         }
     }
 }
@@ -194,12 +209,14 @@ impl StreamTranslator {
         }
     }
 
-    /// Sets the `created` time OpenAI clients see when the upstream gives
-    /// none (default: the translator's creation time), for reproducible output.
+    /// Sets the `created` time OpenAI (and `created_at` Responses) clients see
+    /// when the upstream gives none (default: the translator's creation time), for reproducible output.
     #[must_use]
     pub fn with_created(mut self, created: u64) -> Self {
-        if let Encoder::OpenAi(e) = &mut self.encoder {
-            e.set_created(created);
+        match &mut self.encoder {
+            Encoder::OpenAi(e) => e.set_created(created),
+            Encoder::Responses(e) => e.set_created(created),
+            _ => {}
         }
         self
     }

@@ -130,6 +130,52 @@ struct OpenAiPeek<'a> {
     prompt_cache_retention: Raw<'a>,
 }
 
+// D: the family D fields the policy looks at (the integrator moves peeks into the spokes).
+#[derive(Deserialize)]
+struct ResponsesPeek<'a> {
+    #[serde(borrow)]
+    model: Raw<'a>,
+    #[serde(borrow)]
+    input: Raw<'a>,
+    stream: Option<bool>,
+    #[serde(borrow)]
+    temperature: Raw<'a>,
+    #[serde(borrow)]
+    top_p: Raw<'a>,
+    #[serde(borrow)]
+    max_output_tokens: Raw<'a>,
+    #[serde(borrow)]
+    tools: Raw<'a>,
+    #[serde(borrow)]
+    tool_choice: Raw<'a>,
+    #[serde(borrow)]
+    text: Option<ResponsesTextPeek<'a>>,
+    #[serde(borrow)]
+    reasoning: Raw<'a>,
+    #[serde(borrow)]
+    top_logprobs: Raw<'a>,
+    #[serde(borrow)]
+    user: Raw<'a>,
+    #[serde(borrow)]
+    metadata: Raw<'a>,
+    #[serde(borrow)]
+    safety_identifier: Raw<'a>,
+    #[serde(borrow)]
+    service_tier: Raw<'a>,
+    #[serde(borrow)]
+    parallel_tool_calls: Raw<'a>,
+    #[serde(borrow)]
+    prompt_cache_key: Raw<'a>,
+    #[serde(borrow)]
+    prompt_cache_retention: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesTextPeek<'a> {
+    #[serde(borrow)]
+    format: Raw<'a>,
+}
+
 #[derive(Deserialize)]
 struct StreamOptions {
     include_usage: Option<bool>,
@@ -558,6 +604,58 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
                 );
             }
         }
+        // D: as family A, with the Responses field names.
+        Family::Responses => {
+            let p: ResponsesPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
+            model_of(p.model, body, &mut out)?;
+            if out.model.is_none() {
+                return Err(bad("model", "model is required"));
+            }
+            if !present(p.input) {
+                return Err(bad("input", "input is required"));
+            }
+            out.stream = p.stream.unwrap_or(false);
+            out.temperature = number(p.temperature, "temperature")?;
+            out.max_tokens = positive_int(p.max_output_tokens, "max_output_tokens")?;
+            if let Some(n) = out.max_tokens {
+                out.caps.push(("max_output_tokens", n));
+            }
+            let format = p.text.and_then(|t| t.format).filter(|f| {
+                !f.get().contains("\"text\"") || f.get().contains("json")
+            });
+            out.uses(out.temperature.is_some(), "temperature", "temperature");
+            out.uses(present(p.top_p), "top_p", "top_p");
+            out.uses(out.max_tokens.is_some(), "max_tokens", "max_output_tokens");
+            out.uses(out.stream, "stream", "stream");
+            out.uses(present(p.tools), "tools", "tools");
+            out.uses(present(p.tool_choice), "tool_choice", "tool_choice");
+            out.uses(present(format), "response_format", "text.format");
+            out.uses(present(p.reasoning), "reasoning", "reasoning");
+            out.uses(present(p.top_logprobs), "logprobs", "top_logprobs");
+            out.uses(present(p.user), "metadata", "user");
+            out.uses(present(p.metadata), "metadata", "metadata");
+            out.uses(
+                present(p.safety_identifier),
+                "metadata",
+                "safety_identifier",
+            );
+            out.uses(present(p.service_tier), "service_tier", "service_tier");
+            out.uses(
+                present(p.parallel_tool_calls),
+                "parallel_tool_calls",
+                "parallel_tool_calls",
+            );
+            out.uses(
+                present(p.prompt_cache_key),
+                "cache_control",
+                "prompt_cache_key",
+            );
+            out.uses(
+                present(p.prompt_cache_retention),
+                "cache_control",
+                "prompt_cache_retention",
+            );
+        }
     }
     Ok(out)
 }
@@ -583,6 +681,8 @@ pub fn countable(family: Family, body: &[u8]) -> Result<Countable, GatewayError>
         Family::OpenAi => &["messages", "tools"],
         Family::Anthropic => &["system", "messages", "tools"],
         Family::Gemini => &["systemInstruction", "contents", "tools"],
+        // D: instructions, the input items and the tools.
+        Family::Responses => &["instructions", "input", "tools"],
     };
     let mut c = Countable::default();
     for k in keys {

@@ -27,7 +27,8 @@ fn query_key(req: &RequestHeader) -> Option<&str> {
 /// The key the client presented, where its family carries it.
 pub fn presented_key(family: Family, req: &RequestHeader) -> Option<&str> {
     let k = match family {
-        Family::OpenAi => bearer(req),
+        // D: Bearer, as family A.
+        Family::OpenAi | Family::Responses => bearer(req),
         Family::Anthropic => header(req, "x-api-key").or_else(|| bearer(req)),
         Family::Gemini => header(req, "x-goog-api-key").or_else(|| query_key(req)),
     };
@@ -43,7 +44,8 @@ pub fn authenticate<'a>(
 ) -> Result<&'a ApiKey, GatewayError> {
     let Some(presented) = presented_key(family, req) else {
         let how = match family {
-            Family::OpenAi => "an Authorization: Bearer header",
+            // D: as family A.
+            Family::OpenAi | Family::Responses => "an Authorization: Bearer header",
             Family::Anthropic => "an x-api-key header",
             Family::Gemini => "an x-goog-api-key header or a key query parameter",
         };

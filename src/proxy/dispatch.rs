@@ -301,6 +301,8 @@ fn upstream_header(
             )
         }
         Family::Gemini => format!("{base}/models/{}:generateContent", model.upstream_model),
+        // D: `{base_url}/responses` (CONTRACT 1).
+        Family::Responses => format!("{base}/responses"),
     };
     let internal = |e: pingora_core::BError| {
         GatewayError::new(
@@ -327,7 +329,8 @@ fn upstream_header(
     )?;
     set("x-request-id", c.request_id)?;
     match up.protocol {
-        Family::OpenAi => set("authorization", &format!("Bearer {key}"))?,
+        // D: Bearer, as family A.
+        Family::OpenAi | Family::Responses => set("authorization", &format!("Bearer {key}"))?,
         Family::Anthropic => {
             set("x-api-key", key)?;
             set("anthropic-version", "2023-06-01")?;
@@ -371,7 +374,8 @@ fn upstream_failure(
     let message = parsed
         .as_ref()
         .and_then(|v| match upstream {
-            Family::OpenAi => openai::error::upstream_message(v),
+            // D: OpenAI's error shape.
+            Family::OpenAi | Family::Responses => openai::error::upstream_message(v),
             Family::Anthropic => anthropic::error::upstream_message(v),
             Family::Gemini => gemini::error::upstream_message(v),
         })

@@ -186,7 +186,8 @@ fn resolve<'s>(
 /// The name a client of `family` sees for `m` in responses (CONTRACT 5).
 fn client_model_name(family: Family, m: &Model) -> &str {
     match family {
-        Family::OpenAi => &m.qualified_id,
+        // D: `provider/model_id`, as family A (CONTRACT 5.2).
+        Family::OpenAi | Family::Responses => &m.qualified_id,
         Family::Anthropic | Family::Gemini => &m.id,
     }
 }

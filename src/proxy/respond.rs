@@ -11,7 +11,8 @@ use pingora_proxy::Session;
 /// Renders `e` in `family`'s error shape.
 pub fn error_body(family: Family, e: &GatewayError) -> Vec<u8> {
     match family {
-        Family::OpenAi => openai::error::error_body(e),
+        // D: OpenAI's error shape (CONTRACT 6).
+        Family::OpenAi | Family::Responses => openai::error::error_body(e),
         Family::Anthropic => anthropic::error::error_body(e),
         Family::Gemini => gemini::error::error_body(e),
     }

@@ -239,7 +239,8 @@ pub fn route(
         }
     };
     let rest = match family {
-        Family::OpenAi => trimmed.strip_prefix("/v1"),
+        // D: under `/v1`, as family A.
+        Family::OpenAi | Family::Responses => trimmed.strip_prefix("/v1"),
         Family::Anthropic => trimmed.strip_prefix("/anthropic/v1"),
         Family::Gemini => trimmed.strip_prefix("/google/v1beta"),
     };

@@ -142,7 +142,8 @@ fn gateway_error(client: Family, e: &StreamError) -> GatewayError {
 pub fn error_body(client: Family, e: &StreamError) -> Vec<u8> {
     let g = gateway_error(client, e);
     match client {
-        Family::OpenAi => openai::error::error_body(&g),
+        // D: OpenAI's error shape (CONTRACT 6).
+        Family::OpenAi | Family::Responses => openai::error::error_body(&g),
         Family::Anthropic => anthropic::error::error_body(&g),
         Family::Gemini => gemini::error::error_body(&g),
     }
