@@ -48,6 +48,8 @@ pub struct PassthroughStream {
     /// JSON array framing: elements written so far.
     elements: usize,
     complete: bool,
+    /// The next sequence number (family D events carry one).
+    next_seq: u64,
     /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
     withhold_usage: bool,
     pub usage: Usage,
@@ -74,6 +76,7 @@ impl PassthroughStream {
             scratch: Vec::new(),
             elements: 0,
             complete: false,
+            next_seq: 0,
             withhold_usage: false,
             usage: Usage::default(),
         }
@@ -94,6 +97,7 @@ impl PassthroughStream {
             scratch,
             elements,
             complete,
+            next_seq,
             withhold_usage,
             usage,
         } = self;
@@ -122,6 +126,9 @@ impl PassthroughStream {
                         return;
                     };
                     usage.merge(p.usage);
+                    if let Some(n) = p.sequence {
+                        *next_seq = n + 1;
+                    }
                     *complete |= p.terminal || p.error;
                     if *withhold_usage && p.usage_only {
                         return;
@@ -172,7 +179,10 @@ impl PassthroughStream {
                 out.extend_from_slice(b"]");
                 self.elements += 1;
             }
-            Framing::Sse => encode_event(out, self.spoke.error_event, error_json),
+            Framing::Sse => match self.spoke.stream_error {
+                Some(write) => write(error_json, self.next_seq, out),
+                None => encode_event(out, self.spoke.error_event, error_json),
+            },
         }
     }
 }

@@ -70,12 +70,15 @@ impl StreamTranslator {
         }
     }
 
-    /// Sets the `created` time OpenAI clients see when the upstream gives
-    /// none (default: the translator's creation time), for reproducible output.
+    /// Sets the `created` time OpenAI (and `created_at` Responses) clients
+    /// see when the upstream gives none (default: the translator's creation
+    /// time), for reproducible output.
     #[must_use]
     pub fn with_created(mut self, created: u64) -> Self {
-        if let Encoder::OpenAi(e) = &mut self.encoder {
-            e.set_created(created);
+        match &mut self.encoder {
+            Encoder::OpenAi(e) => e.set_created(created),
+            Encoder::Responses(e) => e.set_created(created),
+            _ => {}
         }
         self
     }

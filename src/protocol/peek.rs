@@ -179,6 +179,8 @@ pub struct Peeked {
     pub error: bool,
     /// An OpenAI usage-only chunk (`choices: []` with usage).
     pub usage_only: bool,
+    /// The event's `sequence_number` (family D).
+    pub sequence: Option<u64>,
 }
 
 /// The byte range of a borrowed raw value inside `doc`.

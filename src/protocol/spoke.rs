@@ -44,6 +44,11 @@ pub struct Spoke {
     pub stream_done: Option<&'static [u8]>,
     /// The SSE event name of an in-stream error (`None`: a bare `data:` frame).
     pub error_event: Option<&'static str>,
+    /// Writes the end of a passed-through stream that failed, given the
+    /// family's error body and the next sequence number (family D: an `error`
+    /// event then `response.failed`). `None`: one frame with the error body,
+    /// under `error_event`.
+    pub stream_error: Option<fn(&[u8], u64, &mut Vec<u8>)>,
     /// Streams carry usage only when asked (family A `stream_options.include_usage`).
     pub stream_usage_opt_in: bool,
     /// Peeks at a request body (`path_stream`: the stream flag from the path).
@@ -72,6 +77,7 @@ pub fn spoke(family: Family) -> &'static Spoke {
         Family::OpenAi => &super::openai::SPOKE,
         Family::Anthropic => &super::anthropic::SPOKE,
         Family::Gemini => &super::gemini::SPOKE,
+        Family::Responses => &super::responses::SPOKE,
     }
 }
 

@@ -4,7 +4,7 @@
 //! for whole bodies.
 
 use super::framing::{Framing, StreamFault};
-use super::{anthropic, gemini, openai};
+use super::{anthropic, gemini, openai, responses};
 use crate::family::Family;
 use crate::ir::stream::StreamEvent;
 #[cfg(test)]
@@ -19,6 +19,8 @@ pub enum Parser {
     Anthropic(anthropic::stream::Parser),
     /// Upstream Gemini chunks.
     Gemini(gemini::stream::Parser),
+    /// Upstream Responses events.
+    Responses(responses::stream::Parser),
 }
 
 impl Parser {
@@ -28,6 +30,7 @@ impl Parser {
             Family::OpenAi => Parser::OpenAi(openai::stream::Parser::new()),
             Family::Anthropic => Parser::Anthropic(anthropic::stream::Parser::new()),
             Family::Gemini => Parser::Gemini(gemini::stream::Parser::new()),
+            Family::Responses => Parser::Responses(responses::stream::Parser::new()),
         }
     }
 
@@ -41,6 +44,7 @@ impl Parser {
             Parser::OpenAi(p) => p.push(event, emit),
             Parser::Anthropic(p) => p.push(event, emit),
             Parser::Gemini(p) => p.push(event, emit),
+            Parser::Responses(p) => p.push(event, emit),
         }
     }
 
@@ -50,6 +54,7 @@ impl Parser {
             Parser::OpenAi(p) => p.is_complete(),
             Parser::Anthropic(p) => p.is_complete(),
             Parser::Gemini(p) => p.is_complete(),
+            Parser::Responses(p) => p.is_complete(),
         }
     }
 
@@ -59,6 +64,7 @@ impl Parser {
             Parser::OpenAi(p) => p.finish(emit),
             Parser::Anthropic(p) => p.finish(emit),
             Parser::Gemini(p) => p.finish(emit),
+            Parser::Responses(p) => p.finish(emit),
         }
     }
 }
@@ -72,6 +78,8 @@ pub enum Encoder {
     Anthropic(anthropic::stream::Encoder),
     /// Gemini chunks (SSE or JSON array).
     Gemini(gemini::stream::Encoder),
+    /// Responses events.
+    Responses(responses::stream::Encoder),
 }
 
 impl Encoder {
@@ -91,6 +99,9 @@ impl Encoder {
             )),
             Family::Anthropic => Encoder::Anthropic(anthropic::stream::Encoder::new(client_model)),
             Family::Gemini => Encoder::Gemini(gemini::stream::Encoder::new(client_model, framing)),
+            Family::Responses => {
+                Encoder::Responses(responses::stream::Encoder::new(client_model, created))
+            }
         }
     }
 
@@ -100,6 +111,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.event(event, out),
             Encoder::Anthropic(e) => e.event(event, out),
             Encoder::Gemini(e) => e.event(event, out),
+            Encoder::Responses(e) => e.event(event, out),
         }
     }
 
@@ -109,6 +121,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.comment(text, out),
             Encoder::Anthropic(e) => e.comment(text, out),
             Encoder::Gemini(e) => e.comment(text, out),
+            Encoder::Responses(e) => e.comment(text, out),
         }
     }
 
@@ -118,6 +131,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.fail(error_body, out),
             Encoder::Anthropic(e) => e.fail(error_body, out),
             Encoder::Gemini(e) => e.fail(error_body, out),
+            Encoder::Responses(e) => e.fail(error_body, out),
         }
     }
 
@@ -134,6 +148,7 @@ impl Encoder {
             Encoder::OpenAi(e) => e.is_ended(),
             Encoder::Anthropic(e) => e.is_ended(),
             Encoder::Gemini(e) => e.is_ended(),
+            Encoder::Responses(e) => e.is_ended(),
         }
     }
 }

@@ -269,7 +269,9 @@ async fn run(
 
     if matches!(
         route.endpoint,
-        Endpoint::AnthropicCountTokens | Endpoint::GeminiCountTokens { .. }
+        Endpoint::AnthropicCountTokens
+            | Endpoint::GeminiCountTokens { .. }
+            | Endpoint::ResponsesInputTokens
     ) {
         let owned = body.clone();
         let counted = count_tokens(gw, session, move |cancel| {

@@ -26,6 +26,7 @@ pub const SPOKE: Spoke = Spoke {
     model_name: ModelName::Bare,
     stream_done: None,
     error_event: Some("error"),
+    stream_error: None,
     stream_usage_opt_in: false,
     inspect: peek::request,
     peek_response: peek::response,

@@ -534,8 +534,13 @@ pub(crate) fn encode_block(block: &Block, param: &str) -> Result<Option<Value>, 
         }
         Block::Thinking(t) => {
             // Anthropic verifies thinking signatures: unsigned reasoning (from
-            // OpenAI-compatible reasoning_content) would be rejected, so it is dropped.
-            let Some(signature) = &t.signature else {
+            // OpenAI-compatible reasoning_content) would be rejected, so it is
+            // dropped, and so is an OpenAI reasoning item carried in a signature.
+            let Some(signature) = t
+                .signature
+                .as_ref()
+                .filter(|s| !crate::ir::signature::is_reasoning_item(s))
+            else {
                 return Ok(None);
             };
             merged(

@@ -889,7 +889,12 @@ pub(crate) fn encode_part(
         }
         Block::Thinking(t) => {
             let mut v = json!({"text": t.text, "thought": true});
-            if let Some(sig) = &t.signature {
+            // An OpenAI reasoning item carried in the signature is not Gemini's to verify.
+            if let Some(sig) = t
+                .signature
+                .as_ref()
+                .filter(|s| !crate::ir::signature::is_reasoning_item(s))
+            {
                 v["thoughtSignature"] = json!(sig);
             }
             merged(v, &t.extra)

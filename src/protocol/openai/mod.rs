@@ -26,6 +26,7 @@ pub const SPOKE: Spoke = Spoke {
     model_name: ModelName::Qualified,
     stream_done: Some(b"[DONE]"),
     error_event: None,
+    stream_error: None,
     stream_usage_opt_in: true,
     inspect: peek::request,
     peek_response: peek::response,
