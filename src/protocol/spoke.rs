@@ -20,6 +20,9 @@ pub enum ModelName {
     Bare,
 }
 
+/// Writes the end of a failed passthrough stream: (error body, next sequence number, out).
+pub type StreamErrorWriter = fn(&[u8], u64, &mut Vec<u8>);
+
 /// One family's protocol facts and functions.
 pub struct Spoke {
     pub family: Family,
@@ -48,7 +51,7 @@ pub struct Spoke {
     /// family's error body and the next sequence number (family D: an `error`
     /// event then `response.failed`). `None`: one frame with the error body,
     /// under `error_event`.
-    pub stream_error: Option<fn(&[u8], u64, &mut Vec<u8>)>,
+    pub stream_error: Option<StreamErrorWriter>,
     /// Streams carry usage only when asked (family A `stream_options.include_usage`).
     pub stream_usage_opt_in: bool,
     /// Peeks at a request body (`path_stream`: the stream flag from the path).
