@@ -1332,7 +1332,7 @@ mod tests {
     fn the_custom_prefix_is_told_from_the_first_bytes() {
         assert_eq!(custom_prefix(""), Prefix::More);
         assert_eq!(custom_prefix("{ \"custom_to"), Prefix::More);
-        assert_eq!(custom_prefix("{\"custom_tool_input\": \"a"), Prefix::Yes(22));
+        assert_eq!(custom_prefix("{\"custom_tool_input\": \"a"), Prefix::Yes(23));
         assert_eq!(custom_prefix("{\"input\": \"a\"}"), Prefix::No);
         assert_eq!(custom_prefix("[]"), Prefix::No);
         assert_eq!(custom_prefix("{\"custom_tool_input\":1"), Prefix::No);
