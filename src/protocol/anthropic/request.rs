@@ -534,13 +534,8 @@ pub(crate) fn encode_block(block: &Block, param: &str) -> Result<Option<Value>, 
         }
         Block::Thinking(t) => {
             // Anthropic verifies thinking signatures: unsigned reasoning (from
-            // OpenAI-compatible reasoning_content) would be rejected, so it is
-            // dropped, and so is an OpenAI reasoning item carried in a signature.
-            let Some(signature) = t
-                .signature
-                .as_ref()
-                .filter(|s| !crate::ir::signature::is_reasoning_item(s))
-            else {
+            // OpenAI-compatible reasoning_content) would be rejected, so it is dropped.
+            let Some(signature) = &t.signature else {
                 return Ok(None);
             };
             merged(
@@ -624,6 +619,12 @@ pub fn encode(
     for (i, msg) in req.messages.iter().enumerate() {
         let mut blocks = Vec::new();
         for (j, block) in msg.content.iter().enumerate() {
+            // An OpenAI reasoning item carried in a signature (ir::signature)
+            // is not Anthropic's to verify: left out like unsigned thinking.
+            if matches!(block, Block::Thinking(t) if t.signature.as_deref().is_some_and(crate::ir::signature::is_reasoning_item))
+            {
+                continue;
+            }
             if let Some(v) = encode_block(block, &format!("messages[{i}].content[{j}]"))? {
                 blocks.push(v);
             }

@@ -1248,17 +1248,18 @@ fn encode_effort(r: &Reasoning, req: &ChatRequest, adj: &mut Adjustments) -> Opt
 
 /// The `reasoning` object: effort, and a summary when the client wants to
 /// see reasoning (Gemini `includeThoughts`, Anthropic `thinking`, a
-/// Responses client's own `summary`). An OpenAI chat client's effort alone
-/// does not ask for one: summaries need a verified OpenAI organization.
+/// Responses client's own `summary`). An effort alone (OpenAI chat, a Gemini
+/// level) does not ask for one: summaries need a verified OpenAI organization.
 fn encode_reasoning(req: &ChatRequest, adj: &mut Adjustments) -> Option<Value> {
     let r = req.reasoning.as_ref()?;
     let mut out = Map::new();
     if let Some(effort) = encode_effort(r, req, adj) {
         out.insert("effort".into(), json!(effort));
     }
-    let wants_text = r.include_thoughts.unwrap_or(
-        r.enabled == Some(true) && !matches!(req.source, Some(Family::OpenAi | Family::Responses)),
-    );
+    // Anthropic thinking is returned whenever it is on; Gemini thoughts only
+    // with `includeThoughts`.
+    let wants_text = r.include_thoughts == Some(true)
+        || (r.enabled == Some(true) && req.source == Some(Family::Anthropic));
     if wants_text && !r.is_off() {
         out.insert("summary".into(), json!("auto"));
     }

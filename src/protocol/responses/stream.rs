@@ -1408,7 +1408,7 @@ mod tests {
         assert_eq!(custom_prefix("{ \"custom_to"), Prefix::More);
         assert_eq!(
             custom_prefix("{\"custom_tool_input\": \"a"),
-            Prefix::Yes(22)
+            Prefix::Yes(23)
         );
         assert_eq!(custom_prefix("{\"input\": \"a\"}"), Prefix::No);
         assert_eq!(custom_prefix("[]"), Prefix::No);
