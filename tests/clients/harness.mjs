@@ -74,7 +74,7 @@ export function shippedModel(id) {
 /// The shipped catalog with every provider's upstreams pointed at the mock.
 export function catalog(mockUrl) {
   const shipped = JSON.parse(readFileSync(join(REPO, 'conf', 'catalog.json'), 'utf8'));
-  const base = { openai: '/openai/v1', anthropic: '/anthropic/v1', gemini: '/gemini/v1beta', responses: '/responses-api/v1' };
+  const base = { openai: '/openai/v1', anthropic: '/anthropic/v1', gemini: '/gemini/v1beta' };
   const up = (protocol) => ({ protocol, base_url: mockUrl + base[protocol], api_key_env: `SB_CLIENTS_KEY_${protocol.toUpperCase()}` });
   // One upstream protocol per provider, so that each model's route is known.
   const upstreams = {
