@@ -39,8 +39,10 @@ fn catalog(mock: &MockUpstream) -> Value {
     })
 }
 
+const STRICT: &str = "sk-strict-responses";
+
 fn keys() -> Value {
-    json!({"keys": [{"id": "test", "key": KEY}]})
+    json!({"keys": [{"id": "test", "key": KEY}, {"id": "strict", "key": STRICT, "policy": "strict"}]})
 }
 
 /// (upstream protocol, model as a Responses client names it).
@@ -505,8 +507,8 @@ async fn refusals_say_why_and_call_no_upstream() {
             "stored responses",
         ),
         (
-            json!({"model": "an/m-an", "input": "x", "tools": [{"type": "web_search"}]}),
-            "tools[0]",
+            json!({"model": "an/m-an", "input": "x", "tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search"}}),
+            "tool_choice",
             "web_search",
         ),
         (json!({"model": "an/m-an"}), "input", "input is required"),
@@ -530,6 +532,29 @@ async fn refusals_say_why_and_call_no_upstream() {
         );
     }
     assert!(mock.requests().is_empty());
+    // A strict key: a built-in tool off a Responses upstream is refused.
+    let body = json!({"model": "an/m-an", "input": "x", "tools": [{"type": "web_search"}]});
+    let r = gw
+        .send(&authed("openai", "/v1/responses", STRICT, &body))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"]["param"], "tools[0]");
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("responses upstream"));
+    assert!(mock.requests().is_empty());
+    // Under adapt it is cut, and said.
+    let r = gw
+        .send(&authed("openai", "/v1/responses", KEY, &body))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("x-switchboard-adjusted"),
+        Some("dropped=tools.web_search")
+    );
+    let sent = mock.last_request().unwrap().json().unwrap();
+    assert!(sent.get("tools").is_none(), "{sent}");
     // Built-in tools pass through to a Responses upstream.
     let body = json!({"model": "rs/m-rs", "input": "search", "tools": [{"type": "web_search"}]});
     let r = gw
@@ -606,6 +631,65 @@ async fn a_failure_mid_stream_ends_with_error_then_response_failed() {
             assert!(
                 seqs.windows(2).all(|w| w[1] == w[0] + 1),
                 "{name} {marker}: {seqs:?}"
+            );
+        }
+    }
+}
+
+/// The body Codex CLI 0.169.0 sends on its first turn, as captured by the
+/// real-clients suite (`tests/clients/fixtures`): developer messages, item
+/// ids, `client_metadata`, a `namespace` tool and a `web_search` built-in.
+fn codex_first_turn(model: &str, text: &str) -> Value {
+    let captured: Value = serde_json::from_str(include_str!(
+        "clients/fixtures/codex-0.169.0-first-turn.json"
+    ))
+    .unwrap();
+    let mut body = captured["body"].clone();
+    body["model"] = json!(model);
+    let input = body["input"].as_array_mut().unwrap();
+    let last = input.last_mut().unwrap();
+    last["content"] = json!([{"type": "input_text", "text": text}]);
+    body
+}
+
+#[tokio::test]
+async fn codex_cli_first_turn_is_answered_on_every_upstream() {
+    let (mock, gw) = start().await;
+    for (proto, name) in CELLS {
+        let text = format!("codex says hi to {}", proto.name());
+        let body = codex_first_turn(name, &text);
+        mock.clear();
+        let r = gw
+            .send(&authed("openai", "/v1/responses", KEY, &body))
+            .await;
+        assert_eq!(r.status, 200, "{name}: {}", r.text());
+        let (joined, _) = check_grammar(&r.sse(), "response.completed");
+        // Anthropic merges Codex's consecutive user messages (the
+        // environment context, then the prompt) into one turn.
+        let want = expected_reply(proto, &text);
+        assert!(
+            joined.ends_with(&want[want.find(&text).unwrap()..]),
+            "{name}: {joined}"
+        );
+        assert!(
+            joined.starts_with(&want[..want.find(&text).unwrap()]),
+            "{name}: {joined}"
+        );
+        let sent = mock.last_request().unwrap().json().unwrap();
+        if proto == Protocol::Responses {
+            // Passed through: the built-in tool goes with it.
+            assert!(sent["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["type"] == "web_search"));
+        } else {
+            // Translated: what the target cannot carry is dropped and said.
+            let adjusted = r.header("x-switchboard-adjusted").unwrap_or_default();
+            assert!(adjusted.contains("web_search"), "{name}: {adjusted}");
+            assert!(
+                sent.to_string().contains("exec_command"),
+                "{name}: function tools kept"
             );
         }
     }

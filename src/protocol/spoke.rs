@@ -72,7 +72,14 @@ pub struct Spoke {
     pub upstream_auth: fn(&str, &UpstreamTarget<'_>, &mut SetHeader<'_>),
     /// The body of a local token-count answer, when the family has such a route.
     pub count_tokens_body: Option<fn(u64) -> String>,
+    /// Under `adapt`, before translation: the body without what only this
+    /// family's own upstreams can serve (family D's hosted tools), and the
+    /// reported names of what was cut; `None` when nothing is.
+    pub drop_untranslatable: Option<UntranslatableCut>,
 }
+
+/// See [`Spoke::drop_untranslatable`].
+pub type UntranslatableCut = fn(&[u8]) -> Option<(Vec<u8>, Vec<String>)>;
 
 /// The spoke of `family`.
 pub fn spoke(family: Family) -> &'static Spoke {

@@ -45,6 +45,10 @@ pub struct Call<'a> {
     /// The client asked for Anthropic's beta surface with `?beta=true` (Claude
     /// Code does); forwarded to Anthropic upstreams of family B requests.
     pub beta_query: bool,
+    /// The request runs under the `adapt` policy: what only the client's own
+    /// protocol can serve is cut before translation (and reported) instead
+    /// of refused.
+    pub adapt: bool,
     pub request_id: &'a str,
 }
 
@@ -144,11 +148,22 @@ async fn attempt<'s>(
         && stream
         && !c.req.include_usage
         && !c.req.has_stream_options;
-    let (body, adjusted) = if !translated {
+    let mut cut = Adjustments::default();
+    let cut_body = match spoke(c.family).drop_untranslatable {
+        Some(drop) if translated && c.adapt => drop(c.body).map(|(b, names)| {
+            for n in names {
+                cut.drop_field(n);
+            }
+            Bytes::from(b)
+        }),
+        _ => None,
+    };
+    let client_body = cut_body.as_ref().unwrap_or(c.body);
+    let (body, mut adjusted) = if !translated {
         (passthrough_body(c, usage_injected), Adjustments::default())
-    } else if c.body.len() > BLOCKING_TRANSLATE_BYTES {
+    } else if client_body.len() > BLOCKING_TRANSLATE_BYTES {
         let (owned, m, pm, family, target) = (
-            c.body.clone(),
+            client_body.clone(),
             c.model.clone(),
             c.path_model.map(str::to_string),
             c.family,
@@ -160,8 +175,16 @@ async fn attempt<'s>(
         .await
         .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("translation failed: {e}")))??
     } else {
-        translate_request(c.family, up.protocol, c.body, c.path_model, stream, c.model)?
+        translate_request(
+            c.family,
+            up.protocol,
+            client_body,
+            c.path_model,
+            stream,
+            c.model,
+        )?
     };
+    adjusted.merge(cut);
     let header = upstream_header(up, c, body.len())?;
     let peer = gw.upstream.peer(&up.url).await?;
     let ex = gw
@@ -421,6 +444,7 @@ mod tests {
             provider: c.provider("p").unwrap(),
             anthropic_beta: None,
             beta_query: false,
+            adapt: true,
             request_id: "r",
         };
         let out = passthrough_body(&call, true);

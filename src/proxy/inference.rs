@@ -321,6 +321,7 @@ async fn run(
             .uri
             .query()
             .is_some_and(|q| q.split('&').any(|kv| kv == "beta=true")),
+        adapt: plan.policy() == crate::config::Policy::Adapt,
         request_id: &request_id,
     };
     let mut tried = dispatch::Tried::default();

@@ -37,4 +37,5 @@ pub const SPOKE: Spoke = Spoke {
     upstream_path: http::upstream_path,
     upstream_auth: http::upstream_auth,
     count_tokens_body: Some(http::count_tokens_body),
+    drop_untranslatable: None,
 };

@@ -1,6 +1,7 @@
 //! The `responses` wire protocol (family D, the OpenAI Responses API).
 
 pub mod error;
+pub mod hosted;
 pub mod http;
 pub mod peek;
 pub mod request;
@@ -35,4 +36,5 @@ pub const SPOKE: Spoke = Spoke {
     upstream_path: http::upstream_path,
     upstream_auth: http::upstream_auth,
     count_tokens_body: Some(http::count_tokens_body),
+    drop_untranslatable: Some(hosted::drop_hosted_tools),
 };
