@@ -34,7 +34,9 @@ fn catalog(mock: &MockUpstream) -> Value {
             model("m-an", "an", json!({"upstream_model": "up-an"})),
             model("m-gg", "gg", json!({"upstream_model": "up-gg"})),
             model("m-rs", "rs", json!({"upstream_model": "up-rs"})),
-            model("gpt-both", "openai", json!({}))
+            model("gpt-both", "openai", json!({})),
+            model("plain-rs", "rs", json!({"supported_parameters": ["max_tokens", "stream", "tools", "tool_choice"]})),
+            model("plain-an", "an", json!({"supported_parameters": ["max_tokens", "stream", "tools", "tool_choice"]}))
         ]
     })
 }
@@ -692,5 +694,52 @@ async fn codex_cli_first_turn_is_answered_on_every_upstream() {
                 "{name}: function tools kept"
             );
         }
+    }
+}
+
+#[tokio::test]
+async fn the_policy_adapts_or_refuses_responses_requests() {
+    let (mock, gw) = start().await;
+    // Codex-like knobs on models that take none of them.
+    let body = json!({"model": "rs/plain-rs", "input": "x", "max_output_tokens": 100000,
+        "reasoning": {"effort": "high", "summary": "auto"}, "prompt_cache_key": "k",
+        "parallel_tool_calls": true, "metadata": {"a": "b"}});
+    for (name, upstream_cap) in [
+        ("rs/plain-rs", "max_output_tokens"),
+        ("an/plain-an", "max_tokens"),
+    ] {
+        let mut b = body.clone();
+        b["model"] = json!(name);
+        let r = gw.send(&authed("openai", "/v1/responses", KEY, &b)).await;
+        assert_eq!(r.status, 200, "{name}: {}", r.text());
+        let adjusted = r.header("x-switchboard-adjusted").unwrap().to_string();
+        assert!(
+            adjusted.contains("max_output_tokens=8192 (was 100000)"),
+            "{name}: {adjusted}"
+        );
+        for dropped in [
+            "reasoning",
+            "prompt_cache_key",
+            "parallel_tool_calls",
+            "metadata",
+        ] {
+            assert!(
+                adjusted.contains(dropped),
+                "{name}: {adjusted} lacks {dropped}"
+            );
+        }
+        let sent = mock.last_request().unwrap().json().unwrap();
+        assert_eq!(sent[upstream_cap], 8192, "{name}: {sent}");
+        for gone in ["reasoning", "prompt_cache_key", "metadata"] {
+            assert!(
+                sent.get(gone).is_none(),
+                "{name}: {gone} reached the upstream: {sent}"
+            );
+        }
+        let r = gw
+            .send(&authed("openai", "/v1/responses", STRICT, &b))
+            .await;
+        assert_eq!(r.status, 400, "{name} strict");
+        assert_eq!(r.json()["error"]["param"], "max_output_tokens", "{name}");
     }
 }
