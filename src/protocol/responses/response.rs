@@ -370,7 +370,7 @@ pub(crate) fn reasoning_item(t: &ThinkingBlock, fallback_id: &str) -> Value {
     v
 }
 
-/// A `reasoning` item for Anthropic redacted thinking.
+/// A `reasoning` item for Anthropic redacted thinking (whole when it is added, too).
 pub(crate) fn redacted_item(data: &str, id: &str) -> Value {
     json!({"id": id, "type": "reasoning", "summary": [],
         "encrypted_content": format!("{FOREIGN_REDACTED_PREFIX}{data}")})
