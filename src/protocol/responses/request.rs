@@ -1287,10 +1287,27 @@ pub fn encode(
     let mut input = Vec::new();
     let mut systems = req.system.iter().skip(skip).peekable();
     for (i, msg) in req.messages.iter().enumerate() {
+        let mut pending = Vec::new();
         while let Some(sp) = systems.next_if(|sp| sp.position <= i) {
-            input.push(encode_system(sp));
+            pending.push(encode_system(sp));
         }
-        encode_message(msg, i, &custom_ids, &mut input)?;
+        let mut encoded = Vec::new();
+        encode_message(msg, i, &custom_ids, &mut encoded)?;
+        // Tool outputs follow their calls directly (as chat-completions
+        // requires of tool messages): a system message placed before the
+        // outputs goes after them.
+        let outputs = encoded
+            .iter()
+            .take_while(|item| {
+                item.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.ends_with("_call_output"))
+            })
+            .count();
+        let mut encoded = encoded.into_iter();
+        input.extend(encoded.by_ref().take(outputs));
+        input.extend(pending);
+        input.extend(encoded);
     }
     input.extend(systems.map(encode_system));
 

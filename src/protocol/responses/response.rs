@@ -166,7 +166,9 @@ fn decode_output_item(
                         )))
                     }
                 };
-                extra.insert("item".into(), Value::Object(std::mem::take(&mut fields)));
+                if j == 0 {
+                    extra.insert("item".into(), Value::Object(std::mem::take(&mut fields)));
+                }
                 out.push(Block::Text(TextBlock {
                     text,
                     extra: Extra::new(F, extra),
