@@ -1018,6 +1018,9 @@ pub fn encode(
                         .as_deref()
                         .is_some_and(crate::ir::signature::is_reasoning_item) =>
                 {
+                    if t.text.is_empty() {
+                        continue;
+                    }
                     let mut unsigned = t.clone();
                     unsigned.signature = None;
                     encode_part(&Block::Thinking(unsigned), &param, &names)?

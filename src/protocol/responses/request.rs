@@ -605,6 +605,26 @@ fn joined(parts: &[Part]) -> String {
     texts.join("\n\n")
 }
 
+/// What a reasoning item's `encrypted_content` stands for in the canonical model.
+pub(crate) enum Carried {
+    /// A thinking signature: an Anthropic / Gemini one this gateway wrapped,
+    /// or the item itself, packed (see [`crate::ir::signature`]).
+    Signature(String),
+    /// Anthropic redacted thinking this gateway wrapped.
+    Redacted(String),
+}
+
+/// Reads a reasoning item's `encrypted_content`.
+pub(crate) fn carried(id: &str, encrypted: &str) -> Carried {
+    if let Some(data) = encrypted.strip_prefix(FOREIGN_REDACTED_PREFIX) {
+        return Carried::Redacted(data.to_string());
+    }
+    match encrypted.strip_prefix(FOREIGN_SIGNATURE_PREFIX) {
+        Some(native) => Carried::Signature(native.to_string()),
+        None => Carried::Signature(wrap_reasoning_item(id, encrypted)),
+    }
+}
+
 /// A `reasoning` item (input or output) as a thinking block.
 pub(crate) fn decode_reasoning_item(mut item: Item) -> Block {
     let summary = item.summary.take().unwrap_or_default();
@@ -622,18 +642,15 @@ pub(crate) fn decode_reasoning_item(mut item: Item) -> Block {
     }
     let id = item.id.take().unwrap_or_default();
     let signature = match item.encrypted_content.take() {
-        Some(e) => {
-            if let Some(data) = e.strip_prefix(FOREIGN_REDACTED_PREFIX) {
+        Some(e) => match carried(&id, &e) {
+            Carried::Redacted(data) => {
                 return Block::RedactedThinking(RedactedThinkingBlock {
-                    data: data.to_string(),
+                    data,
                     extra: Extra::default(),
-                });
+                })
             }
-            match e.strip_prefix(FOREIGN_SIGNATURE_PREFIX) {
-                Some(native) => Some(native.to_string()),
-                None => Some(wrap_reasoning_item(&id, &e)),
-            }
-        }
+            Carried::Signature(sig) => Some(sig),
+        },
         None => {
             if !id.is_empty() {
                 extra.insert("id".into(), json!(id));
@@ -1293,10 +1310,27 @@ pub fn encode(
     let mut input = Vec::new();
     let mut systems = req.system.iter().skip(skip).peekable();
     for (i, msg) in req.messages.iter().enumerate() {
+        let mut pending = Vec::new();
         while let Some(sp) = systems.next_if(|sp| sp.position <= i) {
-            input.push(encode_system(sp));
+            pending.push(encode_system(sp));
         }
-        encode_message(msg, i, &custom_ids, &mut input)?;
+        let mut encoded = Vec::new();
+        encode_message(msg, i, &custom_ids, &mut encoded)?;
+        // Tool outputs follow their calls directly (as chat-completions
+        // requires of tool messages): a system message placed before the
+        // outputs goes after them.
+        let outputs = encoded
+            .iter()
+            .take_while(|item| {
+                item.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.ends_with("_call_output"))
+            })
+            .count();
+        let mut encoded = encoded.into_iter();
+        input.extend(encoded.by_ref().take(outputs));
+        input.extend(pending);
+        input.extend(encoded);
     }
     input.extend(systems.map(encode_system));
 

@@ -166,7 +166,9 @@ fn decode_output_item(
                         )))
                     }
                 };
-                extra.insert("item".into(), Value::Object(std::mem::take(&mut fields)));
+                if j == 0 {
+                    extra.insert("item".into(), Value::Object(std::mem::take(&mut fields)));
+                }
                 out.push(Block::Text(TextBlock {
                     text,
                     extra: Extra::new(F, extra),
@@ -378,7 +380,7 @@ pub(crate) fn reasoning_item(t: &ThinkingBlock, fallback_id: &str) -> Value {
     v
 }
 
-/// A `reasoning` item for Anthropic redacted thinking.
+/// A `reasoning` item for Anthropic redacted thinking (whole when it is added, too).
 pub(crate) fn redacted_item(data: &str, id: &str) -> Value {
     json!({"id": id, "type": "reasoning", "summary": [],
         "encrypted_content": format!("{FOREIGN_REDACTED_PREFIX}{data}")})

@@ -35,14 +35,13 @@
 //! open item's text and the finished items' JSON. A failure is an `error`
 //! event followed by `response.failed`.
 
-use super::request::{custom_input, CUSTOM_INPUT_KEY};
+use super::request::{carried, custom_input, Carried, CUSTOM_INPUT_KEY};
 use super::response::{
     call_item, decode_status, decode_usage, encode_status, encode_usage, failure_message, item_id,
     reasoning_item, redacted_item, response_id, ENVELOPE_DEFAULTS,
 };
 use super::wire::{Item, Usage as WireUsage};
 use crate::family::Family;
-use crate::ir::signature::wrap_reasoning_item;
 use crate::ir::stream::{
     merge_usage, parse_arguments, BlockDelta, BlockStart, MessageDelta, MessageStart, StreamError,
     StreamEvent,
@@ -134,6 +133,32 @@ fn stream_error(code: Option<&Value>, kind: Option<&str>, message: String) -> St
 
 // ------------------------------------------------------------------ parser
 
+/// The event types the parser reads.
+const HANDLED: &[&str] = &[
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.refusal.delta",
+    "response.output_text.done",
+    "response.refusal.done",
+    "response.content_part.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.custom_tool_call_input.delta",
+    "response.custom_tool_call_input.done",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_text.delta",
+    "response.output_item.done",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+    "error",
+];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
     None,
@@ -155,6 +180,8 @@ pub struct Parser {
     item_had_block: bool,
     /// Summary parts seen in the open reasoning item.
     summary_parts: u64,
+    /// The current item was taken whole when it was added (redacted thinking).
+    whole: bool,
     refusal: bool,
     has_calls: bool,
     buf: DeltaBuf,
@@ -185,8 +212,13 @@ impl Parser {
         if data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
-        let ev: Event<'_> = serde_json::from_slice(data)
-            .map_err(|e| malformed(F, &format!("invalid event ({e})"), data))?;
+        let ev: Event<'_> = match serde_json::from_slice(data) {
+            Ok(ev) => ev,
+            // An event type this parser does not read may have fields of
+            // other shapes; only the ones it reads must parse.
+            Err(_) if event.event_str().is_some_and(|n| !HANDLED.contains(&n)) => return Ok(()),
+            Err(e) => return Err(malformed(F, &format!("invalid event ({e})"), data)),
+        };
         let kind = match (&ev.kind, event.event_str()) {
             (Some(k), _) => k.as_ref(),
             (None, Some(name)) => name,
@@ -201,6 +233,7 @@ impl Parser {
                 self.close(emit);
                 self.item_had_block = false;
                 self.summary_parts = 0;
+                self.whole = false;
                 if let Some(raw) = ev.item {
                     self.item_added(raw, data, emit)?;
                 }
@@ -511,7 +544,22 @@ impl Parser {
                 }
             }
             "reasoning" => {
-                self.begin(BlockStart::Thinking, Open::Thinking(0), emit);
+                let redacted = item
+                    .encrypted_content
+                    .as_deref()
+                    .map(|e| carried(item.id.as_deref().unwrap_or_default(), e));
+                if let Some(Carried::Redacted(data)) = redacted {
+                    let index = self.begin(
+                        BlockStart::RedactedThinking { data },
+                        Open::Thinking(0),
+                        emit,
+                    );
+                    self.open = None;
+                    self.whole = true;
+                    emit(&StreamEvent::BlockStop { index });
+                } else {
+                    self.begin(BlockStart::Thinking, Open::Thinking(0), emit);
+                }
             }
             // Messages open their text blocks part by part; other items are
             // taken whole from their `.done` event.
@@ -591,6 +639,7 @@ impl Parser {
                 }
                 self.close(emit);
             }
+            "reasoning" if self.whole => self.whole = false,
             "reasoning" => {
                 let index = match self.open() {
                     Open::Thinking(index) => index,
@@ -605,8 +654,13 @@ impl Parser {
                     }
                 }
                 if let Some(e) = item.encrypted_content.as_deref() {
-                    let packed = wrap_reasoning_item(item.id.as_deref().unwrap_or_default(), e);
-                    self.buf.emit(index, DeltaKind::Signature, &packed, emit);
+                    match carried(item.id.as_deref().unwrap_or_default(), e) {
+                        Carried::Signature(sig) => {
+                            self.buf.emit(index, DeltaKind::Signature, &sig, emit);
+                        }
+                        // Redacted thinking comes whole in `.added`; late, it has no place.
+                        Carried::Redacted(_) => {}
+                    }
                 }
                 self.close(emit);
             }
@@ -1067,11 +1121,9 @@ impl Encoder {
             }
             BlockStart::RedactedThinking { data } => {
                 self.item_id = item_id("rs_", &self.id, self.output_index);
-                let item =
-                    serde_json::json!({"id": self.item_id, "type": "reasoning", "summary": []});
+                let item = redacted_item(data, &self.item_id);
                 self.item_added(out, &item);
-                let done = redacted_item(data, &self.item_id);
-                self.item_done(out, &done);
+                self.item_done(out, &item);
                 self.open = Out::Dropped;
             }
             BlockStart::ToolCall { id, name } => {
