@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use Protocol::{Anthropic, Gemini, OpenAi};
+use Protocol::{Anthropic, Gemini, OpenAi, Responses};
 
 fn chat(model: &str) -> Value {
     openai_body(model, "hi", None, false)
@@ -78,7 +78,7 @@ async fn missing_or_invalid_keys_are_401_in_each_family() {
     for (p, req) in &cases {
         let e = assert_error(*p, &gw.send(req).await, 401);
         match p {
-            OpenAi => assert_eq!(e["code"], "invalid_api_key"),
+            OpenAi | Responses => assert_eq!(e["code"], "invalid_api_key"),
             Anthropic => assert_eq!(e["type"], "authentication_error"),
             Gemini => assert_eq!(e["status"], "UNAUTHENTICATED"),
         }
@@ -269,7 +269,7 @@ async fn rate_limited_keys_get_429_with_retry_after() {
             .unwrap();
         assert!((1..=60).contains(&wait), "{wait}");
         match p {
-            OpenAi => assert_eq!(e["type"], "rate_limit_error"),
+            OpenAi | Responses => assert_eq!(e["type"], "rate_limit_error"),
             Anthropic => assert_eq!(e["type"], "rate_limit_error"),
             Gemini => assert_eq!(e["status"], "RESOURCE_EXHAUSTED"),
         }

@@ -12,7 +12,7 @@ use common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-use Protocol::{Anthropic, Gemini, OpenAi};
+use Protocol::{Anthropic, Gemini, OpenAi, Responses};
 
 /// `count` words of real English (about one token each), well over 1000 tokens for 1500.
 fn words(count: usize) -> String {
@@ -257,7 +257,7 @@ async fn invalid_requests_get_a_400_naming_the_parameter_before_any_upstream_cal
         let e = assert_error(*p, &r, 400);
         assert_names_param(*p, &e, param);
         match p {
-            OpenAi => assert_eq!(e["type"], "invalid_request_error"),
+            OpenAi | Responses => assert_eq!(e["type"], "invalid_request_error"),
             Anthropic => assert_eq!(e["type"], "invalid_request_error"),
             Gemini => assert_eq!(e["status"], "INVALID_ARGUMENT"),
         }
@@ -420,7 +420,7 @@ async fn unknown_and_invisible_models_are_404_in_each_family() {
     for (p, path, body) in &cases {
         let e = assert_error(*p, &gw.send(&call(*p, path, body)).await, 404);
         match p {
-            OpenAi => assert_eq!(e["code"], "model_not_found"),
+            OpenAi | Responses => assert_eq!(e["code"], "model_not_found"),
             Anthropic => assert_eq!(e["type"], "not_found_error"),
             Gemini => assert_eq!(e["status"], "NOT_FOUND"),
         }
@@ -500,9 +500,9 @@ async fn upstream_error_statuses_reach_the_client_in_its_shape() {
                 assert_eq!(r.header("retry-after"), Some("1"));
             }
             let want = match (p, status) {
-                (OpenAi, 500 | 503) => "server_error",
-                (OpenAi, 429) => "rate_limit_error",
-                (OpenAi, _) => "invalid_request_error",
+                (OpenAi | Responses, 500 | 503) => "server_error",
+                (OpenAi | Responses, 429) => "rate_limit_error",
+                (OpenAi | Responses, _) => "invalid_request_error",
                 (Anthropic, 500) => "api_error",
                 (Anthropic, 429) => "rate_limit_error",
                 (Anthropic, 503) => "api_error",
@@ -582,7 +582,7 @@ async fn slow_upstream_times_out_with_504_without_resending() {
             "{p:?} {path}: 504 after {took:?}"
         );
         match p {
-            OpenAi => assert_eq!(e["type"], "server_error"),
+            OpenAi | Responses => assert_eq!(e["type"], "server_error"),
             Anthropic => assert!(e["type"].is_string()),
             Gemini => assert_eq!(e["status"], "DEADLINE_EXCEEDED"),
         }
@@ -664,6 +664,7 @@ fn stream_error(p: Protocol, path: &str, r: &Response) -> Value {
                 "{data}"
             );
         }
+        Responses => unreachable!("no family D stream case yet"),
     }
     data["error"].clone()
 }
@@ -695,6 +696,7 @@ async fn broken_streams_end_with_the_family_error_event() {
                 assert_eq!(e["message"], "mock: upstream failed mid-stream");
                 assert_eq!(e["status"], "UNAVAILABLE");
             }
+            Responses => unreachable!("no family D stream case yet"),
         }
     }
     // Non-stream: a body cut short or not JSON is a 502, never a 200.

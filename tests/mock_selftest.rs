@@ -17,12 +17,13 @@ use serde_json::{json, Value};
 use common::http_client::{self, parse_sse, Connection, Request, Response, SseEvent};
 use common::mock_upstream::{
     agent_tool_reply, expected_reply, split_deltas, MockUpstream, Protocol, QUOTE_LIMIT,
-    THINKING_SIGNATURE, THINKING_TEXT, TOOL_ARGS,
+    REASONING_ENCRYPTED_CONTENT, THINKING_SIGNATURE, THINKING_TEXT, TOOL_ARGS,
 };
 
 const OPENAI: &str = "/openai/v1/chat/completions";
 const ANTHROPIC: &str = "/anthropic/v1/messages";
 const GEMINI: &str = "/gemini/v1beta/models/gemini-test";
+const RESPONSES: &str = "/responses-api/v1/responses";
 
 fn openai_body(prompt: &str, stream: bool) -> Value {
     json!({
@@ -1165,5 +1166,503 @@ async fn agent_tool_drives_a_tool_loop() {
     assert_eq!(
         json["candidates"][0]["content"]["parts"][0]["text"],
         expected_reply(Protocol::Gemini, prompt).as_str()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// OpenAI Responses
+
+fn responses_body(prompt: &str, stream: bool) -> Value {
+    json!({
+        "model": "gpt-resp-test",
+        "stream": stream,
+        "instructions": "be brief",
+        "input": [
+            {"role": "developer", "content": "a developer note"},
+            {"type": "message", "role": "user", "content": "an earlier question"},
+            {"type": "message", "role": "assistant", "content": [
+                {"type": "output_text", "text": "an earlier answer", "annotations": []}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]},
+        ],
+        "tools": [
+            {"type": "web_search"},
+            {"type": "function", "name": "lookup_weather", "parameters": {"type": "object"}},
+        ],
+    })
+}
+
+/// Checks the grammar every Responses stream follows: `event:` equals the
+/// data's `type`, `sequence_number` counts from 0; returns the data.
+fn responses_events(events: &[SseEvent]) -> Vec<Value> {
+    let data = data_json(events);
+    for (i, (event, d)) in events.iter().zip(&data).enumerate() {
+        assert_eq!(event.name(), d["type"].as_str().unwrap(), "{d}");
+        assert_eq!(d["sequence_number"], i as u64, "{d}");
+    }
+    data
+}
+
+fn responses_types(data: &[Value]) -> Vec<&str> {
+    data.iter().map(|d| d["type"].as_str().unwrap()).collect()
+}
+
+fn responses_output_text(response: &Value) -> String {
+    response["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "message")
+        .flat_map(|item| item["content"].as_array().unwrap().clone())
+        .filter(|part| part["type"] == "output_text")
+        .map(|part| part["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn responses_non_stream_and_input_tokens() {
+    let mock = MockUpstream::start().await;
+    assert_eq!(
+        mock.base_url(Protocol::Responses),
+        format!("http://{}/responses-api/v1", mock.addr())
+    );
+    assert_eq!(Protocol::from_name("responses"), Some(Protocol::Responses));
+    let body = responses_body("Hi there ✓", false);
+    let response = post(&mock, RESPONSES, &body).await;
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    let json = response.json();
+    assert!(json["id"].as_str().unwrap().starts_with("resp_"));
+    assert_eq!(json["object"], "response");
+    assert_eq!(json["status"], "completed");
+    assert!(json["completed_at"].is_u64());
+    assert!(json["error"].is_null() && json["incomplete_details"].is_null());
+    assert_eq!(json["model"], "gpt-resp-test");
+    assert_eq!(json["instructions"], "be brief");
+    assert_eq!(json["tools"], body["tools"]);
+    let expected = expected_reply(Protocol::Responses, "Hi there ✓");
+    assert!(expected.starts_with("Hello from responses mock: "));
+    assert_eq!(responses_output_text(&json), expected);
+    let output = json["output"].as_array().unwrap();
+    assert_eq!(output.len(), 1);
+    let message = &output[0];
+    assert_eq!(message["type"], "message");
+    assert_eq!(message["role"], "assistant");
+    assert_eq!(message["status"], "completed");
+    assert!(message["id"].as_str().unwrap().starts_with("msg_"));
+    assert_eq!(message["content"][0]["annotations"], json!([]));
+    let usage = &json["usage"];
+    let input = body.to_string().len() as u64 / 4;
+    let output_tokens = split_deltas(&expected).len() as u64;
+    assert_eq!(usage["input_tokens"], input);
+    assert_eq!(usage["input_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(usage["output_tokens"], output_tokens);
+    assert_eq!(usage["output_tokens_details"]["reasoning_tokens"], 0);
+    assert_eq!(usage["total_tokens"], input + output_tokens);
+
+    // `input` as a plain string; no prefix before `/responses`.
+    let json = post(
+        &mock,
+        "/responses",
+        &json!({"model": "m", "input": "plain"}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        responses_output_text(&json),
+        expected_reply(Protocol::Responses, "plain")
+    );
+    assert_eq!(json["tools"], json!([]));
+    assert_eq!(json["store"], true);
+
+    let count = post(&mock, &format!("{RESPONSES}/input_tokens"), &body).await;
+    assert_eq!(count.status, 200);
+    assert_eq!(
+        count.json(),
+        json!({"object": "response.input_tokens", "input_tokens": input})
+    );
+    let recorded = mock.requests();
+    assert_eq!(recorded.len(), 3);
+    assert_eq!(recorded[0].path, RESPONSES);
+}
+
+#[tokio::test]
+async fn responses_stream_text() {
+    let mock = MockUpstream::start().await;
+    let prompt = "Stream it ✓ héllo";
+    let response = post(&mock, RESPONSES, &responses_body(prompt, true)).await;
+    assert_eq!(response.status, 200);
+    assert!(response
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let data = responses_events(&response.sse());
+    let expected = expected_reply(Protocol::Responses, prompt);
+    let n = split_deltas(&expected).len();
+    let mut want = vec![
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ];
+    want.extend(std::iter::repeat_n("response.output_text.delta", n));
+    want.extend([
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]);
+    assert_eq!(responses_types(&data), want);
+    assert_eq!(data[0]["response"]["status"], "in_progress");
+    assert!(data[0]["response"]["usage"].is_null());
+    assert_eq!(data[0]["response"]["output"], json!([]));
+    assert_eq!(data[2]["item"]["status"], "in_progress");
+    assert_eq!(data[2]["item"]["content"], json!([]));
+    assert_eq!(data[3]["part"]["text"], "");
+    let deltas: String = data
+        .iter()
+        .filter(|d| d["type"] == "response.output_text.delta")
+        .map(|d| {
+            assert_eq!(d["output_index"], 0);
+            assert_eq!(d["content_index"], 0);
+            assert_eq!(d["item_id"], data[2]["item"]["id"]);
+            d["delta"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(deltas, expected);
+    assert_eq!(data[n + 4]["text"], expected.as_str());
+    assert_eq!(data[n + 5]["part"]["text"], expected.as_str());
+    assert_eq!(data[n + 6]["item"]["status"], "completed");
+    let done = &data[n + 7]["response"];
+    assert_eq!(done["status"], "completed");
+    assert_eq!(responses_output_text(done), expected);
+    assert_eq!(done["usage"]["output_tokens"], n as u64);
+    assert_eq!(done["id"], data[0]["response"]["id"]);
+}
+
+#[tokio::test]
+async fn responses_tool_and_thinking() {
+    let mock = MockUpstream::start().await;
+    let json = post(&mock, RESPONSES, &responses_body("[[tool]]", false))
+        .await
+        .json();
+    let output = json["output"].as_array().unwrap();
+    assert_eq!(output.len(), 1);
+    let call = &output[0];
+    assert_eq!(call["type"], "function_call");
+    // The first function tool (web_search is a built-in tool).
+    assert_eq!(call["name"], "lookup_weather");
+    assert_eq!(call["arguments"], TOOL_ARGS);
+    assert_eq!(call["status"], "completed");
+    assert!(call["call_id"].as_str().unwrap().starts_with("call_"));
+    assert!(call["id"].as_str().unwrap().starts_with("fc_"));
+    assert_eq!(json["status"], "completed");
+
+    let prompt = "[[thinking]] [[text+tool]]";
+    let json = post(&mock, RESPONSES, &responses_body(prompt, false))
+        .await
+        .json();
+    let types: Vec<&str> = json["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["reasoning", "message", "function_call"]);
+    let reasoning = &json["output"][0];
+    assert!(reasoning["id"].as_str().unwrap().starts_with("rs_"));
+    assert_eq!(reasoning["encrypted_content"], REASONING_ENCRYPTED_CONTENT);
+    assert_eq!(
+        reasoning["summary"],
+        json!([{"type": "summary_text", "text": THINKING_TEXT}])
+    );
+    let thoughts = split_deltas(THINKING_TEXT).len() as u64;
+    assert_eq!(
+        json["usage"]["output_tokens_details"]["reasoning_tokens"],
+        thoughts
+    );
+    assert_eq!(
+        responses_output_text(&json),
+        expected_reply(Protocol::Responses, prompt)
+    );
+
+    let data = responses_events(
+        &post(&mock, RESPONSES, &responses_body(prompt, true))
+            .await
+            .sse(),
+    );
+    let types = responses_types(&data);
+    let first = |kind: &str| types.iter().position(|t| *t == kind).unwrap();
+    assert!(first("response.reasoning_summary_part.added") < first("response.content_part.added"));
+    for kind in [
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+    ] {
+        assert!(types.contains(&kind), "{kind} in {types:?}");
+    }
+    let added: Vec<&Value> = data
+        .iter()
+        .filter(|d| d["type"] == "response.output_item.added")
+        .collect();
+    let done: Vec<&Value> = data
+        .iter()
+        .filter(|d| d["type"] == "response.output_item.done")
+        .collect();
+    assert_eq!(added.len(), 3);
+    assert_eq!(done.len(), 3);
+    for (i, (a, d)) in added.iter().zip(&done).enumerate() {
+        assert_eq!(a["output_index"], i as u64);
+        assert_eq!(d["output_index"], i as u64);
+        assert_eq!(a["item"]["id"], d["item"]["id"]);
+    }
+    // The encrypted reasoning comes with the finished item.
+    assert!(added[0]["item"].get("encrypted_content").is_none());
+    assert_eq!(
+        done[0]["item"]["encrypted_content"],
+        REASONING_ENCRYPTED_CONTENT
+    );
+    let summary: String = data
+        .iter()
+        .filter(|d| d["type"] == "response.reasoning_summary_text.delta")
+        .map(|d| d["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(summary, THINKING_TEXT);
+    assert_eq!(added[2]["item"]["arguments"], "");
+    assert_eq!(added[2]["item"]["name"], "lookup_weather");
+    let args: String = data
+        .iter()
+        .filter(|d| d["type"] == "response.function_call_arguments.delta")
+        .map(|d| d["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(args, TOOL_ARGS);
+    let args_done = &data[first("response.function_call_arguments.done")];
+    assert_eq!(args_done["arguments"], TOOL_ARGS);
+    assert_eq!(args_done["item_id"], added[2]["item"]["id"]);
+    let completed = &data.last().unwrap()["response"];
+    assert_eq!(data.last().unwrap()["type"], "response.completed");
+    assert_eq!(
+        without_ids(&completed["output"]),
+        without_ids(&json["output"])
+    );
+}
+
+/// Output items without their ids (which differ from request to request).
+fn without_ids(output: &Value) -> Value {
+    let mut output = output.clone();
+    for item in output.as_array_mut().unwrap() {
+        let item = item.as_object_mut().unwrap();
+        item.remove("id");
+        item.remove("call_id");
+    }
+    output
+}
+
+#[tokio::test]
+async fn responses_markers() {
+    let mock = MockUpstream::start().await;
+    // [[max-tokens]]: incomplete.
+    let json = post(&mock, RESPONSES, &responses_body("[[max-tokens]]", false))
+        .await
+        .json();
+    assert_eq!(json["status"], "incomplete");
+    assert_eq!(json["incomplete_details"]["reason"], "max_output_tokens");
+    assert_eq!(json["output"][0]["status"], "incomplete");
+    assert!(json["completed_at"].is_null());
+    let data = responses_events(
+        &post(&mock, RESPONSES, &responses_body("[[max-tokens]]", true))
+            .await
+            .sse(),
+    );
+    let last = data.last().unwrap();
+    assert_eq!(last["type"], "response.incomplete");
+    assert_eq!(last["response"]["status"], "incomplete");
+    assert!(data.iter().all(|d| d["type"] != "response.completed"));
+
+    // [[cached:N]].
+    let json = post(&mock, RESPONSES, &responses_body("[[cached:7]]", false))
+        .await
+        .json();
+    assert_eq!(json["usage"]["input_tokens_details"]["cached_tokens"], 7);
+
+    // [[stream-error]]: `error`, then `response.failed`, numbering carried on.
+    let data = responses_events(
+        &post(&mock, RESPONSES, &responses_body("[[stream-error]]", true))
+            .await
+            .sse(),
+    );
+    let n = data.len();
+    assert_eq!(data[n - 2]["type"], "error");
+    assert_eq!(data[n - 2]["code"], "server_error");
+    assert!(data[n - 2]["message"].is_string());
+    assert_eq!(data[n - 1]["type"], "response.failed");
+    assert_eq!(data[n - 1]["response"]["status"], "failed");
+    assert_eq!(data[n - 1]["response"]["error"]["code"], "server_error");
+    assert!(data.iter().all(|d| d["type"] != "response.completed"));
+    assert!(data
+        .iter()
+        .any(|d| d["type"] == "response.output_text.delta"));
+
+    // [[malformed]]: one frame of broken JSON; a cut body without a stream.
+    let events = post(&mock, RESPONSES, &responses_body("[[malformed]]", true))
+        .await
+        .sse();
+    assert_eq!(events.iter().filter(|e| e.json().is_none()).count(), 1);
+    let response = post(&mock, RESPONSES, &responses_body("[[malformed]]", false)).await;
+    assert_eq!(response.status, 200);
+    assert!(response.try_json().is_err());
+
+    // [[status:N]]: OpenAI's error body.
+    for status in [400u16, 429, 500] {
+        let prompt = format!("fail [[status:{status}]]");
+        let response = post(&mock, RESPONSES, &responses_body(&prompt, true)).await;
+        assert_eq!(response.status, status);
+        assert_eq!(
+            response.header("retry-after"),
+            (status == 429).then_some("1")
+        );
+        let json = response.json();
+        assert_eq!(json.as_object().unwrap().len(), 1);
+        let error = &json["error"];
+        assert!(error["message"].is_string());
+        assert!(error["type"].is_string() && error.get("param").is_some());
+        assert!(error.get("code").is_some());
+    }
+
+    // [[cut]]: no `response.completed`, no clean end.
+    let body = responses_body("[[cut]]", true).to_string();
+    let response =
+        http_client::request_streaming(mock.addr(), "POST", RESPONSES, &[], body.as_bytes()).await;
+    let (pieces, error) = response.read_until_end().await;
+    assert_eq!(
+        error.expect("the stream is cut").kind(),
+        std::io::ErrorKind::UnexpectedEof
+    );
+    assert!(!String::from_utf8_lossy(&pieces.concat()).contains("response.completed"));
+
+    // [[crlf]], [[sse-comments]], [[chunk:1]] change the framing only.
+    let prompt = "[[crlf]] [[sse-comments]] [[chunk:1]] ✓";
+    let response = post(&mock, RESPONSES, &responses_body(prompt, true)).await;
+    let text = response.text();
+    assert!(text.contains(": keep-alive\r\n\r\nevent: response.created\r\ndata: {"));
+    assert!(!text.replace("\r\n", "").contains('\n'));
+    let data = responses_events(&response.sse());
+    assert_eq!(
+        data.last().unwrap()["response"]["output"][0]["content"][0]["text"],
+        expected_reply(Protocol::Responses, prompt).as_str()
+    );
+
+    // [[echo-request]].
+    let body = responses_body("[[echo-request]]", false);
+    let json = post(&mock, RESPONSES, &body).await.json();
+    assert_eq!(responses_output_text(&json), body.to_string());
+
+    // Unknown Responses routes: 404 in OpenAI's shape.
+    let response = http_client::request(
+        mock.addr(),
+        "GET",
+        "/responses-api/v1/responses/resp_1",
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(response.status, 404);
+    assert_eq!(response.json()["error"]["type"], "invalid_request_error");
+}
+
+#[tokio::test]
+async fn max_tokens_and_cached_in_the_other_protocols() {
+    let mock = MockUpstream::start().await;
+    let prompt = "[[max-tokens]] [[cached:5]]";
+    let json = post(&mock, OPENAI, &openai_body(prompt, false))
+        .await
+        .json();
+    assert_eq!(json["choices"][0]["finish_reason"], "length");
+    assert_eq!(json["usage"]["prompt_tokens_details"]["cached_tokens"], 5);
+    let mut body = anthropic_body(prompt, false);
+    body["messages"] = json!([{"role": "user", "content": prompt}]);
+    let json = post(&mock, ANTHROPIC, &body).await.json();
+    assert_eq!(json["stop_reason"], "max_tokens");
+    assert_eq!(json["usage"]["cache_read_input_tokens"], 5);
+    assert_eq!(
+        json["usage"]["input_tokens"],
+        body.to_string().len() as u64 / 4 - 5
+    );
+    let json = post(
+        &mock,
+        &format!("{GEMINI}:generateContent"),
+        &gemini_body(prompt),
+    )
+    .await
+    .json();
+    assert_eq!(json["candidates"][0]["finishReason"], "MAX_TOKENS");
+    assert_eq!(json["usageMetadata"]["cachedContentTokenCount"], 5);
+}
+
+#[tokio::test]
+async fn responses_agent_tool_loop() {
+    let mock = MockUpstream::start().await;
+    let prompt = r#"run it [[agent-tool:shell:{"command":["echo","42"]}]]"#;
+    let args = json!({"command": ["echo", "42"]});
+    let result = "42\nsecond line";
+    let body = |with_result: bool, stream: bool, tools: bool| {
+        let mut input = vec![json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": prompt}]})];
+        if with_result {
+            input.push(json!({"type": "reasoning", "id": "rs_1", "summary": [],
+                "encrypted_content": "opaque"}));
+            input.push(
+                json!({"type": "function_call", "call_id": "call_1", "name": "shell",
+                "arguments": "{}"}),
+            );
+            input.push(json!({"type": "function_call_output", "call_id": "call_1",
+                "output": result}));
+            input.push(json!({"role": "developer", "content": "a reminder"}));
+        }
+        let mut body = json!({"model": "m", "stream": stream, "input": input});
+        if tools {
+            body["tools"] = json!([{"type": "function", "name": "read"},
+                                   {"type": "function", "name": "shell"}]);
+        }
+        body
+    };
+    let json = post(&mock, RESPONSES, &body(false, false, true))
+        .await
+        .json();
+    let call = &json["output"][0];
+    assert_eq!(call["type"], "function_call");
+    assert_eq!(call["name"], "shell");
+    let sent: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(sent, args);
+    let data = responses_events(&post(&mock, RESPONSES, &body(false, true, true)).await.sse());
+    let streamed: String = data
+        .iter()
+        .filter(|d| d["type"] == "response.function_call_arguments.delta")
+        .map(|d| d["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&streamed).unwrap(), args);
+    let json = post(&mock, RESPONSES, &body(true, false, true))
+        .await
+        .json();
+    assert_eq!(
+        responses_output_text(&json),
+        agent_tool_reply(Protocol::Responses, result)
+    );
+    assert_eq!(json["output"].as_array().unwrap().len(), 1);
+    // Output as a list of text parts.
+    let mut parts = body(true, true, true);
+    parts["input"][3]["output"] = json!([{"type": "input_text", "text": result}]);
+    let data = responses_events(&post(&mock, RESPONSES, &parts).await.sse());
+    assert_eq!(
+        responses_output_text(&data.last().unwrap()["response"]),
+        agent_tool_reply(Protocol::Responses, result)
+    );
+    let json = post(&mock, RESPONSES, &body(false, false, false))
+        .await
+        .json();
+    assert_eq!(
+        responses_output_text(&json),
+        expected_reply(Protocol::Responses, prompt)
     );
 }

@@ -152,6 +152,23 @@ fn assert_upstream_request(upstream: Protocol, body: &Value, text: &str) {
                 "{last}"
             );
         }
+        Protocol::Responses => {
+            let input = body["input"].as_array().unwrap();
+            let system = input
+                .iter()
+                .filter(|i| i["role"] == "system" || i["role"] == "developer")
+                .map(Value::to_string)
+                .chain(body.get("instructions").map(Value::to_string))
+                .collect::<String>();
+            assert!(system.contains("You are terse."), "{body}");
+            let last = input.last().unwrap();
+            assert_eq!(last["role"], "user");
+            let last = last.to_string();
+            assert!(
+                last.contains(text) && last.contains("input_image") && last.contains(PNG_B64),
+                "{last}"
+            );
+        }
     }
 }
 
@@ -204,7 +221,7 @@ async fn text_system_image_and_usage_for_every_pair() {
         assert!(!raw.contains(KEY), "client key leaked upstream");
         let pk = provider_key(upstream.name());
         let key_header = match upstream {
-            Protocol::OpenAi => got
+            Protocol::OpenAi | Protocol::Responses => got
                 .header("authorization")
                 .map(|h| h.trim_start_matches("Bearer ").to_string()),
             Protocol::Anthropic => got.header("x-api-key").map(str::to_string),
@@ -359,6 +376,15 @@ async fn tool_results_round_trip_to_every_upstream() {
                 assert!(parts
                     .iter()
                     .any(|p| p["functionResponse"]["name"] == "get_weather"));
+            }
+            Protocol::Responses => {
+                let items = sent["input"].as_array().unwrap();
+                let call = items.iter().find(|i| i["type"] == "function_call").unwrap();
+                let result = items
+                    .iter()
+                    .find(|i| i["type"] == "function_call_output")
+                    .unwrap();
+                assert_eq!(result["call_id"], call["call_id"]);
             }
         }
     }

@@ -113,6 +113,15 @@ pub fn reply_text(p: Protocol, v: &Value) -> String {
             .filter_map(|b| b["text"].as_str())
             .collect(),
         Protocol::Gemini => gemini_chunk_text(v),
+        Protocol::Responses => v["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|item| item["type"] == "message")
+            .flat_map(|item| item["content"].as_array().into_iter().flatten())
+            .filter(|part| part["type"] == "output_text")
+            .filter_map(|part| part["text"].as_str())
+            .collect(),
     }
 }
 
@@ -151,6 +160,11 @@ pub fn stream_text(p: Protocol, chunks: &[Value]) -> String {
             .filter_map(|c| c["delta"]["text"].as_str())
             .collect(),
         Protocol::Gemini => chunks.iter().map(gemini_chunk_text).collect(),
+        Protocol::Responses => chunks
+            .iter()
+            .filter(|c| c["type"] == "response.output_text.delta")
+            .filter_map(|c| c["delta"].as_str())
+            .collect(),
     }
 }
 
@@ -170,7 +184,7 @@ pub fn assert_error(p: Protocol, r: &Response, status: u16) -> Value {
     let e = v["error"].clone();
     assert!(e["message"].is_string(), "{v}");
     match p {
-        Protocol::OpenAi => {
+        Protocol::OpenAi | Protocol::Responses => {
             assert!(e["type"].is_string(), "{v}");
             assert!(e.get("param").is_some() && e.get("code").is_some(), "{v}");
             assert_eq!(v.as_object().map(|o| o.len()), Some(1), "{v}");
@@ -192,7 +206,7 @@ pub fn assert_error(p: Protocol, r: &Response, status: u16) -> Value {
 pub fn assert_names_param(p: Protocol, e: &Value, param: &str) {
     let message = e["message"].as_str().unwrap_or_default();
     match p {
-        Protocol::OpenAi => assert_eq!(e["param"], param, "{e}"),
+        Protocol::OpenAi | Protocol::Responses => assert_eq!(e["param"], param, "{e}"),
         _ => assert!(message.contains(param), "{param} not named in {e}"),
     }
 }
@@ -206,6 +220,7 @@ pub fn upstream_path(p: Protocol, upstream_model: &str, stream: bool) -> String 
             format!("/gemini/v1beta/models/{upstream_model}:streamGenerateContent?alt=sse")
         }
         Protocol::Gemini => format!("/gemini/v1beta/models/{upstream_model}:generateContent"),
+        Protocol::Responses => "/responses-api/v1/responses".into(),
     }
 }
 
@@ -226,7 +241,7 @@ pub fn assert_upstream_request(
     );
     let pk = provider_key(p.name());
     match p {
-        Protocol::OpenAi => {
+        Protocol::OpenAi | Protocol::Responses => {
             assert_eq!(
                 r.header("authorization"),
                 Some(format!("Bearer {pk}").as_str())
@@ -247,7 +262,9 @@ pub fn assert_upstream_request(
         .json()
         .unwrap_or_else(|| panic!("upstream body not JSON: {}", r.body_text()));
     match p {
-        Protocol::OpenAi | Protocol::Anthropic => assert_eq!(body["model"], upstream_model),
+        Protocol::OpenAi | Protocol::Anthropic | Protocol::Responses => {
+            assert_eq!(body["model"], upstream_model)
+        }
         Protocol::Gemini => assert!(body.get("model").is_none()),
     }
     assert_no_client_secrets(r);

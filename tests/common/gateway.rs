@@ -181,6 +181,7 @@ impl Gateway {
             .env("SB_TEST_KEY_OPENAI", provider_key("openai"))
             .env("SB_TEST_KEY_ANTHROPIC", provider_key("anthropic"))
             .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
+            .env("SB_TEST_KEY_RESPONSES", provider_key("responses"))
             .env_remove("SB_TEST_UNSET_KEY")
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())

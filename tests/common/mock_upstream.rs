@@ -1,13 +1,16 @@
 //! Mock upstream for tests: a hand-rolled HTTP/1.1 server that answers like the
-//! OpenAI chat-completions, Anthropic Messages and Gemini generateContent APIs,
-//! byte for byte, with behaviour switched by `[[markers]]` in the request body.
+//! OpenAI chat-completions, OpenAI Responses, Anthropic Messages and Gemini
+//! generateContent APIs, byte for byte, with behaviour switched by
+//! `[[markers]]` in the request body.
 //!
 //! Used in process by the integration tests (`MockUpstream::start`) and as a
 //! process by the SDK suite (`cargo run --example mock_upstream -- --port 0`).
 //!
 //! Routes (any path prefix before them, so `/openai/v1`, `/anthropic/v1`,
-//! `/gemini/v1beta` or none at all all work):
+//! `/gemini/v1beta`, `/responses-api/v1` or none at all all work):
 //! - `POST …/chat/completions` (OpenAI; streams when `"stream": true`)
+//! - `POST …/responses` (OpenAI Responses; streams its typed events when
+//!   `"stream": true`), `POST …/responses/input_tokens`
 //! - `POST …/messages`, `POST …/messages/count_tokens` (Anthropic)
 //! - `POST …/models/{model}:generateContent`, `:streamGenerateContent[?alt=sse]`,
 //!   `:countTokens` (Gemini)
@@ -32,7 +35,8 @@
 //! - `[[malformed]]`: stream: a frame whose data is not JSON, mid-stream;
 //!   non-stream: a truncated JSON body with status 200.
 //! - `[[stream-error]]`: stream: the provider's in-stream error event after half
-//!   of the frames, then a clean end of the HTTP body.
+//!   of the frames, then a clean end of the HTTP body (Responses: an `error`
+//!   event, then `response.failed`).
 //! - `[[tool]]`: a call to the first declared tool (fallback `get_weather`) with
 //!   arguments [`TOOL_ARGS`]; `[[text+tool]]`: text, then the call.
 //! - `[[agent-tool:NAME:JSON]]`: drives an agent's tool loop. When the
@@ -42,7 +46,15 @@
 //!   in the prompt; it must not contain `]]`). A request that declares no
 //!   tools (an agent's side request: a title, a summary) gets the plain reply.
 //! - `[[thinking]]`: Anthropic thinking block with signature, Gemini
-//!   `thought: true` part, before the text (OpenAI: ignored).
+//!   `thought: true` part, Responses `reasoning` item with a summary and
+//!   [`REASONING_ENCRYPTED_CONTENT`], before the text (OpenAI chat: ignored).
+//! - `[[max-tokens]]`: the answer stops for its token limit: OpenAI
+//!   `finish_reason: "length"`, Anthropic `stop_reason: "max_tokens"`, Gemini
+//!   `finishReason: "MAX_TOKENS"`, Responses `status: "incomplete"` with
+//!   `incomplete_details.reason: "max_output_tokens"` (`response.incomplete`).
+//! - `[[cached:N]]`: N of the prompt tokens were read from the cache (OpenAI
+//!   `prompt_tokens_details`, Anthropic `cache_read_input_tokens`, Gemini
+//!   `cachedContentTokenCount`, Responses `input_tokens_details`).
 //! - `[[echo-request]]`: the reply text is the whole request body.
 //! - `[[chunk:N]]`: stream TCP writes of 1..=N bytes (default 24; 0 = one
 //!   write per frame). `[[crlf]]`: CRLF line endings in OpenAI/Anthropic
@@ -82,48 +94,64 @@ pub const FALLBACK_TOOL: &str = "get_weather";
 pub const THINKING_TEXT: &str = "Thinking it over ✓ step by step.";
 /// Signature of the `[[thinking]]` block (Anthropic).
 pub const THINKING_SIGNATURE: &str = "bW9jay10aGlua2luZy1zaWduYXR1cmU=";
+/// `encrypted_content` of the `[[thinking]]` reasoning item (Responses).
+pub const REASONING_ENCRYPTED_CONTENT: &str =
+    "gAAAAABtb2NrLXJlYXNvbmluZy1lbmNyeXB0ZWQtY29udGVudA==";
 const DEFAULT_MAX_PIECE: usize = 24;
 /// Stream bytes written in small random pieces; the rest goes in large writes.
 const SMALL_WRITE_BUDGET: usize = 64 << 10;
 const LARGE_WRITE: usize = 64 << 10;
 const MAX_DELTAS: usize = 48;
 
-/// The three upstream wire protocols.
+/// The four upstream wire protocols.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Protocol {
     OpenAi,
     Anthropic,
     Gemini,
+    /// The OpenAI Responses API (`{base_url}/responses`).
+    Responses,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 3] = [Protocol::OpenAi, Protocol::Anthropic, Protocol::Gemini];
+    pub const ALL: [Protocol; 4] = [
+        Protocol::OpenAi,
+        Protocol::Anthropic,
+        Protocol::Gemini,
+        Protocol::Responses,
+    ];
 
-    /// The protocol's name as used in config: `openai`, `anthropic`, `gemini`.
+    /// The protocol's name as used in config: `openai`, `anthropic`, `gemini`,
+    /// `responses`.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::OpenAi => "openai",
             Protocol::Anthropic => "anthropic",
             Protocol::Gemini => "gemini",
+            Protocol::Responses => "responses",
         }
     }
 
-    /// Parses `openai`, `anthropic`, `gemini` (or `google`).
+    /// Parses `openai`, `anthropic`, `gemini` (or `google`), `responses`.
     pub fn from_name(name: &str) -> Option<Protocol> {
         match name.to_ascii_lowercase().as_str() {
             "openai" => Some(Protocol::OpenAi),
             "anthropic" => Some(Protocol::Anthropic),
             "gemini" | "google" => Some(Protocol::Gemini),
+            "responses" => Some(Protocol::Responses),
             _ => None,
         }
     }
 
-    /// Path prefix of [`MockUpstream::base_url`].
+    /// Path prefix of [`MockUpstream::base_url`]; the gateway appends the
+    /// protocol's own route (`/chat/completions`, `/messages`,
+    /// `/models/{model}:generateContent`, `/responses`).
     pub fn base_path(self) -> &'static str {
         match self {
             Protocol::OpenAi => "/openai/v1",
             Protocol::Anthropic => "/anthropic/v1",
             Protocol::Gemini => "/gemini/v1beta",
+            Protocol::Responses => "/responses-api/v1",
         }
     }
 }
@@ -262,7 +290,8 @@ impl MockUpstream {
         self.addr.port()
     }
 
-    /// `http://127.0.0.1:PORT/openai/v1`, `…/anthropic/v1` or `…/gemini/v1beta`.
+    /// `http://127.0.0.1:PORT/openai/v1`, `…/anthropic/v1`, `…/gemini/v1beta`
+    /// or `…/responses-api/v1`.
     pub fn base_url(&self, protocol: Protocol) -> String {
         format!("http://{}{}", self.addr, protocol.base_path())
     }
@@ -432,7 +461,9 @@ fn query_has(query: Option<&str>, pair: &str) -> bool {
 
 /// The protocol whose error shape an unknown path gets.
 fn guess_protocol(path: &str) -> Protocol {
-    if path.contains("/messages") || path.contains("anthropic") {
+    if path.contains("/responses") {
+        Protocol::Responses
+    } else if path.contains("/messages") || path.contains("anthropic") {
         Protocol::Anthropic
     } else if path.contains("/models/")
         || path.contains("v1beta")
@@ -448,6 +479,8 @@ fn guess_protocol(path: &str) -> Protocol {
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
     Chat,
+    Responses,
+    ResponsesCount,
     Messages,
     AnthropicCount,
     Generate { model: String },
@@ -464,6 +497,12 @@ fn classify(method: &str, target: &str) -> Route {
     }
     if path.ends_with("/chat/completions") {
         return Route::Chat;
+    }
+    if path.ends_with("/responses/input_tokens") {
+        return Route::ResponsesCount;
+    }
+    if path.ends_with("/responses") {
+        return Route::Responses;
     }
     if path.ends_with("/messages/count_tokens") {
         return Route::AnthropicCount;
@@ -523,6 +562,7 @@ fn control_reply(state: &State, method: &str, what: &str) -> Reply {
 fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
     let protocol = match &route {
         Route::Chat => Protocol::OpenAi,
+        Route::Responses | Route::ResponsesCount => Protocol::Responses,
         Route::Messages | Route::AnthropicCount => Protocol::Anthropic,
         Route::Generate { .. } | Route::StreamGenerate { .. } | Route::GeminiCount { .. } => {
             Protocol::Gemini
@@ -551,6 +591,13 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
     let model = match route {
         Route::AnthropicCount => return count(json!({ "input_tokens": prompt_tokens })),
         Route::GeminiCount { .. } => return count(json!({ "totalTokens": prompt_tokens })),
+        Route::ResponsesCount => {
+            let body = J::Obj(vec![
+                ("object", J::from("response.input_tokens")),
+                ("input_tokens", J::from(prompt_tokens)),
+            ]);
+            return Reply::json_ordered(200, "application/json", &body).with_effects(slow);
+        }
         Route::Generate { ref model } | Route::StreamGenerate { ref model, .. } => model.clone(),
         _ => body["model"].as_str().unwrap_or("mock-model").to_owned(),
     };
@@ -583,6 +630,8 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
         tool,
         tool_args,
         prompt_tokens,
+        cached_tokens: markers.cached.unwrap_or(0).min(prompt_tokens),
+        max_tokens: markers.max_tokens,
         newline: if markers.crlf { "\r\n" } else { "\n" },
     };
     let streaming = body["stream"] == Value::Bool(true);
@@ -591,6 +640,7 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
             let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
             openai_reply(&answer, streaming, include_usage, &markers)
         }
+        Route::Responses => responses_reply(&answer, &body, streaming, &markers),
         Route::Messages => anthropic_reply(&answer, streaming, &markers),
         Route::Generate { .. } => gemini_reply(&answer, None, &markers),
         Route::StreamGenerate { sse, .. } => gemini_reply(&answer, Some(sse), &markers),
@@ -621,6 +671,10 @@ struct Markers {
     crlf: bool,
     sse_comments: bool,
     max_piece: Option<usize>,
+    /// `[[max-tokens]]`: the answer ends at its token limit.
+    max_tokens: bool,
+    /// `[[cached:N]]`: prompt tokens read from the cache.
+    cached: Option<u64>,
     /// `[[agent-tool:NAME:JSON]]`: the tool's name and arguments.
     agent_tool: Option<(String, Value)>,
 }
@@ -654,6 +708,8 @@ impl Markers {
                 "crlf" => markers.crlf = true,
                 "sse-comments" => markers.sse_comments = true,
                 "chunk" => markers.max_piece = arg.trim().parse().ok(),
+                "max-tokens" => markers.max_tokens = true,
+                "cached" => markers.cached = arg.trim().parse().ok(),
                 "agent-tool" => markers.agent_tool = parse_agent_tool(arg),
                 _ => {}
             }
@@ -701,7 +757,11 @@ struct Answer {
     /// Arguments of the tool call (a JSON object).
     tool_args: Value,
     prompt_tokens: u64,
-    /// Line ending of OpenAI and Anthropic SSE frames.
+    /// Of the prompt tokens, those read from the cache (`[[cached:N]]`).
+    cached_tokens: u64,
+    /// `[[max-tokens]]`: the answer stops for its token limit.
+    max_tokens: bool,
+    /// Line ending of OpenAI, Anthropic and Responses SSE frames.
     newline: &'static str,
 }
 
@@ -811,6 +871,21 @@ fn last_turn_tool_results(protocol: Protocol, body: &Value) -> Option<String> {
                 .map(|block| tool_result_text(&block["content"]))
                 .collect()
         }
+        Protocol::Responses => {
+            let items = body["input"].as_array().unwrap_or(&empty);
+            let turn: Vec<&Value> = items
+                .iter()
+                .rev()
+                .filter(|i| !(is_responses_message(i) && is_system_role(&i["role"])))
+                .take_while(|i| {
+                    i["type"] == "function_call_output" || i["type"] == "custom_tool_call_output"
+                })
+                .collect();
+            turn.iter()
+                .rev()
+                .map(|i| tool_result_text(&i["output"]))
+                .collect()
+        }
         Protocol::Gemini => {
             let last = body["contents"].as_array().unwrap_or(&empty).last()?;
             last["parts"]
@@ -853,6 +928,28 @@ pub fn split_deltas(text: &str) -> Vec<String> {
     pieces.into_iter().map(str::to_owned).collect()
 }
 
+/// Whether a Responses input item is a message (`type` may be left out).
+fn is_responses_message(item: &Value) -> bool {
+    item["type"].is_null() || item["type"] == "message"
+}
+
+fn is_system_role(role: &Value) -> bool {
+    role == "system" || role == "developer"
+}
+
+/// Text of a Responses message's content: a string, or its text parts.
+fn text_of_responses_content(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p["type"] == "input_text" || p["type"] == "output_text")
+            .filter_map(|p| p["text"].as_str())
+            .collect(),
+        _ => String::new(),
+    }
+}
+
 fn text_of_openai_content(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
@@ -891,6 +988,15 @@ fn last_user_text(protocol: Protocol, body: &Value) -> String {
                     .collect()
             })
             .collect(),
+        Protocol::Responses => match &body["input"] {
+            Value::String(text) => vec![text.clone()],
+            Value::Array(items) => items
+                .iter()
+                .filter(|i| is_responses_message(i) && i["role"] == "user")
+                .map(|i| text_of_responses_content(&i["content"]))
+                .collect(),
+            _ => Vec::new(),
+        },
     };
     texts
         .into_iter()
@@ -900,8 +1006,20 @@ fn last_user_text(protocol: Protocol, body: &Value) -> String {
 }
 
 fn first_tool_name(protocol: Protocol, body: &Value) -> String {
+    if protocol == Protocol::Responses {
+        // Function tools are flat; built-in tools (web_search, …) have no name.
+        return body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["type"] == "function")
+            .and_then(|t| t["name"].as_str())
+            .unwrap_or(FALLBACK_TOOL)
+            .to_owned();
+    }
     let tool = &body["tools"][0];
     let name = match protocol {
+        Protocol::Responses => &Value::Null,
         Protocol::OpenAi => &tool["function"]["name"],
         Protocol::Anthropic => &tool["name"],
         Protocol::Gemini => {
@@ -939,6 +1057,14 @@ impl J {
     fn with(mut self, key: &'static str, value: impl Into<J>) -> J {
         if let J::Obj(fields) = &mut self {
             fields.push((key, value.into()));
+        }
+        self
+    }
+
+    /// Appends the fields of `other` (an object) to this object.
+    fn with_all(mut self, other: J) -> J {
+        if let (J::Obj(fields), J::Obj(more)) = (&mut self, other) {
+            fields.extend(more);
         }
         self
     }
@@ -1050,13 +1176,21 @@ fn openai_reply(a: &Answer, stream: bool, include_usage: bool, markers: &Markers
         Vec::new()
     };
     let completion = (deltas.len() + fragments.len()) as u64;
-    let usage = obj! {
+    let mut usage = obj! {
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": a.prompt_tokens + completion,
     };
+    if a.cached_tokens > 0 {
+        usage = usage.with(
+            "prompt_tokens_details",
+            obj! { "cached_tokens": a.cached_tokens, "audio_tokens": 0u64 },
+        );
+    }
     let finish = if a.tool.is_some() {
         "tool_calls"
+    } else if a.max_tokens {
+        "length"
     } else {
         "stop"
     };
@@ -1175,6 +1309,323 @@ fn openai_error(status: u16, message: &str) -> J {
 }
 
 // ---------------------------------------------------------------------------
+// OpenAI Responses
+
+/// Pads each streamed delta like the Responses API's `obfuscation` field.
+fn obfuscation(delta: &str) -> String {
+    const PAD: &str = "mK3xQ9vL2pZ7wR4tYb8n";
+    PAD[..PAD.len() - delta.len() % 16].to_owned()
+}
+
+/// Numbers the events of a Responses stream (`sequence_number` from 0).
+struct ResponsesEvents {
+    frames: Vec<Vec<u8>>,
+    newline: &'static str,
+}
+
+impl ResponsesEvents {
+    /// The event of `kind` with `fields` (an object) after `type` and
+    /// `sequence_number`.
+    fn event(kind: &str, sequence: u64, fields: J) -> J {
+        let mut all = vec![
+            ("type", J::from(kind)),
+            ("sequence_number", J::from(sequence)),
+        ];
+        if let J::Obj(rest) = fields {
+            all.extend(rest);
+        }
+        J::Obj(all)
+    }
+
+    fn push(&mut self, kind: &str, fields: J) {
+        let event = ResponsesEvents::event(kind, self.frames.len() as u64, fields);
+        self.frames
+            .push(sse(Some(kind), &event.to_json_string(), self.newline));
+    }
+}
+
+fn responses_reply(a: &Answer, request: &Value, stream: bool, markers: &Markers) -> Reply {
+    let id = format!("resp_mock{:08}", a.seq);
+    let reasoning_id = format!("rs_mock{:08}", a.seq);
+    let message_id = format!("msg_mock{:08}", a.seq);
+    let call_item_id = format!("fc_mock{:08}", a.seq);
+    let call_id = format!("call_mock{:08}", a.seq);
+    let deltas = a.text_deltas();
+    let summary_deltas = if a.thinking {
+        split_deltas(THINKING_TEXT)
+    } else {
+        Vec::new()
+    };
+    let fragments = if a.tool.is_some() {
+        a.tool_arg_fragments()
+    } else {
+        Vec::new()
+    };
+    let reasoning_tokens = summary_deltas.len() as u64;
+    let output_tokens = (deltas.len() + fragments.len()) as u64 + reasoning_tokens;
+    let usage = obj! {
+        "input_tokens": a.prompt_tokens,
+        "input_tokens_details": obj! { "cached_tokens": a.cached_tokens },
+        "output_tokens": output_tokens,
+        "output_tokens_details": obj! { "reasoning_tokens": reasoning_tokens },
+        "total_tokens": a.prompt_tokens + output_tokens,
+    };
+    let incomplete = a.max_tokens && a.tool.is_none();
+    let (final_status, final_event) = if incomplete {
+        ("incomplete", "response.incomplete")
+    } else {
+        ("completed", "response.completed")
+    };
+    // The request's settings, echoed as the API does (with its defaults).
+    let field = |key: &str, default: Value| match request.get(key) {
+        Some(value) if !value.is_null() => value.clone(),
+        _ => default,
+    };
+    let text_config = match request["text"].get("format") {
+        Some(format) => json!({ "format": format, "verbosity": "medium" }),
+        None => json!({ "format": { "type": "text" }, "verbosity": "medium" }),
+    };
+    let response = |status: &str, output: Vec<J>, usage: J, error: J| {
+        let finished = status != "in_progress";
+        obj! {
+            "id": &id,
+            "object": "response",
+            "created_at": a.created,
+            "status": status,
+            "background": false,
+            "completed_at": (status == "completed").then_some(a.created),
+            "error": error,
+            "incomplete_details": if status == "incomplete" {
+                obj! { "reason": "max_output_tokens" }
+            } else {
+                NULL
+            },
+            "instructions": field("instructions", Value::Null),
+            "max_output_tokens": field("max_output_tokens", Value::Null),
+            "max_tool_calls": NULL,
+            "model": &a.model,
+            "output": output,
+            "parallel_tool_calls": field("parallel_tool_calls", Value::Bool(true)),
+            "previous_response_id": field("previous_response_id", Value::Null),
+            "prompt_cache_key": field("prompt_cache_key", Value::Null),
+            "reasoning": obj! {
+                "effort": request["reasoning"]["effort"].clone(),
+                "summary": request["reasoning"]["summary"].clone(),
+            },
+            "safety_identifier": field("safety_identifier", Value::Null),
+            "service_tier": if finished { "default" } else { "auto" },
+            "store": field("store", Value::Bool(true)),
+            "temperature": field("temperature", json!(1.0)),
+            "text": text_config.clone(),
+            "tool_choice": field("tool_choice", json!("auto")),
+            "tools": field("tools", json!([])),
+            "top_logprobs": 0u64,
+            "top_p": field("top_p", json!(1.0)),
+            "truncation": field("truncation", json!("disabled")),
+            "usage": usage,
+            "user": NULL,
+            "metadata": field("metadata", json!({})),
+        }
+    };
+    let summary = |text: &str| obj! { "type": "summary_text", "text": text };
+    let reasoning_item = |summary: Vec<J>, encrypted: bool| {
+        let item = obj! { "id": &reasoning_id, "type": "reasoning" };
+        let item = if encrypted {
+            item.with("encrypted_content", REASONING_ENCRYPTED_CONTENT)
+        } else {
+            item
+        };
+        item.with("summary", summary)
+    };
+    let output_text = |text: &str| {
+        obj! { "type": "output_text", "annotations": Vec::<J>::new(), "logprobs": Vec::<J>::new(), "text": text }
+    };
+    let message_status = if incomplete {
+        "incomplete"
+    } else {
+        "completed"
+    };
+    let message_item = |status: &str, content: Vec<J>| {
+        obj! {
+            "id": &message_id,
+            "type": "message",
+            "status": status,
+            "content": content,
+            "role": "assistant",
+        }
+    };
+    let args = a.tool_args_json();
+    let call_item = |status: &str, arguments: &str, name: &str| {
+        obj! {
+            "id": &call_item_id,
+            "type": "function_call",
+            "status": status,
+            "arguments": arguments,
+            "call_id": &call_id,
+            "name": name,
+        }
+    };
+    // The finished output items, in order.
+    let mut items = Vec::new();
+    if a.thinking {
+        items.push(reasoning_item(vec![summary(THINKING_TEXT)], true));
+    }
+    if let Some(text) = &a.text {
+        items.push(message_item(message_status, vec![output_text(text)]));
+    }
+    if let Some(name) = &a.tool {
+        items.push(call_item("completed", &args, name));
+    }
+    if !stream {
+        if markers.malformed {
+            return Reply::malformed_json(&format!(
+                "{{\"id\":\"{id}\",\"object\":\"response\",\"output\":[{{"
+            ));
+        }
+        let body = response(final_status, items, usage, NULL);
+        return Reply::json_ordered(200, "application/json", &body);
+    }
+    let mut events = ResponsesEvents {
+        frames: Vec::new(),
+        newline: a.newline,
+    };
+    let started = response("in_progress", Vec::new(), NULL, NULL);
+    events.push("response.created", obj! { "response": started.clone() });
+    events.push("response.in_progress", obj! { "response": started });
+    let mut index = 0u64;
+    if a.thinking {
+        let at = |fields: J| {
+            obj! { "item_id": &reasoning_id, "output_index": index, "summary_index": 0u64 }
+                .with_all(fields)
+        };
+        events.push(
+            "response.output_item.added",
+            obj! { "output_index": index, "item": reasoning_item(Vec::new(), false) },
+        );
+        events.push(
+            "response.reasoning_summary_part.added",
+            at(obj! { "part": summary("") }),
+        );
+        for d in &summary_deltas {
+            events.push(
+                "response.reasoning_summary_text.delta",
+                at(obj! { "delta": d, "obfuscation": obfuscation(d) }),
+            );
+        }
+        events.push(
+            "response.reasoning_summary_text.done",
+            at(obj! { "text": THINKING_TEXT }),
+        );
+        events.push(
+            "response.reasoning_summary_part.done",
+            at(obj! { "part": summary(THINKING_TEXT) }),
+        );
+        events.push(
+            "response.output_item.done",
+            obj! { "output_index": index, "item": items[0].clone() },
+        );
+        index += 1;
+    }
+    if let Some(text) = &a.text {
+        let at = |fields: J| {
+            obj! { "item_id": &message_id, "output_index": index, "content_index": 0u64 }
+                .with_all(fields)
+        };
+        events.push(
+            "response.output_item.added",
+            obj! { "output_index": index, "item": message_item("in_progress", Vec::new()) },
+        );
+        events.push(
+            "response.content_part.added",
+            at(obj! { "part": output_text("") }),
+        );
+        for d in &deltas {
+            events.push(
+                "response.output_text.delta",
+                at(obj! { "delta": d, "logprobs": Vec::<J>::new(), "obfuscation": obfuscation(d) }),
+            );
+        }
+        events.push(
+            "response.output_text.done",
+            at(obj! { "text": text, "logprobs": Vec::<J>::new() }),
+        );
+        events.push(
+            "response.content_part.done",
+            at(obj! { "part": output_text(text) }),
+        );
+        events.push(
+            "response.output_item.done",
+            obj! {
+                "output_index": index,
+                "item": message_item(message_status, vec![output_text(text)]),
+            },
+        );
+        index += 1;
+    }
+    if let Some(name) = &a.tool {
+        let at =
+            |fields: J| obj! { "item_id": &call_item_id, "output_index": index }.with_all(fields);
+        events.push(
+            "response.output_item.added",
+            obj! { "output_index": index, "item": call_item("in_progress", "", name) },
+        );
+        for f in &fragments {
+            events.push(
+                "response.function_call_arguments.delta",
+                at(obj! { "delta": f, "obfuscation": obfuscation(f) }),
+            );
+        }
+        events.push(
+            "response.function_call_arguments.done",
+            at(obj! { "arguments": &args, "name": name }),
+        );
+        events.push(
+            "response.output_item.done",
+            obj! { "output_index": index, "item": call_item("completed", &args, name) },
+        );
+    }
+    events.push(
+        final_event,
+        obj! { "response": response(final_status, items, usage, NULL) },
+    );
+    let nl = a.newline;
+    let frames = events.frames;
+    // `[[stream-error]]` keeps the first half of the frames: the error event
+    // and `response.failed` carry on their numbering.
+    let mid = (frames.len() / 2).max(1) as u64;
+    let message = "mock: upstream failed mid-stream";
+    let error = ResponsesEvents::event(
+        "error",
+        mid,
+        obj! { "code": "server_error", "message": message, "param": NULL },
+    );
+    let failed = ResponsesEvents::event(
+        "response.failed",
+        mid + 1,
+        obj! {
+            "response": response(
+                "failed",
+                Vec::new(),
+                NULL,
+                obj! { "code": "server_error", "message": message },
+            ),
+        },
+    );
+    let mut error = sse(Some("error"), &error.to_json_string(), nl);
+    error.extend(sse(Some("response.failed"), &failed.to_json_string(), nl));
+    let bad = sse(
+        Some("response.output_text.delta"),
+        &format!(
+            "{{\"type\":\"response.output_text.delta\",\"item_id\":\"{message_id}\",\"delta\":"
+        ),
+        nl,
+    );
+    let comment = format!(": keep-alive{nl}{nl}");
+    let frames = markers.shape_stream(frames, bad, error, Some(&comment));
+    Reply::stream("text/event-stream; charset=utf-8", frames)
+}
+
+// ---------------------------------------------------------------------------
 // Anthropic messages
 
 fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
@@ -1194,8 +1645,24 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
     let output_tokens = (deltas.len() + thinking_deltas.len() + fragments.len()) as u64;
     let stop_reason = if a.tool.is_some() {
         "tool_use"
+    } else if a.max_tokens {
+        "max_tokens"
     } else {
         "end_turn"
+    };
+    // Anthropic's `input_tokens` leaves out the tokens read from the cache.
+    let usage = |output_tokens: u64| {
+        let usage = obj! {
+            "input_tokens": a.prompt_tokens - a.cached_tokens,
+            "output_tokens": output_tokens,
+        };
+        if a.cached_tokens > 0 {
+            usage
+                .with("cache_creation_input_tokens", 0u64)
+                .with("cache_read_input_tokens", a.cached_tokens)
+        } else {
+            usage
+        }
     };
     if !stream {
         if markers.malformed {
@@ -1227,7 +1694,7 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": NULL,
-            "usage": obj! { "input_tokens": a.prompt_tokens, "output_tokens": output_tokens },
+            "usage": usage(output_tokens),
         };
         return Reply::json_ordered(200, "application/json", &body);
     }
@@ -1245,7 +1712,7 @@ fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Reply {
                 "content": Vec::<J>::new(),
                 "stop_reason": NULL,
                 "stop_sequence": NULL,
-                "usage": obj! { "input_tokens": a.prompt_tokens, "output_tokens": 1u64 },
+                "usage": usage(1),
             },
         },
     )];
@@ -1360,13 +1827,21 @@ fn gemini_reply(a: &Answer, stream: Option<bool>, markers: &Markers) -> Reply {
         "candidatesTokenCount": candidates,
         "totalTokenCount": a.prompt_tokens + candidates + thoughts,
     };
+    if a.cached_tokens > 0 {
+        usage = usage.with("cachedContentTokenCount", a.cached_tokens);
+    }
     if a.thinking {
         usage = usage.with("thoughtsTokenCount", thoughts);
     }
+    let finish = if a.max_tokens && a.tool.is_none() {
+        "MAX_TOKENS"
+    } else {
+        "STOP"
+    };
     let response = |parts: Vec<J>, last: bool| {
         let mut candidate = obj! { "content": obj! { "parts": parts, "role": "model" } };
         if last {
-            candidate = candidate.with("finishReason", "STOP");
+            candidate = candidate.with("finishReason", finish);
         }
         let mut response = obj! { "candidates": vec![candidate.with("index", 0u64)] };
         if last {
@@ -1451,7 +1926,7 @@ fn gemini_error(status: u16, message: &str) -> J {
 /// `status` with `protocol`'s error body (429 adds `retry-after: 1`).
 fn error_reply(protocol: Protocol, status: u16, message: &str) -> Reply {
     let (body, content_type) = match protocol {
-        Protocol::OpenAi => (
+        Protocol::OpenAi | Protocol::Responses => (
             obj! { "error": openai_error(status, message) },
             "application/json",
         ),
