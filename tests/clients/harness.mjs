@@ -42,7 +42,7 @@ export const PROTOCOLS = ['openai', 'anthropic', 'gemini'];
 export const ALL_PROTOCOLS = [...PROTOCOLS, 'responses'];
 
 /// Where the mock serves each wire protocol (tests/common/mock_upstream.rs).
-export const MOCK_BASE = { openai: '/openai/v1', anthropic: '/anthropic/v1', gemini: '/gemini/v1beta', responses: '/responses/v1' };
+export const MOCK_BASE = { openai: '/openai/v1', anthropic: '/anthropic/v1', gemini: '/gemini/v1beta', responses: '/responses-api/v1' };
 
 /// How the gateway's mock reply reads (tests/common/mock_upstream.rs).
 export const replyFor = (protocol, text) => `Hello from ${protocol} mock: ${text} ✓ héllo 🌍`;
