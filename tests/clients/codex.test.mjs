@@ -167,6 +167,29 @@ describe('Codex CLI request shape (capture server, no gateway)', () => {
     assert.equal(typeof second[1].output, 'string');
     assert.match(second[1].output, new RegExp(`ran-${tok}`));
   });
+
+  test('a model of Codex own catalog (gpt-5.5): custom apply_patch, tool_search, text.verbosity, reasoning.effort', async (t) => {
+    // No gateway model has Codex metadata; a deployment may still name a
+    // model as OpenAI does, and then Codex sends these too.
+    const tok = token('cx-shape-native');
+    const out = await codex(`Say hello ${tok}`, { model: 'gpt-5.5', baseUrl: `${capture.url}/v1`, key: 'sk-capture' });
+    t.diagnostic(`codex exec: ${out.ms} ms`);
+    assertAnswered(out, capture);
+    const [q] = capture.requests.filter((r) => r.body.includes(tok));
+    const b = q.json;
+    assert.deepEqual(
+      Object.keys(b).sort(),
+      ['client_metadata', 'include', 'input', 'model', 'parallel_tool_calls', 'prompt_cache_key', 'reasoning', 'store', 'stream', 'text', 'tool_choice', 'tools'],
+    );
+    assert.deepEqual(b.text, { verbosity: 'low' });
+    assert.equal(typeof b.reasoning.effort, 'string');
+    const types = [...new Set(b.tools.map((x) => x.type))].sort();
+    assert.deepEqual(types, ['custom', 'function', 'tool_search', 'web_search'], JSON.stringify(b.tools.map((x) => [x.type, x.name])));
+    const patch = b.tools.find((x) => x.type === 'custom');
+    assert.equal(patch.name, 'apply_patch');
+    assert.equal(patch.format.type, 'grammar');
+    assert.equal(patch.format.syntax, 'lark');
+  });
 });
 
 describe('Codex CLI straight to the mock Responses upstream (no gateway)', { concurrency: 2 }, () => {
