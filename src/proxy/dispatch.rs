@@ -11,9 +11,8 @@ use crate::config::{Model, Provider, Upstream};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::passthrough;
-use crate::protocol::{
-    self, anthropic, gemini, openai, DecodeContext, EncodeOptions, TranslateError,
-};
+use crate::protocol::http::UpstreamTarget;
+use crate::protocol::{self, spoke, DecodeContext, EncodeOptions, TranslateError};
 use crate::validate::Inspected;
 use bytes::Bytes;
 use pingora_http::RequestHeader;
@@ -141,7 +140,7 @@ async fn attempt<'s>(
     let translated = up.protocol != c.family;
     let stream = c.req.stream;
     let usage_injected = !translated
-        && c.family == Family::OpenAi
+        && spoke(c.family).stream_usage_opt_in
         && stream
         && !c.req.include_usage
         && !c.req.has_stream_options;
@@ -233,9 +232,10 @@ fn translate_request(
 /// can be metered (the usage chunk is then withheld from the client).
 fn passthrough_body(c: &Call<'_>, inject_usage: bool) -> Bytes {
     let body = c.body;
-    let span = match (&c.req.model_span, c.family) {
-        (Some(span), Family::OpenAi | Family::Anthropic)
-            if c.req.model.as_deref() != Some(c.model.upstream_model.as_str()) =>
+    let span = match &c.req.model_span {
+        Some(span)
+            if spoke(c.family).model_in_body
+                && c.req.model.as_deref() != Some(c.model.upstream_model.as_str()) =>
         {
             Some(span.clone())
         }
@@ -287,21 +287,15 @@ fn upstream_header(
         )
         .with_code("provider_key_missing")
     })?;
-    let base = &up.url.path;
-    let path = match up.protocol {
-        Family::OpenAi => format!("{base}/chat/completions"),
-        Family::Anthropic if c.beta_query && c.family == Family::Anthropic => {
-            format!("{base}/messages?beta=true")
-        }
-        Family::Anthropic => format!("{base}/messages"),
-        Family::Gemini if stream => {
-            format!(
-                "{base}/models/{}:streamGenerateContent?alt=sse",
-                model.upstream_model
-            )
-        }
-        Family::Gemini => format!("{base}/models/{}:generateContent", model.upstream_model),
+    let target = UpstreamTarget {
+        base_path: &up.url.path,
+        upstream_model: &model.upstream_model,
+        stream,
+        beta_query: up.protocol == c.family && c.beta_query,
+        anthropic_beta: c.anthropic_beta.as_deref(),
     };
+    let sp = spoke(up.protocol);
+    let path = (sp.upstream_path)(&target);
     let internal = |e: pingora_core::BError| {
         GatewayError::new(
             ErrorKind::Internal,
@@ -326,16 +320,14 @@ fn upstream_header(
         concat!("switchboard/", env!("CARGO_PKG_VERSION")),
     )?;
     set("x-request-id", c.request_id)?;
-    match up.protocol {
-        Family::OpenAi => set("authorization", &format!("Bearer {key}"))?,
-        Family::Anthropic => {
-            set("x-api-key", key)?;
-            set("anthropic-version", "2023-06-01")?;
-            if let Some(beta) = &c.anthropic_beta {
-                set("anthropic-beta", beta)?;
-            }
+    let mut failed = None;
+    (sp.upstream_auth)(key, &target, &mut |k, v| {
+        if failed.is_none() {
+            failed = set(k, v).err();
         }
-        Family::Gemini => set("x-goog-api-key", key)?,
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
     Ok(h)
 }
@@ -370,11 +362,7 @@ fn upstream_failure(
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let message = parsed
         .as_ref()
-        .and_then(|v| match upstream {
-            Family::OpenAi => openai::error::upstream_message(v),
-            Family::Anthropic => anthropic::error::upstream_message(v),
-            Family::Gemini => gemini::error::upstream_message(v),
-        })
+        .and_then(|v| (spoke(upstream).upstream_message)(v))
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
     let mut e = GatewayError::new(
         GatewayError::kind_for_status(status),

@@ -93,7 +93,7 @@ class Mock:
     url: str  # http://127.0.0.1:PORT
 
     def base_url(self, protocol: str) -> str:
-        return self.url + {"openai": "/openai/v1", "anthropic": "/anthropic/v1", "gemini": "/gemini/v1beta"}[protocol]
+        return self.url + support.MOCK_BASE[protocol]
 
     def reset(self) -> None:
         req = urllib.request.Request(self.url + "/__mock/reset", data=b"", method="POST")
@@ -126,22 +126,20 @@ def mock():
     _stop(proc)
 
 
-@pytest.fixture(scope="session")
-def gateway(mock, request):
-    tmp = Path(tempfile.mkdtemp(prefix="switchboard-sdk-"))
-    catalog = support.catalog(mock.base_url, dead_url=f"http://127.0.0.1:{_free_port()}/v1")
-    (tmp / "catalog.json").write_text(json.dumps(catalog, indent=2))
-    (tmp / "keys.json").write_text(json.dumps(support.keys(), indent=2))
+def _start_gateway(tmp: Path, name: str, catalog: dict) -> tuple[subprocess.Popen | None, Gateway, str]:
+    """Starts the gateway on `catalog`; returns (process, gateway, "") once
+    `/healthz` answers, or (None, gateway, log) when the process exited first."""
+    (tmp / f"{name}.json").write_text(json.dumps(catalog, indent=2))
     port, metrics = _free_port(), _free_port()
     env = dict(os.environ, RUST_LOG="info")
     env.update({var: key for var, key in support.PROVIDER_KEYS.items()})
     env.pop("SB_SDK_UNSET_KEY", None)
-    log = tmp / "gateway.log"
+    log = tmp / f"gateway-{name}.log"
     with open(log, "wb") as logf:
         proc = subprocess.Popen(
             [
                 str(_binary("release/switchboard")),
-                "--catalog", str(tmp / "catalog.json"),
+                "--catalog", str(tmp / f"{name}.json"),
                 "--keys", str(tmp / "keys.json"),
                 "--listen", f"127.0.0.1:{port}",
                 "--metrics", f"127.0.0.1:{metrics}",
@@ -155,18 +153,50 @@ def gateway(mock, request):
     while True:
         try:
             if _get(gw.url + "/healthz", timeout=1)[0] == 200:
-                break
+                return proc, gw, ""
         except OSError:
             pass
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.poll() is not None:
+            return None, gw, log.read_text(errors="replace")
+        if time.monotonic() > deadline:
             _stop(proc)
             pytest.exit(f"gateway did not start:\n{log.read_text(errors='replace')}", returncode=2)
         time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def gateway(mock, request):
+    """The gateway on the test catalog. A gateway that refuses the catalog's
+    `responses` upstream and family (one built without family D) is started
+    again on the catalog without them; `support.RESPONSES_REFUSED` then holds
+    why, and the cells that need them fail with it."""
+    tmp = Path(tempfile.mkdtemp(prefix="switchboard-sdk-"))
+    (tmp / "keys.json").write_text(json.dumps(support.keys(), indent=2))
+    dead_url = f"http://127.0.0.1:{_free_port()}/v1"
+    proc, gw, refused = _start_gateway(tmp, "catalog", support.catalog(mock.base_url, dead_url))
+    if proc is None:
+        support.RESPONSES_REFUSED = "\n".join(refused.splitlines()[-5:])
+        catalog = support.catalog(mock.base_url, dead_url, responses=False)
+        proc, gw, log = _start_gateway(tmp, "catalog-without-responses", catalog)
+        if proc is None:
+            pytest.exit(f"gateway did not start:\n{log}", returncode=2)
     yield gw
     _stop(proc)
     if request.session.testsfailed:
-        tail = log.read_text(errors="replace").splitlines()[-40:]
-        sys.stderr.write(f"\n--- last lines of the gateway log ({log}) ---\n" + "\n".join(tail) + "\n")
+        tail = gw.log.read_text(errors="replace").splitlines()[-40:]
+        sys.stderr.write(f"\n--- last lines of the gateway log ({gw.log}) ---\n" + "\n".join(tail) + "\n")
+
+
+@pytest.fixture(autouse=True)
+def _needs_responses(request):
+    """Cells with a Responses upstream (`protocol` "responses") and family D
+    tests (marked `family_d`) fail at once, with the reason, when the gateway
+    refused the catalog with family D."""
+    callspec = getattr(request.node, "callspec", None)
+    upstream = callspec.params.get("protocol") if callspec else None
+    if upstream == "responses" or request.node.get_closest_marker("family_d"):
+        request.getfixturevalue("gateway")
+        support.require_responses()
 
 
 # ------------------------------------------------------------------ SDK clients

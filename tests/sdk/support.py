@@ -18,14 +18,30 @@ LIMITED_KEY = "sk-sdk-limited"  # may call `openai/*` only
 BAD_KEY = "sk-not-a-key"
 STRICT_KEY = "sk-sdk-strict"  # policy strict: what adapt would change is a 400
 
-FAMILIES = ("openai", "anthropic", "gemini")  # client families A, B, C
-PROTOCOLS = ("openai", "anthropic", "gemini")  # upstream wire protocols
+FAMILIES = ("openai", "anthropic", "gemini")  # client families A, B, C (D: test_openai_responses.py)
+PROTOCOLS = ("openai", "anthropic", "gemini", "responses")  # upstream wire protocols
+
+# The mock's path prefix per upstream protocol (`base_url` in the catalog; the
+# gateway appends `/chat/completions`, `/messages`, `/models/...`, `/responses`).
+MOCK_BASE = {
+    "openai": "/openai/v1",
+    "anthropic": "/anthropic/v1",
+    "gemini": "/gemini/v1beta",
+    "responses": "/responses-api/v1",
+}
+
+# Set by conftest when the gateway refused the catalog with a `responses`
+# upstream and family (a build without family D): the tail of its log. The
+# suite then runs on `catalog(..., responses=False)` and every cell that needs
+# family D or a Responses upstream fails with this reason.
+RESPONSES_REFUSED: str | None = None
 
 # Provider key environment variables set for the gateway process, and their values.
 PROVIDER_KEYS = {
     "SB_SDK_KEY_OPENAI": "upstream-key-openai",
     "SB_SDK_KEY_ANTHROPIC": "upstream-key-anthropic",
     "SB_SDK_KEY_GEMINI": "upstream-key-gemini",
+    "SB_SDK_KEY_RESPONSES": "upstream-key-responses",
 }
 UPSTREAM_KEY = {p: PROVIDER_KEYS[f"SB_SDK_KEY_{p.upper()}"] for p in PROTOCOLS}
 
@@ -34,7 +50,8 @@ UPSTREAM_KEY = {p: PROVIDER_KEYS[f"SB_SDK_KEY_{p.upper()}"] for p in PROTOCOLS}
 # in the body (any model whose `protocols` include `anthropic`); family C a
 # path, where the provider must accept family C (so `openai`'s models are
 # reached there through `qwen`, an OpenAI-only provider, and Anthropic's
-# through `deepseek`, an Anthropic-only provider).
+# through `deepseek`, an Anthropic-only provider). The Responses upstream is
+# `azure`'s only one; it accepts families A, C and D.
 MODEL = {
     ("openai", "openai"): "openai/gpt-5",
     ("openai", "anthropic"): "anthropic/claude-sonnet-4.7",
@@ -45,6 +62,14 @@ MODEL = {
     ("gemini", "openai"): "qwen/qwen3-max",
     ("gemini", "anthropic"): "deepseek/deepseek-v4-pro",
     ("gemini", "gemini"): "gemini-3.1-pro",  # bare id, as the google-genai docs do
+    ("openai", "responses"): "azure/gpt-5-codex",
+    ("anthropic", "responses"): "gpt-5-codex",
+    ("gemini", "responses"): "azure/gpt-5-codex",
+    # Family D (the OpenAI Responses API, `/v1/responses`) names models as family A does.
+    ("responses", "openai"): "openai/gpt-5",
+    ("responses", "anthropic"): "anthropic/claude-sonnet-4.7",
+    ("responses", "gemini"): "google/gemini-3.1-pro",
+    ("responses", "responses"): "azure/gpt-5-codex",
 }
 
 # Upstream model names (the catalog's `upstream_model`), to check the rewrite.
@@ -54,6 +79,7 @@ UPSTREAM_MODEL = {
     "gemini-3.1-pro": "gemini-3.1-pro-preview",
     "qwen3-max": "qwen3-max",
     "deepseek-v4-pro": "deepseek-v4-pro",
+    "gpt-5-codex": "gpt-5-codex-2025-09-15",
 }
 
 def bare(model: str) -> str:
@@ -72,13 +98,14 @@ QUALIFIED = {
     "qwen3-max": "qwen/qwen3-max",
     "deepseek-v4-pro": "deepseek/deepseek-v4-pro",
     "kimi-k2": "moonshotai/kimi-k2",
+    "gpt-5-codex": "azure/gpt-5-codex",
 }
 
 
 def client_model_name(family: str, model: str) -> str:
-    """How the gateway names the model in responses (CONTRACT 5): family A
-    `provider/model_id`, families B and C the bare id."""
-    return QUALIFIED[bare(model)] if family == "openai" else bare(model)
+    """How the gateway names the model in responses (CONTRACT 5): families A
+    and D `provider/model_id`, families B and C the bare id."""
+    return QUALIFIED[bare(model)] if family in ("openai", "responses") else bare(model)
 
 
 def expected_reply(protocol: str, user_text: str) -> str:
@@ -114,29 +141,41 @@ def _model(id_: str, provider: str, **extra: Any) -> dict:
     return m
 
 
-def catalog(base_url, dead_url: str) -> dict:
+def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
     """Providers all pointing at the mock (`base_url(protocol)`):
 
-    | provider   | families                | upstreams (in order) |
-    |------------|-------------------------|----------------------|
-    | openai     | openai                  | openai               |
-    | anthropic  | openai, anthropic       | anthropic            |
-    | google     | openai, gemini          | gemini               |
-    | qwen       | openai, gemini          | openai               |
-    | deepseek   | openai, gemini          | anthropic            |
-    | moonshotai | openai, gemini          | openai, anthropic    |
-    | down       | openai                  | openai (nothing listening) |
-    | nokey      | openai                  | openai (key variable unset) |
+    | provider   | families                   | upstreams (in order) |
+    |------------|----------------------------|----------------------|
+    | openai     | openai, responses          | openai               |
+    | anthropic  | openai, anthropic, responses | anthropic          |
+    | google     | openai, gemini, responses  | gemini               |
+    | qwen       | openai, gemini             | openai               |
+    | deepseek   | openai, gemini             | anthropic            |
+    | moonshotai | openai, gemini             | openai, anthropic    |
+    | down       | openai                     | openai (nothing listening) |
+    | nokey      | openai                     | openai (key variable unset) |
+    | azure      | openai, gemini, responses  | responses            |
+
+    Without `responses` (for a gateway that does not know family D and the
+    `responses` protocol yet, and refuses such a catalog) no provider or model
+    names family D, and `azure`'s upstream speaks `openai`: the listings keep
+    the same models, so only the cells that need family D fail.
     """
 
     def up(p: str) -> dict:
+        if p == "responses" and not responses:
+            p = "openai"
         return {"protocol": p, "base_url": base_url(p), "api_key_env": f"SB_SDK_KEY_{p.upper()}"}
 
+    def fam(*families: str) -> list[str]:
+        return [f for f in families if responses or f != "responses"]
+
+    d = fam("openai", "anthropic", "gemini", "responses")  # the four client families
     return {
         "providers": [
-            {"id": "openai", "families": ["openai"], "upstreams": [up("openai")]},
-            {"id": "anthropic", "families": ["openai", "anthropic"], "upstreams": [up("anthropic")]},
-            {"id": "google", "families": ["openai", "gemini"], "upstreams": [up("gemini")]},
+            {"id": "openai", "families": fam("openai", "responses"), "upstreams": [up("openai")]},
+            {"id": "anthropic", "families": fam("openai", "anthropic", "responses"), "upstreams": [up("anthropic")]},
+            {"id": "google", "families": fam("openai", "gemini", "responses"), "upstreams": [up("gemini")]},
             {"id": "qwen", "families": ["openai", "gemini"], "upstreams": [up("openai")]},
             {"id": "deepseek", "families": ["openai", "gemini"], "upstreams": [up("anthropic")]},
             {"id": "moonshotai", "families": ["openai", "gemini"], "upstreams": [up("openai"), up("anthropic")]},
@@ -144,11 +183,12 @@ def catalog(base_url, dead_url: str) -> dict:
              "upstreams": [{"protocol": "openai", "base_url": dead_url, "api_key_env": "SB_SDK_KEY_OPENAI"}]},
             {"id": "nokey", "families": ["openai"],
              "upstreams": [{"protocol": "openai", "base_url": base_url("openai"), "api_key_env": "SB_SDK_UNSET_KEY"}]},
+            {"id": "azure", "families": fam("openai", "gemini", "responses"), "upstreams": [up("responses")]},
         ],
         "models": [
-            _model("gpt-5", "openai", upstream_model=UPSTREAM_MODEL["gpt-5"]),
-            _model("claude-sonnet-4.7", "anthropic", upstream_model=UPSTREAM_MODEL["claude-sonnet-4.7"]),
-            _model("gemini-3.1-pro", "google", upstream_model=UPSTREAM_MODEL["gemini-3.1-pro"]),
+            _model("gpt-5", "openai", upstream_model=UPSTREAM_MODEL["gpt-5"], protocols=d),
+            _model("claude-sonnet-4.7", "anthropic", upstream_model=UPSTREAM_MODEL["claude-sonnet-4.7"], protocols=d),
+            _model("gemini-3.1-pro", "google", upstream_model=UPSTREAM_MODEL["gemini-3.1-pro"], protocols=d),
             _model("qwen3-max", "qwen"),
             _model("deepseek-v4-pro", "deepseek"),
             _model("kimi-k2", "moonshotai"),
@@ -157,8 +197,23 @@ def catalog(base_url, dead_url: str) -> dict:
                    supported_features={"vision": False, "tool_use": False, "streaming": True}),
             _model("offline", "down"),
             _model("orphan-key", "nokey"),
+            _model("gpt-5-codex", "azure", upstream_model=UPSTREAM_MODEL["gpt-5-codex"], protocols=d),
         ],
     }
+
+
+def model_protocols(model_id: str) -> list[str]:
+    """The `protocols` of a test-catalog model in the catalog the gateway runs."""
+    (m,) = [m for m in catalog(lambda p: "", "", responses=RESPONSES_REFUSED is None)["models"] if m["id"] == model_id]
+    return m["protocols"]
+
+
+def require_responses() -> None:
+    """Fails the calling test when the gateway refused the catalog with family D."""
+    if RESPONSES_REFUSED is not None:
+        pytest.fail("the gateway refused the test catalog with a `responses` upstream and family "
+                    f"(no family D yet?); the suite runs without them. Gateway log:\n{RESPONSES_REFUSED}",
+                    pytrace=False)
 
 
 def keys() -> dict:
@@ -217,8 +272,28 @@ def echoed(reply: str) -> dict:
     return json.loads(reply)
 
 
+def responses_messages(body: dict, *roles: str) -> list[dict]:
+    """The message items of a Responses request's `input` with one of `roles`
+    (a string `input` is one user message)."""
+    items = body.get("input", [])
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    return [i for i in items if i.get("type", "message") == "message" and i.get("role") in roles]
+
+
+def responses_parts(item: dict) -> list[dict]:
+    """A Responses message's content as parts (a string is one `input_text`)."""
+    c = item.get("content")
+    return [{"type": "input_text", "text": c}] if isinstance(c, str) else list(c or [])
+
+
 def system_text(protocol: str, body: dict) -> str:
     """All system-prompt text in an upstream request body."""
+    if protocol == "responses":
+        parts = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
+        for m in responses_messages(body, "system", "developer"):
+            parts.append("".join(p.get("text", "") for p in responses_parts(m)))
+        return "\n".join(parts)
     if protocol == "openai":
         parts = []
         for m in body.get("messages", []):
@@ -240,6 +315,10 @@ def user_texts(protocol: str, body: dict) -> list[str]:
         for c in body.get("contents", []):
             if c.get("role", "user") == "user":
                 out += [p["text"] for p in c.get("parts", []) if "text" in p]
+        return out
+    if protocol == "responses":
+        for m in responses_messages(body, "user"):
+            out += [p["text"] for p in responses_parts(m) if p.get("type") == "input_text"]
         return out
     for m in body.get("messages", []):
         if m.get("role") != "user":
@@ -264,6 +343,12 @@ def images(protocol: str, body: dict) -> list[tuple[str, str]]:
                         url = p["image_url"]["url"] if isinstance(p["image_url"], dict) else p["image_url"]
                         head, _, data = url.partition(",")
                         out.append((head.removeprefix("data:").removesuffix(";base64"), data))
+    elif protocol == "responses":
+        for m in responses_messages(body, "user"):
+            for p in responses_parts(m):
+                if p.get("type") == "input_image" and isinstance(p.get("image_url"), str):
+                    head, _, data = p["image_url"].partition(",")
+                    out.append((head.removeprefix("data:").removesuffix(";base64"), data))
     elif protocol == "anthropic":
         for m in body.get("messages", []):
             c = m.get("content")
@@ -284,8 +369,8 @@ def tool_names(protocol: str, body: dict) -> list[str]:
     """Names of the tools declared in an upstream request body."""
     if protocol == "openai":
         return [t["function"]["name"] for t in body.get("tools", [])]
-    if protocol == "anthropic":
-        return [t["name"] for t in body.get("tools", [])]
+    if protocol in ("anthropic", "responses"):  # Responses function tools are flat
+        return [t["name"] for t in body.get("tools", []) if t.get("type", "function") in ("function", "custom")]
     names = []
     for t in body.get("tools", []):
         for d in t.get("functionDeclarations") or t.get("function_declarations") or []:
@@ -296,7 +381,11 @@ def tool_names(protocol: str, body: dict) -> list[str]:
 def tool_results(protocol: str, body: dict) -> list[str]:
     """Serialized content of every tool result in an upstream request body."""
     out = []
-    if protocol == "openai":
+    if protocol == "responses":
+        for i in body.get("input", []) if isinstance(body.get("input"), list) else []:
+            if i.get("type") == "function_call_output":
+                out.append(json.dumps(i.get("output"), ensure_ascii=False))
+    elif protocol == "openai":
         for m in body.get("messages", []):
             if m.get("role") == "tool":
                 out.append(json.dumps(m.get("content"), ensure_ascii=False))
@@ -323,6 +412,8 @@ def asks_for_json(protocol: str, body: dict) -> bool:
     and a translator may instead add an instruction to the system prompt."""
     if protocol == "openai":
         return (body.get("response_format") or {}).get("type") in ("json_object", "json_schema")
+    if protocol == "responses":
+        return ((body.get("text") or {}).get("format") or {}).get("type") in ("json_object", "json_schema")
     if protocol == "anthropic":
         fmt = (body.get("output_config") or {}).get("format") or body.get("output_format") or {}
         return fmt.get("type") == "json_schema" or "json" in system_text(protocol, body).lower()
@@ -339,6 +430,22 @@ SYSTEM = "You are Switchboard's test assistant. Réponds brièvement ✓"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR42mNg+nMCiBggFAAungcZi/Z/lQAAAABJRU5ErkJggg=="
 # Arguments of every mock tool call.
 TOOL_ARGS = {"location": "Paris", "unit": "c"}
+# The mock's `[[thinking]]` answer (tests/common/mock_upstream.rs): the thinking
+# text, Anthropic's signature of it, the Responses reasoning item's `encrypted_content`.
+THINKING_TEXT = "Thinking it over ✓ step by step."
+THINKING_SIGNATURE = "bW9jay10aGlua2luZy1zaWduYXR1cmU="
+REASONING_ENCRYPTED_CONTENT = "gAAAAABtb2NrLXJlYXNvbmluZy1lbmNyeXB0ZWQtY29udGVudA=="
+
+
+def mock_deltas(text: str) -> int:
+    """How many stream deltas (and so output tokens) the mock makes of `text`:
+    one per word, the space kept with the word before it, at most 48."""
+    words = text.split(" ")
+    pieces = [w + " " for w in words[:-1]] + ([words[-1]] if words[-1] else [])
+    if len(pieces) < 3:
+        return 3 if len(text) >= 3 else len(pieces)
+    per = -(-len(pieces) // 48)
+    return -(-len(pieces) // per)
 WEATHER_SCHEMA = {
     "type": "object",
     "properties": {
@@ -377,6 +484,8 @@ def upstream_path(protocol: str, upstream_model: str, stream: bool) -> str:
     """The path (with query) the gateway must call on the mock for `protocol`."""
     if protocol == "openai":
         return "/openai/v1/chat/completions"
+    if protocol == "responses":
+        return MOCK_BASE["responses"] + "/responses"
     if protocol == "anthropic":
         return "/anthropic/v1/messages"
     if stream:
@@ -391,8 +500,8 @@ def check_upstream_request(rec: dict, protocol: str, model: str, stream: bool) -
     assert rec["method"] == "POST"
     assert rec["path"] == upstream_path(protocol, upstream_model, stream)
     h = rec["headers"]
-    if protocol == "openai":
-        assert h.get("authorization") == f"Bearer {UPSTREAM_KEY['openai']}"
+    if protocol in ("openai", "responses"):
+        assert h.get("authorization") == f"Bearer {UPSTREAM_KEY[protocol]}"
     elif protocol == "anthropic":
         assert h.get("x-api-key") == UPSTREAM_KEY["anthropic"]
         assert h.get("anthropic-version") == "2023-06-01"

@@ -36,7 +36,8 @@ def test_models_list(anthropic_client):
     `first_id`, `last_id`) beside the contract's `models`, so the SDK's
     paginated `models.list()` reads it: one page holding every model."""
     ids = ["models/gpt-5", "models/claude-sonnet-4.7", "models/gemini-3.1-pro", "models/qwen3-max",
-           "models/deepseek-v4-pro", "models/kimi-k2", "models/offline", "models/orphan-key"]
+           "models/deepseek-v4-pro", "models/kimi-k2", "models/offline", "models/orphan-key",
+           "models/gpt-5-codex"]
     page = anthropic_client.models.list()
     assert [m.id for m in page.data] == ids
     assert page.has_more is False

@@ -31,13 +31,14 @@ def test_models_list(openai_client):
     models = list(openai_client.models.list())
     ids = [m.id for m in models]
     assert ids == ["gpt-5", "claude-sonnet-4.7", "gemini-3.1-pro", "qwen3-max", "deepseek-v4-pro",
-                   "kimi-k2", "gpt-5-nano", "offline", "orphan-key"]
+                   "kimi-k2", "gpt-5-nano", "offline", "orphan-key", "gpt-5-codex"]
     for m in models:
         assert m.object == "model"
         assert m.created == 1767225600
     by_id = {m.id: m for m in models}
     assert by_id["claude-sonnet-4.7"].owned_by == "anthropic"
     assert by_id["gpt-5-nano"].supported_protocols == ["openai"]
+    assert by_id["gpt-5-codex"].owned_by == "azure"
 
 
 def test_models_retrieve(openai_client):
@@ -49,7 +50,7 @@ def test_models_retrieve(openai_client):
     assert extra["pricing"] == {"prompt": "0.000001", "completion": "0.000002"}
     assert extra["top_provider"] == "openai"
     assert "tools" in extra["supported_parameters"]
-    assert extra["supported_protocols"] == ["openai", "anthropic", "gemini"]
+    assert extra["supported_protocols"] == S.model_protocols("gpt-5")
 
 
 def test_models_retrieve_qualified_id(openai_client):
