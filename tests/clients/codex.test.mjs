@@ -20,7 +20,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 
-import { startStack, requireResponsesUpstream, KEYS, MODELS, ALL_PROTOCOLS, MOCK_BASE, BIN, run, sandbox, baseEnv, token, describeRun, toolReplyPrefix } from './harness.mjs';
+import { startStack, requireResponsesUpstream, KEYS, MODELS, PROTOCOLS, ALL_PROTOCOLS, MOCK_BASE, BIN, run, sandbox, baseEnv, token, describeRun, toolReplyPrefix } from './harness.mjs';
 import { toolResultsIn, toolNamesIn, protocolOf } from './wire.mjs';
 import { startCapture } from './capture.mjs';
 
@@ -39,8 +39,12 @@ after(async () => {
 /// `$CODEX_HOME/config.toml`: one custom provider speaking the Responses API
 /// at `baseUrl`, and nothing that reaches any other service. Every key here is
 /// checked by `--strict-config`, so a Codex upgrade that drops one fails loudly.
-function configToml(baseUrl) {
-  return `model_provider = "switchboard"
+function configToml(baseUrl, { lean = false } = {}) {
+  // `lean`: no web_search built-in tool and no multi-agent namespace tool,
+  // so that every tool Codex declares is a function tool.
+  const leanTop = lean ? 'web_search = "disabled"\n' : '';
+  const leanTables = lean ? '\n[features]\nmulti_agent = false\n' : '';
+  return `${leanTop}model_provider = "switchboard"
 approval_policy = "never"
 sandbox_mode = "workspace-write"
 check_for_update_on_startup = false
@@ -62,17 +66,17 @@ enabled = false
 [otel]
 exporter = "none"
 log_user_prompt = false
-`;
+${leanTables}`;
 }
 
 /// Runs `codex exec -m MODEL PROMPT` against `baseUrl` (the gateway's /v1 by
 /// default); resolves to the process outcome, the last agent message (what
 /// `codex exec` prints on stdout) and how long the run took.
-async function codex(prompt, { model, key = KEYS.adapt, baseUrl = `${stack.url}/v1` }) {
+async function codex(prompt, { model, key = KEYS.adapt, baseUrl = `${stack.url}/v1`, lean = false }) {
   const box = sandbox('codex');
   const codexHome = join(box.home, '.codex');
   mkdirSync(codexHome, { recursive: true });
-  writeFileSync(join(codexHome, 'config.toml'), configToml(baseUrl));
+  writeFileSync(join(codexHome, 'config.toml'), configToml(baseUrl, { lean }));
   const last = join(box.root, 'last-message.txt');
   const env = { ...baseEnv(box.home), CODEX_HOME: codexHome, [KEY_ENV]: key };
   const started = Date.now();
@@ -246,6 +250,22 @@ describe('Codex CLI through the gateway', { concurrency: 4 }, () => {
     });
   }
 
+  // Codex with web search and multi-agent tools off declares function tools
+  // only: the rest of its requests (developer messages, item ids,
+  // client_metadata, include, reasoning, function_call_output) through each
+  // translated upstream.
+  for (const protocol of PROTOCOLS) {
+    const model = modelName(protocol, true);
+    test(`tool loop with function tools only (web_search and multi_agent off) through ${model} (${protocol} upstream)`, async (t) => {
+      const tok = token(`cx-lean-${protocol}`);
+      const out = await codex(toolPrompt(tok), { model, lean: true });
+      t.diagnostic(`codex exec: ${out.ms} ms`);
+      assertAnswered(out);
+      const seen = await stack.requestsWith(tok);
+      await checkToolLoop(out, protocol, tok, seen);
+    });
+  }
+
   test('a strict key: 400 naming what the model cannot take, nothing upstream', async (t) => {
     // Codex sends `reasoning` (and `parallel_tool_calls`, `include`,
     // `prompt_cache_key`); Qwen 3.6 lists none of them.
@@ -253,9 +273,10 @@ describe('Codex CLI through the gateway', { concurrency: 4 }, () => {
     const out = await codex(`Say hello ${tok}`, { model: MODELS.openai.id, key: KEYS.strict });
     t.diagnostic(`codex exec: ${out.ms} ms`);
     assert.notEqual(out.r.code, 0, describeRun(out.r));
+    // Codex prints the error body: `ERROR: {"error":{…,"param":"reasoning",…}}`.
     const said = out.r.stdout + out.r.stderr;
-    assert.match(said, /400/, describeRun(out.r));
-    assert.match(said, /reasoning|parallel_tool_calls|prompt_cache_key|include/, describeRun(out.r));
+    assert.match(said, /invalid_request_error/, describeRun(out.r));
+    assert.match(said, /"param":"(reasoning|parallel_tool_calls|prompt_cache_key|include)"/, describeRun(out.r));
     assert.equal((await stack.requestsWith(tok)).length, 0, 'nothing went upstream');
   });
 });
