@@ -1,7 +1,7 @@
 // The Vercel AI SDK (`ai` 6) through the gateway: its Anthropic provider on
 // /anthropic/v1, its Google provider on /google/v1beta and its OpenAI provider
 // in chat-completions mode (`openai.chat`) on /v1, each against a model on each
-// upstream protocol: generateText, streamText, a tool round trip and a streamed
+// of the four upstream protocols (the fourth a Responses upstream): generateText, streamText, a tool round trip and a streamed
 // tool round trip, under an `adapt` key (the SDK's own defaults) and a `strict`
 // key (explicit small maxOutputTokens, which the model takes as is); and a
 // strict key refused with a 400 where the request exceeds the model. Then its
@@ -81,9 +81,12 @@ async function checkToolRoundTrip(protocol, tok, result) {
 for (const [family, makeModel] of Object.entries(PROVIDERS)) {
   describe(`ai-sdk ${family} provider`, { concurrency: 4 }, () => {
     for (const policy of ['adapt', 'strict']) {
-      for (const protocol of PROTOCOLS) {
+      for (const protocol of ALL_PROTOCOLS) {
         const cell = `${family}-${protocol}-${policy}`;
-        const model = () => makeModel(protocol, KEYS[policy]);
+        const model = () => {
+          if (protocol === 'responses') requireResponsesUpstream(stack);
+          return makeModel(protocol, KEYS[policy]);
+        };
         const common = () => ({ model: model(), maxRetries: 0, ...SETTINGS[policy] });
 
         test(`generateText via ${protocol} upstream (${policy})`, async () => {
@@ -141,8 +144,9 @@ for (const [family, makeModel] of Object.entries(PROVIDERS)) {
       }
     }
 
-    for (const protocol of PROTOCOLS) {
+    for (const protocol of ALL_PROTOCOLS) {
       test(`maxOutputTokens above the model's cap via ${protocol}: adapted, and 400 for a strict key`, async () => {
+        if (protocol === 'responses') requireResponsesUpstream(stack);
         const tok = token(`cap-${family}-${protocol}`);
         const prompt = `Too long an answer ${tok}`;
         const over = { prompt, maxRetries: 0, maxOutputTokens: 1_000_000 };
