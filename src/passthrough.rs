@@ -50,6 +50,8 @@ pub struct PassthroughStream {
     complete: bool,
     /// The next sequence number (family D events carry one).
     next_seq: u64,
+    /// The response id the stream announced (family D).
+    response_id: Option<String>,
     /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
     withhold_usage: bool,
     pub usage: Usage,
@@ -77,6 +79,7 @@ impl PassthroughStream {
             elements: 0,
             complete: false,
             next_seq: 0,
+            response_id: None,
             withhold_usage: false,
             usage: Usage::default(),
         }
@@ -98,6 +101,7 @@ impl PassthroughStream {
             elements,
             complete,
             next_seq,
+            response_id,
             withhold_usage,
             usage,
         } = self;
@@ -128,6 +132,9 @@ impl PassthroughStream {
                     usage.merge(p.usage);
                     if let Some(n) = p.sequence {
                         *next_seq = n + 1;
+                    }
+                    if p.response_id.is_some() {
+                        *response_id = p.response_id;
                     }
                     *complete |= p.terminal || p.error;
                     if *withhold_usage && p.usage_only {
@@ -180,7 +187,7 @@ impl PassthroughStream {
                 self.elements += 1;
             }
             Framing::Sse => match self.spoke.stream_error {
-                Some(write) => write(error_json, self.next_seq, out),
+                Some(write) => write(error_json, self.next_seq, self.response_id.as_deref(), out),
                 None => encode_event(out, self.spoke.error_event, error_json),
             },
         }

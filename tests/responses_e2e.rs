@@ -619,6 +619,11 @@ async fn a_failure_mid_stream_ends_with_error_then_response_failed() {
             let failed: Value = serde_json::from_str(&events[n - 1].data).unwrap();
             assert_eq!(failed["type"], "response.failed", "{name} {marker}");
             assert_eq!(failed["response"]["status"], "failed", "{name} {marker}");
+            let created: Value = serde_json::from_str(&events[0].data).unwrap();
+            assert_eq!(
+                failed["response"]["id"], created["response"]["id"],
+                "{name} {marker}: the failed response is the one created"
+            );
             let err: Value = serde_json::from_str(&events[n - 2].data).unwrap();
             assert!(err["message"].as_str().is_some(), "{err}");
             // Sequence numbers stay consecutive through the failure.

@@ -181,6 +181,8 @@ pub struct Peeked {
     pub usage_only: bool,
     /// The event's `sequence_number` (family D).
     pub sequence: Option<u64>,
+    /// The response id a stream event announces (family D `response.id`).
+    pub response_id: Option<String>,
 }
 
 /// The byte range of a borrowed raw value inside `doc`.

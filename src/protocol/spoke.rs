@@ -20,8 +20,9 @@ pub enum ModelName {
     Bare,
 }
 
-/// Writes the end of a failed passthrough stream: (error body, next sequence number, out).
-pub type StreamErrorWriter = fn(&[u8], u64, &mut Vec<u8>);
+/// Writes the end of a failed passthrough stream: (error body, next sequence
+/// number, the response id the stream announced, out).
+pub type StreamErrorWriter = fn(&[u8], u64, Option<&str>, &mut Vec<u8>);
 
 /// One family's protocol facts and functions.
 pub struct Spoke {
@@ -48,8 +49,8 @@ pub struct Spoke {
     /// The SSE event name of an in-stream error (`None`: a bare `data:` frame).
     pub error_event: Option<&'static str>,
     /// Writes the end of a passed-through stream that failed, given the
-    /// family's error body and the next sequence number (family D: an `error`
-    /// event then `response.failed`). `None`: one frame with the error body,
+    /// family's error body, the next sequence number and the response id the
+    /// stream announced (family D: an `error` event then `response.failed`). `None`: one frame with the error body,
     /// under `error_event`.
     pub stream_error: Option<StreamErrorWriter>,
     /// Streams carry usage only when asked (family A `stream_options.include_usage`).

@@ -173,6 +173,7 @@ struct OutputDetails {
 
 #[derive(Deserialize)]
 struct ObjectPeek<'a> {
+    id: Option<&'a str>,
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     usage: Option<UsagePeek>,
@@ -197,7 +198,13 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
     let (model, usage) = match p.response {
-        Some(r) => (r.model, r.usage),
+        Some(r) => {
+            // Only the stream's first event carries a new id; read it there.
+            if p.kind == Some("response.created") {
+                out.response_id = r.id.map(str::to_string);
+            }
+            (r.model, r.usage)
+        }
         None => (p.model, p.usage),
     };
     out.span = model.and_then(|m| span_of(m, doc));

@@ -1413,8 +1413,9 @@ impl Encoder {
 
 /// Ends a passed-through Responses stream (the upstream speaks the client's
 /// protocol, so no encoder holds its state) with `error_body`
-/// (`{"error":{…}}`): an `error` event numbered `seq`, then `response.failed`.
-pub fn passthrough_failure(error_body: &[u8], seq: u64, out: &mut Vec<u8>) {
+/// (`{"error":{…}}`): an `error` event numbered `seq`, then `response.failed`
+/// for the response `id` the stream announced.
+pub fn passthrough_failure(error_body: &[u8], seq: u64, id: Option<&str>, out: &mut Vec<u8>) {
     let parsed: Value = serde_json::from_slice(error_body).unwrap_or(Value::Null);
     let err = parsed.get("error").unwrap_or(&parsed);
     let message = err
@@ -1440,7 +1441,7 @@ pub fn passthrough_failure(error_body: &[u8], seq: u64, out: &mut Vec<u8>) {
         "type": "response.failed",
         "sequence_number": seq + 1,
         "response": {
-            "id": crate::protocol::support::fresh_id("resp_"),
+            "id": id.map_or_else(|| crate::protocol::support::fresh_id("resp_"), str::to_string),
             "object": "response",
             "status": "failed",
             "error": {"code": code, "message": message},
