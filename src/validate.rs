@@ -620,9 +620,10 @@ pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspect
             if let Some(n) = out.max_tokens {
                 out.caps.push(("max_output_tokens", n));
             }
-            let format = p.text.and_then(|t| t.format).filter(|f| {
-                !f.get().contains("\"text\"") || f.get().contains("json")
-            });
+            let format = p
+                .text
+                .and_then(|t| t.format)
+                .filter(|f| !f.get().contains("\"text\"") || f.get().contains("json"));
             out.uses(out.temperature.is_some(), "temperature", "temperature");
             out.uses(present(p.top_p), "top_p", "top_p");
             out.uses(out.max_tokens.is_some(), "max_tokens", "max_output_tokens");

@@ -345,7 +345,10 @@ fn assert_ends_with_error(client: Family, framing: Framing, out: &[u8], context:
                 Family::Responses => {
                     assert_eq!(name, "response.failed", "{context}");
                     assert_eq!(last["response"]["status"], "failed", "{context}: {text}");
-                    assert!(last["response"]["error"]["message"].is_string(), "{context}: {text}");
+                    assert!(
+                        last["response"]["error"]["message"].is_string(),
+                        "{context}: {text}"
+                    );
                     let (before, error) = &items[items.len() - 2];
                     assert_eq!(before, "error", "{context}");
                     assert!(error["message"].is_string(), "{context}: {text}");
@@ -356,7 +359,10 @@ fn assert_ends_with_error(client: Family, framing: Framing, out: &[u8], context:
                         .filter(|(n, _)| n != "comment")
                         .map(|(_, v)| v["sequence_number"].as_u64().unwrap())
                         .collect();
-                    assert!(numbers.iter().enumerate().all(|(i, n)| *n == i as u64), "{context}: {numbers:?}");
+                    assert!(
+                        numbers.iter().enumerate().all(|(i, n)| *n == i as u64),
+                        "{context}: {numbers:?}"
+                    );
                 }
             }
         }
@@ -461,7 +467,12 @@ fn usage_is_accounted() {
             147,
         ),
         ("gemini_thinking_tools.sse", Family::OpenAi, 51, 38 + 63),
-        ("responses_reasoning_tools.sse", Family::Anthropic, 1200, 310),
+        (
+            "responses_reasoning_tools.sse",
+            Family::Anthropic,
+            1200,
+            310,
+        ),
         ("openai_text_tools.sse", Family::Responses, 96, 57),
     ];
     for (name, client, input, output) in cases {
@@ -1126,5 +1137,8 @@ fn same_encoders_reproduce_known_shapes() {
     assert_eq!(done["usage"]["input_tokens"], 5);
     assert_eq!(done["usage"]["output_tokens"], 7);
     assert_eq!(done["usage"]["total_tokens"], 12);
-    assert_eq!(done["usage"]["output_tokens_details"]["reasoning_tokens"], 0);
+    assert_eq!(
+        done["usage"]["output_tokens_details"]["reasoning_tokens"],
+        0
+    );
 }

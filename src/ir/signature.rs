@@ -127,7 +127,7 @@ mod tests {
     fn a_reasoning_item_survives_both_base64_alphabets() {
         let sig = wrap_reasoning_item("rs_68af0c", "gAAAAABo-_x/y+z==");
         assert!(is_reasoning_item(&sig));
-        assert!(sig.len() % 4 == 0, "{sig}");
+        assert!(sig.len().is_multiple_of(4), "{sig}");
         assert!(decode_base64(&sig).is_some(), "the whole string is base64");
         let want = Some(("rs_68af0c".to_string(), "gAAAAABo-_x/y+z==".to_string()));
         assert_eq!(unwrap_reasoning_item(&sig), want);
@@ -159,6 +159,9 @@ mod tests {
         assert_eq!(decode_base64("T"), None);
         assert_eq!(decode_base64("T*"), None);
         // The prefix alone is six whole bytes.
-        assert_eq!(decode_base64(REASONING_ITEM_PREFIX).map(|b| b.len()), Some(6));
+        assert_eq!(
+            decode_base64(REASONING_ITEM_PREFIX).map(|b| b.len()),
+            Some(6)
+        );
     }
 }

@@ -398,7 +398,13 @@ fn a_budget_from_an_effort_leaves_half_the_output_to_the_answer() {
 #[test]
 fn responses_reasoning_to_each_target() {
     let high = json!({"reasoning": {"effort": "high", "summary": "auto"}});
-    check(Responses, high.clone(), OpenAi, json!({"reasoning_effort": "high"}), "");
+    check(
+        Responses,
+        high.clone(),
+        OpenAi,
+        json!({"reasoning_effort": "high"}),
+        "",
+    );
     check(
         Responses,
         high.clone(),
@@ -519,7 +525,11 @@ fn client_sees(upstream: Family, body: &Value, client: Family) -> Value {
 
 /// What an `upstream` receives for a `client` request body.
 fn upstream_gets(client: Family, body: &Value, upstream: Family) -> Value {
-    let req = decode_request(client, &serde_json::to_vec(body).unwrap_or_default(), &ctx());
+    let req = decode_request(
+        client,
+        &serde_json::to_vec(body).unwrap_or_default(),
+        &ctx(),
+    );
     assert!(req.is_ok(), "{req:?}");
     let Ok(req) = req else { return Value::Null };
     encode_request_value(upstream, &req, &opts(), &mut Adjustments::default()).unwrap_or_default()
@@ -580,7 +590,10 @@ fn a_gemini_thought_signature_survives_a_responses_client() {
         ]}, "finishReason": "STOP"}],
         "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 7}, "modelVersion": "m"});
     let seen = client_sees(Gemini, &upstream, Responses);
-    assert_eq!(seen["output"][0]["encrypted_content"], "swb-sig:CiQBVKhc7w==");
+    assert_eq!(
+        seen["output"][0]["encrypted_content"],
+        "swb-sig:CiQBVKhc7w=="
+    );
     let sent = upstream_gets(Responses, &responses_follow_up(&seen["output"]), Gemini);
     assert_eq!(
         sent["contents"][1]["parts"][0],
@@ -623,7 +636,10 @@ fn encrypted_reasoning_survives_an_anthropic_client() {
     assert_eq!(sent["store"], json!(false));
     // Routed to an Anthropic upstream instead, the foreign state is left out.
     let to_anthropic = upstream_gets(Anthropic, &next, Anthropic);
-    assert_eq!(to_anthropic["messages"][1]["content"][0]["type"], "tool_use");
+    assert_eq!(
+        to_anthropic["messages"][1]["content"][0]["type"],
+        "tool_use"
+    );
 }
 
 #[test]

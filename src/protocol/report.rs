@@ -146,7 +146,11 @@ fn is_note(origin: Family, path: &str, value: &Value, req: &ChatRequest) -> bool
         Family::Responses => {
             matches!(
                 path,
-                "store" | "include" | "stream_options" | "reasoning.summary" | "reasoning.generate_summary"
+                "store"
+                    | "include"
+                    | "stream_options"
+                    | "reasoning.summary"
+                    | "reasoning.generate_summary"
             ) || (path == "safety_identifier" && value.as_str() == req.user.as_deref())
                 || (path.starts_with("input[]")
                     && (path.ends_with(".id")

@@ -1014,8 +1014,7 @@ pub fn encode(
             // is not Gemini's to verify: the thought goes without it.
             let encoded = match block {
                 Block::Thinking(t)
-                    if t
-                        .signature
+                    if t.signature
                         .as_deref()
                         .is_some_and(crate::ir::signature::is_reasoning_item) =>
                 {

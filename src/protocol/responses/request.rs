@@ -49,7 +49,7 @@ use crate::ir::signature::{
 use crate::ir::stream::{arguments_text, parse_arguments};
 use crate::ir::{
     self, deep_merge, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource,
-    JsonSchemaFormat, Message, Opaque, RedactedThinkingBlock, Reasoning, ResponseFormat, Role,
+    JsonSchemaFormat, Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role,
     SystemPrompt, SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
 use crate::protocol::report::{self, Param};
@@ -756,7 +756,9 @@ fn decode_tool_choice(choice: &Value) -> Result<ToolChoice, TranslateError> {
                 let required = match obj.get("mode").and_then(Value::as_str) {
                     Some("required") => true,
                     Some("auto") | None => false,
-                    Some(other) => return Err(bad(format!("unknown allowed_tools mode \"{other}\""))),
+                    Some(other) => {
+                        return Err(bad(format!("unknown allowed_tools mode \"{other}\"")))
+                    }
                 };
                 let mut names = Vec::new();
                 for (k, t) in obj
@@ -838,7 +840,9 @@ fn custom_call_ids(req: &ChatRequest) -> HashSet<&str> {
         .iter()
         .flat_map(|m| &m.content)
         .filter_map(|b| match b {
-            Block::ToolCall(c) if custom_input(&c.arguments).is_some() && is_custom_name(req, &c.name) => {
+            Block::ToolCall(c)
+                if custom_input(&c.arguments).is_some() && is_custom_name(req, &c.name) =>
+            {
                 Some(c.id.as_str())
             }
             _ => None,
@@ -862,7 +866,9 @@ fn is_custom_tool(f: &FunctionTool) -> bool {
 fn text_part(t: &TextBlock, default_kind: &str) -> Value {
     let mut v = json!({"type": default_kind, "text": t.text});
     if let Some(fields) = t.extra.for_family(F) {
-        if let (Value::Object(obj), true) = (&mut v, fields.get("type").is_some_and(|k| k == "refusal")) {
+        if let (Value::Object(obj), true) =
+            (&mut v, fields.get("type").is_some_and(|k| k == "refusal"))
+        {
             obj.remove("text");
             obj.insert("refusal".into(), json!(t.text));
         }
@@ -915,7 +921,15 @@ fn message_content(
                 }
                 v
             }
-            other => input_part(other, &p, if assistant { "assistant message" } else { "user message" })?,
+            other => input_part(
+                other,
+                &p,
+                if assistant {
+                    "assistant message"
+                } else {
+                    "user message"
+                },
+            )?,
         });
     }
     Ok(Value::Array(parts))
@@ -988,18 +1002,18 @@ fn call_item(c: &ToolCall, custom: bool) -> Value {
     merged(v, &c.extra)
 }
 
-fn output_item(
-    r: &ToolResult,
-    custom: bool,
-    param: &str,
-) -> Result<Value, TranslateError> {
+fn output_item(r: &ToolResult, custom: bool, param: &str) -> Result<Value, TranslateError> {
     let output = match r.content.as_slice() {
         [] => json!(""),
         [Block::Text(t)] if t.extra.for_family(F).is_none() => json!(t.text),
         blocks => {
             let mut parts = Vec::new();
             for (j, b) in blocks.iter().enumerate() {
-                parts.push(input_part(b, &format!("{param}.content[{j}]"), "tool output")?);
+                parts.push(input_part(
+                    b,
+                    &format!("{param}.content[{j}]"),
+                    "tool output",
+                )?);
             }
             Value::Array(parts)
         }
@@ -1043,7 +1057,11 @@ fn encode_message(
         match (msg.role, block) {
             (Role::User, Block::ToolResult(r)) => {
                 flush(&mut pending, &mut message_extra, out)?;
-                out.push(output_item(r, custom_ids.contains(r.call_id.as_str()), &bp)?);
+                out.push(output_item(
+                    r,
+                    custom_ids.contains(r.call_id.as_str()),
+                    &bp,
+                )?);
             }
             (Role::User, Block::ToolCall(_)) => {
                 return Err(TranslateError::invalid(
@@ -1068,9 +1086,14 @@ fn encode_message(
                     "an assistant message cannot contain a tool result",
                 ))
             }
-            (_, Block::Opaque(o)) if o.origin == F && o.value.get("type").is_some_and(|t| {
-                t.as_str().is_some_and(|t| !t.starts_with("input_") && !t.starts_with("output_") && t != "refusal")
-            }) => {
+            (_, Block::Opaque(o))
+                if o.origin == F
+                    && o.value.get("type").is_some_and(|t| {
+                        t.as_str().is_some_and(|t| {
+                            !t.starts_with("input_") && !t.starts_with("output_") && t != "refusal"
+                        })
+                    }) =>
+            {
                 // A whole item (a built-in tool's call or output).
                 flush(&mut pending, &mut message_extra, out)?;
                 out.push(o.value.clone());
@@ -1429,14 +1452,19 @@ mod tests {
         let back = encode_tool(&Tool::Function(f.clone()), 0, Some(F));
         assert_eq!(
             back.ok(),
-            Some(json!({"type": "custom", "name": "apply_patch", "description": "Edit files.",
-                "format": {"type": "grammar", "syntax": "lark", "definition": "start: \"x\""}}))
+            Some(
+                json!({"type": "custom", "name": "apply_patch", "description": "Edit files.",
+                "format": {"type": "grammar", "syntax": "lark", "definition": "start: \"x\""}})
+            )
         );
     }
 
     #[test]
     fn custom_arguments_are_recognised_by_shape() {
-        assert_eq!(custom_input(&custom_arguments("*** Begin")), Some("*** Begin"));
+        assert_eq!(
+            custom_input(&custom_arguments("*** Begin")),
+            Some("*** Begin")
+        );
         assert_eq!(custom_input(&json!({CUSTOM_INPUT_KEY: 1})), None);
         assert_eq!(custom_input(&json!({CUSTOM_INPUT_KEY: "a", "b": 1})), None);
         assert_eq!(custom_input(&json!({"input": "a"})), None);

@@ -271,7 +271,10 @@ pub(crate) fn response_id(id: &str, resp: Option<&ChatResponse>) -> String {
 
 /// An item id derived from the response id and the item's position.
 pub(crate) fn item_id(prefix: &str, response_id: &str, index: usize) -> String {
-    ids::stable_id(prefix, &[response_id.as_bytes(), index.to_string().as_bytes()])
+    ids::stable_id(
+        prefix,
+        &[response_id.as_bytes(), index.to_string().as_bytes()],
+    )
 }
 
 /// `status` and `incomplete_details` for a stop reason.
@@ -300,7 +303,12 @@ pub(crate) fn text_part(t: &TextBlock, refusal: bool) -> Value {
 }
 
 /// A `message` item holding `parts`; `fields` are the item's own (id, status, phase).
-pub(crate) fn message_item(id: &str, status: &str, parts: Vec<Value>, fields: Option<&Value>) -> Value {
+pub(crate) fn message_item(
+    id: &str,
+    status: &str,
+    parts: Vec<Value>,
+    fields: Option<&Value>,
+) -> Value {
     let mut v = json!({"id": id, "type": "message", "status": status, "content": parts, "role": "assistant"});
     if let (Value::Object(obj), Some(Value::Object(fields))) = (&mut v, fields) {
         deep_merge(obj, fields);
@@ -417,7 +425,12 @@ fn encode_output(resp: &ChatResponse, id: &str, status: &str) -> Vec<Value> {
     let flush = |parts: &mut Vec<Value>, fields: &mut Option<Value>, items: &mut Vec<Value>| {
         if !parts.is_empty() {
             let fallback = item_id("msg_", id, items.len());
-            items.push(message_item(&fallback, status, std::mem::take(parts), fields.take().as_ref()));
+            items.push(message_item(
+                &fallback,
+                status,
+                std::mem::take(parts),
+                fields.take().as_ref(),
+            ));
         }
     };
     for block in &resp.content {
@@ -486,7 +499,10 @@ pub fn encode(resp: &ChatResponse, client_model: &str) -> Result<Value, Translat
     out.insert("model".into(), json!(client_model));
     out.insert("output".into(), Value::Array(output));
     for (key, value) in ENVELOPE_DEFAULTS {
-        out.insert((*key).into(), serde_json::from_str(value).unwrap_or(Value::Null));
+        out.insert(
+            (*key).into(),
+            serde_json::from_str(value).unwrap_or(Value::Null),
+        );
     }
     out.insert(
         "usage".into(),

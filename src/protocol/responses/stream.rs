@@ -37,14 +37,14 @@
 
 use super::request::{carried, custom_input, Carried, CUSTOM_INPUT_KEY};
 use super::response::{
-    call_item, decode_status, decode_usage, encode_status, encode_usage, failure_message,
-    item_id, reasoning_item, redacted_item, response_id, ENVELOPE_DEFAULTS,
+    call_item, decode_status, decode_usage, encode_status, encode_usage, failure_message, item_id,
+    reasoning_item, redacted_item, response_id, ENVELOPE_DEFAULTS,
 };
 use super::wire::{Item, Usage as WireUsage};
 use crate::family::Family;
 use crate::ir::stream::{
-    merge_usage, parse_arguments, BlockDelta, BlockStart, MessageDelta, MessageStart,
-    StreamError, StreamEvent,
+    merge_usage, parse_arguments, BlockDelta, BlockStart, MessageDelta, MessageStart, StreamError,
+    StreamEvent,
 };
 use crate::ir::{Extra, Opaque, StopReason, ThinkingBlock, ToolCall, Usage};
 use crate::passthrough::StreamFault;
@@ -296,16 +296,26 @@ impl Parser {
                 }
             }
             "response.custom_tool_call_input.delta" => {
-                if let (Open::Call { index, custom: true }, Some(d)) =
-                    (self.open(), ev.delta.as_deref())
+                if let (
+                    Open::Call {
+                        index,
+                        custom: true,
+                    },
+                    Some(d),
+                ) = (self.open(), ev.delta.as_deref())
                 {
                     self.got_delta = true;
                     self.custom_fragment(index, d, emit);
                 }
             }
             "response.custom_tool_call_input.done" => {
-                if let (Open::Call { index, custom: true }, Some(i)) =
-                    (self.open(), ev.input.as_deref())
+                if let (
+                    Open::Call {
+                        index,
+                        custom: true,
+                    },
+                    Some(i),
+                ) = (self.open(), ev.input.as_deref())
                 {
                     if !self.got_delta {
                         self.got_delta = true;
@@ -393,7 +403,11 @@ impl Parser {
                         e.get("message").and_then(Value::as_str).map(str::to_string),
                         e.get("type").and_then(Value::as_str).map(str::to_string),
                     ),
-                    _ => (ev.code.clone(), ev.message.as_deref().map(str::to_string), None),
+                    _ => (
+                        ev.code.clone(),
+                        ev.message.as_deref().map(str::to_string),
+                        None,
+                    ),
                 };
                 self.done = true;
                 emit(&StreamEvent::Error(stream_error(
@@ -991,8 +1005,22 @@ impl Encoder {
         if let Some(u) = &start.usage {
             self.usage = Some(merge_usage(self.usage.take(), u));
         }
-        self.response_event(out, "response.created", "in_progress", &Value::Null, None, false);
-        self.response_event(out, "response.in_progress", "in_progress", &Value::Null, None, false);
+        self.response_event(
+            out,
+            "response.created",
+            "in_progress",
+            &Value::Null,
+            None,
+            false,
+        );
+        self.response_event(
+            out,
+            "response.in_progress",
+            "in_progress",
+            &Value::Null,
+            None,
+            false,
+        );
     }
 
     fn ensure_started(&mut self, out: &mut Vec<u8>) {
@@ -1371,7 +1399,14 @@ impl Encoder {
         json_value(out, &param);
         Self::end(out);
         let error = serde_json::json!({"code": code, "message": message});
-        self.response_event(out, "response.failed", "failed", &Value::Null, Some(&error), true);
+        self.response_event(
+            out,
+            "response.failed",
+            "failed",
+            &Value::Null,
+            Some(&error),
+            true,
+        );
         self.ended = true;
     }
 }
@@ -1384,7 +1419,10 @@ mod tests {
     fn the_custom_prefix_is_told_from_the_first_bytes() {
         assert_eq!(custom_prefix(""), Prefix::More);
         assert_eq!(custom_prefix("{ \"custom_to"), Prefix::More);
-        assert_eq!(custom_prefix("{\"custom_tool_input\": \"a"), Prefix::Yes(23));
+        assert_eq!(
+            custom_prefix("{\"custom_tool_input\": \"a"),
+            Prefix::Yes(23)
+        );
         assert_eq!(custom_prefix("{\"input\": \"a\"}"), Prefix::No);
         assert_eq!(custom_prefix("[]"), Prefix::No);
         assert_eq!(custom_prefix("{\"custom_tool_input\":1"), Prefix::No);
