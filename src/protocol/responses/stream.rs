@@ -1471,7 +1471,9 @@ mod tests {
         let args = serde_json::to_string(&super::super::request::custom_arguments(input))
             .unwrap_or_default()
             .replace(':', ": ");
-        let cuts: Vec<usize> = (0..=args.len()).filter(|c| args.is_char_boundary(*c)).collect();
+        let cuts: Vec<usize> = (0..=args.len())
+            .filter(|c| args.is_char_boundary(*c))
+            .collect();
         for &cut in &cuts {
             let mut events = vec![
                 StreamEvent::MessageStart(MessageStart {
@@ -1499,7 +1501,10 @@ mod tests {
             }));
             events.push(StreamEvent::MessageStop);
             let wire = encode(&events);
-            assert!(wire.contains("\"type\":\"custom_tool_call\""), "cut {cut}: {wire}");
+            assert!(
+                wire.contains("\"type\":\"custom_tool_call\""),
+                "cut {cut}: {wire}"
+            );
             assert!(!wire.contains("function_call"), "cut {cut}: {wire}");
             let (parsed, r) = parse(&wire);
             assert_eq!(r, Ok(()));
@@ -1507,7 +1512,11 @@ mod tests {
             let Some(Block::ToolCall(call)) = resp.content.first() else {
                 panic!("cut {cut}: {resp:?}");
             };
-            assert_eq!(custom_input(&call.arguments), Some(input), "cut {cut}: {wire}");
+            assert_eq!(
+                custom_input(&call.arguments),
+                Some(input),
+                "cut {cut}: {wire}"
+            );
             assert_eq!(resp.stop_reason, Some(StopReason::ToolUse));
         }
     }
@@ -1537,9 +1546,11 @@ mod tests {
         let resp = fold(&events);
         assert_eq!(resp.id, "resp_1");
         assert_eq!(resp.created, Some(5));
-        assert!(matches!(&resp.content[0], Block::Thinking(t) if t.text == "a\n\nb"
+        assert!(
+            matches!(&resp.content[0], Block::Thinking(t) if t.text == "a\n\nb"
             && t.signature.as_deref().and_then(crate::ir::signature::unwrap_reasoning_item)
-                == Some(("rs_1".into(), "gAAA".into()))));
+                == Some(("rs_1".into(), "gAAA".into())))
+        );
         assert!(matches!(&resp.content[1], Block::Text(t) if t.text == "whole"));
         assert!(matches!(&resp.content[2], Block::Text(t) if t.text == "no"));
         assert!(matches!(&resp.content[3], Block::ToolCall(c) if c.arguments == json!({"a": 1})));
@@ -1565,8 +1576,11 @@ mod tests {
         let input = [
             ev("response.created", &json!({"response": {"id": "resp_1"}})),
             ev("response.output_text.delta", &json!({"delta": "x"})),
-            ev("response.incomplete", &json!({"response": {"status": "incomplete",
-                "incomplete_details": {"reason": "content_filter"}}})),
+            ev(
+                "response.incomplete",
+                &json!({"response": {"status": "incomplete",
+                "incomplete_details": {"reason": "content_filter"}}}),
+            ),
         ]
         .concat();
         let (events, r) = parse(&input);
@@ -1576,13 +1590,22 @@ mod tests {
             Some(StopReason::ContentFilter(None))
         );
         // Without its terminal event a stream is truncated.
-        let (_, r) = parse(&ev("response.created", &json!({"response": {"id": "resp_1"}})));
+        let (_, r) = parse(&ev(
+            "response.created",
+            &json!({"response": {"id": "resp_1"}}),
+        ));
         assert_eq!(r, Err(StreamFault::Truncated));
         // Unknown event types are skipped, even with fields of other shapes.
         let input = [
             ev("response.created", &json!({"response": {"id": "resp_1"}})),
-            ev("response.image_generation_call.partial_image", &json!({"delta": {"x": 1}})),
-            ev("response.completed", &json!({"response": {"status": "completed"}})),
+            ev(
+                "response.image_generation_call.partial_image",
+                &json!({"delta": {"x": 1}}),
+            ),
+            ev(
+                "response.completed",
+                &json!({"response": {"status": "completed"}}),
+            ),
         ]
         .concat();
         assert_eq!(parse(&input).1, Ok(()));
@@ -1607,7 +1630,12 @@ mod tests {
             .collect();
         assert_eq!(
             kinds,
-            ["response.created", "response.in_progress", "error", "response.failed"]
+            [
+                "response.created",
+                "response.in_progress",
+                "error",
+                "response.failed"
+            ]
         );
         assert!(text.contains("\"message\":\"busy\""), "{text}");
         assert!(text.contains("\"status\":\"failed\""), "{text}");
