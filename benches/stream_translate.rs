@@ -85,53 +85,54 @@ fn gemini_stream() -> Vec<Vec<u8>> {
     s.into_iter().map(String::into_bytes).collect()
 }
 
-/// A Responses API stream as OpenAI sends it: created, in_progress, the
-/// message item and its part, text deltas, the closing events, completed.
 fn responses_stream() -> Vec<Vec<u8>> {
-    let mut seq = 0u64;
-    let mut ev = |kind: &str, rest: &str| {
-        let s = format!(
-            "event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":{seq}{rest}}}\n\n"
-        );
-        seq += 1;
-        s
+    let envelope = |status: &str, output: &str, usage: &str| {
+        format!("{{\"id\":\"resp_68a1f0c2b3d4\",\"object\":\"response\",\"created_at\":1730000000,\"status\":\"{status}\",\"background\":false,\"error\":null,\"incomplete_details\":null,\"instructions\":null,\"max_output_tokens\":null,\"model\":\"gpt-4o-mini-2024-07-18\",\"output\":[{output}],\"parallel_tool_calls\":true,\"previous_response_id\":null,\"reasoning\":{{\"effort\":null,\"summary\":null}},\"store\":false,\"temperature\":1.0,\"text\":{{\"format\":{{\"type\":\"text\"}}}},\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":1.0,\"truncation\":\"disabled\",\"usage\":{usage},\"user\":null,\"metadata\":{{}}}}")
     };
-    let resp = |status: &str, output: &str, usage: &str| {
-        format!(",\"response\":{{\"id\":\"resp_68af\",\"object\":\"response\",\"created_at\":1730000000,\"status\":\"{status}\",\"model\":\"gpt-5-mini-2025-08-07\",\"output\":[{output}],\"usage\":{usage}}}")
+    let event = |kind: &str, seq: usize, body: &str| {
+        format!("event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":{seq},{body}}}\n\n")
     };
+    let item = "\"item_id\":\"msg_68a1f0c2b3d4\",\"output_index\":0,\"content_index\":0";
     let mut s = vec![
-        ev("response.created", &resp("in_progress", "", "null")),
-        ev("response.in_progress", &resp("in_progress", "", "null")),
-        ev("response.output_item.added", ",\"output_index\":0,\"item\":{\"id\":\"msg_68af\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"}"),
-        ev("response.content_part.added", ",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":\"\"}"),
+        event("response.created", 0, &format!("\"response\":{}", envelope("in_progress", "", "null"))),
+        event("response.output_item.added", 1, "\"output_index\":0,\"item\":{\"id\":\"msg_68a1f0c2b3d4\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"}"),
+        event("response.content_part.added", 2, &format!("{item},\"part\":{{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":\"\"}}")),
     ];
     let mut text = String::new();
     for i in 0..CONTENT_FRAMES {
         let word = WORDS[i % WORDS.len()];
         text.push_str(word);
-        s.push(ev(
+        s.push(event(
             "response.output_text.delta",
-            &format!(",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"delta\":\"{word}\",\"logprobs\":[]"),
+            3 + i,
+            &format!("{item},\"delta\":\"{word}\",\"logprobs\":[],\"obfuscation\":\"a1b2\""),
         ));
     }
+    let n = 3 + CONTENT_FRAMES;
     let part = format!(
         "{{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":\"{text}\"}}"
     );
-    let item = format!("{{\"id\":\"msg_68af\",\"type\":\"message\",\"status\":\"completed\",\"content\":[{part}],\"role\":\"assistant\"}}");
-    s.push(ev("response.output_text.done", &format!(",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"text\":\"{text}\",\"logprobs\":[]")));
-    s.push(ev(
+    let message = format!("{{\"id\":\"msg_68a1f0c2b3d4\",\"type\":\"message\",\"status\":\"completed\",\"content\":[{part}],\"role\":\"assistant\"}}");
+    s.push(event(
+        "response.output_text.done",
+        n,
+        &format!("{item},\"text\":\"{text}\",\"logprobs\":[]"),
+    ));
+    s.push(event(
         "response.content_part.done",
-        &format!(
-            ",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"part\":{part}"
-        ),
+        n + 1,
+        &format!("{item},\"part\":{part}"),
     ));
-    s.push(ev(
+    s.push(event(
         "response.output_item.done",
-        &format!(",\"output_index\":0,\"item\":{item}"),
+        n + 2,
+        &format!("\"output_index\":0,\"item\":{message}"),
     ));
-    s.push(ev(
+    let usage = "{\"input_tokens\":12,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":100,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":112}";
+    s.push(event(
         "response.completed",
-        &resp("completed", &item, "{\"input_tokens\":12,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":100,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":112}"),
+        n + 3,
+        &format!("\"response\":{}", envelope("completed", &message, usage)),
     ));
     s.into_iter().map(String::into_bytes).collect()
 }

@@ -145,7 +145,9 @@ pub struct ToolResult {
 pub struct ThinkingBlock {
     /// The reasoning text (or summary).
     pub text: String,
-    /// Anthropic `signature` or Gemini `thoughtSignature`, opaque, verified by the issuing provider.
+    /// Anthropic `signature` or Gemini `thoughtSignature`, opaque, verified by
+    /// the issuing provider; or an OpenAI Responses reasoning item (id and
+    /// `encrypted_content`) packed as described in [`crate::ir::signature`].
     pub signature: Option<String>,
     /// Unknown fields of the wire part.
     pub extra: Extra,

@@ -142,16 +142,22 @@ fn is_note(origin: Family, path: &str, value: &Value, req: &ChatRequest) -> bool
         // Settings for a Responses upstream only (the gateway keeps no state
         // and asks for encrypted reasoning itself), the summary wish (read into
         // `reasoning.include_thoughts`), item bookkeeping (ids, status, phase,
-        // part types), and what a custom tool is (a function of one string).
+        // part types), what a custom tool is (a function of one string), and
+        // fields that say nothing (null, empty, background off).
         Family::Responses => {
-            matches!(
-                path,
-                "store"
-                    | "include"
-                    | "stream_options"
-                    | "reasoning.summary"
-                    | "reasoning.generate_summary"
-            ) || (path == "safety_identifier" && value.as_str() == req.user.as_deref())
+            value.is_null()
+                || value.as_object().is_some_and(serde_json::Map::is_empty)
+                || value.as_array().is_some_and(Vec::is_empty)
+                || (path == "background" && value == &Value::Bool(false))
+                || matches!(
+                    path,
+                    "store"
+                        | "include"
+                        | "stream_options"
+                        | "reasoning.summary"
+                        | "reasoning.generate_summary"
+                )
+                || (path == "safety_identifier" && value.as_str() == req.user.as_deref())
                 || (path.starts_with("input[]")
                     && (path.ends_with(".id")
                         || path.ends_with(".status")
@@ -354,6 +360,25 @@ mod tests {
         let mut same = Adjustments::default();
         foreign_extras(&req, Family::Anthropic, &mut same);
         assert!(same.is_empty(), "{same:?}");
+    }
+
+    #[test]
+    fn responses_bookkeeping_is_not_reported() {
+        let req = ChatRequest {
+            source: Some(Family::Responses),
+            extra: Extra::new(
+                Family::Responses,
+                map(
+                    json!({"store": false, "include": ["reasoning.encrypted_content"],
+                    "background": false, "conversation": null, "metadata": {},
+                    "text": {"verbosity": "low"}, "truncation": "auto"}),
+                ),
+            ),
+            ..ChatRequest::default()
+        };
+        let mut adj = Adjustments::default();
+        foreign_extras(&req, Family::Anthropic, &mut adj);
+        assert_eq!(adj.dropped, ["text.verbosity", "truncation"]);
     }
 
     #[test]

@@ -35,7 +35,8 @@
 //! Thinking is sent back only as a reasoning item this upstream issued (a
 //! packed signature); other reasoning cannot be verified by OpenAI and is
 //! left out, like Anthropic leaves out unsigned thinking. `store` is always
-//! `false` and `include` always asks for `reasoning.encrypted_content`.
+//! `false`, and `include` asks for `reasoning.encrypted_content` whenever the
+//! request reasons (see [`wants_encrypted_reasoning`]).
 //! Stop sequences, `top_k`, `seed` and penalties have no Responses
 //! counterpart and are dropped and reported.
 
@@ -1286,6 +1287,18 @@ fn encode_reasoning(req: &ChatRequest, adj: &mut Adjustments) -> Option<Value> {
     (!out.is_empty()).then_some(Value::Object(out))
 }
 
+/// Whether to ask for `reasoning.encrypted_content`: when the request asks
+/// for reasoning, or sends back reasoning this upstream issued. Not always:
+/// OpenAI refuses the `include` for models that do not reason ("Encrypted
+/// content is not supported with this model"), and the policy has already
+/// taken reasoning settings out of requests for models without reasoning.
+fn wants_encrypted_reasoning(req: &ChatRequest) -> bool {
+    req.reasoning.as_ref().is_some_and(|r| !r.is_off())
+        || req.messages.iter().flat_map(|m| &m.content).any(|b| {
+            matches!(b, Block::Thinking(t) if t.signature.as_deref().is_some_and(crate::ir::signature::is_reasoning_item))
+        })
+}
+
 /// Encodes the canonical request as a Responses request body; what the
 /// Responses API cannot carry is recorded in `adj`.
 pub fn encode(
@@ -1418,10 +1431,12 @@ pub fn encode(
         Some(Value::Array(list)) => list,
         _ => Vec::new(),
     };
-    if !include.iter().any(|v| v == ENCRYPTED_REASONING) {
+    if wants_encrypted_reasoning(req) && !include.iter().any(|v| v == ENCRYPTED_REASONING) {
         include.push(json!(ENCRYPTED_REASONING));
     }
-    out.insert("include".into(), Value::Array(include));
+    if !include.is_empty() {
+        out.insert("include".into(), Value::Array(include));
+    }
     deep_merge(&mut out, &extra);
     Ok(Value::Object(out))
 }
