@@ -35,6 +35,10 @@ fn frames(family: Family, n: usize) -> Vec<u8> {
             Family::Anthropic => s.push_str(&format!(
                 "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"token{i} \"}}}}\n\n"
             )),
+            Family::Responses => s.push_str(&format!(
+                "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{seq},\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"token{i} \",\"logprobs\":[]}}\n\n",
+                seq = i + 4
+            )),
             Family::Gemini => s.push_str(&format!(
                 "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"token{i} \"}}],\"role\":\"model\"}},\"index\":0}}],\"modelVersion\":\"gemini-3.1-pro\",\"responseId\":\"r1\"}}\r\n\r\n"
             )),

@@ -85,17 +85,69 @@ fn gemini_stream() -> Vec<Vec<u8>> {
     s.into_iter().map(String::into_bytes).collect()
 }
 
+/// A Responses API stream as OpenAI sends it: created, in_progress, the
+/// message item and its part, text deltas, the closing events, completed.
+fn responses_stream() -> Vec<Vec<u8>> {
+    let mut seq = 0u64;
+    let mut ev = |kind: &str, rest: &str| {
+        let s = format!(
+            "event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":{seq}{rest}}}\n\n"
+        );
+        seq += 1;
+        s
+    };
+    let resp = |status: &str, output: &str, usage: &str| {
+        format!(",\"response\":{{\"id\":\"resp_68af\",\"object\":\"response\",\"created_at\":1730000000,\"status\":\"{status}\",\"model\":\"gpt-5-mini-2025-08-07\",\"output\":[{output}],\"usage\":{usage}}}")
+    };
+    let mut s = vec![
+        ev("response.created", &resp("in_progress", "", "null")),
+        ev("response.in_progress", &resp("in_progress", "", "null")),
+        ev("response.output_item.added", ",\"output_index\":0,\"item\":{\"id\":\"msg_68af\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"}"),
+        ev("response.content_part.added", ",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":\"\"}"),
+    ];
+    let mut text = String::new();
+    for i in 0..CONTENT_FRAMES {
+        let word = WORDS[i % WORDS.len()];
+        text.push_str(word);
+        s.push(ev(
+            "response.output_text.delta",
+            &format!(",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"delta\":\"{word}\",\"logprobs\":[]"),
+        ));
+    }
+    let part = format!(
+        "{{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":\"{text}\"}}"
+    );
+    let item = format!("{{\"id\":\"msg_68af\",\"type\":\"message\",\"status\":\"completed\",\"content\":[{part}],\"role\":\"assistant\"}}");
+    s.push(ev("response.output_text.done", &format!(",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"text\":\"{text}\",\"logprobs\":[]")));
+    s.push(ev(
+        "response.content_part.done",
+        &format!(
+            ",\"item_id\":\"msg_68af\",\"output_index\":0,\"content_index\":0,\"part\":{part}"
+        ),
+    ));
+    s.push(ev(
+        "response.output_item.done",
+        &format!(",\"output_index\":0,\"item\":{item}"),
+    ));
+    s.push(ev(
+        "response.completed",
+        &resp("completed", &item, "{\"input_tokens\":12,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":100,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":112}"),
+    ));
+    s.into_iter().map(String::into_bytes).collect()
+}
+
 fn stream_of(family: Family) -> Vec<Vec<u8>> {
     match family {
         Family::OpenAi => openai_stream(),
         Family::Anthropic => anthropic_stream(),
         Family::Gemini => gemini_stream(),
+        Family::Responses => responses_stream(),
     }
 }
 
 fn client_model(client: Family) -> &'static str {
     match client {
-        Family::OpenAi => "openai/gpt-4o-mini",
+        Family::OpenAi | Family::Responses => "openai/gpt-4o-mini",
         _ => "gpt-4o-mini",
     }
 }

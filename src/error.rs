@@ -34,6 +34,27 @@ fn bounded(mut message: String) -> String {
     message
 }
 
+/// The one table between HTTP statuses and error kinds. A kind's default
+/// status is its first row; a status's kind is the first row with that
+/// status (so 400 reads as a plain invalid request, and an upstream's 422 or
+/// Anthropic's 529 still map to a kind). Statuses not listed are `Internal`.
+const STATUS_KINDS: [(u16, ErrorKind); 14] = [
+    (400, ErrorKind::InvalidRequest),
+    (422, ErrorKind::InvalidRequest),
+    (400, ErrorKind::ContextLengthExceeded),
+    (401, ErrorKind::Authentication),
+    (403, ErrorKind::PermissionDenied),
+    (404, ErrorKind::NotFound),
+    (405, ErrorKind::MethodNotAllowed),
+    (413, ErrorKind::PayloadTooLarge),
+    (429, ErrorKind::RateLimited),
+    (500, ErrorKind::Internal),
+    (502, ErrorKind::BadGateway),
+    (503, ErrorKind::Unavailable),
+    (529, ErrorKind::Unavailable),
+    (504, ErrorKind::Timeout),
+];
+
 /// What went wrong, independent of any protocol's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -64,6 +85,22 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// The kind's default HTTP status (from [`STATUS_KINDS`]).
+    pub fn status(self) -> u16 {
+        STATUS_KINDS
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or(500, |(s, _)| *s)
+    }
+
+    /// The kind an HTTP status maps to (from [`STATUS_KINDS`]).
+    pub fn for_status(status: u16) -> ErrorKind {
+        STATUS_KINDS
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(ErrorKind::Internal, |(_, k)| *k)
+    }
+
     /// A stable snake_case name (the access log's `error_type`).
     pub fn name(self) -> &'static str {
         match self {
@@ -102,19 +139,7 @@ pub struct GatewayError {
 impl GatewayError {
     /// An error of `kind` with the kind's default status.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        let status = match kind {
-            ErrorKind::InvalidRequest | ErrorKind::ContextLengthExceeded => 400,
-            ErrorKind::Authentication => 401,
-            ErrorKind::PermissionDenied => 403,
-            ErrorKind::NotFound => 404,
-            ErrorKind::MethodNotAllowed => 405,
-            ErrorKind::PayloadTooLarge => 413,
-            ErrorKind::RateLimited => 429,
-            ErrorKind::Internal => 500,
-            ErrorKind::BadGateway => 502,
-            ErrorKind::Unavailable => 503,
-            ErrorKind::Timeout => 504,
-        };
+        let status = kind.status();
         GatewayError {
             status,
             kind,
@@ -153,19 +178,7 @@ impl GatewayError {
 
     /// The kind a bare upstream status maps to.
     pub fn kind_for_status(status: u16) -> ErrorKind {
-        match status {
-            400 | 422 => ErrorKind::InvalidRequest,
-            401 => ErrorKind::Authentication,
-            403 => ErrorKind::PermissionDenied,
-            404 => ErrorKind::NotFound,
-            405 => ErrorKind::MethodNotAllowed,
-            413 => ErrorKind::PayloadTooLarge,
-            429 => ErrorKind::RateLimited,
-            502 => ErrorKind::BadGateway,
-            503 | 529 => ErrorKind::Unavailable,
-            504 => ErrorKind::Timeout,
-            _ => ErrorKind::Internal,
-        }
+        ErrorKind::for_status(status)
     }
 }
 

@@ -1,9 +1,10 @@
-//! The three protocol families (client protocols and upstream wire protocols share these names).
+//! The four protocol families (client protocols and upstream wire protocols share these names).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A wire protocol family: A = OpenAI chat-completions, B = Anthropic Messages, C = Gemini generateContent.
+/// A wire protocol family: A = OpenAI chat-completions, B = Anthropic Messages, C = Gemini
+/// generateContent, D = OpenAI Responses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
@@ -14,11 +15,21 @@ pub enum Family {
     Anthropic,
     /// Family C: Gemini generateContent (`/google/v1beta`).
     Gemini,
+    /// Family D: the OpenAI Responses API (`/v1/responses`, beside family A).
+    Responses,
 }
 
 impl Family {
     /// All families, in contract order.
-    pub const ALL: [Family; 3] = [Family::OpenAi, Family::Anthropic, Family::Gemini];
+    pub const ALL: [Family; 4] = [
+        Family::OpenAi,
+        Family::Anthropic,
+        Family::Gemini,
+        Family::Responses,
+    ];
+
+    /// The families with their own model listings (family D shares family A's `/v1/models`).
+    pub const LISTED: [Family; 3] = [Family::OpenAi, Family::Anthropic, Family::Gemini];
 
     /// The name used in config files and model objects.
     pub fn name(self) -> &'static str {
@@ -26,15 +37,17 @@ impl Family {
             Family::OpenAi => "openai",
             Family::Anthropic => "anthropic",
             Family::Gemini => "gemini",
+            Family::Responses => "responses",
         }
     }
 
-    /// Parses a config name (`openai`, `anthropic`, `gemini`).
+    /// Parses a config name (`openai`, `anthropic`, `gemini`, `responses`).
     pub fn from_name(s: &str) -> Option<Family> {
         match s {
             "openai" => Some(Family::OpenAi),
             "anthropic" => Some(Family::Anthropic),
             "gemini" => Some(Family::Gemini),
+            "responses" => Some(Family::Responses),
             _ => None,
         }
     }

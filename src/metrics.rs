@@ -66,9 +66,10 @@ type PerModel = HashMap<String, HashMap<String, ModelSeries>>;
 
 #[derive(Debug, Default)]
 struct Series {
-    per_model: [PerModel; 3],
-    latency: [Histogram; 3],
-    ttft: [Histogram; 3],
+    // D: one slot per family (Family::ALL has four).
+    per_model: [PerModel; 4],
+    latency: [Histogram; 4],
+    ttft: [Histogram; 4],
     upstream_errors: BTreeMap<(String, String), u64>,
     /// Adaptations (CONTRACT 5.1) by model and parameter.
     adaptations: BTreeMap<(String, String), u64>,
@@ -79,6 +80,8 @@ fn slot(f: Family) -> usize {
         Family::OpenAi => 0,
         Family::Anthropic => 1,
         Family::Gemini => 2,
+        // D: counted as its own family.
+        Family::Responses => 3,
     }
 }
 

@@ -5,199 +5,11 @@
 //! to tell a complete stream from a truncated one.
 
 use crate::family::Family;
+pub use crate::protocol::framing::{Framing, StreamFault};
+pub use crate::protocol::peek::Usage;
+use crate::protocol::spoke::{spoke, Spoke};
 use crate::sse::{encode_comment, encode_event, SseDecoder, SseError, SseItem};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use std::ops::Range;
-
-/// Token usage read from a response.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
-    pub input: Option<u64>,
-    pub output: Option<u64>,
-    /// Prompt tokens read from a cache, as the upstream reported them.
-    pub cached: Option<u64>,
-    /// Output tokens spent on reasoning, as the upstream reported them.
-    pub reasoning: Option<u64>,
-}
-
-impl Usage {
-    /// The accounting view of a canonical (translated) usage: input includes
-    /// cached prompt tokens, output includes reasoning tokens.
-    pub fn from_canonical(u: &crate::ir::Usage) -> Usage {
-        Usage {
-            input: Some(u.input_tokens),
-            output: Some(u.output_tokens),
-            cached: u.cache_read_tokens,
-            reasoning: u.reasoning_tokens,
-        }
-    }
-
-    fn merge(&mut self, other: Usage) {
-        self.input = other.input.or(self.input);
-        self.output = other.output.or(self.output);
-        self.cached = other.cached.or(self.cached);
-        self.reasoning = other.reasoning.or(self.reasoning);
-    }
-}
-
-#[derive(Deserialize, Default)]
-struct OpenAiUsage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    prompt_tokens_details: Option<OpenAiPromptDetails>,
-    completion_tokens_details: Option<OpenAiCompletionDetails>,
-}
-
-#[derive(Deserialize, Default)]
-struct OpenAiPromptDetails {
-    cached_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-struct OpenAiCompletionDetails {
-    reasoning_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-struct AnthropicUsage {
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    cache_read_input_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct GeminiUsage {
-    prompt_token_count: Option<u64>,
-    candidates_token_count: Option<u64>,
-    thoughts_token_count: Option<u64>,
-    cached_content_token_count: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct OpenAiPeek<'a> {
-    #[serde(borrow)]
-    model: Option<&'a RawValue>,
-    usage: Option<OpenAiUsage>,
-    #[serde(borrow)]
-    choices: Option<&'a RawValue>,
-    /// An in-stream error (`data: {"error":{...}}`), which ends the stream.
-    #[serde(borrow)]
-    error: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct AnthropicMessagePeek<'a> {
-    #[serde(borrow)]
-    model: Option<&'a RawValue>,
-    usage: Option<AnthropicUsage>,
-}
-
-#[derive(Deserialize)]
-struct AnthropicPeek<'a> {
-    #[serde(rename = "type")]
-    kind: Option<&'a str>,
-    #[serde(borrow)]
-    model: Option<&'a RawValue>,
-    #[serde(borrow)]
-    message: Option<AnthropicMessagePeek<'a>>,
-    usage: Option<AnthropicUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct GeminiCandidatePeek<'a> {
-    finish_reason: Option<&'a str>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct GeminiPeek<'a> {
-    #[serde(borrow)]
-    model_version: Option<&'a RawValue>,
-    usage_metadata: Option<GeminiUsage>,
-    #[serde(borrow, default)]
-    candidates: Vec<GeminiCandidatePeek<'a>>,
-    #[serde(borrow)]
-    error: Option<&'a RawValue>,
-}
-
-/// What one JSON document says, for rewriting and accounting.
-#[derive(Debug, Default)]
-struct Peeked {
-    /// Byte range of the model value to replace.
-    span: Option<Range<usize>>,
-    usage: Usage,
-    /// This document ends the stream (Anthropic `message_stop`, Gemini finish reason).
-    terminal: bool,
-    /// The upstream reported an error in-band.
-    error: bool,
-    /// An OpenAI usage-only chunk (`choices: []` with usage).
-    usage_only: bool,
-}
-
-fn span_of(raw: &RawValue, doc: &[u8]) -> Option<Range<usize>> {
-    let start = (raw.get().as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
-    let end = start.checked_add(raw.get().len())?;
-    (end <= doc.len()).then_some(start..end)
-}
-
-fn peek(family: Family, doc: &[u8]) -> Option<Peeked> {
-    let mut out = Peeked::default();
-    match family {
-        Family::OpenAi => {
-            let p: OpenAiPeek<'_> = serde_json::from_slice(doc).ok()?;
-            out.span = p.model.and_then(|m| span_of(m, doc));
-            out.usage_only = p.usage.is_some() && p.choices.is_some_and(|c| c.get() == "[]");
-            if let Some(u) = p.usage {
-                out.usage = Usage {
-                    input: u.prompt_tokens,
-                    output: u.completion_tokens,
-                    cached: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
-                    reasoning: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
-                };
-            }
-            out.error = p.error.is_some_and(|e| e.get() != "null");
-        }
-        Family::Anthropic => {
-            let p: AnthropicPeek<'_> = serde_json::from_slice(doc).ok()?;
-            let (model, usage) = match p.message {
-                Some(m) => (m.model, m.usage),
-                None => (p.model, p.usage),
-            };
-            out.span = model.and_then(|m| span_of(m, doc));
-            if let Some(u) = usage {
-                out.usage = Usage {
-                    input: u.input_tokens,
-                    output: u.output_tokens,
-                    cached: u.cache_read_input_tokens,
-                    reasoning: None,
-                };
-            }
-            out.terminal = p.kind == Some("message_stop");
-            out.error = p.kind == Some("error");
-        }
-        Family::Gemini => {
-            let p: GeminiPeek<'_> = serde_json::from_slice(doc).ok()?;
-            out.span = p.model_version.and_then(|m| span_of(m, doc));
-            if let Some(u) = p.usage_metadata {
-                out.usage = Usage {
-                    input: u.prompt_token_count,
-                    output: match (u.candidates_token_count, u.thoughts_token_count) {
-                        (None, None) => None,
-                        (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
-                    },
-                    cached: u.cached_content_token_count,
-                    reasoning: u.thoughts_token_count,
-                };
-            }
-            out.terminal = p.candidates.iter().any(|c| c.finish_reason.is_some());
-            out.error = p.error.is_some();
-        }
-    }
-    Some(out)
-}
 
 /// Appends `doc` to `out` with the model value replaced by `model_json`.
 fn splice(doc: &[u8], span: Option<&Range<usize>>, model_json: &[u8], out: &mut Vec<u8>) {
@@ -219,43 +31,16 @@ pub fn model_json(name: &str) -> Vec<u8> {
 /// Rewrites a non-stream response body; returns the new body and its usage,
 /// or `None` when the body is not a JSON object.
 pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> Option<(Vec<u8>, Usage)> {
-    let p = peek(family, body)?;
+    let p = (spoke(family).peek_response)(body)?;
     let mut out = Vec::with_capacity(body.len() + model_json.len());
     splice(body, p.span.as_ref(), model_json, &mut out);
     Some((out, p.usage))
 }
 
-/// How a stream is framed for the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    /// Server-sent events.
-    Sse,
-    /// Family C's JSON array stream (E13j): `[obj,\r\nobj,…]`.
-    JsonArray,
-}
-
-/// Why a stream could not be passed on to its end.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamFault {
-    /// The upstream sent bytes that are not a valid frame.
-    Malformed(String),
-    /// The upstream stream ended before its terminal event.
-    Truncated,
-}
-
-impl std::fmt::Display for StreamFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StreamFault::Malformed(m) => write!(f, "upstream sent a malformed stream frame: {m}"),
-            StreamFault::Truncated => f.write_str("upstream stream ended before it was complete"),
-        }
-    }
-}
-
 /// An SSE stream of the client's own family, passed through frame by frame.
 #[derive(Debug)]
 pub struct PassthroughStream {
-    family: Family,
+    spoke: &'static Spoke,
     framing: Framing,
     decoder: SseDecoder,
     model_json: Vec<u8>,
@@ -263,6 +48,8 @@ pub struct PassthroughStream {
     /// JSON array framing: elements written so far.
     elements: usize,
     complete: bool,
+    /// The next sequence number (family D events carry one).
+    next_seq: u64,
     /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
     withhold_usage: bool,
     pub usage: Usage,
@@ -282,13 +69,14 @@ impl PassthroughStream {
         max_frame_bytes: usize,
     ) -> Self {
         PassthroughStream {
-            family,
+            spoke: spoke(family),
             framing,
             decoder: SseDecoder::new(max_frame_bytes),
             model_json,
             scratch: Vec::new(),
             elements: 0,
             complete: false,
+            next_seq: 0,
             withhold_usage: false,
             usage: Usage::default(),
         }
@@ -302,13 +90,14 @@ impl PassthroughStream {
     /// Feeds upstream bytes; appends what the client should receive to `out`.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), StreamFault> {
         let Self {
-            family,
+            spoke,
             framing,
             decoder,
             model_json,
             scratch,
             elements,
             complete,
+            next_seq,
             withhold_usage,
             usage,
         } = self;
@@ -325,18 +114,21 @@ impl PassthroughStream {
                 }
                 SseItem::Event(ev) => {
                     let data = ev.data;
-                    if *family == Family::OpenAi && data == b"[DONE]" {
+                    if spoke.stream_done == Some(data) {
                         *complete = true;
                         encode_event(out, None, data);
                         return;
                     }
-                    let Some(p) = peek(*family, data) else {
+                    let Some(p) = (spoke.peek_response)(data) else {
                         fault = Some(StreamFault::Malformed(
                             String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
                         ));
                         return;
                     };
                     usage.merge(p.usage);
+                    if let Some(n) = p.sequence {
+                        *next_seq = n + 1;
+                    }
                     *complete |= p.terminal || p.error;
                     if *withhold_usage && p.usage_only {
                         return;
@@ -380,15 +172,17 @@ impl PassthroughStream {
 
     /// Ends the client's stream with `error_json` (the family's error object body).
     pub fn fail(&mut self, error_json: &[u8], out: &mut Vec<u8>) {
-        match (self.family, self.framing) {
-            (_, Framing::JsonArray) => {
+        match self.framing {
+            Framing::JsonArray => {
                 out.extend_from_slice(if self.elements == 0 { b"[" } else { b",\r\n" });
                 out.extend_from_slice(error_json);
                 out.extend_from_slice(b"]");
                 self.elements += 1;
             }
-            (Family::Anthropic, Framing::Sse) => encode_event(out, Some("error"), error_json),
-            (_, Framing::Sse) => encode_event(out, None, error_json),
+            Framing::Sse => match self.spoke.stream_error {
+                Some(write) => write(error_json, self.next_seq, out),
+                None => encode_event(out, self.spoke.error_event, error_json),
+            },
         }
     }
 }

@@ -13,7 +13,8 @@ use crate::config::{Model, Policy};
 use crate::error::GatewayError;
 use crate::family::Family;
 use crate::jsonedit::{self, Edit};
-use crate::validate::{context_error, nested_cache_hints, Inspected, Use};
+use crate::protocol::spoke;
+use crate::validate::{context_error, Inspected, Use};
 use serde_json::Value;
 
 /// Catalog parameters that `adapt` drops when a model does not list them:
@@ -69,21 +70,14 @@ pub fn decide(
     policy: Policy,
 ) -> Result<Plan, GatewayError> {
     // Required on messages, not on count_tokens (which is never checked).
-    if family == Family::Anthropic && req.max_tokens.is_none() {
+    let sp = spoke(family);
+    if sp.requires_max_tokens && req.max_tokens.is_none() {
         return Err(bad("max_tokens", "max_tokens: field required"));
     }
     if let Some(t) = req.temperature {
-        let max = if family == Family::Anthropic {
-            1.0
-        } else {
-            2.0
-        };
+        let max = sp.max_temperature;
         if !(0.0..=max).contains(&t) {
-            let name = if family == Family::Gemini {
-                "generationConfig.temperature"
-            } else {
-                "temperature"
-            };
+            let name = sp.temperature_field;
             return Err(bad(
                 name,
                 format!(
@@ -110,12 +104,7 @@ pub fn decide(
             plan.lower(req, model.max_output_tokens);
         }
     }
-    let nested = if model.supports("cache_control") {
-        Vec::new()
-    } else {
-        nested_cache_hints(req, body)
-    };
-    for u in req.uses.iter().chain(&nested) {
+    for u in &req.uses {
         if model.supports(u.param) {
             continue;
         }
@@ -138,11 +127,7 @@ pub fn decide(
         ));
     }
     if !model.supported_features.vision && has_images(family, body) {
-        let param = if family == Family::Gemini {
-            "contents"
-        } else {
-            "messages"
-        };
+        let param = sp.input_field;
         return Err(bad(
             param,
             format!(
@@ -283,11 +268,7 @@ fn has_images(family: Family, body: &[u8]) -> bool {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return false;
     };
-    let key = match family {
-        Family::Gemini => "contents",
-        Family::OpenAi | Family::Anthropic => "messages",
-    };
-    v.get(key).is_some_and(image_in)
+    v.get(spoke(family).input_field).is_some_and(image_in)
 }
 
 fn image_in(v: &Value) -> bool {

@@ -21,142 +21,12 @@
 //! assert!(text.ends_with("data: [DONE]\n\n"));
 //! ```
 
-pub(crate) mod support;
-
 use crate::family::Family;
 use crate::ir::stream::{merge_usage, StreamEvent};
 use crate::ir::Usage as CanonicalUsage;
 use crate::passthrough::{self, Framing, PassthroughStream, StreamFault, Usage};
-use crate::protocol::{anthropic, gemini, openai};
+pub use crate::protocol::stream_codec::{Encoder, Parser};
 use crate::sse::{SseDecoder, SseError, SseItem};
-
-/// An upstream family's stream parser (enum dispatch).
-#[derive(Debug)]
-pub enum Parser {
-    /// Upstream OpenAI chunks.
-    OpenAi(openai::stream::Parser),
-    /// Upstream Anthropic events.
-    Anthropic(anthropic::stream::Parser),
-    /// Upstream Gemini chunks.
-    Gemini(gemini::stream::Parser),
-}
-
-impl Parser {
-    /// The parser for streams of `family`.
-    pub fn new(family: Family) -> Self {
-        match family {
-            Family::OpenAi => Parser::OpenAi(openai::stream::Parser::new()),
-            Family::Anthropic => Parser::Anthropic(anthropic::stream::Parser::new()),
-            Family::Gemini => Parser::Gemini(gemini::stream::Parser::new()),
-        }
-    }
-
-    /// Reads one upstream SSE event, handing canonical events to `emit`.
-    pub fn push(
-        &mut self,
-        event: &crate::sse::SseEvent<'_>,
-        emit: &mut dyn FnMut(&StreamEvent),
-    ) -> Result<(), StreamFault> {
-        match self {
-            Parser::OpenAi(p) => p.push(event, emit),
-            Parser::Anthropic(p) => p.push(event, emit),
-            Parser::Gemini(p) => p.push(event, emit),
-        }
-    }
-
-    /// Whether the upstream's terminal event (or an in-band error) has been read.
-    pub fn is_complete(&self) -> bool {
-        match self {
-            Parser::OpenAi(p) => p.is_complete(),
-            Parser::Anthropic(p) => p.is_complete(),
-            Parser::Gemini(p) => p.is_complete(),
-        }
-    }
-
-    /// The upstream body ended: emits what the end means, or says it was truncated.
-    pub fn finish(&mut self, emit: &mut dyn FnMut(&StreamEvent)) -> Result<(), StreamFault> {
-        match self {
-            Parser::OpenAi(p) => p.finish(emit),
-            Parser::Anthropic(p) => p.finish(emit),
-            Parser::Gemini(p) => p.finish(emit),
-        }
-    }
-}
-
-/// A client family's stream encoder (enum dispatch).
-#[derive(Debug)]
-pub enum Encoder {
-    /// OpenAI `chat.completion.chunk`s.
-    OpenAi(openai::stream::Encoder),
-    /// Anthropic events.
-    Anthropic(anthropic::stream::Encoder),
-    /// Gemini chunks (SSE or JSON array).
-    Gemini(gemini::stream::Encoder),
-}
-
-impl Encoder {
-    /// The encoder for clients of `family`.
-    pub fn new(
-        family: Family,
-        framing: Framing,
-        client_model: &str,
-        include_usage: bool,
-        created: u64,
-    ) -> Self {
-        match family {
-            Family::OpenAi => Encoder::OpenAi(openai::stream::Encoder::new(
-                client_model,
-                include_usage,
-                created,
-            )),
-            Family::Anthropic => Encoder::Anthropic(anthropic::stream::Encoder::new(client_model)),
-            Family::Gemini => Encoder::Gemini(gemini::stream::Encoder::new(client_model, framing)),
-        }
-    }
-
-    /// Writes what `event` means for the client.
-    pub fn event(&mut self, event: &StreamEvent, out: &mut Vec<u8>) {
-        match self {
-            Encoder::OpenAi(e) => e.event(event, out),
-            Encoder::Anthropic(e) => e.event(event, out),
-            Encoder::Gemini(e) => e.event(event, out),
-        }
-    }
-
-    /// Forwards an upstream SSE comment (keep-alive) where the framing allows.
-    pub fn comment(&mut self, text: &[u8], out: &mut Vec<u8>) {
-        match self {
-            Encoder::OpenAi(e) => e.comment(text, out),
-            Encoder::Anthropic(e) => e.comment(text, out),
-            Encoder::Gemini(e) => e.comment(text, out),
-        }
-    }
-
-    /// Ends the stream with the family's error event carrying `error_body`.
-    pub fn fail(&mut self, error_body: &[u8], out: &mut Vec<u8>) {
-        match self {
-            Encoder::OpenAi(e) => e.fail(error_body, out),
-            Encoder::Anthropic(e) => e.fail(error_body, out),
-            Encoder::Gemini(e) => e.fail(error_body, out),
-        }
-    }
-
-    /// Closes the framing after the last event (the JSON array's `]`).
-    pub fn close(&mut self, out: &mut Vec<u8>) {
-        if let Encoder::Gemini(e) = self {
-            e.close(out);
-        }
-    }
-
-    /// True once the stream has ended (normally or with an error event).
-    pub fn is_ended(&self) -> bool {
-        match self {
-            Encoder::OpenAi(e) => e.is_ended(),
-            Encoder::Anthropic(e) => e.is_ended(),
-            Encoder::Gemini(e) => e.is_ended(),
-        }
-    }
-}
 
 /// Translates one upstream stream of one family into the client's family.
 #[derive(Debug)]
@@ -187,19 +57,28 @@ impl StreamTranslator {
         StreamTranslator {
             decoder: SseDecoder::new(max_frame_bytes),
             parser: Parser::new(upstream),
-            encoder: Encoder::new(client, framing, client_model, include_usage, support::now()),
+            encoder: Encoder::new(
+                client,
+                framing,
+                client_model,
+                include_usage,
+                crate::protocol::support::now(),
+            ),
             usage: None,
             complete: false,
             faulted: false,
         }
     }
 
-    /// Sets the `created` time OpenAI clients see when the upstream gives
-    /// none (default: the translator's creation time), for reproducible output.
+    /// Sets the `created` time OpenAI (and `created_at` Responses) clients
+    /// see when the upstream gives none (default: the translator's creation
+    /// time), for reproducible output.
     #[must_use]
     pub fn with_created(mut self, created: u64) -> Self {
-        if let Encoder::OpenAi(e) = &mut self.encoder {
-            e.set_created(created);
+        match &mut self.encoder {
+            Encoder::OpenAi(e) => e.set_created(created),
+            Encoder::Responses(e) => e.set_created(created),
+            _ => {}
         }
         self
     }
@@ -395,26 +274,4 @@ impl ClientStream {
             ClientStream::Translate(t) => t.is_complete(),
         }
     }
-}
-
-/// Test helper: every canonical event a `family` parser emits for a whole
-/// upstream stream, and how the stream ended.
-#[cfg(test)]
-pub(crate) fn parse_all(
-    family: Family,
-    input: &[u8],
-) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-    let mut p = Parser::new(family);
-    let mut events = Vec::new();
-    let mut result = Ok(());
-    let decoded = SseDecoder::new(1 << 20).push(input, |item| {
-        if let (SseItem::Event(e), Ok(())) = (item, &result) {
-            result = p.push(&e, &mut |ev| events.push(ev.clone()));
-        }
-    });
-    assert!(decoded.is_ok(), "test stream is not valid SSE");
-    if result.is_ok() {
-        result = p.finish(&mut |ev| events.push(ev.clone()));
-    }
-    (events, result)
 }

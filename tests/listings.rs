@@ -213,14 +213,14 @@ async fn every_route_of_the_table_answers() {
             r.header("x-request-id").is_some(),
             "{id} lacks x-request-id"
         );
-        if *method == "GET" {
+        if *method == "GET" && *id != "D3" {
             assert_eq!(r.status, 200, "{id} {path}: {}", r.text());
             assert!(r.json().is_object(), "{id} {path}");
         } else if *method == "HEAD" {
             assert_eq!(r.status, 200, "{id} {path}");
             assert!(r.body.is_empty(), "{id}: HEAD with a body");
         } else {
-            // inference routes without a key: 401 in the family's shape
+            // inference routes (and D3) without a key: 401 in the family's shape
             assert_eq!(r.status, 401, "{id} {path}");
             let v = r.json();
             if path.starts_with("/anthropic") {

@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh machine: installs what the tests need
 # (idempotently), then runs the Rust suite, then, on one release build, the
 # official-SDK suite (pytest) and the real-clients suite (node --test: Claude
-# Code, Gemini CLI, the Vercel AI SDK) side by side.
+# Code, Gemini CLI, Codex CLI, the Vercel AI SDK) side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,7 +73,7 @@ wait "$sdk_pid" || sdk_rc=$?
 wait "$clients_pid" || clients_rc=$?
 echo "== official SDK suite (pytest): exit $sdk_rc"
 cat "$logs/sdk.log"
-echo "== real clients suite (node --test: Claude Code, Gemini CLI, AI SDK): exit $clients_rc"
+echo "== real clients suite (node --test: Claude Code, Gemini CLI, Codex CLI, AI SDK): exit $clients_rc"
 cat "$logs/clients.log"
 rm -rf "$logs"
 [ "$sdk_rc" -eq 0 ] && [ "$clients_rc" -eq 0 ]

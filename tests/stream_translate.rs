@@ -1,4 +1,4 @@
-//! Stream translation between the three protocols: golden client streams for
+//! Stream translation between the four protocols: golden client streams for
 //! every upstream fixture and client family (same family included, as a
 //! cross-check of the translator against itself), invariance under cutting
 //! the upstream bytes at every position, first-byte latency, truncation and
@@ -41,7 +41,7 @@ fn upstream_family(name: &str) -> Family {
 /// The model name each client family sees.
 fn client_model(client: Family) -> &'static str {
     match client {
-        Family::OpenAi => "acme/flagship-1",
+        Family::OpenAi | Family::Responses => "acme/flagship-1",
         Family::Anthropic | Family::Gemini => "flagship-1",
     }
 }
@@ -135,6 +135,9 @@ const FIXTURES: &[&str] = &[
     "gemini_thinking_tools.sse",
     "gemini_max_tokens.sse",
     "gemini_error.sse",
+    "responses_reasoning_tools.sse",
+    "responses_incomplete.sse",
+    "responses_error.sse",
 ];
 
 /// Every (client family, framing) a fixture is translated for.
@@ -143,6 +146,7 @@ const CLIENTS: &[(Family, Framing, &str)] = &[
     (Family::Anthropic, Framing::Sse, "anthropic.sse"),
     (Family::Gemini, Framing::Sse, "gemini.sse"),
     (Family::Gemini, Framing::JsonArray, "gemini.json"),
+    (Family::Responses, Framing::Sse, "responses.sse"),
 ];
 
 fn expected_path(fixture: &str, suffix: &str) -> PathBuf {
@@ -274,7 +278,12 @@ fn frames(input: &[u8]) -> Vec<&[u8]> {
 
 #[test]
 fn text_is_written_in_the_push_that_brings_it() {
-    let text_markers: [&[u8]; 3] = [b"\"content\":\"", b"\"text_delta\"", b"\"text\": \""];
+    let text_markers: [&[u8]; 4] = [
+        b"\"content\":\"",
+        b"\"text_delta\"",
+        b"\"text\": \"",
+        b"\"response.output_text.delta\"",
+    ];
     for name in FIXTURES {
         let input = fixture(name);
         let upstream = upstream_family(name);
@@ -332,6 +341,28 @@ fn assert_ends_with_error(client: Family, framing: Framing, out: &[u8], context:
                     assert!(last["error"]["code"].is_u64(), "{context}: {text}");
                     assert!(last["error"]["status"].is_string(), "{context}: {text}");
                     assert!(!text.contains("finishReason"), "{context}: {text}");
+                }
+                Family::Responses => {
+                    assert_eq!(name, "response.failed", "{context}");
+                    assert_eq!(last["response"]["status"], "failed", "{context}: {text}");
+                    assert!(
+                        last["response"]["error"]["message"].is_string(),
+                        "{context}: {text}"
+                    );
+                    let (before, error) = &items[items.len() - 2];
+                    assert_eq!(before, "error", "{context}");
+                    assert!(error["message"].is_string(), "{context}: {text}");
+                    assert!(!text.contains("response.completed"), "{context}: {text}");
+                    // Every event is numbered 0, 1, 2, ….
+                    let numbers: Vec<u64> = items
+                        .iter()
+                        .filter(|(n, _)| n != "comment")
+                        .map(|(_, v)| v["sequence_number"].as_u64().unwrap())
+                        .collect();
+                    assert!(
+                        numbers.iter().enumerate().all(|(i, n)| *n == i as u64),
+                        "{context}: {numbers:?}"
+                    );
                 }
             }
         }
@@ -391,6 +422,8 @@ fn malformed_frames_end_with_the_client_error_event() {
         (Family::Anthropic, b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\"}}\n\n"),
         (Family::Gemini, b"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hi\"}]}}]}\r\n\r\ndata: [1,2\r\n\r\n"),
         (Family::Gemini, b"data: not json\r\n\r\n"),
+        (Family::Responses, b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\nevent: response.output_text.delta\ndata: {oops\n\n"),
+        (Family::Responses, b"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"function_call\",\"call_id\":7}}\n\n"),
     ];
     for (upstream, input) in bad {
         for &(client, framing, _) in CLIENTS {
@@ -434,6 +467,13 @@ fn usage_is_accounted() {
             147,
         ),
         ("gemini_thinking_tools.sse", Family::OpenAi, 51, 38 + 63),
+        (
+            "responses_reasoning_tools.sse",
+            Family::Anthropic,
+            1200,
+            310,
+        ),
+        ("openai_text_tools.sse", Family::Responses, 96, 57),
     ];
     for (name, client, input, output) in cases {
         let mut t = translator(upstream_family(name), client, Framing::Sse);
@@ -923,7 +963,15 @@ proptest! {
 /// digits after a known prefix), which differ from run to run by design.
 fn without_fresh_ids(bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    for prefix in [&b"\"chatcmpl-"[..], b"\"msg_", b"\"toolu_"] {
+    for prefix in [
+        &b"\"chatcmpl-"[..],
+        b"\"msg_",
+        b"\"toolu_",
+        b"\"resp_",
+        b"\"rs_",
+        b"\"fc_",
+        b"\"ctc_",
+    ] {
         let mut i = 0;
         while let Some(p) = out[i..].windows(prefix.len()).position(|w| w == prefix) {
             let start = i + p + prefix.len();
@@ -1035,4 +1083,62 @@ fn same_encoders_reproduce_known_shapes() {
     assert_eq!(items[2]["usageMetadata"]["promptTokenCount"], 5);
     assert_eq!(items[2]["usageMetadata"]["candidatesTokenCount"], 7);
     assert!(out.ends_with(b"\r\n\r\n"));
+
+    let mut e = Encoder::new(Family::Responses, Framing::Sse, "acme/m", false, CREATED);
+    let mut out = Vec::new();
+    for ev in &events {
+        e.event(ev, &mut out);
+    }
+    let items = sse_items(&out);
+    let names: Vec<&str> = items.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    for (i, (name, v)) in items.iter().enumerate() {
+        assert_eq!(v["type"], name.as_str());
+        assert_eq!(v["sequence_number"], i);
+    }
+    let created = &items[0].1["response"];
+    assert_eq!(created["id"], "resp_r1");
+    assert_eq!(created["object"], "response");
+    assert_eq!(created["status"], "in_progress");
+    assert_eq!(created["model"], "acme/m");
+    assert_eq!(created["created_at"], CREATED);
+    assert_eq!(created["output"], json!([]));
+    assert_eq!(items[4].1["delta"], "Hi");
+    assert_eq!(items[4].1["output_index"], 0);
+    assert_eq!(items[4].1["content_index"], 0);
+    let call = &items[8].1["item"];
+    assert_eq!(call["type"], "function_call");
+    assert_eq!(call["call_id"], "call_1");
+    assert_eq!(call["name"], "f");
+    assert_eq!(items[8].1["output_index"], 1);
+    assert_eq!(items[11].1["arguments"], "{\"a\":1}");
+    let done = &items[13].1["response"];
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["output"][0]["content"][0]["text"], "Hi");
+    assert_eq!(done["output"][1], items[12].1["item"]);
+    assert_eq!(done["usage"]["input_tokens"], 5);
+    assert_eq!(done["usage"]["output_tokens"], 7);
+    assert_eq!(done["usage"]["total_tokens"], 12);
+    assert_eq!(
+        done["usage"]["output_tokens_details"]["reasoning_tokens"],
+        0
+    );
 }

@@ -188,6 +188,9 @@ fn check_fixture(from: Family, to: Family, path: &Path, bless: bool) -> Result<(
                 if to == Family::OpenAi && kind == "response" && from != Family::OpenAi {
                     actual["created"] = json!("$number");
                 }
+                if to == Family::Responses && kind == "response" && from != Family::Responses {
+                    actual["created_at"] = json!("$number");
+                }
                 fixture["expected"] = actual;
                 if kind == "request"
                     && (!report.is_empty() || fixture.get("expected_adjusted").is_some())
@@ -315,6 +318,10 @@ fn golden_fixtures() {
             for f in REQUEST_FEATURES {
                 // An Anthropic client has no way to ask for a bare JSON object.
                 if from == Family::Anthropic && *f == "response_format_json_object" {
+                    continue;
+                }
+                // The Responses API has no stop sequences.
+                if from == Family::Responses && *f == "stop_sequences" {
                     continue;
                 }
                 assert!(
@@ -498,6 +505,14 @@ mod roundtrip {
                             signature: None,
                             extra: Extra::default(),
                         })),
+                        // A Responses upstream gets back only reasoning it issued.
+                        Family::Responses => assistant.push(Block::Thinking(ThinkingBlock {
+                            text,
+                            signature: sig.map(|s| {
+                                switchboard::ir::signature::wrap_reasoning_item("rs_1", &s)
+                            }),
+                            extra: Extra::default(),
+                        })),
                     }
                 }
                 assistant.extend(texts);
@@ -584,6 +599,18 @@ mod roundtrip {
 
     fn reasoning(family: Family) -> BoxedStrategy<Option<Reasoning>> {
         match family {
+            Family::Responses => (
+                prop::option::of(prop::sample::select(vec!["low", "medium", "high"])),
+                any::<bool>(),
+            )
+                .prop_map(|(e, summary)| {
+                    (e.is_some() || summary).then(|| Reasoning {
+                        effort: e.map(str::to_string),
+                        include_thoughts: summary.then_some(true),
+                        ..Reasoning::default()
+                    })
+                })
+                .boxed(),
             Family::OpenAi => prop::option::of(prop::sample::select(vec!["low", "medium", "high"]))
                 .prop_map(|e| {
                     e.map(|e| Reasoning {
@@ -876,6 +903,16 @@ mod roundtrip {
         }
 
         #[test]
+        fn responses_request_round_trip(req in request(Family::Responses), stream in any::<bool>()) {
+            request_roundtrip(Family::Responses, &req, stream)?;
+        }
+
+        #[test]
+        fn responses_response_round_trip(resp in response(Family::Responses)) {
+            response_roundtrip(Family::Responses, &resp)?;
+        }
+
+        #[test]
         fn openai_response_round_trip(resp in response(Family::OpenAi)) {
             response_roundtrip(Family::OpenAi, &resp)?;
         }
@@ -894,7 +931,7 @@ mod roundtrip {
         /// without an error, and back, keeping the tool calls (ids, names,
         /// arguments) and the number of tool results.
         #[test]
-        fn cross_family_keeps_tool_calls(req in request(Family::OpenAi), target in prop::sample::select(vec![Family::Anthropic, Family::Gemini])) {
+        fn cross_family_keeps_tool_calls(req in request(Family::OpenAi), target in prop::sample::select(vec![Family::Anthropic, Family::Gemini, Family::Responses])) {
             let mut req = req;
             if let Some(ToolChoice::Allowed { .. }) = req.tool_choice {
                 req.tool_choice = None;
@@ -916,7 +953,7 @@ mod roundtrip {
             for ((id1, n1, a1), (id2, n2, a2)) in before.iter().zip(&after) {
                 prop_assert_eq!(n1, n2);
                 prop_assert_eq!(a1, a2);
-                if target == Family::Anthropic {
+                if matches!(target, Family::Anthropic | Family::Responses) {
                     prop_assert_eq!(id1, id2);
                 }
             }

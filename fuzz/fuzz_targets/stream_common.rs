@@ -42,7 +42,15 @@ fn run(
 /// Blanks ids invented for upstreams that sent none (they differ per run).
 fn without_fresh_ids(bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    for prefix in [&b"\"chatcmpl-"[..], b"\"msg_", b"\"toolu_"] {
+    for prefix in [
+        &b"\"chatcmpl-"[..],
+        b"\"msg_",
+        b"\"toolu_",
+        b"\"resp_",
+        b"\"rs_",
+        b"\"fc_",
+        b"\"ctc_",
+    ] {
         let mut i = 0;
         while let Some(p) = out[i..].windows(prefix.len()).position(|w| w == prefix) {
             let start = i + p + prefix.len();
@@ -87,11 +95,12 @@ fn last_document(framing: Framing, out: &[u8]) -> Option<serde_json::Value> {
 
 pub fn check(upstream: Family, input: &[u8]) {
     let (control, stream) = input.split_at(input.len().min(2));
-    let (client, framing) = match control.first().map_or(0, |b| b % 4) {
+    let (client, framing) = match control.first().map_or(0, |b| b % 5) {
         0 => (Family::OpenAi, Framing::Sse),
         1 => (Family::Anthropic, Framing::Sse),
         2 => (Family::Gemini, Framing::Sse),
-        _ => (Family::Gemini, Framing::JsonArray),
+        3 => (Family::Gemini, Framing::JsonArray),
+        _ => (Family::Responses, Framing::Sse),
     };
     let split = control
         .get(1)
@@ -109,12 +118,16 @@ pub fn check(upstream: Family, input: &[u8]) {
     };
     let is_error = match client {
         Family::Anthropic => last["type"] == "error",
+        Family::Responses => last["type"] == "response.failed",
         _ => last.get("error").is_some(),
     };
     let is_end = match client {
         Family::OpenAi => last == "[DONE]",
         Family::Anthropic => last["type"] == "message_stop",
         Family::Gemini => last["candidates"][0]["finishReason"].is_string(),
+        Family::Responses => {
+            last["type"] == "response.completed" || last["type"] == "response.incomplete"
+        }
     };
     if r.is_err() {
         assert!(is_error, "a failed stream must end with the error event");

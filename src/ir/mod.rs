@@ -1,7 +1,7 @@
 //! The neutral canonical model: the hub every protocol translates into and out of.
 //!
-//! Switchboard speaks three wire protocols (OpenAI chat-completions, Anthropic
-//! Messages, Gemini generateContent). Cross-family routes never convert one
+//! Switchboard speaks four wire protocols (OpenAI chat-completions, Anthropic
+//! Messages, Gemini generateContent, OpenAI Responses). Cross-family routes never convert one
 //! protocol into another directly: each protocol has a decoder into this model
 //! and an encoder out of it (hub and spoke), so a new protocol is one new spoke.
 //!
@@ -43,6 +43,7 @@ pub mod ids;
 pub mod media;
 mod request;
 mod response;
+pub mod signature;
 pub mod stream;
 
 pub use content::{

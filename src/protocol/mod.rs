@@ -8,14 +8,27 @@
 //! target spoke". There are no pairwise converters.
 
 pub mod anthropic;
+pub mod framing;
 pub mod gemini;
+pub mod http;
 pub mod openai;
+pub mod peek;
 #[cfg(test)]
 mod reasoning_tests;
 pub(crate) mod report;
+pub mod responses;
+pub mod spoke;
+pub mod stream_codec;
+pub mod support;
 pub mod translate_error;
 
+pub use spoke::{spoke, Spoke};
 pub use translate_error::{TranslateError, TranslateErrorKind};
+
+/// Renders `e` in `family`'s error shape: the one place error bodies are made.
+pub fn error_body(family: Family, e: &crate::error::GatewayError) -> Vec<u8> {
+    (spoke(family).error_body)(e)
+}
 
 use crate::adjust::Adjustments;
 use crate::family::Family;
@@ -57,6 +70,7 @@ pub fn decode_request(
         Family::OpenAi => openai::request::decode(body, ctx),
         Family::Anthropic => anthropic::request::decode(body, ctx),
         Family::Gemini => gemini::request::decode(body, ctx),
+        Family::Responses => responses::request::decode(body, ctx),
     }
 }
 
@@ -85,6 +99,7 @@ pub fn encode_request_value(
         Family::OpenAi => openai::request::encode(req, opts, adjusted),
         Family::Anthropic => anthropic::request::encode(req, opts, adjusted),
         Family::Gemini => gemini::request::encode(req, opts, adjusted),
+        Family::Responses => responses::request::encode(req, opts, adjusted),
     }?;
     report::foreign_extras(req, family, adjusted);
     Ok(value)
@@ -97,11 +112,12 @@ pub fn decode_response(family: Family, body: &[u8]) -> Result<ChatResponse, Tran
         Family::OpenAi => openai::response::decode(body),
         Family::Anthropic => anthropic::response::decode(body),
         Family::Gemini => gemini::response::decode(body),
+        Family::Responses => responses::response::decode(body),
     }
 }
 
 /// Encodes a canonical response as a client response body of `family`.
-/// `client_model` is what the client sees as the model (OpenAI
+/// `client_model` is what the client sees as the model (OpenAI and Responses
 /// `provider/model_id`, Anthropic the bare id, Gemini `modelVersion` the bare id).
 pub fn encode_response(
     family: Family,
@@ -122,6 +138,7 @@ pub fn encode_response_value(
         Family::OpenAi => openai::response::encode(resp, client_model),
         Family::Anthropic => anthropic::response::encode(resp, client_model),
         Family::Gemini => gemini::response::encode(resp, client_model),
+        Family::Responses => responses::response::encode(resp, client_model),
     }
 }
 
@@ -130,7 +147,7 @@ fn to_bytes(value: &Value) -> Result<Vec<u8>, TranslateError> {
         .map_err(|e| TranslateError::upstream(format!("could not serialize JSON: {e}")))
 }
 
-/// Serde helpers shared by the three wire modules.
+/// Serde helpers shared by the wire modules.
 pub(crate) mod util {
     use super::TranslateError;
     use crate::family::Family;

@@ -1,10 +1,16 @@
 //! The reasoning mapping, every source against every target: Anthropic
-//! `thinking` / `output_config.effort`, OpenAI `reasoning_effort` and Gemini
-//! `thinkingConfig`, decoded into the one canonical notion and encoded again.
+//! `thinking` / `output_config.effort`, OpenAI `reasoning_effort`, Gemini
+//! `thinkingConfig` and Responses `reasoning`, decoded into the one canonical
+//! notion and encoded again; and the reasoning state (Anthropic signatures,
+//! Gemini thought signatures, Responses `encrypted_content`) carried through
+//! a client of another family and back to the upstream that issued it.
 
-use super::{decode_request, encode_request_value, DecodeContext, EncodeOptions};
+use super::{
+    decode_request, decode_response, encode_request_value, encode_response_value, DecodeContext,
+    EncodeOptions,
+};
 use crate::adjust::Adjustments;
-use crate::family::Family::{self, Anthropic, Gemini, OpenAi};
+use crate::family::Family::{self, Anthropic, Gemini, OpenAi, Responses};
 use serde_json::{json, Value};
 
 /// A minimal request of `family` with `settings` merged in at the top level
@@ -20,6 +26,7 @@ fn body(family: Family, settings: &Value) -> Vec<u8> {
         Gemini => {
             json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"maxOutputTokens": 4000}})
         }
+        Responses => json!({"model": "m", "max_output_tokens": 64000, "input": "hi"}),
     };
     let target = if family == Gemini {
         &mut v["generationConfig"]
@@ -59,6 +66,7 @@ fn translate(from: Family, settings: Value, to: Family) -> (Value, String) {
             "effort": out.pointer("/output_config/effort"),
         }),
         Gemini => json!({"thinkingConfig": out.pointer("/generationConfig/thinkingConfig")}),
+        Responses => json!({"reasoning": out.get("reasoning")}),
     };
     (fields, adj.render())
 }
@@ -385,4 +393,284 @@ fn a_budget_from_an_effort_leaves_half_the_output_to_the_answer() {
             "max_tokens {max_tokens}"
         );
     }
+}
+
+#[test]
+fn responses_reasoning_to_each_target() {
+    let high = json!({"reasoning": {"effort": "high", "summary": "auto"}});
+    check(
+        Responses,
+        high.clone(),
+        OpenAi,
+        json!({"reasoning_effort": "high"}),
+        "",
+    );
+    check(
+        Responses,
+        high.clone(),
+        Anthropic,
+        json!({"thinking": {"type": "adaptive"}, "effort": "high"}),
+        "",
+    );
+    check(
+        Responses,
+        high.clone(),
+        Gemini,
+        json!({"thinkingConfig": {"thinkingBudget": 16384, "includeThoughts": true}}),
+        "",
+    );
+    check(
+        Responses,
+        high,
+        Responses,
+        json!({"reasoning": {"effort": "high", "summary": "auto"}}),
+        "",
+    );
+    // Effort alone: reasoning, but no text asked for.
+    check(
+        Responses,
+        json!({"reasoning": {"effort": "minimal"}}),
+        Gemini,
+        json!({"thinkingConfig": {"thinkingBudget": 1024}}),
+        "",
+    );
+    check(
+        Responses,
+        json!({"reasoning": {"effort": "none"}}),
+        Anthropic,
+        json!({"thinking": {"type": "disabled"}, "effort": null}),
+        "",
+    );
+    check(
+        Responses,
+        json!({"reasoning": {"effort": "none"}}),
+        OpenAi,
+        json!({"reasoning_effort": "none"}),
+        "",
+    );
+}
+
+#[test]
+fn each_source_to_responses_reasoning() {
+    check(
+        Anthropic,
+        json!({"thinking": {"type": "enabled", "budget_tokens": 10000}}),
+        Responses,
+        json!({"reasoning": {"effort": "medium", "summary": "auto"}}),
+        "",
+    );
+    check(
+        Anthropic,
+        json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}}),
+        Responses,
+        json!({"reasoning": {"effort": "high", "summary": "auto"}}),
+        "",
+    );
+    check(
+        Anthropic,
+        json!({"thinking": {"type": "disabled"}}),
+        Responses,
+        json!({"reasoning": null}),
+        "dropped=thinking",
+    );
+    // An OpenAI chat client's effort does not ask for summaries (they need a
+    // verified OpenAI organization).
+    check(
+        OpenAi,
+        json!({"reasoning_effort": "low"}),
+        Responses,
+        json!({"reasoning": {"effort": "low"}}),
+        "",
+    );
+    check(
+        Gemini,
+        json!({"thinkingConfig": {"thinkingBudget": 3000, "includeThoughts": true}}),
+        Responses,
+        json!({"reasoning": {"effort": "low", "summary": "auto"}}),
+        "",
+    );
+    check(
+        Gemini,
+        json!({"thinkingConfig": {"thinkingLevel": "HIGH"}}),
+        Responses,
+        json!({"reasoning": {"effort": "high"}}),
+        "",
+    );
+}
+
+// ---------------------------------------------------------------- carried state
+
+fn ctx() -> DecodeContext<'static> {
+    DecodeContext {
+        model: Some("m"),
+        stream: false,
+    }
+}
+
+fn opts() -> EncodeOptions<'static> {
+    EncodeOptions {
+        upstream_model: "m",
+        default_max_tokens: 4000,
+        stream: false,
+    }
+}
+
+/// What a `client` sees for an `upstream` response body.
+fn client_sees(upstream: Family, body: &Value, client: Family) -> Value {
+    let resp = decode_response(upstream, &serde_json::to_vec(body).unwrap_or_default());
+    assert!(resp.is_ok(), "{resp:?}");
+    let Ok(resp) = resp else { return Value::Null };
+    encode_response_value(client, &resp, "m").unwrap_or_default()
+}
+
+/// What an `upstream` receives for a `client` request body.
+fn upstream_gets(client: Family, body: &Value, upstream: Family) -> Value {
+    let req = decode_request(
+        client,
+        &serde_json::to_vec(body).unwrap_or_default(),
+        &ctx(),
+    );
+    assert!(req.is_ok(), "{req:?}");
+    let Ok(req) = req else { return Value::Null };
+    encode_request_value(upstream, &req, &opts(), &mut Adjustments::default()).unwrap_or_default()
+}
+
+/// A Responses client's next request, with `output` (what it was given) sent back.
+fn responses_follow_up(output: &Value) -> Value {
+    let mut input = vec![json!({"role": "user", "content": "hi"})];
+    input.extend(output.as_array().cloned().unwrap_or_default());
+    input.push(json!({"type": "function_call_output", "call_id": "call_1", "output": "42"}));
+    json!({"model": "m", "input": input})
+}
+
+#[test]
+fn an_anthropic_signature_survives_a_responses_client() {
+    let upstream = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [
+            {"type": "thinking", "thinking": "Let me think.", "signature": "EqQBCkgIARAB"},
+            {"type": "tool_use", "id": "call_1", "name": "f", "input": {"a": 1}}
+        ],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 7}});
+    let seen = client_sees(Anthropic, &upstream, Responses);
+    let reasoning = &seen["output"][0];
+    assert_eq!(reasoning["type"], "reasoning");
+    assert_eq!(
+        reasoning["summary"],
+        json!([{"type": "summary_text", "text": "Let me think."}])
+    );
+    assert_eq!(reasoning["encrypted_content"], "swb-sig:EqQBCkgIARAB");
+    let sent = upstream_gets(Responses, &responses_follow_up(&seen["output"]), Anthropic);
+    assert_eq!(
+        sent["messages"][1]["content"][0],
+        json!({"type": "thinking", "thinking": "Let me think.", "signature": "EqQBCkgIARAB"})
+    );
+    // Redacted thinking comes back redacted.
+    let redacted = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "redacted_thinking", "data": "ENCRYPTED"}, {"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn", "usage": {"input_tokens": 5, "output_tokens": 7}});
+    let seen = client_sees(Anthropic, &redacted, Responses);
+    let sent = upstream_gets(Responses, &responses_follow_up(&seen["output"]), Anthropic);
+    assert_eq!(
+        sent["messages"][1]["content"][0],
+        json!({"type": "redacted_thinking", "data": "ENCRYPTED"})
+    );
+    // An OpenAI upstream is never sent a foreign signature.
+    let to_openai = upstream_gets(Responses, &responses_follow_up(&seen["output"]), Responses);
+    assert!(
+        !to_openai.to_string().contains("ENCRYPTED"),
+        "{to_openai:#}"
+    );
+}
+
+#[test]
+fn a_gemini_thought_signature_survives_a_responses_client() {
+    let upstream = json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Pondering.", "thought": true, "thoughtSignature": "CiQBVKhc7w=="},
+            {"functionCall": {"id": "call_1", "name": "f", "args": {"a": 1}}}
+        ]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 7}, "modelVersion": "m"});
+    let seen = client_sees(Gemini, &upstream, Responses);
+    assert_eq!(
+        seen["output"][0]["encrypted_content"],
+        "swb-sig:CiQBVKhc7w=="
+    );
+    let sent = upstream_gets(Responses, &responses_follow_up(&seen["output"]), Gemini);
+    assert_eq!(
+        sent["contents"][1]["parts"][0],
+        json!({"text": "Pondering.", "thought": true, "thoughtSignature": "CiQBVKhc7w=="})
+    );
+}
+
+fn responses_upstream() -> Value {
+    json!({"id": "resp_1", "object": "response", "created_at": 1_700_000_000, "status": "completed",
+        "model": "m", "output": [
+            {"id": "rs_abc", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Plan."}],
+             "encrypted_content": "gAAAAABo_x-y+z/w=="},
+            {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1",
+             "name": "f", "arguments": "{\"a\":1}"}
+        ],
+        "usage": {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12,
+            "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 4}}})
+}
+
+/// The reasoning item a Responses upstream must get back.
+fn original_item() -> Value {
+    json!({"type": "reasoning", "id": "rs_abc", "summary": [{"type": "summary_text", "text": "Plan."}],
+        "encrypted_content": "gAAAAABo_x-y+z/w=="})
+}
+
+#[test]
+fn encrypted_reasoning_survives_an_anthropic_client() {
+    let seen = client_sees(Responses, &responses_upstream(), Anthropic);
+    let thinking = &seen["content"][0];
+    assert_eq!(thinking["type"], "thinking");
+    assert_eq!(thinking["thinking"], "Plan.");
+    let next = json!({"model": "m", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": seen["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "42"}]}
+    ]});
+    let sent = upstream_gets(Anthropic, &next, Responses);
+    assert_eq!(sent["input"][1], original_item(), "{sent:#}");
+    assert_eq!(sent["include"], json!(["reasoning.encrypted_content"]));
+    assert_eq!(sent["store"], json!(false));
+    // Routed to an Anthropic upstream instead, the foreign state is left out.
+    let to_anthropic = upstream_gets(Anthropic, &next, Anthropic);
+    assert_eq!(
+        to_anthropic["messages"][1]["content"][0]["type"],
+        "tool_use"
+    );
+}
+
+#[test]
+fn encrypted_reasoning_survives_a_gemini_client() {
+    let seen = client_sees(Responses, &responses_upstream(), Gemini);
+    let part = &seen["candidates"][0]["content"]["parts"][0];
+    assert_eq!(part["thought"], true);
+    // google-genai decodes the signature to bytes and may send it back URL-safe, unpadded.
+    let sig = part["thoughtSignature"].as_str().unwrap_or_default();
+    let url_safe: String = sig
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '+' => '-',
+            '/' => '_',
+            c => c,
+        })
+        .collect();
+    let mut parts = seen["candidates"][0]["content"]["parts"].clone();
+    parts[0]["thoughtSignature"] = json!(url_safe);
+    let next = json!({"contents": [
+        {"role": "user", "parts": [{"text": "hi"}]},
+        {"role": "model", "parts": parts},
+        {"role": "user", "parts": [{"functionResponse": {"id": "call_1", "name": "f", "response": {"r": 42}}}]}
+    ]});
+    let sent = upstream_gets(Gemini, &next, Responses);
+    assert_eq!(sent["input"][1], original_item(), "{sent:#}");
+    // Routed to a Gemini upstream instead, the thought keeps no foreign signature.
+    let to_gemini = upstream_gets(Gemini, &next, Gemini);
+    assert_eq!(
+        to_gemini["contents"][1]["parts"][0],
+        json!({"text": "Plan.", "thought": true})
+    );
 }

@@ -25,17 +25,20 @@ pub(crate) enum Param {
     TopP,
     Strict,
     CacheControl,
+    Stop,
 }
 
 /// The client's name for `param` (the request's source protocol decides).
 pub(crate) fn client_name(source: Option<Family>, param: Param) -> &'static str {
-    use Family::{Anthropic, Gemini, OpenAi};
+    use Family::{Anthropic, Gemini, OpenAi, Responses};
     match (param, source.unwrap_or(OpenAi)) {
         (Param::User, Anthropic) => "metadata.user_id",
         (Param::User, _) => "user",
         (Param::Reasoning, Anthropic) => "thinking",
         (Param::Reasoning, Gemini) => "generationConfig.thinkingConfig",
         (Param::Reasoning | Param::Effort, OpenAi) => "reasoning_effort",
+        (Param::Reasoning, Responses) => "reasoning",
+        (Param::Effort, Responses) => "reasoning.effort",
         (Param::Effort, Anthropic) => "output_config.effort",
         (Param::Effort, Gemini) => "generationConfig.thinkingConfig.thinkingLevel",
         (Param::TopK, Gemini) => "generationConfig.topK",
@@ -52,8 +55,12 @@ pub(crate) fn client_name(source: Option<Family>, param: Param) -> &'static str 
         (Param::Temperature, _) => "temperature",
         (Param::TopP, Gemini) => "generationConfig.topP",
         (Param::TopP, _) => "top_p",
+        (Param::Strict, Responses) => "tools[].strict",
         (Param::Strict, _) => "tools[].function.strict",
         (Param::CacheControl, _) => "cache_control",
+        (Param::Stop, Anthropic) => "stop_sequences",
+        (Param::Stop, Gemini) => "generationConfig.stopSequences",
+        (Param::Stop, _) => "stop",
     }
 }
 
@@ -61,10 +68,11 @@ pub(crate) fn client_name(source: Option<Family>, param: Param) -> &'static str 
 pub(crate) fn dropped(req: &ChatRequest, param: Param, adj: &mut Adjustments) {
     // An OpenAI client may have named its end user `safety_identifier` only.
     let said_safety_identifier = param == Param::User
-        && req.source == Some(Family::OpenAi)
+        && matches!(req.source, Some(Family::OpenAi | Family::Responses))
         && req
             .extra
-            .get(Family::OpenAi, "safety_identifier")
+            .for_family(req.source.unwrap_or(Family::OpenAi))
+            .and_then(|m| m.get("safety_identifier"))
             .and_then(Value::as_str)
             .is_some_and(|s| Some(s) == req.user.as_deref());
     if said_safety_identifier {
@@ -98,6 +106,7 @@ const CONTAINERS: &[&str] = &[
     "functionResponse",
     "inlineData",
     "fileData",
+    "text",
 ];
 
 /// Fields the decoders keep in `extra` as notes for their own encoder, not
@@ -129,6 +138,33 @@ fn is_note(origin: Family, path: &str, value: &Value, req: &ChatRequest) -> bool
                 || path == "generationConfig.thinkingConfig.thinkingLevel"
                 || (path == "generationConfig.responseJsonSchema"
                     && matches!(req.response_format, Some(ResponseFormat::JsonSchema(_))))
+        }
+        // Settings for a Responses upstream only (the gateway keeps no state
+        // and asks for encrypted reasoning itself), the summary wish (read into
+        // `reasoning.include_thoughts`), item bookkeeping (ids, status, phase,
+        // part types), and what a custom tool is (a function of one string).
+        Family::Responses => {
+            matches!(
+                path,
+                "store"
+                    | "include"
+                    | "stream_options"
+                    | "reasoning.summary"
+                    | "reasoning.generate_summary"
+            ) || (path == "safety_identifier" && value.as_str() == req.user.as_deref())
+                || (path.starts_with("input[]")
+                    && (path.ends_with(".id")
+                        || path.ends_with(".status")
+                        || path.ends_with(".phase")
+                        || path.ends_with(".type")
+                        || path.ends_with(".annotations")
+                        || path.ends_with(".logprobs")))
+                || path == "system.id"
+                || path == "system.type"
+                || path == "system[].type"
+                || (path == "tools[].type" && value.as_str() == Some("custom"))
+                || (path == "tools[].format"
+                    && value.get("type").and_then(Value::as_str) == Some("text"))
         }
     }
 }
@@ -173,6 +209,7 @@ fn report_extra(
 fn names(family: Family) -> (&'static str, &'static str) {
     match family {
         Family::Gemini => ("contents[]", "parts[]"),
+        Family::Responses => ("input[]", "content[]"),
         _ => ("messages[]", "content[]"),
     }
 }

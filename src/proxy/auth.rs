@@ -1,37 +1,16 @@
-//! Client authentication for inference routes (CONTRACT 2 and 4.2): where each
-//! family carries its key, lookup in the snapshot, rate limits, model permission.
+//! Client authentication for inference routes (CONTRACT 2 and 4.2): the key
+//! where the family's spoke says it is carried, lookup in the snapshot, rate limits, model permission.
 
 use crate::config::{ApiKey, KeyStore};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::protocol::spoke;
 use crate::runtime::RateLimiter;
 use pingora_http::RequestHeader;
 
-fn bearer(req: &RequestHeader) -> Option<&str> {
-    let v = req.headers.get("authorization")?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
-    req.headers.get(name)?.to_str().ok().map(str::trim)
-}
-
-fn query_key(req: &RequestHeader) -> Option<&str> {
-    req.uri
-        .query()?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("key="))
-}
-
 /// The key the client presented, where its family carries it.
 pub fn presented_key(family: Family, req: &RequestHeader) -> Option<&str> {
-    let k = match family {
-        Family::OpenAi => bearer(req),
-        Family::Anthropic => header(req, "x-api-key").or_else(|| bearer(req)),
-        Family::Gemini => header(req, "x-goog-api-key").or_else(|| query_key(req)),
-    };
-    k.filter(|k| !k.is_empty())
+    (spoke(family).client_key)(&req.headers, req.uri.query()).filter(|k| !k.is_empty())
 }
 
 /// Authenticates the request and counts it against the key's rate limit.
@@ -42,11 +21,7 @@ pub fn authenticate<'a>(
     limiter: &RateLimiter,
 ) -> Result<&'a ApiKey, GatewayError> {
     let Some(presented) = presented_key(family, req) else {
-        let how = match family {
-            Family::OpenAi => "an Authorization: Bearer header",
-            Family::Anthropic => "an x-api-key header",
-            Family::Gemini => "an x-goog-api-key header or a key query parameter",
-        };
+        let how = spoke(family).client_key_hint;
         return Err(GatewayError::new(
             ErrorKind::Authentication,
             format!("missing API key: send it in {how}"),

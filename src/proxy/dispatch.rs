@@ -11,9 +11,8 @@ use crate::config::{Model, Provider, Upstream};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::passthrough;
-use crate::protocol::{
-    self, anthropic, gemini, openai, DecodeContext, EncodeOptions, TranslateError,
-};
+use crate::protocol::http::UpstreamTarget;
+use crate::protocol::{self, spoke, DecodeContext, EncodeOptions, TranslateError};
 use crate::validate::Inspected;
 use bytes::Bytes;
 use pingora_http::RequestHeader;
@@ -46,6 +45,10 @@ pub struct Call<'a> {
     /// The client asked for Anthropic's beta surface with `?beta=true` (Claude
     /// Code does); forwarded to Anthropic upstreams of family B requests.
     pub beta_query: bool,
+    /// The request runs under the `adapt` policy: what only the client's own
+    /// protocol can serve is cut before translation (and reported) instead
+    /// of refused.
+    pub adapt: bool,
     pub request_id: &'a str,
 }
 
@@ -141,15 +144,26 @@ async fn attempt<'s>(
     let translated = up.protocol != c.family;
     let stream = c.req.stream;
     let usage_injected = !translated
-        && c.family == Family::OpenAi
+        && spoke(c.family).stream_usage_opt_in
         && stream
         && !c.req.include_usage
         && !c.req.has_stream_options;
-    let (body, adjusted) = if !translated {
+    let mut cut = Adjustments::default();
+    let cut_body = match spoke(c.family).drop_untranslatable {
+        Some(drop) if translated && c.adapt => drop(c.body).map(|(b, names)| {
+            for n in names {
+                cut.drop_field(n);
+            }
+            Bytes::from(b)
+        }),
+        _ => None,
+    };
+    let client_body = cut_body.as_ref().unwrap_or(c.body);
+    let (body, mut adjusted) = if !translated {
         (passthrough_body(c, usage_injected), Adjustments::default())
-    } else if c.body.len() > BLOCKING_TRANSLATE_BYTES {
+    } else if client_body.len() > BLOCKING_TRANSLATE_BYTES {
         let (owned, m, pm, family, target) = (
-            c.body.clone(),
+            client_body.clone(),
             c.model.clone(),
             c.path_model.map(str::to_string),
             c.family,
@@ -161,8 +175,16 @@ async fn attempt<'s>(
         .await
         .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("translation failed: {e}")))??
     } else {
-        translate_request(c.family, up.protocol, c.body, c.path_model, stream, c.model)?
+        translate_request(
+            c.family,
+            up.protocol,
+            client_body,
+            c.path_model,
+            stream,
+            c.model,
+        )?
     };
+    adjusted.merge(cut);
     let header = upstream_header(up, c, body.len())?;
     let peer = gw.upstream.peer(&up.url).await?;
     let ex = gw
@@ -233,9 +255,10 @@ fn translate_request(
 /// can be metered (the usage chunk is then withheld from the client).
 fn passthrough_body(c: &Call<'_>, inject_usage: bool) -> Bytes {
     let body = c.body;
-    let span = match (&c.req.model_span, c.family) {
-        (Some(span), Family::OpenAi | Family::Anthropic)
-            if c.req.model.as_deref() != Some(c.model.upstream_model.as_str()) =>
+    let span = match &c.req.model_span {
+        Some(span)
+            if spoke(c.family).model_in_body
+                && c.req.model.as_deref() != Some(c.model.upstream_model.as_str()) =>
         {
             Some(span.clone())
         }
@@ -287,21 +310,15 @@ fn upstream_header(
         )
         .with_code("provider_key_missing")
     })?;
-    let base = &up.url.path;
-    let path = match up.protocol {
-        Family::OpenAi => format!("{base}/chat/completions"),
-        Family::Anthropic if c.beta_query && c.family == Family::Anthropic => {
-            format!("{base}/messages?beta=true")
-        }
-        Family::Anthropic => format!("{base}/messages"),
-        Family::Gemini if stream => {
-            format!(
-                "{base}/models/{}:streamGenerateContent?alt=sse",
-                model.upstream_model
-            )
-        }
-        Family::Gemini => format!("{base}/models/{}:generateContent", model.upstream_model),
+    let target = UpstreamTarget {
+        base_path: &up.url.path,
+        upstream_model: &model.upstream_model,
+        stream,
+        beta_query: up.protocol == c.family && c.beta_query,
+        anthropic_beta: c.anthropic_beta.as_deref(),
     };
+    let sp = spoke(up.protocol);
+    let path = (sp.upstream_path)(&target);
     let internal = |e: pingora_core::BError| {
         GatewayError::new(
             ErrorKind::Internal,
@@ -326,16 +343,14 @@ fn upstream_header(
         concat!("switchboard/", env!("CARGO_PKG_VERSION")),
     )?;
     set("x-request-id", c.request_id)?;
-    match up.protocol {
-        Family::OpenAi => set("authorization", &format!("Bearer {key}"))?,
-        Family::Anthropic => {
-            set("x-api-key", key)?;
-            set("anthropic-version", "2023-06-01")?;
-            if let Some(beta) = &c.anthropic_beta {
-                set("anthropic-beta", beta)?;
-            }
+    let mut failed = None;
+    (sp.upstream_auth)(key, &target, &mut |k, v| {
+        if failed.is_none() {
+            failed = set(k, v).err();
         }
-        Family::Gemini => set("x-goog-api-key", key)?,
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
     Ok(h)
 }
@@ -370,11 +385,7 @@ fn upstream_failure(
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let message = parsed
         .as_ref()
-        .and_then(|v| match upstream {
-            Family::OpenAi => openai::error::upstream_message(v),
-            Family::Anthropic => anthropic::error::upstream_message(v),
-            Family::Gemini => gemini::error::upstream_message(v),
-        })
+        .and_then(|v| (spoke(upstream).upstream_message)(v))
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
     let mut e = GatewayError::new(
         GatewayError::kind_for_status(status),
@@ -433,6 +444,7 @@ mod tests {
             provider: c.provider("p").unwrap(),
             anthropic_beta: None,
             beta_query: false,
+            adapt: true,
             request_id: "r",
         };
         let out = passthrough_body(&call, true);

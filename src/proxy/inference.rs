@@ -16,7 +16,7 @@ use crate::family::Family;
 use crate::jsonedit;
 use crate::passthrough::{self, Framing, Usage};
 use crate::policy;
-use crate::protocol;
+use crate::protocol::{self, spoke};
 use crate::runtime::Snapshot;
 use crate::stream::ClientStream;
 use crate::validate;
@@ -185,10 +185,7 @@ fn resolve<'s>(
 
 /// The name a client of `family` sees for `m` in responses (CONTRACT 5).
 fn client_model_name(family: Family, m: &Model) -> &str {
-    match family {
-        Family::OpenAi => &m.qualified_id,
-        Family::Anthropic | Family::Gemini => &m.id,
-    }
+    spoke(family).client_model(&m.qualified_id, &m.id)
 }
 
 fn usage_cost(m: &Model, u: Usage) -> Option<f64> {
@@ -240,18 +237,10 @@ async fn run(
     key: &ApiKey,
 ) -> Result<(), Stop> {
     let family = route.family;
-    if family == Family::Anthropic
-        && session
-            .req_header()
-            .headers
-            .get("anthropic-version")
-            .is_none()
-    {
-        return Err(GatewayError::invalid_param(
-            "anthropic-version",
-            "anthropic-version: header is required",
-        )
-        .into());
+    if let Some(h) = spoke(family).required_header {
+        if session.req_header().headers.get(h).is_none() {
+            return Err(GatewayError::invalid_param(h, format!("{h}: header is required")).into());
+        }
     }
     let body = read_body(gw, session).await?;
     if !crate::json_depth::within(&body, crate::json_depth::MAX_DEPTH) {
@@ -280,7 +269,9 @@ async fn run(
 
     if matches!(
         route.endpoint,
-        Endpoint::AnthropicCountTokens | Endpoint::GeminiCountTokens { .. }
+        Endpoint::AnthropicCountTokens
+            | Endpoint::GeminiCountTokens { .. }
+            | Endpoint::ResponsesInputTokens
     ) {
         let owned = body.clone();
         let counted = count_tokens(gw, session, move |cancel| {
@@ -288,10 +279,10 @@ async fn run(
         })
         .await?;
         ctx.input_tokens = Some(counted);
-        let out = match family {
-            Family::Gemini => format!("{{\"totalTokens\":{counted}}}"),
-            _ => format!("{{\"input_tokens\":{counted}}}"),
-        };
+        let render = spoke(family).count_tokens_body.ok_or_else(|| {
+            GatewayError::new(ErrorKind::Internal, "this family has no token-count route")
+        })?;
+        let out = render(counted);
         return respond::json(session, ctx, 200, Bytes::from(out))
             .await
             .map_err(Stop::Io);
@@ -325,12 +316,12 @@ async fn run(
             .get("anthropic-beta")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
-        beta_query: family == Family::Anthropic
-            && session
-                .req_header()
-                .uri
-                .query()
-                .is_some_and(|q| q.split('&').any(|kv| kv == "beta=true")),
+        beta_query: session
+            .req_header()
+            .uri
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "beta=true")),
+        adapt: plan.policy() == crate::config::Policy::Adapt,
         request_id: &request_id,
     };
     let mut tried = dispatch::Tried::default();

@@ -134,6 +134,16 @@ impl Gateway {
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };
                 ctx.key_id = Some(key.id.clone());
+                if let Endpoint::StoredResponse { id } = &r.endpoint {
+                    let e = GatewayError::new(
+                        ErrorKind::NotFound,
+                        format!(
+                            "no stored response {}: this gateway does not store responses yet (store is ignored), so there is nothing to read, continue or delete",
+                            crate::error::quote(id)
+                        ),
+                    );
+                    return respond::error(session, ctx, r.family, &e).await;
+                }
                 if let Err(e) = media::require_json(session.req_header()) {
                     return respond::error(session, ctx, r.family, &e).await;
                 }

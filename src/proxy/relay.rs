@@ -18,10 +18,6 @@ use pingora_proxy::Session;
 /// Why the relay stopped early: the downstream connection failed.
 pub type RelayError = Box<pingora_core::Error>;
 
-fn error_object_json(family: Family, e: &GatewayError) -> Vec<u8> {
-    respond::error_body(family, e)
-}
-
 enum Next {
     Upstream(pingora_core::Result<Option<Bytes>>),
     ClientGone,
@@ -69,7 +65,7 @@ pub async fn relay_stream(
             Next::Upstream(Ok(Some(chunk))) => {
                 if let Err(fault) = pass.push(&chunk, &mut out) {
                     let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
-                    pass.fail(&error_object_json(family, &e), &mut out);
+                    pass.fail(&crate::protocol::error_body(family, &e), &mut out);
                     done = true;
                     failed = true;
                 }
@@ -77,14 +73,14 @@ pub async fn relay_stream(
             Next::Upstream(Ok(None)) => {
                 if let Err(fault) = pass.finish(&mut out) {
                     let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
-                    pass.fail(&error_object_json(family, &e), &mut out);
+                    pass.fail(&crate::protocol::error_body(family, &e), &mut out);
                     failed = true;
                 }
                 done = true;
             }
             Next::Upstream(Err(err)) => {
                 let e = transport_error("stream", &err);
-                pass.fail(&error_object_json(family, &e), &mut out);
+                pass.fail(&crate::protocol::error_body(family, &e), &mut out);
                 done = true;
                 failed = true;
             }

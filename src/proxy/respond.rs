@@ -3,19 +3,12 @@
 use super::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::family::Family;
-use crate::protocol::{anthropic, gemini, openai};
 use bytes::Bytes;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
-/// Renders `e` in `family`'s error shape.
-pub fn error_body(family: Family, e: &GatewayError) -> Vec<u8> {
-    match family {
-        Family::OpenAi => openai::error::error_body(e),
-        Family::Anthropic => anthropic::error::error_body(e),
-        Family::Gemini => gemini::error::error_body(e),
-    }
-}
+/// Renders `e` in `family`'s error shape (the one renderer, in `protocol`).
+pub use crate::protocol::error_body;
 
 /// A response header with the headers every response carries.
 pub fn header(

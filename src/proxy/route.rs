@@ -43,6 +43,13 @@ pub enum Endpoint {
     GenerateContent { model: String, stream: GeminiStream },
     /// E14; `model` as above.
     GeminiCountTokens { model: String },
+    /// D1 `POST /v1/responses`.
+    Responses,
+    /// D2 `POST /v1/responses/input_tokens`.
+    ResponsesInputTokens,
+    /// D3 `GET`/`DELETE /v1/responses/{id}` and `GET .../{id}/input_items`:
+    /// stored responses, which are not kept yet (answered 404 after auth).
+    StoredResponse { id: String },
 }
 
 impl Endpoint {
@@ -55,6 +62,8 @@ impl Endpoint {
                 | Endpoint::AnthropicCountTokens
                 | Endpoint::GenerateContent { .. }
                 | Endpoint::GeminiCountTokens { .. }
+                | Endpoint::Responses
+                | Endpoint::ResponsesInputTokens
         )
     }
 }
@@ -120,6 +129,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "POST",
         "/google/v1beta/{provider}/{model_id}:countTokens",
     ),
+    ("D1", "POST", "/v1/responses"),
+    ("D2", "POST", "/v1/responses/input_tokens"),
+    ("D3", "GET", "/v1/responses/{id}"),
+    ("D3", "DELETE", "/v1/responses/{id}"),
+    ("D3", "GET", "/v1/responses/{id}/input_items"),
     ("H", "GET", "/healthz"),
     ("H", "GET", "/readyz"),
     ("R", "GET", "/v1"),
@@ -239,7 +253,8 @@ pub fn route(
         }
     };
     let rest = match family {
-        Family::OpenAi => trimmed.strip_prefix("/v1"),
+        // D: under `/v1`, as family A.
+        Family::OpenAi | Family::Responses => trimmed.strip_prefix("/v1"),
         Family::Anthropic => trimmed.strip_prefix("/anthropic/v1"),
         Family::Gemini => trimmed.strip_prefix("/google/v1beta"),
     };
@@ -262,8 +277,40 @@ pub fn route(
     if segs.iter().any(|s| s.is_empty()) {
         return fail(not_found(path));
     }
+    // Family D lives under `/v1` beside family A and shares its error shape.
+    let responses = |allowed: &'static [&'static str], endpoint: Endpoint| {
+        if allowed.contains(&method) {
+            Ok(Route {
+                family: Family::Responses,
+                endpoint,
+            })
+        } else {
+            let allow = if allowed.len() > 1 {
+                "GET, DELETE"
+            } else {
+                allowed[0]
+            };
+            Err((family, method_not_allowed(method, path, allow)))
+        }
+    };
     match (family, segs.as_slice()) {
         (Family::OpenAi, ["chat", "completions"]) => expect("POST", Endpoint::ChatCompletions),
+        (Family::OpenAi, ["responses"]) => responses(&["POST"], Endpoint::Responses),
+        (Family::OpenAi, ["responses", "input_tokens"]) => {
+            responses(&["POST"], Endpoint::ResponsesInputTokens)
+        }
+        (Family::OpenAi, ["responses", id]) => responses(
+            &["GET", "DELETE"],
+            Endpoint::StoredResponse {
+                id: (*id).to_string(),
+            },
+        ),
+        (Family::OpenAi, ["responses", id, "input_items"]) => responses(
+            &["GET"],
+            Endpoint::StoredResponse {
+                id: (*id).to_string(),
+            },
+        ),
         (Family::Anthropic, ["messages"]) => expect("POST", Endpoint::Messages),
         (Family::Anthropic, ["messages", "count_tokens"]) => {
             expect("POST", Endpoint::AnthropicCountTokens)

@@ -1,10 +1,14 @@
 // The Vercel AI SDK (`ai` 6) through the gateway: its Anthropic provider on
 // /anthropic/v1, its Google provider on /google/v1beta and its OpenAI provider
 // in chat-completions mode (`openai.chat`) on /v1, each against a model on each
-// upstream protocol: generateText, streamText, a tool round trip and a streamed
+// of the four upstream protocols (the fourth a Responses upstream): generateText, streamText, a tool round trip and a streamed
 // tool round trip, under an `adapt` key (the SDK's own defaults) and a `strict`
 // key (explicit small maxOutputTokens, which the model takes as is); and a
-// strict key refused with a 400 where the request exceeds the model.
+// strict key refused with a 400 where the request exceeds the model. Then its
+// OpenAI provider's default, the Responses API (`openai(model)`, family D,
+// POST /v1/responses), against a model on each of the four upstream protocols
+// (the fourth a Responses upstream): generateText, streamText, a tool round
+// trip and a streamed one.
 
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,7 +18,7 @@ import { createGoogleGenerativeAI } from '@ai-sdk/google';
 import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
 
-import { startStack, KEYS, MODELS, PROTOCOLS, replyFor, toolReplyPrefix, token, shippedModel } from './harness.mjs';
+import { startStack, requireResponsesUpstream, KEYS, MODELS, PROTOCOLS, ALL_PROTOCOLS, replyFor, toolReplyPrefix, token, shippedModel } from './harness.mjs';
 import { toolResultsIn } from './wire.mjs';
 
 // The SDK's compatibility warnings (unknown model ids) are not test output.
@@ -77,9 +81,12 @@ async function checkToolRoundTrip(protocol, tok, result) {
 for (const [family, makeModel] of Object.entries(PROVIDERS)) {
   describe(`ai-sdk ${family} provider`, { concurrency: 4 }, () => {
     for (const policy of ['adapt', 'strict']) {
-      for (const protocol of PROTOCOLS) {
+      for (const protocol of ALL_PROTOCOLS) {
         const cell = `${family}-${protocol}-${policy}`;
-        const model = () => makeModel(protocol, KEYS[policy]);
+        const model = () => {
+          if (protocol === 'responses') requireResponsesUpstream(stack);
+          return makeModel(protocol, KEYS[policy]);
+        };
         const common = () => ({ model: model(), maxRetries: 0, ...SETTINGS[policy] });
 
         test(`generateText via ${protocol} upstream (${policy})`, async () => {
@@ -137,8 +144,9 @@ for (const [family, makeModel] of Object.entries(PROVIDERS)) {
       }
     }
 
-    for (const protocol of PROTOCOLS) {
+    for (const protocol of ALL_PROTOCOLS) {
       test(`maxOutputTokens above the model's cap via ${protocol}: adapted, and 400 for a strict key`, async () => {
+        if (protocol === 'responses') requireResponsesUpstream(stack);
         const tok = token(`cap-${family}-${protocol}`);
         const prompt = `Too long an answer ${tok}`;
         const over = { prompt, maxRetries: 0, maxOutputTokens: 1_000_000 };
@@ -185,4 +193,79 @@ describe('ai-sdk anthropic provider with a Claude model and its own defaults', (
       },
     );
   });
+});
+
+describe('ai-sdk openai provider, Responses API (openai(model))', { concurrency: 4 }, () => {
+  // `createOpenAI(...)(id)` is the Responses model: POST {baseURL}/responses,
+  // `input` items, `function_call` / `function_call_output` for tools, and the
+  // Responses event stream when streaming.
+  const responses = (protocol) => {
+    const { id, provider } = MODELS[protocol];
+    return createOpenAI({ baseURL: `${stack.url}/v1`, apiKey: KEYS.adapt })(`${provider}/${id}`);
+  };
+
+  for (const protocol of ALL_PROTOCOLS) {
+    const cell = `responses-${protocol}`;
+    const common = () => {
+      if (protocol === 'responses') requireResponsesUpstream(stack);
+      return { model: responses(protocol), maxRetries: 0 };
+    };
+
+    test(`generateText via ${protocol} upstream`, async () => {
+      const tok = token(`gen-${cell}`);
+      const prompt = `Say hello ${tok}`;
+      const result = await generateText({ ...common(), prompt });
+      assert.equal(result.text, replyFor(protocol, prompt));
+      assert.equal(result.finishReason, 'stop');
+      assert.ok(result.usage.inputTokens > 0);
+      assert.ok(result.usage.outputTokens > 0);
+      assert.equal(result.response.modelId, `${MODELS[protocol].provider}/${MODELS[protocol].id}`);
+      assert.match(result.response.id, /^resp_/);
+      assert.equal((await stack.requestsWith(tok)).length, 1);
+    });
+
+    test(`streamText via ${protocol} upstream`, async () => {
+      const tok = token(`stream-${cell}`);
+      const prompt = `Stream hello ${tok}`;
+      const errors = [];
+      const result = streamText({ ...common(), prompt, onError: ({ error }) => errors.push(error) });
+      let text = '';
+      let deltas = 0;
+      for await (const delta of result.textStream) {
+        text += delta;
+        deltas += 1;
+      }
+      assert.deepEqual(errors, []);
+      assert.equal(text, replyFor(protocol, prompt));
+      assert.ok(deltas > 1, 'streamed in several deltas');
+      assert.equal(await result.finishReason, 'stop');
+      assert.ok((await result.usage).outputTokens > 0);
+    });
+
+    test(`tool round trip via ${protocol} upstream`, async () => {
+      const tok = token(`tool-${cell}`);
+      const result = await generateText({
+        ...common(),
+        prompt: `What is the forecast? ${tok} ${TOOL_MARKER}`,
+        tools: { lookup: lookupTool(tok) },
+        stopWhen: stepCountIs(3),
+      });
+      await checkToolRoundTrip(protocol, tok, result);
+    });
+
+    test(`streamed tool round trip via ${protocol} upstream`, async () => {
+      const tok = token(`stool-${cell}`);
+      const errors = [];
+      const result = streamText({
+        ...common(),
+        prompt: `What is the forecast, streamed? ${tok} ${TOOL_MARKER}`,
+        tools: { lookup: lookupTool(tok) },
+        stopWhen: stepCountIs(3),
+        onError: ({ error }) => errors.push(error),
+      });
+      const text = await result.text;
+      assert.deepEqual(errors, []);
+      await checkToolRoundTrip(protocol, tok, { text, steps: await result.steps });
+    });
+  }
 });

@@ -10,7 +10,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 
-import { startStack, KEYS, MODELS, BIN, run, sandbox, baseEnv, token, describeRun, replyFor, toolReplyPrefix } from './harness.mjs';
+import { startStack, requireResponsesUpstream, KEYS, MODELS, BIN, run, sandbox, baseEnv, token, describeRun, replyFor, toolReplyPrefix } from './harness.mjs';
 import { toolResultsIn, protocolOf } from './wire.mjs';
 
 const TIMEOUT_MS = Number(process.env.SWITCHBOARD_CLIENTS_TIMEOUT_MS || 180000);
@@ -30,6 +30,7 @@ const CELLS = [
   { protocol: 'anthropic', model: MODELS.anthropic.id },
   { protocol: 'openai', model: MODELS.openai.id },
   { protocol: 'gemini', model: MODELS.gemini.id },
+  { protocol: 'responses', model: MODELS.responses.id },
 ];
 
 /// Runs `claude -p PROMPT` with the documented environment; resolves to the
@@ -73,6 +74,7 @@ function assertAnswered({ r, result }) {
 describe('Claude Code', { concurrency: 3 }, () => {
   for (const { protocol, model } of CELLS) {
     test(`plain answer from ${model} (${protocol} upstream)`, async () => {
+      if (protocol === 'responses') requireResponsesUpstream(stack);
       const tok = token(`cc-plain-${model}`);
       const prompt = `Say hello ${tok}`;
       const out = await claude(prompt, { model });
@@ -98,6 +100,7 @@ describe('Claude Code', { concurrency: 3 }, () => {
   ];
   for (const { protocol, model, policy } of loops) {
     test(`tool loop with Bash through ${model} (${protocol} upstream, ${policy} key)`, async () => {
+      if (protocol === 'responses') requireResponsesUpstream(stack);
       const tok = token(`cc-tool-${model}-${policy}`);
       // `printf` prints `ran-TOKEN`, a string the prompt does not contain.
       const args = JSON.stringify({ command: `printf %s-%s ran ${tok}`, description: 'Print a marker' });

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync } from 'node:fs';
 
-import { startStack, KEYS, MODELS, BIN, run, sandbox, baseEnv, token, describeRun, toolReplyPrefix } from './harness.mjs';
+import { startStack, requireResponsesUpstream, KEYS, MODELS, BIN, run, sandbox, baseEnv, token, describeRun, toolReplyPrefix } from './harness.mjs';
 import { toolResultsIn, protocolOf } from './wire.mjs';
 
 const TIMEOUT_MS = Number(process.env.SWITCHBOARD_CLIENTS_TIMEOUT_MS || 180000);
@@ -39,6 +39,7 @@ const CELLS = [
   { protocol: 'gemini', model: MODELS.gemini.id },
   { protocol: 'openai', model: `${MODELS.openai.provider}/${MODELS.openai.id}` },
   { protocol: 'anthropic', model: `${MODELS.anthropic.provider}/${MODELS.anthropic.id}` },
+  { protocol: 'responses', model: `${MODELS.responses.provider}/${MODELS.responses.id}` },
 ];
 
 async function gemini(prompt, { model, key = KEYS.adapt, args = [] }) {
@@ -82,6 +83,7 @@ function assertAnswered({ r, result }) {
 describe('Gemini CLI', { concurrency: 3 }, () => {
   for (const { protocol, model } of CELLS) {
     test(`plain answer from ${model} (${protocol} upstream)`, async () => {
+      if (protocol === 'responses') requireResponsesUpstream(stack);
       const tok = token(`gc-plain-${protocol}`);
       const prompt = `Say hello ${tok}`;
       const out = await gemini(prompt, { model });
@@ -94,6 +96,7 @@ describe('Gemini CLI', { concurrency: 3 }, () => {
     });
 
     test(`tool loop with run_shell_command through ${model} (${protocol} upstream)`, async () => {
+      if (protocol === 'responses') requireResponsesUpstream(stack);
       const tok = token(`gc-tool-${protocol}`);
       const args = JSON.stringify({ command: `printf %s-%s ran ${tok}`, description: 'Print a marker' });
       const prompt = `Run the command ${tok} [[agent-tool:run_shell_command:${args}]]`;

@@ -31,8 +31,18 @@ export const MODELS = {
   openai: { id: 'qwen-3.6', provider: 'qwen' },
   anthropic: { id: 'deepseek-v4-pro', provider: 'deepseek' },
   gemini: { id: 'gemini-3.1-flash-lite-preview', provider: 'google' },
+  // `moonshotai` is given only a Responses upstream here (section 4.1's
+  // `"protocol": "responses"`, called at `{base_url}/responses`).
+  responses: { id: 'kimi-2.6', provider: 'moonshotai' },
 };
+/// The upstream protocols of the first three families, which every client's
+/// cells cover.
 export const PROTOCOLS = ['openai', 'anthropic', 'gemini'];
+/// All four upstream protocols, with the OpenAI Responses API (family D).
+export const ALL_PROTOCOLS = [...PROTOCOLS, 'responses'];
+
+/// Where the mock serves each wire protocol (tests/common/mock_upstream.rs).
+export const MOCK_BASE = { openai: '/openai/v1', anthropic: '/anthropic/v1', gemini: '/gemini/v1beta', responses: '/responses-api/v1' };
 
 /// How the gateway's mock reply reads (tests/common/mock_upstream.rs).
 export const replyFor = (protocol, text) => `Hello from ${protocol} mock: ${text} ✓ héllo 🌍`;
@@ -72,10 +82,12 @@ export function shippedModel(id) {
 }
 
 /// The shipped catalog with every provider's upstreams pointed at the mock.
-export function catalog(mockUrl) {
+/// With `responses` (the default) `moonshotai` gets a Responses upstream only;
+/// without it (a gateway that does not know that protocol yet refuses such a
+/// catalog) its OpenAI and Anthropic ones.
+export function catalog(mockUrl, { responses = true } = {}) {
   const shipped = JSON.parse(readFileSync(join(REPO, 'conf', 'catalog.json'), 'utf8'));
-  const base = { openai: '/openai/v1', anthropic: '/anthropic/v1', gemini: '/gemini/v1beta' };
-  const up = (protocol) => ({ protocol, base_url: mockUrl + base[protocol], api_key_env: `SB_CLIENTS_KEY_${protocol.toUpperCase()}` });
+  const up = (protocol) => ({ protocol, base_url: mockUrl + MOCK_BASE[protocol], api_key_env: `SB_CLIENTS_KEY_${protocol.toUpperCase()}` });
   // One upstream protocol per provider, so that each model's route is known.
   const upstreams = {
     openai: ['openai'],
@@ -83,7 +95,7 @@ export function catalog(mockUrl) {
     google: ['gemini'],
     qwen: ['openai'],
     deepseek: ['anthropic'],
-    moonshotai: ['openai', 'anthropic'],
+    moonshotai: responses ? ['responses'] : ['openai', 'anthropic'],
   };
   const providers = shipped.providers.map((p) => ({
     ...p,
@@ -103,6 +115,7 @@ export const PROVIDER_ENV = {
   SB_CLIENTS_KEY_OPENAI: 'upstream-key-openai',
   SB_CLIENTS_KEY_ANTHROPIC: 'upstream-key-anthropic',
   SB_CLIENTS_KEY_GEMINI: 'upstream-key-gemini',
+  SB_CLIENTS_KEY_RESPONSES: 'upstream-key-responses',
 };
 
 function waitLine(proc, prefix, ms) {
@@ -133,25 +146,17 @@ async function getStatus(url) {
   }
 }
 
-/// Starts the mock upstream and the gateway; `stop()` ends both.
-export async function startStack(name) {
-  const dir = mkdtempSync(join(tmpdir(), `switchboard-clients-${name}-`));
-  const mockProc = spawn(binary('debug/examples/mock_upstream'), ['--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
-  const line = await waitLine(mockProc, 'listening on ', 30000);
-  const mockUrl = 'http://' + line.slice('listening on '.length);
-  writeFileSync(join(dir, 'catalog.json'), JSON.stringify(catalog(mockUrl), null, 2));
-  writeFileSync(join(dir, 'keys.json'), JSON.stringify({
-    keys: [
-      { id: 'clients-adapt', key: KEYS.adapt, policy: 'adapt' },
-      { id: 'clients-strict', key: KEYS.strict, policy: 'strict' },
-    ],
-  }, null, 2));
+/// Starts the gateway on a catalog; resolves to `{gw, url, logPath}` once it
+/// is healthy, or to `{exited: log}` when it stopped before that (a catalog
+/// it refuses).
+async function startGateway(dir, name, catalogJson) {
+  writeFileSync(join(dir, `${name}.json`), JSON.stringify(catalogJson, null, 2));
   const port = await freePort();
   const metrics = await freePort();
-  const logPath = join(dir, 'gateway.log');
+  const logPath = join(dir, `gateway-${name}.log`);
   const log = openSync(logPath, 'w');
   const gw = spawn(binary('release/switchboard'), [
-    '--catalog', join(dir, 'catalog.json'),
+    '--catalog', join(dir, `${name}.json`),
     '--keys', join(dir, 'keys.json'),
     '--listen', `127.0.0.1:${port}`,
     '--metrics', `127.0.0.1:${metrics}`,
@@ -160,18 +165,56 @@ export async function startStack(name) {
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30000;
   while ((await getStatus(url + '/healthz')) !== 200) {
-    if (gw.exitCode !== null || Date.now() > deadline) {
-      mockProc.kill();
-      gw.kill();
+    if (gw.exitCode !== null || gw.signalCode !== null) return { exited: readFileSync(logPath, 'utf8') };
+    if (Date.now() > deadline) {
+      gw.kill('SIGKILL');
       throw new Error(`gateway did not start:\n${readFileSync(logPath, 'utf8')}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  return { gw, url, logPath };
+}
+
+/// Starts the mock upstream and the gateway; `stop()` ends both.
+///
+/// The catalog has a Responses upstream (`MODELS.responses`); a gateway that
+/// refuses that catalog (one without family D yet) is started again on the
+/// catalog without it, so that the other cells still run, and
+/// `stack.responsesUpstream` is false (`requireResponsesUpstream` fails the
+/// cells that need it, with the gateway's reason).
+export async function startStack(name) {
+  const dir = mkdtempSync(join(tmpdir(), `switchboard-clients-${name}-`));
+  const mockProc = spawn(binary('debug/examples/mock_upstream'), ['--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const line = await waitLine(mockProc, 'listening on ', 30000);
+  const mockUrl = 'http://' + line.slice('listening on '.length);
+  writeFileSync(join(dir, 'keys.json'), JSON.stringify({
+    keys: [
+      { id: 'clients-adapt', key: KEYS.adapt, policy: 'adapt' },
+      { id: 'clients-strict', key: KEYS.strict, policy: 'strict' },
+    ],
+  }, null, 2));
+  let started;
+  let responsesRefused = null;
+  try {
+    started = await startGateway(dir, 'catalog', catalog(mockUrl));
+    if (started.exited !== undefined) {
+      responsesRefused = started.exited.split('\n').filter(Boolean).slice(-5).join('\n');
+      started = await startGateway(dir, 'catalog-without-responses', catalog(mockUrl, { responses: false }));
+      if (started.exited !== undefined) throw new Error(`gateway did not start:\n${started.exited}`);
+    }
+  } catch (e) {
+    mockProc.kill();
+    throw e;
+  }
+  const { gw, url, logPath } = started;
   const stack = {
     dir,
     url,
     mockUrl,
     logPath,
+    /// Whether the gateway took the catalog with a Responses upstream.
+    responsesUpstream: responsesRefused === null,
+    responsesRefused,
     /// Requests the mock received, in order (control routes excluded).
     async requests() {
       const r = await fetch(mockUrl + '/__mock/requests');
@@ -195,6 +238,13 @@ export async function startStack(name) {
     },
   };
   return stack;
+}
+
+/// Fails a cell that needs the Responses upstream when the gateway refused it.
+export function requireResponsesUpstream(stack) {
+  if (!stack.responsesUpstream) {
+    throw new Error(`the gateway refused a catalog with a "responses" upstream (family D not built in?):\n${stack.responsesRefused}`);
+  }
 }
 
 function tryJson(text) {
@@ -248,7 +298,7 @@ export function sandbox(name) {
 export function baseEnv(home) {
   const env = { ...process.env };
   for (const k of Object.keys(env)) {
-    if (/^(ANTHROPIC_|CLAUDE_|GEMINI_|GOOGLE_|OPENAI_|VERTEX|CLOUDSDK_|HTTPS?_PROXY|https?_proxy|NO_PROXY|no_proxy)/.test(k)) delete env[k];
+    if (/^(ANTHROPIC_|CLAUDE_|CODEX_|GEMINI_|GOOGLE_|OPENAI_|VERTEX|CLOUDSDK_|HTTPS?_PROXY|https?_proxy|NO_PROXY|no_proxy)/.test(k)) delete env[k];
   }
   return { ...env, HOME: home, XDG_CONFIG_HOME: join(home, '.config'), XDG_CACHE_HOME: join(home, '.cache'), CI: 'true', NO_COLOR: '1', TERM: 'dumb' };
 }

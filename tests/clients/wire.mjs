@@ -20,6 +20,10 @@ export function toolResultsIn(protocol, body) {
         .map((p) => p.functionResponse ?? p.function_response)
         .filter(Boolean)
         .map((r) => text(r.response));
+    case 'responses':
+      return (Array.isArray(body.input) ? body.input : [])
+        .filter((i) => i.type === 'function_call_output' || i.type === 'custom_tool_call_output')
+        .map((i) => text(i.output));
     default:
       throw new Error(`unknown protocol ${protocol}`);
   }
@@ -35,6 +39,10 @@ export function toolNamesIn(protocol, body) {
       return (body.tools || []).map((t) => t.name);
     case 'gemini':
       return (body.tools || []).flatMap((t) => t.functionDeclarations ?? t.function_declarations ?? []).map((d) => d.name);
+    case 'responses':
+      // Function and custom tools by name, a namespace's tools inside it,
+      // built-in tools (web_search, …) by type.
+      return (body.tools || []).flatMap((t) => (t.type === 'namespace' ? (t.tools || []).map((u) => u.name) : [t.name ?? t.type]));
     default:
       throw new Error(`unknown protocol ${protocol}`);
   }
@@ -44,6 +52,7 @@ export function toolNamesIn(protocol, body) {
 export function protocolOf(request) {
   const path = request.path.split('?')[0];
   if (path.endsWith('/chat/completions')) return 'openai';
+  if (path.endsWith('/responses')) return 'responses';
   if (path.endsWith('/messages')) return 'anthropic';
   if (/:(stream)?generateContent$/i.test(path)) return 'gemini';
   return null;

@@ -54,7 +54,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn model(id: &str, provider: &str, extra: Value) -> Value {
+/// A catalog model entry with test defaults, `extra` merged over them.
+pub fn model(id: &str, provider: &str, extra: Value) -> Value {
     let mut m = json!({
         "id": id, "provider": provider, "display_name": format!("Test {id}"),
         "description": format!("{id} for tests"), "created": 1767225600, "version": "1.0",

@@ -1,8 +1,41 @@
-//! The `anthropic` wire protocol.
+//! The `anthropic` wire protocol: wire types, codecs to and from the IR, stream
+//! parser and encoder, peeks, HTTP details, listings and error shape.
 
 pub mod error;
+pub mod http;
 pub mod models;
+pub mod peek;
 pub mod request;
 pub mod response;
 pub mod stream;
 pub mod wire;
+
+use crate::family::Family;
+use crate::protocol::spoke::{ModelName, Spoke};
+
+/// Family B's facts and functions.
+pub const SPOKE: Spoke = Spoke {
+    family: Family::Anthropic,
+    input_field: "messages",
+    counted_fields: &["system", "messages", "tools"],
+    max_temperature: 1.0,
+    temperature_field: "temperature",
+    requires_max_tokens: true,
+    required_header: Some("anthropic-version"),
+    model_in_body: true,
+    model_name: ModelName::Bare,
+    stream_done: None,
+    error_event: Some("error"),
+    stream_error: None,
+    stream_usage_opt_in: false,
+    inspect: peek::request,
+    peek_response: peek::response,
+    error_body: error::error_body,
+    upstream_message: error::upstream_message,
+    client_key: http::client_key,
+    client_key_hint: "an x-api-key header",
+    upstream_path: http::upstream_path,
+    upstream_auth: http::upstream_auth,
+    count_tokens_body: Some(http::count_tokens_body),
+    drop_untranslatable: None,
+};

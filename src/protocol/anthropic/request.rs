@@ -619,6 +619,12 @@ pub fn encode(
     for (i, msg) in req.messages.iter().enumerate() {
         let mut blocks = Vec::new();
         for (j, block) in msg.content.iter().enumerate() {
+            // An OpenAI reasoning item carried in a signature (ir::signature)
+            // is not Anthropic's to verify: left out like unsigned thinking.
+            if matches!(block, Block::Thinking(t) if t.signature.as_deref().is_some_and(crate::ir::signature::is_reasoning_item))
+            {
+                continue;
+            }
             if let Some(v) = encode_block(block, &format!("messages[{i}].content[{j}]"))? {
                 blocks.push(v);
             }

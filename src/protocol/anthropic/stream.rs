@@ -33,12 +33,12 @@ use crate::ir::stream::{
     merge_usage, BlockDelta, BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent,
 };
 use crate::ir::{Opaque, StopReason, Usage};
-use crate::passthrough::StreamFault;
-use crate::sse::SseEvent;
-use crate::stream::support::{
+use crate::protocol::framing::StreamFault;
+use crate::protocol::support::{
     error_body, error_kind, fresh_id, json_str, json_u64, json_value, malformed, DeltaBuf,
     DeltaKind, Emit,
 };
+use crate::sse::SseEvent;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -696,7 +696,7 @@ mod tests {
     use super::*;
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        crate::stream::parse_all(Family::Anthropic, input.as_bytes())
+        crate::protocol::stream_codec::parse_all(Family::Anthropic, input.as_bytes())
     }
 
     const START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":3,\"output_tokens\":null}}}\n\n";

@@ -1,8 +1,41 @@
-//! The `gemini` wire protocol.
+//! The `gemini` wire protocol: wire types, codecs to and from the IR, stream
+//! parser and encoder, peeks, HTTP details, listings and error shape.
 
 pub mod error;
+pub mod http;
 pub mod models;
+pub mod peek;
 pub mod request;
 pub mod response;
 pub mod stream;
 pub mod wire;
+
+use crate::family::Family;
+use crate::protocol::spoke::{ModelName, Spoke};
+
+/// Family C's facts and functions.
+pub const SPOKE: Spoke = Spoke {
+    family: Family::Gemini,
+    input_field: "contents",
+    counted_fields: &["systemInstruction", "contents", "tools"],
+    max_temperature: 2.0,
+    temperature_field: "generationConfig.temperature",
+    requires_max_tokens: false,
+    required_header: None,
+    model_in_body: false,
+    model_name: ModelName::Bare,
+    stream_done: None,
+    error_event: None,
+    stream_error: None,
+    stream_usage_opt_in: false,
+    inspect: peek::request,
+    peek_response: peek::response,
+    error_body: error::error_body,
+    upstream_message: error::upstream_message,
+    client_key: http::client_key,
+    client_key_hint: "an x-goog-api-key header or a key query parameter",
+    upstream_path: http::upstream_path,
+    upstream_auth: http::upstream_auth,
+    count_tokens_body: Some(http::count_tokens_body),
+    drop_untranslatable: None,
+};

@@ -1009,7 +1009,25 @@ pub fn encode(
     for (i, msg) in req.messages.iter().enumerate() {
         let mut parts = Vec::new();
         for (j, block) in msg.content.iter().enumerate() {
-            if let Some(p) = encode_part(block, &format!("messages[{i}].content[{j}]"), &names)? {
+            let param = format!("messages[{i}].content[{j}]");
+            // An OpenAI reasoning item carried in a signature (ir::signature)
+            // is not Gemini's to verify: the thought goes without it.
+            let encoded = match block {
+                Block::Thinking(t)
+                    if t.signature
+                        .as_deref()
+                        .is_some_and(crate::ir::signature::is_reasoning_item) =>
+                {
+                    if t.text.is_empty() {
+                        continue;
+                    }
+                    let mut unsigned = t.clone();
+                    unsigned.signature = None;
+                    encode_part(&Block::Thinking(unsigned), &param, &names)?
+                }
+                _ => encode_part(block, &param, &names)?,
+            };
+            if let Some(p) = encoded {
                 parts.push(p);
             }
         }

@@ -39,12 +39,12 @@ use crate::ir::stream::{
 };
 use crate::ir::Extra;
 use crate::ir::{ImageBlock, ImageSource, Opaque, StopReason, Usage};
-use crate::passthrough::{Framing, StreamFault};
-use crate::sse::SseEvent;
-use crate::stream::support::{
+use crate::protocol::framing::{Framing, StreamFault};
+use crate::protocol::support::{
     error_body, error_kind, error_kind_for_status, json_str, json_value, malformed, DeltaBuf,
     DeltaKind, Emit, First, Indexed,
 };
+use crate::sse::SseEvent;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -763,7 +763,7 @@ mod tests {
     use super::*;
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        crate::stream::parse_all(Family::Gemini, input.as_bytes())
+        crate::protocol::stream_codec::parse_all(Family::Gemini, input.as_bytes())
     }
 
     #[test]

@@ -1,8 +1,41 @@
-//! The `openai` wire protocol.
+//! The `openai` wire protocol: wire types, codecs to and from the IR, stream
+//! parser and encoder, peeks, HTTP details, listings and error shape.
 
 pub mod error;
+pub mod http;
 pub mod models;
+pub mod peek;
 pub mod request;
 pub mod response;
 pub mod stream;
 pub mod wire;
+
+use crate::family::Family;
+use crate::protocol::spoke::{ModelName, Spoke};
+
+/// Family A's facts and functions.
+pub const SPOKE: Spoke = Spoke {
+    family: Family::OpenAi,
+    input_field: "messages",
+    counted_fields: &["messages", "tools"],
+    max_temperature: 2.0,
+    temperature_field: "temperature",
+    requires_max_tokens: false,
+    required_header: None,
+    model_in_body: true,
+    model_name: ModelName::Qualified,
+    stream_done: Some(b"[DONE]"),
+    error_event: None,
+    stream_error: None,
+    stream_usage_opt_in: true,
+    inspect: peek::request,
+    peek_response: peek::response,
+    error_body: error::error_body,
+    upstream_message: error::upstream_message,
+    client_key: http::client_key,
+    client_key_hint: "an Authorization: Bearer header",
+    upstream_path: http::upstream_path,
+    upstream_auth: http::upstream_auth,
+    count_tokens_body: None,
+    drop_untranslatable: None,
+};

@@ -566,7 +566,7 @@ const MAX_USER_CHARS: usize = 64;
 /// An end-user id OpenAI accepts: as is when short enough, else its SHA-256
 /// in hex (64 characters; stable per user, as OpenAI suggests for long or
 /// identifying ids such as Claude Code's `metadata.user_id`).
-fn openai_user(user: &str) -> String {
+pub(crate) fn openai_user(user: &str) -> String {
     if user.chars().count() <= MAX_USER_CHARS {
         return user.to_string();
     }

@@ -37,12 +37,12 @@ use crate::ir::stream::{
     StreamEvent,
 };
 use crate::ir::{ids, StopReason, Usage};
-use crate::passthrough::StreamFault;
-use crate::sse::SseEvent;
-use crate::stream::support::{
+use crate::protocol::framing::StreamFault;
+use crate::protocol::support::{
     error_body, error_kind, error_kind_for_status, fresh_id, json_str, json_u64, json_value,
     malformed, DeltaBuf, DeltaKind, Emit, First, Indexed,
 };
+use crate::sse::SseEvent;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -778,7 +778,7 @@ mod tests {
     use super::*;
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        crate::stream::parse_all(Family::OpenAi, input.as_bytes())
+        crate::protocol::stream_codec::parse_all(Family::OpenAi, input.as_bytes())
     }
 
     fn call(index: u32, id: Option<&str>, name: Option<&str>, args: &str) -> String {

@@ -1,13 +1,12 @@
-//! Pieces shared by the three families' stream parsers and encoders: the event
+//! Pieces shared by the families' stream parsers and encoders: the event
 //! sink type, a recycled buffer for delta text, small JSON writers that append
 //! to the output without intermediate values, serde helpers that keep only the
 //! first choice / candidate without allocating, and error rendering.
 
+use super::framing::StreamFault;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::ir::stream::{BlockDelta, StreamError, StreamErrorKind, StreamEvent};
-use crate::passthrough::StreamFault;
-use crate::protocol::{anthropic, gemini, openai};
 use serde::de::{Deserialize, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Serialize;
 use std::fmt;
@@ -130,6 +129,7 @@ fn gateway_error(client: Family, e: &StreamError) -> GatewayError {
         StreamErrorKind::InvalidUpstream => ErrorKind::BadGateway,
     };
     let g = GatewayError::new(kind, e.message.clone());
+    // Anthropic's own status for "overloaded".
     if e.kind == StreamErrorKind::Overloaded && client == Family::Anthropic {
         g.with_status(529)
     } else {
@@ -140,12 +140,7 @@ fn gateway_error(client: Family, e: &StreamError) -> GatewayError {
 /// The whole error body (`{"error":…}`, or Anthropic's `{"type":"error",…}`)
 /// that `client`'s stream ends with for a canonical stream error.
 pub fn error_body(client: Family, e: &StreamError) -> Vec<u8> {
-    let g = gateway_error(client, e);
-    match client {
-        Family::OpenAi => openai::error::error_body(&g),
-        Family::Anthropic => anthropic::error::error_body(&g),
-        Family::Gemini => gemini::error::error_body(&g),
-    }
+    super::error_body(client, &gateway_error(client, e))
 }
 
 /// The canonical error kind for an upstream's error `type` / `status` / `code` text.
@@ -168,17 +163,24 @@ pub fn error_kind(name: &str) -> StreamErrorKind {
     }
 }
 
-/// The canonical error kind for an HTTP-like status code carried in an error object.
+/// The canonical error kind for an HTTP-like status code carried in an
+/// error object (read through the one status table, [`ErrorKind::for_status`]).
 pub fn error_kind_for_status(code: u64) -> StreamErrorKind {
-    match code {
-        400 | 422 => StreamErrorKind::InvalidRequest,
-        401 => StreamErrorKind::Authentication,
-        403 => StreamErrorKind::Permission,
-        404 => StreamErrorKind::NotFound,
-        429 => StreamErrorKind::RateLimited,
-        503 | 529 => StreamErrorKind::Overloaded,
-        504 => StreamErrorKind::Timeout,
-        _ => StreamErrorKind::Api,
+    let status = u16::try_from(code).unwrap_or(500);
+    match ErrorKind::for_status(status) {
+        ErrorKind::InvalidRequest | ErrorKind::ContextLengthExceeded => {
+            StreamErrorKind::InvalidRequest
+        }
+        ErrorKind::Authentication => StreamErrorKind::Authentication,
+        ErrorKind::PermissionDenied => StreamErrorKind::Permission,
+        ErrorKind::NotFound => StreamErrorKind::NotFound,
+        ErrorKind::RateLimited => StreamErrorKind::RateLimited,
+        ErrorKind::Unavailable => StreamErrorKind::Overloaded,
+        ErrorKind::Timeout => StreamErrorKind::Timeout,
+        ErrorKind::MethodNotAllowed
+        | ErrorKind::PayloadTooLarge
+        | ErrorKind::Internal
+        | ErrorKind::BadGateway => StreamErrorKind::Api,
     }
 }
 

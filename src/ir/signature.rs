@@ -1,0 +1,167 @@
+//! Reasoning state that must come back to the provider that issued it, carried
+//! through clients whose protocol has another place (or none) for it.
+//!
+//! [`ThinkingBlock::signature`](super::ThinkingBlock::signature) is an opaque
+//! string that only its issuer can verify. Three kinds travel in it:
+//!
+//! - an Anthropic thinking `signature` and a Gemini `thoughtSignature`, kept
+//!   verbatim (as before family D existed: an Anthropic client of a Gemini
+//!   upstream gets the Gemini signature in its `signature` field and sends it
+//!   back there);
+//! - an OpenAI Responses reasoning item (family D upstream), which needs two
+//!   values to be sent back, its `id` and its `encrypted_content`. They are
+//!   packed by [`wrap_reasoning_item`] into one string that
+//!   - starts with [`REASONING_ITEM_PREFIX`], so every encoder can tell it from
+//!     an Anthropic or Gemini signature and never sends it to a provider that
+//!     could not verify it (the Anthropic and Gemini request encoders drop it,
+//!     the Responses encoder unpacks it), and
+//!   - is canonical standard base64 as a whole (the prefix is 8 base64
+//!     characters, i.e. 6 whole bytes), because the google-genai SDKs decode a
+//!     `thoughtSignature` into bytes and encode it again, possibly in the
+//!     URL-safe alphabet: [`unwrap_reasoning_item`] accepts both alphabets,
+//!     with or without padding.
+//!
+//! In the other direction, a family D *client* holds reasoning in
+//! `encrypted_content`. The Responses codec writes an Anthropic or Gemini
+//! signature there behind [`FOREIGN_SIGNATURE_PREFIX`] and an Anthropic
+//! `redacted_thinking` payload behind [`FOREIGN_REDACTED_PREFIX`], and strips
+//! them when the client sends the item back, so the issuer gets its own value
+//! back and an OpenAI upstream is never sent a foreign value as
+//! `encrypted_content` (the Responses request encoder drops reasoning whose
+//! signature is not a packed reasoning item).
+
+/// Marks a packed Responses reasoning item (8 base64 characters: 6 bytes, no
+/// `+`, `/` or padding, so it reads the same in both base64 alphabets).
+pub const REASONING_ITEM_PREFIX: &str = "swbRSitm";
+
+/// Marks an Anthropic / Gemini signature written into a family D client's `encrypted_content`.
+pub const FOREIGN_SIGNATURE_PREFIX: &str = "swb-sig:";
+
+/// Marks an Anthropic `redacted_thinking` payload written into a family D client's `encrypted_content`.
+pub const FOREIGN_REDACTED_PREFIX: &str = "swb-redacted:";
+
+/// Separates the id from the encrypted content inside a packed item (never in an id).
+const SEPARATOR: u8 = b'\n';
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Packs a Responses reasoning item's `id` and `encrypted_content` into one
+/// signature string (see the module documentation).
+pub fn wrap_reasoning_item(id: &str, encrypted_content: &str) -> String {
+    let mut payload = Vec::with_capacity(id.len() + 1 + encrypted_content.len());
+    payload.extend_from_slice(id.as_bytes());
+    payload.push(SEPARATOR);
+    payload.extend_from_slice(encrypted_content.as_bytes());
+    let mut out = String::with_capacity(REASONING_ITEM_PREFIX.len() + payload.len() / 3 * 4 + 4);
+    out.push_str(REASONING_ITEM_PREFIX);
+    encode_base64(&payload, &mut out);
+    out
+}
+
+/// True when `signature` is a packed Responses reasoning item.
+pub fn is_reasoning_item(signature: &str) -> bool {
+    signature.starts_with(REASONING_ITEM_PREFIX)
+}
+
+/// Unpacks a signature made by [`wrap_reasoning_item`] into the item's `id`
+/// and `encrypted_content`; `None` for any other signature.
+pub fn unwrap_reasoning_item(signature: &str) -> Option<(String, String)> {
+    let rest = signature.strip_prefix(REASONING_ITEM_PREFIX)?;
+    let bytes = decode_base64(rest)?;
+    let split = bytes.iter().position(|b| *b == SEPARATOR)?;
+    let id = std::str::from_utf8(&bytes[..split]).ok()?;
+    let content = std::str::from_utf8(&bytes[split + 1..]).ok()?;
+    Some((id.to_string(), content.to_string()))
+}
+
+fn encode_base64(data: &[u8], out: &mut String) {
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+}
+
+/// Decodes base64 in either alphabet, padded or not; `None` when invalid.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 2);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // A single leftover character cannot be valid base64.
+    (bits < 6).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reasoning_item_survives_both_base64_alphabets() {
+        let sig = wrap_reasoning_item("rs_68af0c", "gAAAAABo-_x/y+z==");
+        assert!(is_reasoning_item(&sig));
+        assert!(sig.len().is_multiple_of(4), "{sig}");
+        assert!(decode_base64(&sig).is_some(), "the whole string is base64");
+        let want = Some(("rs_68af0c".to_string(), "gAAAAABo-_x/y+z==".to_string()));
+        assert_eq!(unwrap_reasoning_item(&sig), want);
+        // What a google-genai client sends back after decoding to bytes and
+        // encoding URL-safe without padding.
+        let url_safe: String = sig
+            .trim_end_matches('=')
+            .chars()
+            .map(|c| match c {
+                '+' => '-',
+                '/' => '_',
+                c => c,
+            })
+            .collect();
+        assert_eq!(unwrap_reasoning_item(&url_safe), want);
+        assert!(!is_reasoning_item("EqQBCkgIARAB"));
+        assert_eq!(unwrap_reasoning_item("EqQBCkgIARAB"), None);
+    }
+
+    #[test]
+    fn base64_matches_the_standard() {
+        let mut s = String::new();
+        encode_base64(b"Man", &mut s);
+        encode_base64(b"Ma", &mut s);
+        encode_base64(b"M", &mut s);
+        assert_eq!(s, "TWFuTWE=TQ==");
+        assert_eq!(decode_base64("TWFu").as_deref(), Some(&b"Man"[..]));
+        assert_eq!(decode_base64("TWE").as_deref(), Some(&b"Ma"[..]));
+        assert_eq!(decode_base64("T"), None);
+        assert_eq!(decode_base64("T*"), None);
+        // The prefix alone is six whole bytes.
+        assert_eq!(
+            decode_base64(REASONING_ITEM_PREFIX).map(|b| b.len()),
+            Some(6)
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! Family B (Messages): what the gateway reads from bodies without decoding them.
+//! `request` fills [`Inspected`] (parameters by catalog name and the client's
+//! own field path, caps, stream flags); `response` reads the model span, usage
+//! and terminal markers of a response body or stream frame for passthrough.
+
+use crate::error::GatewayError;
+use crate::protocol::peek::{
+    bad, body_error, contains, model_of, number, positive_int, present, span_of, Inspected, Peeked,
+    Raw, Usage,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+#[derive(Deserialize)]
+struct RequestPeek<'a> {
+    #[serde(borrow)]
+    model: Raw<'a>,
+    #[serde(borrow)]
+    messages: Raw<'a>,
+    stream: Option<bool>,
+    #[serde(borrow)]
+    temperature: Raw<'a>,
+    #[serde(borrow)]
+    top_p: Raw<'a>,
+    #[serde(borrow)]
+    top_k: Raw<'a>,
+    #[serde(borrow)]
+    max_tokens: Raw<'a>,
+    #[serde(borrow)]
+    stop_sequences: Raw<'a>,
+    #[serde(borrow)]
+    tools: Raw<'a>,
+    #[serde(borrow)]
+    tool_choice: Raw<'a>,
+    #[serde(borrow)]
+    thinking: Raw<'a>,
+    #[serde(borrow)]
+    output_config: Option<OutputConfigPeek<'a>>,
+    #[serde(borrow)]
+    output_format: Raw<'a>,
+    #[serde(borrow)]
+    metadata: Raw<'a>,
+    #[serde(borrow)]
+    service_tier: Raw<'a>,
+    #[serde(borrow)]
+    context_management: Raw<'a>,
+    #[serde(borrow)]
+    cache_control: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct OutputConfigPeek<'a> {
+    #[serde(borrow)]
+    effort: Raw<'a>,
+    #[serde(borrow)]
+    format: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct ThinkingPeek {
+    budget_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ToolChoicePeek<'a> {
+    #[serde(borrow)]
+    disable_parallel_tool_use: Raw<'a>,
+}
+
+/// Scans a request body.
+pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayError> {
+    let mut out = Inspected::default();
+    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
+    model_of(p.model, body, &mut out)?;
+    if out.model.is_none() {
+        return Err(bad("model", "model is required"));
+    }
+    if !present(p.messages) {
+        return Err(bad("messages", "messages: field required"));
+    }
+    out.stream = p.stream.unwrap_or(false);
+    out.temperature = number(p.temperature, "temperature")?;
+    out.max_tokens = positive_int(p.max_tokens, "max_tokens")?;
+    if let Some(n) = out.max_tokens {
+        out.caps.push(("max_tokens", n));
+    }
+    out.uses(out.temperature.is_some(), "temperature", "temperature");
+    out.uses(present(p.top_p), "top_p", "top_p");
+    out.uses(present(p.top_k), "top_k", "top_k");
+    out.uses(out.stream, "stream", "stream");
+    out.uses(present(p.stop_sequences), "stop", "stop_sequences");
+    out.uses(present(p.tools), "tools", "tools");
+    out.uses(present(p.tool_choice), "tool_choice", "tool_choice");
+    let parallel = p
+        .tool_choice
+        .filter(|r| r.get().starts_with('{'))
+        .and_then(|r| serde_json::from_str::<ToolChoicePeek<'_>>(r.get()).ok())
+        .is_some_and(|t| present(t.disable_parallel_tool_use));
+    out.uses(
+        parallel,
+        "parallel_tool_calls",
+        "tool_choice.disable_parallel_tool_use",
+    );
+    out.uses(present(p.thinking), "reasoning", "thinking");
+    out.thinking_budget = p
+        .thinking
+        .filter(|r| r.get().starts_with('{'))
+        .and_then(|r| serde_json::from_str::<ThinkingPeek>(r.get()).ok())
+        .and_then(|t| t.budget_tokens);
+    if let Some(o) = &p.output_config {
+        out.uses(present(o.effort), "reasoning", "output_config.effort");
+        out.uses(present(o.format), "response_format", "output_config.format");
+    }
+    out.uses(present(p.output_format), "response_format", "output_format");
+    out.uses(present(p.metadata), "metadata", "metadata");
+    out.uses(present(p.service_tier), "service_tier", "service_tier");
+    out.uses(
+        present(p.context_management),
+        "context_management",
+        "context_management",
+    );
+    if present(p.cache_control) || contains(body, b"\"cache_control\"") {
+        for path in CACHE_PATHS {
+            out.uses(crate::jsonedit::has_path(body, path), "cache_control", path);
+        }
+    }
+    Ok(out)
+}
+
+/// Where family B requests carry cache hints below the top level.
+pub const CACHE_PATHS: [&str; 4] = [
+    "system.*.cache_control",
+    "tools.*.cache_control",
+    "messages.*.content.*.cache_control",
+    "messages.*.content.*.content.*.cache_control",
+];
+
+#[derive(Deserialize, Default)]
+struct AnthropicUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicMessagePeek<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+struct ResponsePeek<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    #[serde(borrow)]
+    message: Option<AnthropicMessagePeek<'a>>,
+    usage: Option<AnthropicUsage>,
+}
+
+/// Reads the model span, usage and end-of-stream markers of a response body or stream frame.
+pub fn response(doc: &[u8]) -> Option<Peeked> {
+    let mut out = Peeked::default();
+    let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
+    let (model, usage) = match p.message {
+        Some(m) => (m.model, m.usage),
+        None => (p.model, p.usage),
+    };
+    out.span = model.and_then(|m| span_of(m, doc));
+    if let Some(u) = usage {
+        out.usage = Usage {
+            input: u.input_tokens,
+            output: u.output_tokens,
+            cached: u.cache_read_input_tokens,
+            reasoning: None,
+        };
+    }
+    out.terminal = p.kind == Some("message_stop");
+    out.error = p.kind == Some("error");
+    Some(out)
+}

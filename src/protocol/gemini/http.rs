@@ -1,0 +1,37 @@
+//! Family C over HTTP: the model is in the path
+//! (`{base_url}/models/{model}:generateContent`, streams
+//! `:streamGenerateContent?alt=sse`); keys in `x-goog-api-key` (clients may
+//! also use the `key` query parameter).
+
+use crate::protocol::http::{header, query_param, SetHeader, UpstreamTarget};
+use http::HeaderMap;
+
+/// The upstream path (and query) for a call.
+pub fn upstream_path(t: &UpstreamTarget<'_>) -> String {
+    if t.stream {
+        format!(
+            "{}/models/{}:streamGenerateContent?alt=sse",
+            t.base_path, t.upstream_model
+        )
+    } else {
+        format!(
+            "{}/models/{}:generateContent",
+            t.base_path, t.upstream_model
+        )
+    }
+}
+
+/// The header that carries the provider key.
+pub fn upstream_auth(key: &str, _t: &UpstreamTarget<'_>, set: &mut SetHeader<'_>) {
+    set("x-goog-api-key", key);
+}
+
+/// The key a client presented: `x-goog-api-key`, or the `key` query parameter.
+pub fn client_key<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<&'a str> {
+    header(headers, "x-goog-api-key").or_else(|| query_param(query, "key"))
+}
+
+/// A countTokens answer.
+pub fn count_tokens_body(n: u64) -> String {
+    format!("{{\"totalTokens\":{n}}}")
+}

@@ -1,0 +1,19 @@
+//! Family A over HTTP: `{base_url}/chat/completions`, Bearer keys both ways.
+
+use crate::protocol::http::{bearer, SetHeader, UpstreamTarget};
+use http::HeaderMap;
+
+/// The upstream path (and query) for a call.
+pub fn upstream_path(t: &UpstreamTarget<'_>) -> String {
+    format!("{}/chat/completions", t.base_path)
+}
+
+/// The headers that carry the provider key.
+pub fn upstream_auth(key: &str, _t: &UpstreamTarget<'_>, set: &mut SetHeader<'_>) {
+    set("authorization", &format!("Bearer {key}"));
+}
+
+/// The key a client presented: `Authorization: Bearer`.
+pub fn client_key<'a>(headers: &'a HeaderMap, _query: Option<&'a str>) -> Option<&'a str> {
+    bearer(headers)
+}

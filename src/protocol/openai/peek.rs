@@ -1,0 +1,214 @@
+//! Family A (chat completions): what the gateway reads from bodies without decoding them.
+//! `request` fills [`Inspected`] (parameters by catalog name and the client's
+//! own field path, caps, stream flags); `response` reads the model span, usage
+//! and terminal markers of a response body or stream frame for passthrough.
+
+use crate::error::GatewayError;
+use crate::protocol::peek::{
+    bad, body_error, is_true, model_of, more_than_one, number, positive_int, present, span_of,
+    Inspected, Peeked, Raw, Usage,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+#[derive(Deserialize)]
+struct RequestPeek<'a> {
+    #[serde(borrow)]
+    model: Raw<'a>,
+    #[serde(borrow)]
+    messages: Raw<'a>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    #[serde(borrow)]
+    temperature: Raw<'a>,
+    #[serde(borrow)]
+    top_p: Raw<'a>,
+    #[serde(borrow)]
+    top_k: Raw<'a>,
+    #[serde(borrow)]
+    max_tokens: Raw<'a>,
+    #[serde(borrow)]
+    max_completion_tokens: Raw<'a>,
+    #[serde(borrow)]
+    stop: Raw<'a>,
+    #[serde(borrow)]
+    tools: Raw<'a>,
+    #[serde(borrow)]
+    tool_choice: Raw<'a>,
+    #[serde(borrow)]
+    response_format: Raw<'a>,
+    #[serde(borrow)]
+    seed: Raw<'a>,
+    #[serde(borrow)]
+    reasoning_effort: Raw<'a>,
+    #[serde(borrow)]
+    reasoning: Raw<'a>,
+    #[serde(borrow)]
+    functions: Raw<'a>,
+    #[serde(borrow)]
+    function_call: Raw<'a>,
+    #[serde(borrow)]
+    frequency_penalty: Raw<'a>,
+    #[serde(borrow)]
+    presence_penalty: Raw<'a>,
+    #[serde(borrow)]
+    logit_bias: Raw<'a>,
+    #[serde(borrow)]
+    logprobs: Raw<'a>,
+    #[serde(borrow)]
+    top_logprobs: Raw<'a>,
+    #[serde(borrow)]
+    n: Raw<'a>,
+    #[serde(borrow)]
+    user: Raw<'a>,
+    #[serde(borrow)]
+    metadata: Raw<'a>,
+    #[serde(borrow)]
+    safety_identifier: Raw<'a>,
+    #[serde(borrow)]
+    service_tier: Raw<'a>,
+    #[serde(borrow)]
+    parallel_tool_calls: Raw<'a>,
+    #[serde(borrow)]
+    prompt_cache_key: Raw<'a>,
+    #[serde(borrow)]
+    prompt_cache_retention: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+/// Scans a request body.
+pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayError> {
+    let mut out = Inspected::default();
+    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
+    model_of(p.model, body, &mut out)?;
+    if out.model.is_none() {
+        return Err(bad("model", "model is required"));
+    }
+    if !present(p.messages) {
+        return Err(bad("messages", "messages is required"));
+    }
+    out.stream = p.stream.unwrap_or(false);
+    out.has_stream_options = p.stream_options.is_some();
+    out.include_usage = p
+        .stream_options
+        .and_then(|o| o.include_usage)
+        .unwrap_or(false);
+    out.temperature = number(p.temperature, "temperature")?;
+    let mt = positive_int(p.max_tokens, "max_tokens")?;
+    let mct = positive_int(p.max_completion_tokens, "max_completion_tokens")?;
+    out.max_tokens = mct.or(mt);
+    if let Some(n) = mt {
+        out.caps.push(("max_tokens", n));
+    }
+    if let Some(n) = mct {
+        out.caps.push(("max_completion_tokens", n));
+    }
+    out.uses(out.temperature.is_some(), "temperature", "temperature");
+    out.uses(present(p.top_p), "top_p", "top_p");
+    out.uses(present(p.top_k), "top_k", "top_k");
+    out.uses(out.max_tokens.is_some(), "max_tokens", "max_tokens");
+    out.uses(out.stream, "stream", "stream");
+    out.uses(present(p.stop), "stop", "stop");
+    out.uses(present(p.tools), "tools", "tools");
+    out.uses(present(p.functions), "tools", "functions");
+    out.uses(present(p.tool_choice), "tool_choice", "tool_choice");
+    out.uses(present(p.function_call), "tool_choice", "function_call");
+    out.uses(
+        present(p.response_format),
+        "response_format",
+        "response_format",
+    );
+    out.uses(present(p.seed), "seed", "seed");
+    out.uses(present(p.reasoning_effort), "reasoning", "reasoning_effort");
+    out.uses(present(p.reasoning), "reasoning", "reasoning");
+    out.uses(
+        present(p.frequency_penalty),
+        "frequency_penalty",
+        "frequency_penalty",
+    );
+    out.uses(
+        present(p.presence_penalty),
+        "presence_penalty",
+        "presence_penalty",
+    );
+    out.uses(present(p.logit_bias), "logit_bias", "logit_bias");
+    out.uses(is_true(p.logprobs), "logprobs", "logprobs");
+    out.uses(present(p.top_logprobs), "logprobs", "top_logprobs");
+    out.uses(more_than_one(p.n), "n", "n");
+    out.uses(present(p.user), "metadata", "user");
+    out.uses(present(p.metadata), "metadata", "metadata");
+    out.uses(
+        present(p.safety_identifier),
+        "metadata",
+        "safety_identifier",
+    );
+    out.uses(present(p.service_tier), "service_tier", "service_tier");
+    out.uses(
+        present(p.parallel_tool_calls),
+        "parallel_tool_calls",
+        "parallel_tool_calls",
+    );
+    out.uses(
+        present(p.prompt_cache_key),
+        "cache_control",
+        "prompt_cache_key",
+    );
+    out.uses(
+        present(p.prompt_cache_retention),
+        "cache_control",
+        "prompt_cache_retention",
+    );
+    Ok(out)
+}
+
+#[derive(Deserialize, Default)]
+struct OpenAiUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<OpenAiPromptDetails>,
+    completion_tokens_details: Option<OpenAiCompletionDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct OpenAiPromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct OpenAiCompletionDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ResponsePeek<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<OpenAiUsage>,
+    #[serde(borrow)]
+    choices: Option<&'a RawValue>,
+    /// An in-stream error (`data: {"error":{...}}`), which ends the stream.
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// Reads the model span, usage and end-of-stream markers of a response body or stream frame.
+pub fn response(doc: &[u8]) -> Option<Peeked> {
+    let mut out = Peeked::default();
+    let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
+    out.span = p.model.and_then(|m| span_of(m, doc));
+    out.usage_only = p.usage.is_some() && p.choices.is_some_and(|c| c.get() == "[]");
+    if let Some(u) = p.usage {
+        out.usage = Usage {
+            input: u.prompt_tokens,
+            output: u.completion_tokens,
+            cached: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+        };
+    }
+    out.error = p.error.is_some_and(|e| e.get() != "null");
+    Some(out)
+}

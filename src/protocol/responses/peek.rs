@@ -1,0 +1,219 @@
+//! Family D (Responses): what the gateway reads from bodies without decoding
+//! them. `request` fills [`Inspected`] and refuses what needs state the
+//! gateway does not keep yet (`previous_response_id`, `conversation`);
+//! `response` reads the model span, usage, sequence number and terminal
+//! events of a response object or stream event (the model and usage of a
+//! stream event sit in its nested `response`).
+
+use crate::error::GatewayError;
+use crate::protocol::peek::{
+    bad, body_error, model_of, positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+#[derive(Deserialize)]
+struct RequestPeek<'a> {
+    #[serde(borrow)]
+    model: Raw<'a>,
+    #[serde(borrow)]
+    input: Raw<'a>,
+    stream: Option<bool>,
+    #[serde(borrow)]
+    temperature: Raw<'a>,
+    #[serde(borrow)]
+    top_p: Raw<'a>,
+    #[serde(borrow)]
+    max_output_tokens: Raw<'a>,
+    #[serde(borrow)]
+    tools: Raw<'a>,
+    #[serde(borrow)]
+    tool_choice: Raw<'a>,
+    #[serde(borrow)]
+    text: Option<TextPeek<'a>>,
+    #[serde(borrow)]
+    reasoning: Raw<'a>,
+    #[serde(borrow)]
+    metadata: Raw<'a>,
+    #[serde(borrow)]
+    user: Raw<'a>,
+    #[serde(borrow)]
+    safety_identifier: Raw<'a>,
+    #[serde(borrow)]
+    service_tier: Raw<'a>,
+    #[serde(borrow)]
+    parallel_tool_calls: Raw<'a>,
+    #[serde(borrow)]
+    prompt_cache_key: Raw<'a>,
+    #[serde(borrow)]
+    prompt_cache_retention: Raw<'a>,
+    #[serde(borrow)]
+    top_logprobs: Raw<'a>,
+    #[serde(borrow)]
+    previous_response_id: Raw<'a>,
+    #[serde(borrow)]
+    conversation: Raw<'a>,
+    #[serde(borrow)]
+    background: Raw<'a>,
+    #[serde(borrow)]
+    prompt: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct TextPeek<'a> {
+    #[serde(borrow)]
+    format: Option<FormatPeek<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FormatPeek<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+}
+
+/// Scans a request body.
+pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayError> {
+    let mut out = Inspected::default();
+    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
+    model_of(p.model, body, &mut out)?;
+    if out.model.is_none() {
+        return Err(bad("model", "model is required"));
+    }
+    if !present(p.input) {
+        return Err(bad("input", "input is required"));
+    }
+    if present(p.previous_response_id) {
+        return Err(bad(
+            "previous_response_id",
+            "previous_response_id needs stored responses, which this gateway does not keep yet: send the whole conversation in input instead",
+        ));
+    }
+    if present(p.conversation) {
+        return Err(bad(
+            "conversation",
+            "conversation needs stored conversations, which this gateway does not keep: send the whole conversation in input instead",
+        ));
+    }
+    if p.background.is_some_and(|r| r.get() == "true") {
+        return Err(bad(
+            "background",
+            "background responses need stored responses, which this gateway does not keep yet",
+        ));
+    }
+    if present(p.prompt) {
+        return Err(bad(
+            "prompt",
+            "prompt templates are stored by OpenAI and cannot be served by this gateway: send instructions and input instead",
+        ));
+    }
+    out.stream = p.stream.unwrap_or(false);
+    out.temperature = crate::protocol::peek::number(p.temperature, "temperature")?;
+    out.max_tokens = positive_int(p.max_output_tokens, "max_output_tokens")?;
+    if let Some(n) = out.max_tokens {
+        out.caps.push(("max_output_tokens", n));
+    }
+    out.uses(out.temperature.is_some(), "temperature", "temperature");
+    out.uses(present(p.top_p), "top_p", "top_p");
+    out.uses(out.max_tokens.is_some(), "max_tokens", "max_output_tokens");
+    out.uses(out.stream, "stream", "stream");
+    out.uses(present(p.tools), "tools", "tools");
+    out.uses(present(p.tool_choice), "tool_choice", "tool_choice");
+    let json_format = p
+        .text
+        .as_ref()
+        .and_then(|t| t.format.as_ref())
+        .and_then(|f| f.kind)
+        .is_some_and(|k| k != "text");
+    out.uses(json_format, "response_format", "text.format");
+    out.uses(present(p.reasoning), "reasoning", "reasoning");
+    out.uses(present(p.metadata), "metadata", "metadata");
+    out.uses(present(p.user), "metadata", "user");
+    out.uses(
+        present(p.safety_identifier),
+        "metadata",
+        "safety_identifier",
+    );
+    out.uses(present(p.service_tier), "service_tier", "service_tier");
+    out.uses(
+        present(p.parallel_tool_calls),
+        "parallel_tool_calls",
+        "parallel_tool_calls",
+    );
+    out.uses(
+        present(p.prompt_cache_key),
+        "cache_control",
+        "prompt_cache_key",
+    );
+    out.uses(
+        present(p.prompt_cache_retention),
+        "cache_control",
+        "prompt_cache_retention",
+    );
+    out.uses(present(p.top_logprobs), "logprobs", "top_logprobs");
+    Ok(out)
+}
+
+#[derive(Deserialize, Default)]
+struct UsagePeek {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    input_tokens_details: Option<InputDetails>,
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct InputDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct OutputDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ObjectPeek<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<UsagePeek>,
+}
+
+#[derive(Deserialize)]
+struct ResponsePeek<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+    sequence_number: Option<u64>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    usage: Option<UsagePeek>,
+    /// A stream event's response object.
+    #[serde(borrow)]
+    response: Option<ObjectPeek<'a>>,
+}
+
+/// Reads the model span, usage, sequence number and end-of-stream markers of
+/// a response object or stream event.
+pub fn response(doc: &[u8]) -> Option<Peeked> {
+    let mut out = Peeked::default();
+    let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
+    let (model, usage) = match p.response {
+        Some(r) => (r.model, r.usage),
+        None => (p.model, p.usage),
+    };
+    out.span = model.and_then(|m| span_of(m, doc));
+    if let Some(u) = usage {
+        out.usage = Usage {
+            input: u.input_tokens,
+            output: u.output_tokens,
+            cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
+        };
+    }
+    out.sequence = p.sequence_number;
+    out.terminal = matches!(
+        p.kind,
+        Some("response.completed" | "response.incomplete" | "response.failed")
+    );
+    out.error = p.kind == Some("error");
+    Some(out)
+}

@@ -1,0 +1,108 @@
+//! What the rest of the gateway may know about a protocol family, as one
+//! table per spoke ([`Spoke`], built in each family's `mod.rs`) reached
+//! through [`spoke`]. Routing, authentication, validation, policy, dispatch
+//! and the relay ask this table instead of matching on the family, so a new
+//! family is a new folder plus one arm here (and its stream codec's arms in
+//! `stream.rs`).
+
+use super::http::{SetHeader, UpstreamTarget};
+use super::peek::{Inspected, Peeked};
+use crate::error::GatewayError;
+use crate::family::Family;
+use http::HeaderMap;
+
+/// How clients of a family see the model name in responses (CONTRACT 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelName {
+    /// `provider/model_id` (families A and D).
+    Qualified,
+    /// The bare `model_id` (family B `model`, family C `modelVersion`).
+    Bare,
+}
+
+/// Writes the end of a failed passthrough stream: (error body, next sequence number, out).
+pub type StreamErrorWriter = fn(&[u8], u64, &mut Vec<u8>);
+
+/// One family's protocol facts and functions.
+pub struct Spoke {
+    pub family: Family,
+    /// Where the conversation lives in a request body (named by context-length
+    /// and image errors).
+    pub input_field: &'static str,
+    /// Top-level request fields whose text counts as input tokens.
+    pub counted_fields: &'static [&'static str],
+    /// The highest temperature the family accepts (the lowest is 0).
+    pub max_temperature: f64,
+    /// The temperature's path in a request body.
+    pub temperature_field: &'static str,
+    /// The output cap is required on inference requests (family B `max_tokens`).
+    pub requires_max_tokens: bool,
+    /// A request header the family requires (family B `anthropic-version`).
+    pub required_header: Option<&'static str>,
+    /// The model is named in the body (spliced on passthrough), not the path.
+    pub model_in_body: bool,
+    /// The model name responses carry.
+    pub model_name: ModelName,
+    /// A stream's end sentinel frame (family A `data: [DONE]`).
+    pub stream_done: Option<&'static [u8]>,
+    /// The SSE event name of an in-stream error (`None`: a bare `data:` frame).
+    pub error_event: Option<&'static str>,
+    /// Writes the end of a passed-through stream that failed, given the
+    /// family's error body and the next sequence number (family D: an `error`
+    /// event then `response.failed`). `None`: one frame with the error body,
+    /// under `error_event`.
+    pub stream_error: Option<StreamErrorWriter>,
+    /// Streams carry usage only when asked (family A `stream_options.include_usage`).
+    pub stream_usage_opt_in: bool,
+    /// Peeks at a request body (`path_stream`: the stream flag from the path).
+    pub inspect: fn(&[u8], bool) -> Result<Inspected, GatewayError>,
+    /// Peeks at a response body or stream frame.
+    pub peek_response: fn(&[u8]) -> Option<Peeked>,
+    /// Renders the whole error body in the family's shape.
+    pub error_body: fn(&GatewayError) -> Vec<u8>,
+    /// Reads the message out of an upstream error body of this protocol.
+    pub upstream_message: fn(&serde_json::Value) -> Option<String>,
+    /// Where clients of the family put their key.
+    pub client_key: for<'a> fn(&'a HeaderMap, Option<&'a str>) -> Option<&'a str>,
+    /// Where the key goes, for the 401 that finds none.
+    pub client_key_hint: &'static str,
+    /// The upstream path (and query) for a call in this protocol.
+    pub upstream_path: fn(&UpstreamTarget<'_>) -> String,
+    /// Sets the headers that carry the provider key (and protocol version).
+    pub upstream_auth: fn(&str, &UpstreamTarget<'_>, &mut SetHeader<'_>),
+    /// The body of a local token-count answer, when the family has such a route.
+    pub count_tokens_body: Option<fn(u64) -> String>,
+    /// Under `adapt`, before translation: the body without what only this
+    /// family's own upstreams can serve (family D's hosted tools), and the
+    /// reported names of what was cut; `None` when nothing is.
+    pub drop_untranslatable: Option<UntranslatableCut>,
+}
+
+/// See [`Spoke::drop_untranslatable`].
+pub type UntranslatableCut = fn(&[u8]) -> Option<(Vec<u8>, Vec<String>)>;
+
+/// The spoke of `family`.
+pub fn spoke(family: Family) -> &'static Spoke {
+    match family {
+        Family::OpenAi => &super::openai::SPOKE,
+        Family::Anthropic => &super::anthropic::SPOKE,
+        Family::Gemini => &super::gemini::SPOKE,
+        Family::Responses => &super::responses::SPOKE,
+    }
+}
+
+impl Spoke {
+    /// The name a client of this family sees for a model.
+    pub fn client_model<'m>(&self, qualified: &'m str, bare: &'m str) -> &'m str {
+        match self.model_name {
+            ModelName::Qualified => qualified,
+            ModelName::Bare => bare,
+        }
+    }
+}
+
+impl std::fmt::Debug for Spoke {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Spoke({})", self.family)
+    }
+}
