@@ -405,13 +405,16 @@ def test_previous_response_id_continues(openai_client, mock, protocol):
 
 
 def test_previous_response_id_unknown_is_400(openai_client):
+    """OpenAI answers an id it does not hold with 400 `Previous response with id
+    '…' not found.` (param `previous_response_id`); a gateway without stored
+    responses says that instead. Either way: a 400 on that param saying why."""
     with pytest.raises(openai.BadRequestError) as e:
         openai_client.responses.create(model="openai/gpt-5", input="hi", previous_response_id="resp_no_such_response")
     assert e.value.status_code == 400
     assert e.value.type == "invalid_request_error"
     assert e.value.param == "previous_response_id"
-    assert "resp_no_such_response" in e.value.message
-    assert "not found" in e.value.message.lower()
+    message = e.value.message.lower()
+    assert "resp_no_such_response" in message or "stored responses" in message, message
 
 
 def test_previous_response_id_of_unstored_response_is_400(openai_client):
@@ -426,22 +429,32 @@ def test_previous_response_id_of_unstored_response_is_400(openai_client):
 
 
 @pytest.mark.parametrize("protocol", S.upstreams(F))
-def test_builtin_tool(openai_client, mock, protocol):
-    """Built-in tools (web search, ...) exist only on a Responses upstream: a 400
-    that says why on any other, passed through to a `responses` one."""
+def test_builtin_tool(openai_client, gateway, mock, protocol):
+    """Built-in tools (web search, ...) run only on a Responses upstream, which
+    gets them as sent. Another upstream cannot take them: a strict key gets a
+    400 that names the tool and says why; under `adapt` (CONTRACT 5.1) they are
+    cut, reported in `x-switchboard-adjusted`, and never reach the upstream
+    (Codex CLI declares `web_search` on every request, whatever the model)."""
     tools = [{"type": "web_search"}, *TOOLS]
-    if protocol != "responses":
-        mock.reset()
-        with pytest.raises(openai.BadRequestError) as e:
-            openai_client.responses.create(model=model_of(protocol), input="hi", tools=tools)
-        assert e.value.status_code == 400
-        assert e.value.type == "invalid_request_error"
-        assert "web_search" in e.value.message
-        assert mock.requests() == []
-    else:
+    if protocol == "responses":
         r = openai_client.responses.create(model=model_of(protocol), input="[[echo-request]] hi", tools=tools)
         body = S.echoed(r.output_text)
         assert body["tools"][0] == {"type": "web_search"}
+        return
+    strict = S.openai_client(gateway.url, key=S.STRICT_KEY)
+    mock.reset()
+    with pytest.raises(openai.BadRequestError) as e:
+        strict.responses.create(model=model_of(protocol), input="hi", tools=tools)
+    assert e.value.status_code == 400
+    assert e.value.type == "invalid_request_error"
+    assert "web_search" in e.value.message
+    assert mock.requests() == []
+    raw = openai_client.responses.with_raw_response.create(
+        model=model_of(protocol), input="[[echo-request]] hi", tools=tools)
+    assert "web_search" in raw.headers["x-switchboard-adjusted"]
+    body = S.echoed(raw.parse().output_text)
+    assert S.tool_names(protocol, body) == ["get_weather", "get_time"]
+    assert "web_search" not in json.dumps(body["tools"])
 
 
 def test_400_temperature(openai_client):
