@@ -9,7 +9,7 @@
 #     missing (apt-get update first; nothing happens when they are there);
 #  2. builds switchboard (release) and the stream_load bench client;
 #  3. starts a mock upstream (nginx serving fixed, realistic JSON and SSE
-#     bodies of the three protocols: benches/load/fixtures), a plain nginx
+#     bodies of the four upstream protocols: benches/load/fixtures), a plain nginx
 #     proxy_pass to it (benches/load/proxy.nginx.conf) and Switchboard on a
 #     catalog whose providers point at the mock;
 #  4. for each scenario runs wrk (CONNS connections, WARMUP s discarded, then
@@ -26,10 +26,12 @@
 #  S1 OpenAI client -> OpenAI upstream, JSON       S2 the same, streaming (50 frames)
 #  S3 OpenAI client -> Anthropic upstream, JSON    S4 Anthropic client -> OpenAI upstream, streaming
 #  S5 Gemini client -> OpenAI upstream, streaming  S6 200 KB OpenAI request -> Anthropic upstream, JSON
+#  S7 Responses client -> Responses upstream, streaming (58 events, passthrough)
+#  S8 Responses client -> OpenAI upstream, streaming  S9 OpenAI client -> Responses upstream, streaming
 #
 # Settings (environment; defaults in brackets):
 #  CONNS [64] wrk connections   THREADS [cores] wrk threads   DURATION [10] s
-#  WARMUP [3] s   SCENARIOS ["S1 S2 S3 S4 S5 S6"]   ACCESS_LOG [1] access logs on
+#  WARMUP [3] s   SCENARIOS ["S1 S2 S3 S4 S5 S6 S7 S8 S9"]   ACCESS_LOG [1] access logs on
 #  STREAMS [10000]   STREAM_INTERVAL_MS [100]   STREAM_TOKENS [50]
 #  STREAM_RAMP_MS [3000] (connections spread over this)   STREAM_PROBES [100]
 #  RESULTS [benches/load/results.md]
@@ -73,7 +75,7 @@ CONNS=${CONNS:-64}
 THREADS=${THREADS:-$CORES}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
-SCENARIOS=${SCENARIOS:-"S1 S2 S3 S4 S5 S6"}
+SCENARIOS=${SCENARIOS:-"S1 S2 S3 S4 S5 S6 S7 S8 S9"}
 ACCESS_LOG=${ACCESS_LOG:-1}
 STREAMS=${STREAMS:-10000}
 STREAM_INTERVAL_MS=${STREAM_INTERVAL_MS:-100}
@@ -85,7 +87,7 @@ SB_RUST_LOG=${SB_RUST_LOG:-info}
 KEEP_TMP=${KEEP_TMP:-0}
 [ "$STREAMS" -gt 0 ] || DO_STREAMS=0
 for s in $SCENARIOS; do
-    case "$s" in S[1-6]) ;; *) echo "run.sh: unknown scenario $s (S1..S6)" >&2 && exit 2 ;; esac
+    case "$s" in S[1-9]) ;; *) echo "run.sh: unknown scenario $s (S1..S9)" >&2 && exit 2 ;; esac
 done
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 CLIENT_KEY=sk-bench-local
@@ -310,6 +312,10 @@ provider() { # ID PROTOCOL BASE_URL ENV
     echo ','
     provider google gemini "$MOCK/gemini/v1beta" SB_BENCH_GEMINI_KEY
     echo ','
+    provider responses responses "$MOCK/responses/json/v1" SB_BENCH_OPENAI_KEY
+    echo ','
+    provider responses-stream responses "$MOCK/responses/sse/v1" SB_BENCH_OPENAI_KEY
+    echo ','
     provider trickle openai "http://127.0.0.1:$TRICKLE_PORT/v1" SB_BENCH_OPENAI_KEY
     echo '], "models": ['
     model gpt-5-mini openai gpt-5-mini-2025-08-07
@@ -321,6 +327,10 @@ provider() { # ID PROTOCOL BASE_URL ENV
     model claude-sonnet-4.5-stream anthropic-stream claude-sonnet-4-5-20250929
     echo ','
     model gemini-2.5-flash google gemini-2.5-flash
+    echo ','
+    model gpt-5-mini-resp responses gpt-5-mini-2025-08-07
+    echo ','
+    model gpt-5-mini-resp-stream responses-stream gpt-5-mini-2025-08-07
     echo ','
     model gpt-trickle trickle gpt-5-mini-2025-08-07
     echo ']}'
@@ -413,7 +423,13 @@ scenario() {
             "$FIX/req_gemini_stream.json" "$H_GM" '"finishReason"' 'data: [DONE]' ;;
         S6) printf '%s\t' "OpenAI → Anthropic, 200 KB request" /v1/chat/completions /anthropic/json/v1/messages \
             "$TMP/req_large.json" "$H_OA" '"chat.completion"' '"stop_reason"' ;;
-        *) die "unknown scenario $1 (S1..S6)" ;;
+        S7) printf '%s\t' "Responses → Responses, stream (passthrough)" /v1/responses /responses/sse/v1/responses \
+            "$FIX/req_responses_stream.json" "$H_OA" 'event: response.completed' 'event: response.completed' ;;
+        S8) printf '%s\t' "Responses → OpenAI, stream" /v1/responses /openai/sse/v1/chat/completions \
+            "$FIX/req_responses_to_openai_stream.json" "$H_OA" 'event: response.completed' 'data: [DONE]' ;;
+        S9) printf '%s\t' "OpenAI → Responses, stream" /v1/chat/completions /responses/sse/v1/responses \
+            "$FIX/req_openai_to_responses_stream.json" "$H_OA" 'data: [DONE]' 'event: response.completed' ;;
+        *) die "unknown scenario $1 (S1..S9)" ;;
     esac
 }
 
@@ -553,6 +569,7 @@ target_check() { # SCENARIO -> target verdict
     case "$s" in
         S1 | S2) awk -v r="$rr" -v p="$pr" 'BEGIN { printf "%s (≥0.90× req/s, ≤1.20× p99)", (r >= 0.9 && p <= 1.2) ? "met" : "MISSED" }' ;;
         S3 | S4 | S5) awk -v r="$rr" 'BEGIN { printf "%s (≥0.70× req/s)", (r >= 0.7) ? "met" : "MISSED" }' ;;
+        S7 | S8 | S9) awk -v r="$rr" 'BEGIN { printf "%s (≥0.60× req/s)", (r >= 0.6) ? "met" : "MISSED" }' ;;
         *) echo "—" ;;
     esac
 }
