@@ -24,11 +24,14 @@
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
 //! - [`policy`]: adapt or refuse what a model cannot take (CONTRACT 5.1): the plan and its report.
+//! - [`state`]: the usage ledger (embedded SQLite or PostgreSQL), written off the request path.
+//! - [`admin`]: the admin API (`/admin/*` on the metrics listener, behind `--admin-key`).
 //! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod adjust;
+pub mod admin;
 pub mod config;
 pub mod error;
 pub mod family;
@@ -44,6 +47,7 @@ pub mod reload;
 pub mod rfc3339;
 pub mod runtime;
 pub mod sse;
+pub mod state;
 pub mod stream;
 pub mod tokens;
 pub mod validate;

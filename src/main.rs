@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchboard::proxy::{Gateway, Settings};
 use switchboard::runtime::{ConfigPaths, Runtime, Snapshot};
+use switchboard::state::ledger::{self, LedgerSettings};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -17,7 +18,9 @@ switchboard: a multi-protocol LLM gateway
 USAGE:
   switchboard [--catalog PATH] [--keys PATH] [--listen ADDR] [--metrics ADDR]
               [-c PINGORA_YAML] [--max-body-bytes N] [--connect-timeout-ms N]
-              [--read-timeout-ms N] [--check] [-d] [-u] [-t]
+              [--read-timeout-ms N] [--data DIR] [--database URL] [--admin-key KEY]
+              [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
+              [--ledger-flush-ms N] [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -30,6 +33,17 @@ OPTIONS (environment variable in brackets):
   --connect-timeout-ms N  upstream connect timeout [SWITCHBOARD_CONNECT_TIMEOUT_MS] (10000)
   --read-timeout-ms N     upstream read timeout [SWITCHBOARD_READ_TIMEOUT_MS] (300000)
   --token-workers N       token counts run at once; more wait [SWITCHBOARD_TOKEN_WORKERS] (half the cores, at least 1)
+  --data DIR              data directory: the usage ledger (DIR/ledger.sqlite) [SWITCHBOARD_DATA] (data/)
+  --database URL          write the usage ledger to PostgreSQL instead, postgres://user@host:port/db
+                          [SWITCHBOARD_DATABASE] (none: the embedded file)
+  --admin-key KEY         turns the admin API on (/admin/* on the metrics listener, Bearer KEY)
+                          [SWITCHBOARD_ADMIN_KEY] (none: admin routes answer 404)
+  --ledger-retention-days N  ledger rows older than this are deleted, daily rollups kept
+                          [SWITCHBOARD_LEDGER_RETENTION_DAYS] (90)
+  --ledger-queue N        ledger rows queued or held for a retry; past it rows are dropped and counted
+                          [SWITCHBOARD_LEDGER_QUEUE] (10000)
+  --ledger-batch N        ledger rows written per transaction, at most [SWITCHBOARD_LEDGER_BATCH] (256)
+  --ledger-flush-ms N     the longest a ledger row waits for its batch to fill [SWITCHBOARD_LEDGER_FLUSH_MS] (200)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -49,6 +63,10 @@ struct Args {
     upgrade: bool,
     test: bool,
     settings: Settings,
+    data: String,
+    database: Option<String>,
+    admin_key: Option<String>,
+    ledger: LedgerSettings,
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -75,6 +93,14 @@ fn parse_args() -> Result<Args, String> {
         upgrade: false,
         test: false,
         settings: Settings::default(),
+        data: env_or("SWITCHBOARD_DATA", "data"),
+        database: std::env::var("SWITCHBOARD_DATABASE")
+            .ok()
+            .filter(|v| !v.is_empty()),
+        admin_key: std::env::var("SWITCHBOARD_ADMIN_KEY")
+            .ok()
+            .filter(|v| !v.is_empty()),
+        ledger: LedgerSettings::default(),
     };
     let mut numeric: Vec<(String, String)> = Vec::new();
     for (flag, var) in [
@@ -82,6 +108,13 @@ fn parse_args() -> Result<Args, String> {
         ("--connect-timeout-ms", "SWITCHBOARD_CONNECT_TIMEOUT_MS"),
         ("--read-timeout-ms", "SWITCHBOARD_READ_TIMEOUT_MS"),
         ("--token-workers", "SWITCHBOARD_TOKEN_WORKERS"),
+        (
+            "--ledger-retention-days",
+            "SWITCHBOARD_LEDGER_RETENTION_DAYS",
+        ),
+        ("--ledger-queue", "SWITCHBOARD_LEDGER_QUEUE"),
+        ("--ledger-batch", "SWITCHBOARD_LEDGER_BATCH"),
+        ("--ledger-flush-ms", "SWITCHBOARD_LEDGER_FLUSH_MS"),
     ] {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
@@ -105,10 +138,17 @@ fn parse_args() -> Result<Args, String> {
             "--listen" => a.listen = value(&mut it)?,
             "--metrics" => a.metrics = value(&mut it)?,
             "-c" | "--conf" => a.conf = Some(value(&mut it)?),
+            "--data" => a.data = value(&mut it)?,
+            "--database" => a.database = Some(value(&mut it)?).filter(|v| !v.is_empty()),
+            "--admin-key" => a.admin_key = Some(value(&mut it)?).filter(|v| !v.is_empty()),
             "--max-body-bytes"
             | "--connect-timeout-ms"
             | "--read-timeout-ms"
-            | "--token-workers" => {
+            | "--token-workers"
+            | "--ledger-retention-days"
+            | "--ledger-queue"
+            | "--ledger-batch"
+            | "--ledger-flush-ms" => {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
@@ -139,6 +179,17 @@ fn parse_args() -> Result<Args, String> {
                 settings.token_workers =
                     usize::try_from(n).map_err(|_| "--token-workers too large")?
             }
+            "--ledger-retention-days" => {
+                a.ledger.retention_days =
+                    u32::try_from(n).map_err(|_| "--ledger-retention-days too large")?
+            }
+            "--ledger-queue" => {
+                a.ledger.queue = usize::try_from(n).map_err(|_| "--ledger-queue too large")?
+            }
+            "--ledger-batch" => {
+                a.ledger.batch_rows = usize::try_from(n).map_err(|_| "--ledger-batch too large")?
+            }
+            "--ledger-flush-ms" => a.ledger.flush_every = Duration::from_millis(n),
             _ => settings.read_timeout = Duration::from_millis(n),
         }
     }
@@ -225,10 +276,31 @@ fn main() {
     if let Err(e) = switchboard::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
-    let gateway = Gateway::new(rt.clone(), args.settings);
+    let mut gateway = Gateway::new(rt.clone(), args.settings);
+    let (usage_ledger, ledger_reader) = match ledger::open(
+        std::path::Path::new(&args.data),
+        args.database.as_deref(),
+        args.ledger.clone(),
+        gateway.metrics.clone(),
+    ) {
+        Ok((l, r)) => (Arc::new(l), r),
+        Err(e) => {
+            eprintln!("switchboard: cannot open the usage ledger: {e}");
+            std::process::exit(1);
+        }
+    };
+    gateway.ledger = Some(usage_ledger.clone());
+    server.add_service(pingora_core::services::background::background_service(
+        "usage ledger",
+        ledger::LedgerService(usage_ledger.clone()),
+    ));
     let metrics_app = switchboard::metrics::MetricsApp {
         metrics: gateway.metrics.clone(),
         rt,
+        admin: Arc::new(switchboard::admin::Admin::new(
+            args.admin_key.as_deref(),
+            Some(ledger_reader),
+        )),
     };
     let mut metrics_service = pingora_core::services::listening::Service::new(
         "metrics".to_string(),
@@ -240,11 +312,21 @@ fn main() {
     service.add_tcp(&args.listen);
     server.add_service(service);
     log::info!(
-        "switchboard listening on {} (catalog {}, keys {}, metrics {})",
+        "switchboard listening on {} (catalog {}, keys {}, metrics {}, admin API {})",
         args.listen,
         args.catalog,
         args.keys,
-        args.metrics
+        args.metrics,
+        if args.admin_key.is_some() {
+            "on"
+        } else {
+            "off"
+        }
     );
-    server.run_forever();
+    // `run` returns once Pingora has shut down (SIGTERM: after the grace
+    // period and the drain; SIGINT: at once), every request logged: then what
+    // the ledger still holds is written before the process exits.
+    server.run(pingora_core::server::RunArgs::default());
+    usage_ledger.close(Duration::from_secs(10));
+    std::process::exit(0);
 }

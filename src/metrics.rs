@@ -95,6 +95,8 @@ pub struct Metrics {
     token_counts_running: AtomicI64,
     /// Token counts abandoned because their client went away.
     token_counts_cancelled: AtomicU64,
+    /// The usage ledger's rows written, dropped and pending.
+    pub ledger: crate::state::ledger::LedgerCounters,
 }
 
 /// Decrements the active-streams gauge when dropped.
@@ -304,6 +306,7 @@ impl Metrics {
             "# HELP switchboard_token_counts_cancelled_total Token counts abandoned because the client went away.\n# TYPE switchboard_token_counts_cancelled_total counter\nswitchboard_token_counts_cancelled_total {}",
             self.token_counts_cancelled.load(Ordering::Relaxed)
         );
+        self.ledger.render(&mut out);
         let _ = writeln!(
             out,
             "# HELP switchboard_catalog_reloads_total Successful configuration reloads.\n# TYPE switchboard_catalog_reloads_total counter\nswitchboard_catalog_reloads_total {}",
@@ -318,15 +321,20 @@ impl Metrics {
     }
 }
 
-/// The `--metrics` HTTP app: every path answers the exposition.
+/// The `--metrics` HTTP app: `/admin/*` is the admin API (`crate::admin`),
+/// every other path answers the exposition.
 pub struct MetricsApp {
     pub metrics: Arc<Metrics>,
     pub rt: Arc<Runtime>,
+    pub admin: Arc<crate::admin::Admin>,
 }
 
 #[async_trait]
 impl ServeHttp for MetricsApp {
-    async fn response(&self, _session: &mut ServerSession) -> Response<Vec<u8>> {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        if crate::admin::Admin::owns(session.req_header().uri.path()) {
+            return self.admin.respond(session).await;
+        }
         let body = self.metrics.render(&self.rt).into_bytes();
         let mut resp = Response::new(body);
         if let Ok(v) = http::HeaderValue::from_str("text/plain; version=0.0.4") {

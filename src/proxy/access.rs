@@ -82,6 +82,33 @@ impl<'a> AccessLine<'a> {
     }
 }
 
+/// The usage-ledger row of a finished request (CONTRACT 8): the access
+/// line's figures, for billable requests only (authenticated inference, not
+/// listings or local token counts).
+pub fn ledger_row(ctx: &RequestCtx) -> Option<crate::state::ledger::Row> {
+    if !ctx.billable {
+        return None;
+    }
+    Some(crate::state::ledger::Row {
+        request_id: ctx.request_id.clone(),
+        time_ms: crate::state::ledger::now_ms(),
+        key_id: ctx.key_id.clone()?,
+        family: ctx.family.name(),
+        provider: ctx.provider.clone(),
+        model: ctx.model.clone(),
+        upstream_protocol: ctx.upstream_protocol.map(|f| f.name()),
+        upstream_host: ctx.upstream_host.clone(),
+        status: ctx.status,
+        input_tokens: ctx.input_tokens,
+        output_tokens: ctx.output_tokens,
+        cached_tokens: ctx.cached_tokens,
+        reasoning_tokens: ctx.reasoning_tokens,
+        cost_usd: ctx.cost_usd,
+        latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
+        ttft_ms: ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
+    })
+}
+
 thread_local! {
     static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(1024));
 }

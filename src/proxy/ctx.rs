@@ -35,6 +35,9 @@ pub struct RequestCtx {
     pub ttft: Option<Duration>,
     /// What the gateway changed in the request (CONTRACT 5.1).
     pub adjusted: crate::adjust::Adjustments,
+    /// An authenticated inference request (not a listing, not a local count):
+    /// it gets a usage-ledger row.
+    pub billable: bool,
 }
 
 impl RequestCtx {
@@ -59,6 +62,7 @@ impl RequestCtx {
             error: None,
             ttft: None,
             adjusted: crate::adjust::Adjustments::default(),
+            billable: false,
         }
     }
 }

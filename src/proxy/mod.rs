@@ -68,6 +68,8 @@ pub struct Gateway {
     pub upstream: upstream::UpstreamClient,
     /// Slots for token counting (bounded, cancellable).
     pub tokens: tokenize::TokenGate,
+    /// The usage ledger: one row per billable request, queued in `logging`.
+    pub ledger: Option<Arc<crate::state::ledger::Ledger>>,
 }
 
 impl Gateway {
@@ -80,6 +82,7 @@ impl Gateway {
             tokens: tokenize::TokenGate::new(settings.token_workers),
             settings,
             upstream,
+            ledger: None,
         }
     }
 
@@ -134,6 +137,13 @@ impl Gateway {
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };
                 ctx.key_id = Some(key.id.clone());
+                ctx.billable = matches!(
+                    r.endpoint,
+                    Endpoint::ChatCompletions
+                        | Endpoint::Messages
+                        | Endpoint::GenerateContent { .. }
+                        | Endpoint::Responses
+                );
                 if let Endpoint::StoredResponse { id } = &r.endpoint {
                     let e = GatewayError::new(
                         ErrorKind::NotFound,
@@ -223,6 +233,11 @@ impl ProxyHttp for Gateway {
                 req.uri.path(),
                 failure.as_deref(),
             ));
+        }
+        if let Some(ledger) = &self.ledger {
+            if let Some(row) = access::ledger_row(ctx) {
+                ledger.record(row);
+            }
         }
         self.metrics.observe(&Observation {
             family: ctx.family,

@@ -184,6 +184,9 @@ impl Gateway {
             .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
             .env("SB_TEST_KEY_RESPONSES", provider_key("responses"))
             .env_remove("SB_TEST_UNSET_KEY")
+            // The embedded store in the test's own directory (a `--data`
+            // argument still wins), never the working directory's `data/`.
+            .env("SWITCHBOARD_DATA", dir.file("data"))
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdout(access)
@@ -241,6 +244,20 @@ impl Gateway {
     /// The process id (for signals).
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits up to `within` for the process to exit (after a signal): its status.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Rewrites the catalog file.

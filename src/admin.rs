@@ -1,0 +1,293 @@
+//! The admin API (CONTRACT 8), served on the metrics listener under
+//! `/admin/*`, guarded by `--admin-key`: without one every admin route
+//! answers 404; with one, a request must carry `Authorization: Bearer KEY`
+//! (compared in constant time) or gets 401. Answers are JSON and name keys by
+//! their id only, never a key.
+//!
+//! Routes:
+//! - `GET /admin/usage?key=&model=&from=&to=&group_by=key|model|day`: sums of
+//!   requests, tokens and cost from the usage ledger (`state::ledger`).
+//! - `GET /admin/keys/{id}`: spend, remaining budget, rpm / tpm use; see
+//!   [`Admin::route`], where it is to be added beside `usage`.
+
+use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};
+use http::Response;
+use pingora_core::protocols::http::ServerSession;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The admin routes' state.
+#[derive(Default)]
+pub struct Admin {
+    /// SHA-256 of `--admin-key`; `None`: the admin API is off (404).
+    key_digest: Option<[u8; 32]>,
+    /// Where usage is read from; `None` when the ledger is not open.
+    ledger: Option<Reader>,
+}
+
+/// A JSON response.
+fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
+    let mut resp = Response::new(body.to_string().into_bytes());
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    resp
+}
+
+fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8>> {
+    reply(
+        status,
+        &json!({"error": {"type": kind, "message": message.into()}}),
+    )
+}
+
+/// Decodes `%XX` escapes and `+` (a space) of a query-string component.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = s.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Parses the usage query string; `Err` names the bad parameter.
+pub fn parse_usage_query(query: Option<&str>) -> Result<UsageQuery, String> {
+    let mut q = UsageQuery::default();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decode(raw)
+            .ok_or_else(|| format!("{name}: not valid percent-encoded UTF-8"))?;
+        let value = Some(value).filter(|v| !v.is_empty());
+        let bound = |v: Option<String>| -> Result<Option<Bound>, String> {
+            v.map(|v| {
+                Bound::parse(&v).ok_or_else(|| {
+                    format!(
+                        "{name}: expected a UTC day (YYYY-MM-DD) or an RFC 3339 instant, got {v:?}"
+                    )
+                })
+            })
+            .transpose()
+        };
+        match name {
+            "key" => q.key = value,
+            "model" => q.model = value,
+            "from" => q.from = bound(value)?,
+            "to" => q.to = bound(value)?,
+            "group_by" => {
+                q.group_by = value
+                    .map(|v| {
+                        GroupBy::parse(&v).ok_or_else(|| {
+                            format!("group_by: expected key, model or day, got {v:?}")
+                        })
+                    })
+                    .transpose()?
+            }
+            other => {
+                return Err(format!(
+                    "unknown parameter {other:?} (known: key, model, from, to, group_by)"
+                ))
+            }
+        }
+    }
+    if let (Some(f), Some(t)) = (q.from, q.to) {
+        if f.start_ms() >= t.end_ms() {
+            return Err("from: must be before to".into());
+        }
+    }
+    Ok(q)
+}
+
+fn sums_json(s: &Sums) -> Value {
+    json!({
+        "requests": s.requests,
+        "errors": s.errors,
+        "input_tokens": s.input_tokens,
+        "output_tokens": s.output_tokens,
+        "cached_tokens": s.cached_tokens,
+        "reasoning_tokens": s.reasoning_tokens,
+        "cost_usd": s.cost_usd,
+    })
+}
+
+impl Admin {
+    /// The admin API with `key` (`None` or empty: off) reading usage from `ledger`.
+    pub fn new(key: Option<&str>, ledger: Option<Reader>) -> Admin {
+        Admin {
+            key_digest: key
+                .filter(|k| !k.is_empty())
+                .map(|k| Sha256::digest(k.as_bytes()).into()),
+            ledger,
+        }
+    }
+
+    /// Whether `path` is an admin route (served here rather than as metrics).
+    pub fn owns(path: &str) -> bool {
+        path == "/admin" || path.starts_with("/admin/")
+    }
+
+    /// Whether the request carries the admin key. Both sides are hashed first,
+    /// so the comparison takes the same time whatever the presented length.
+    fn authorized(&self, digest: &[u8; 32], session: &ServerSession) -> bool {
+        let presented = session
+            .req_header()
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.trim().split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then_some(token.trim())
+            });
+        let Some(token) = presented else {
+            return false;
+        };
+        let got: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        got.ct_eq(digest).into()
+    }
+
+    /// Answers an `/admin/*` request.
+    pub async fn respond(&self, session: &ServerSession) -> Response<Vec<u8>> {
+        let Some(digest) = &self.key_digest else {
+            return error(404, "not_found", "not found");
+        };
+        if !self.authorized(digest, session) {
+            let mut r = error(
+                401,
+                "authentication",
+                "admin routes need Authorization: Bearer <admin key>",
+            );
+            r.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer realm=\"switchboard-admin\""),
+            );
+            return r;
+        }
+        self.route(session).await
+    }
+
+    /// The admin routes, after authentication.
+    async fn route(&self, session: &ServerSession) -> Response<Vec<u8>> {
+        let req = session.req_header();
+        let path = req.uri.path().trim_end_matches('/');
+        let get = req.method == http::Method::GET;
+        match path {
+            "/admin/usage" if get => self.usage(req.uri.query()).await,
+            "/admin/usage" => error(405, "method_not_allowed", "use GET"),
+            // `GET /admin/keys/{id}` (spend in the current period, remaining
+            // budget, current rpm / tpm use) belongs here, answered by the
+            // limits state: `p if p.starts_with("/admin/keys/") => ...`.
+            _ => error(404, "not_found", format!("no admin route {path}")),
+        }
+    }
+
+    async fn usage(&self, query: Option<&str>) -> Response<Vec<u8>> {
+        let q = match parse_usage_query(query) {
+            Ok(q) => q,
+            Err(e) => return error(400, "invalid_request", e),
+        };
+        let Some(ledger) = &self.ledger else {
+            return error(503, "unavailable", "the usage ledger is not open");
+        };
+        let usage = match ledger.usage(&q).await {
+            Ok(u) => u,
+            Err(e) => {
+                log::warn!("admin usage query failed: {e}");
+                return error(
+                    503,
+                    "unavailable",
+                    format!("the usage ledger cannot be read: {e}"),
+                );
+            }
+        };
+        let mut total = Sums::default();
+        let mut groups = Vec::with_capacity(usage.groups.len());
+        for g in &usage.groups {
+            total.add(&g.sums);
+            if let Some(by) = q.group_by {
+                let mut v = sums_json(&g.sums);
+                if let Value::Object(o) = &mut v {
+                    o.insert(by.name().to_string(), Value::String(g.value.clone()));
+                }
+                groups.push(v);
+            }
+        }
+        let bound = |b: Option<Bound>| match b {
+            None => Value::Null,
+            Some(Bound::Day(d)) => Value::String(crate::state::ledger::day_string(d)),
+            Some(Bound::Instant(ms)) => Value::String(
+                crate::rfc3339::Rfc3339 {
+                    secs: ms.div_euclid(1000),
+                    millis: Some(u32::try_from(ms.rem_euclid(1000)).unwrap_or(0)),
+                }
+                .to_string(),
+            ),
+        };
+        let mut body = json!({
+            "filters": {"key": q.key, "model": q.model, "from": bound(q.from), "to": bound(q.to)},
+            "group_by": q.group_by.map(GroupBy::name),
+            "source": usage.source,
+            "total": sums_json(&total),
+        });
+        if q.group_by.is_some() {
+            body["groups"] = Value::Array(groups);
+        }
+        reply(200, &body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_query_parses_and_refuses_with_the_parameter_named() {
+        let q = parse_usage_query(Some(
+            "key=dev&model=openai%2Fgpt-5&from=2026-01-01&to=2026-01-31&group_by=day",
+        ))
+        .unwrap();
+        assert_eq!(q.key.as_deref(), Some("dev"));
+        assert_eq!(q.model.as_deref(), Some("openai/gpt-5"));
+        assert_eq!(q.group_by, Some(GroupBy::Day));
+        assert!(q.day_range().is_some());
+        assert_eq!(parse_usage_query(None).unwrap(), UsageQuery::default());
+        assert_eq!(
+            parse_usage_query(Some("key=&model=")).unwrap(),
+            UsageQuery::default()
+        );
+        for (bad, name) in [
+            ("group_by=hour", "group_by"),
+            ("from=yesterday", "from"),
+            ("to=2026-02-30", "to"),
+            ("bogus=1", "bogus"),
+            ("key=%zz", "key"),
+            ("from=2026-02-01&to=2026-01-01", "from"),
+        ] {
+            let e = parse_usage_query(Some(bad)).unwrap_err();
+            assert!(e.contains(name), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! The usage ledger in PostgreSQL (`--database postgres://…`, fleet mode):
+//! the writer's [`Backend`] and the admin API's queries.
+//!
+//! The writer thread owns a single-threaded tokio runtime and one connection,
+//! opened lazily and again after any failure (the writer's back-off paces the
+//! attempts), so a database that goes away costs retries and, past the bound,
+//! dropped rows, never a request. A batch is two statements in one
+//! transaction: the rows, sent as arrays and `unnest`ed (one statement
+//! whatever the batch size), and the batch's per-day sums upserted into the
+//! rollups (atomic across instances). Plain TCP: the database is expected
+//! on a private network or the same host (see the README).
+
+use super::ledger::{sql_int, Backend, Group, GroupBy, Row, Sums, Usage, UsageQuery};
+use std::time::Duration;
+use tokio_postgres::{Client, Config, NoTls};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Created on connect, under an advisory lock so that instances starting
+/// together do not race on `CREATE TABLE IF NOT EXISTS`.
+const SCHEMA: &str = "
+BEGIN;
+SELECT pg_advisory_xact_lock(7426318514);
+CREATE TABLE IF NOT EXISTS ledger_requests (
+    request_id        text NOT NULL,
+    time              timestamptz NOT NULL,
+    key_id            text NOT NULL,
+    family            text NOT NULL,
+    provider          text,
+    model             text,
+    upstream_protocol text,
+    upstream_host     text,
+    status            integer NOT NULL,
+    input_tokens      bigint,
+    output_tokens     bigint,
+    cached_tokens     bigint,
+    reasoning_tokens  bigint,
+    cost_usd          double precision,
+    latency_ms        double precision NOT NULL,
+    ttft_ms           double precision
+);
+CREATE INDEX IF NOT EXISTS ledger_requests_time ON ledger_requests (time);
+CREATE TABLE IF NOT EXISTS ledger_daily (
+    day              date NOT NULL,
+    key_id           text NOT NULL,
+    provider         text NOT NULL,
+    model            text NOT NULL,
+    requests         bigint NOT NULL,
+    errors           bigint NOT NULL,
+    input_tokens     bigint NOT NULL,
+    output_tokens    bigint NOT NULL,
+    cached_tokens    bigint NOT NULL,
+    reasoning_tokens bigint NOT NULL,
+    cost_usd         double precision NOT NULL,
+    PRIMARY KEY (day, key_id, provider, model)
+);
+COMMIT;
+";
+
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms)
+SELECT r, to_timestamp(t / 1000.0), k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt
+FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int4[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::float8[], $15::float8[], $16::float8[])
+    AS u(r, t, k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt)";
+
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd)
+SELECT d::date, k, p, m, n, e, it, ot, ct, rt, c
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::float8[])
+    AS u(d, k, p, m, n, e, it, ot, ct, rt, c)
+ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
+    requests = ledger_daily.requests + EXCLUDED.requests,
+    errors = ledger_daily.errors + EXCLUDED.errors,
+    input_tokens = ledger_daily.input_tokens + EXCLUDED.input_tokens,
+    output_tokens = ledger_daily.output_tokens + EXCLUDED.output_tokens,
+    cached_tokens = ledger_daily.cached_tokens + EXCLUDED.cached_tokens,
+    reasoning_tokens = ledger_daily.reasoning_tokens + EXCLUDED.reasoning_tokens,
+    cost_usd = ledger_daily.cost_usd + EXCLUDED.cost_usd";
+
+/// `host:port/dbname` of a configuration, for logs (never the password).
+fn describe(config: &Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}/{}", config.get_dbname().unwrap_or(""))
+}
+
+/// Parses `--database`: a `postgres://` or `postgresql://` URL (or libpq's
+/// key=value form), refused at start when it does not parse.
+pub fn parse_url(url: &str) -> Result<Config, String> {
+    url.parse::<Config>()
+        .map_err(|e| format!("--database: not a PostgreSQL connection string: {e}"))
+}
+
+async fn connect(config: &Config) -> Result<Client, String> {
+    let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls))
+        .await
+        .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            log::debug!("ledger: postgres connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// The writer's side: a runtime of its own and a connection opened on demand.
+pub struct Postgres {
+    config: Config,
+    rt: tokio::runtime::Runtime,
+    client: Option<Client>,
+}
+
+impl Postgres {
+    /// Checks the URL and prepares the runtime; connects on the first write.
+    pub fn new(url: &str) -> Result<Postgres, String> {
+        let config = parse_url(url)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("ledger runtime: {e}"))?;
+        Ok(Postgres {
+            config,
+            rt,
+            client: None,
+        })
+    }
+
+    async fn write_batch(
+        config: &Config,
+        slot: &mut Option<Client>,
+        rows: &[Row],
+    ) -> Result<(), String> {
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            let client = connect(config).await?;
+            client
+                .batch_execute(SCHEMA)
+                .await
+                .map_err(|e| format!("creating the ledger tables: {e}"))?;
+            *slot = Some(client);
+        }
+        let Some(client) = slot.as_mut() else {
+            return Err("no connection".into());
+        };
+        let col = |f: fn(&Row) -> Option<i64>| rows.iter().map(f).collect::<Vec<_>>();
+        let ids: Vec<&str> = rows.iter().map(|r| r.request_id.as_str()).collect();
+        let times: Vec<i64> = rows.iter().map(|r| r.time_ms).collect();
+        let keys: Vec<&str> = rows.iter().map(|r| r.key_id.as_str()).collect();
+        let families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+        let providers: Vec<Option<&str>> = rows.iter().map(|r| r.provider.as_deref()).collect();
+        let models: Vec<Option<&str>> = rows.iter().map(|r| r.model.as_deref()).collect();
+        let protocols: Vec<Option<&str>> = rows.iter().map(|r| r.upstream_protocol).collect();
+        let hosts: Vec<Option<&str>> = rows.iter().map(|r| r.upstream_host.as_deref()).collect();
+        let statuses: Vec<i32> = rows.iter().map(|r| i32::from(r.status)).collect();
+        let input = col(|r| sql_int(r.input_tokens));
+        let output = col(|r| sql_int(r.output_tokens));
+        let cached = col(|r| sql_int(r.cached_tokens));
+        let reasoning = col(|r| sql_int(r.reasoning_tokens));
+        let costs: Vec<Option<f64>> = rows.iter().map(|r| r.cost_usd).collect();
+        let latencies: Vec<f64> = rows.iter().map(|r| r.latency_ms).collect();
+        let ttfts: Vec<Option<f64>> = rows.iter().map(|r| r.ttft_ms).collect();
+
+        let sums = super::ledger::rollup(rows);
+        let mut d = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::<Sums>::new(),
+        );
+        for ((day, key, provider, model), s) in sums {
+            d.0.push(day);
+            d.1.push(key);
+            d.2.push(provider);
+            d.3.push(model);
+            d.4.push(s);
+        }
+        let sum = |f: fn(&Sums) -> i64| d.4.iter().map(f).collect::<Vec<i64>>();
+        let (n, e, it, ot, ct, rt) = (
+            sum(|s| s.requests),
+            sum(|s| s.errors),
+            sum(|s| s.input_tokens),
+            sum(|s| s.output_tokens),
+            sum(|s| s.cached_tokens),
+            sum(|s| s.reasoning_tokens),
+        );
+        let c: Vec<f64> = d.4.iter().map(|s| s.cost_usd).collect();
+
+        let tx = client.transaction().await.map_err(|e| e.to_string())?;
+        tx.execute(
+            INSERT,
+            &[
+                &ids, &times, &keys, &families, &providers, &models, &protocols, &hosts, &statuses,
+                &input, &output, &cached, &reasoning, &costs, &latencies, &ttfts,
+            ],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        tx.execute(
+            UPSERT,
+            &[&d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        tx.commit().await.map_err(|e| e.to_string())
+    }
+}
+
+impl Backend for Postgres {
+    fn write(&mut self, rows: &[Row]) -> Result<(), String> {
+        let Postgres { config, rt, client } = self;
+        let r = rt.block_on(async {
+            tokio::time::timeout(WRITE_TIMEOUT, Postgres::write_batch(config, client, rows))
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {WRITE_TIMEOUT:?}")))
+        });
+        if r.is_err() {
+            // Start afresh next time: the connection may be half dead.
+            *client = None;
+        }
+        r
+    }
+
+    fn purge(&mut self, before_ms: i64) -> Result<u64, String> {
+        let Postgres { rt, client, .. } = self;
+        rt.block_on(async {
+            if client.as_ref().is_none_or(Client::is_closed) {
+                // The next write connects; a purge waits for it.
+                return Err("not connected yet".to_string());
+            }
+            let Some(c) = client.as_ref() else {
+                return Err("no connection".into());
+            };
+            tokio::time::timeout(
+                QUERY_TIMEOUT,
+                c.execute(
+                    "DELETE FROM ledger_requests WHERE time < to_timestamp($1::int8 / 1000.0)",
+                    &[&before_ms],
+                ),
+            )
+            .await
+            .map_err(|_| "retention purge timed out".to_string())?
+            .map_err(|e| e.to_string())
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("postgres {}", describe(&self.config))
+    }
+}
+
+/// The SQL of a usage query (`$1` key, `$2` model, `$3`/`$4` bounds).
+fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
+    let group_col = match (q.group_by, rollups) {
+        (Some(GroupBy::Key), _) => Some("key_id"),
+        (Some(GroupBy::Model), true) => {
+            Some("CASE WHEN provider = '' THEN model ELSE provider || '/' || model END")
+        }
+        (Some(GroupBy::Model), false) => Some(
+            "CASE WHEN provider IS NULL THEN COALESCE(model, '') ELSE provider || '/' || COALESCE(model, '') END",
+        ),
+        (Some(GroupBy::Day), true) => Some("to_char(day, 'YYYY-MM-DD')"),
+        (Some(GroupBy::Day), false) => Some("to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),
+        (None, _) => None,
+    };
+    let (table, sums, time_filter) = if rollups {
+        (
+            "ledger_daily",
+            "SUM(requests)::int8, SUM(errors)::int8, SUM(input_tokens)::int8, SUM(output_tokens)::int8, SUM(cached_tokens)::int8, SUM(reasoning_tokens)::int8, COALESCE(SUM(cost_usd), 0)::float8",
+            "($3::text IS NULL OR day >= ($3::text)::date) AND ($4::text IS NULL OR day <= ($4::text)::date)",
+        )
+    } else {
+        (
+            "ledger_requests",
+            "COUNT(*)::int8, COUNT(*) FILTER (WHERE status >= 400)::int8, COALESCE(SUM(input_tokens), 0)::int8, COALESCE(SUM(output_tokens), 0)::int8, COALESCE(SUM(cached_tokens), 0)::int8, COALESCE(SUM(reasoning_tokens), 0)::int8, COALESCE(SUM(cost_usd), 0)::float8",
+            "($3::int8 IS NULL OR time >= to_timestamp($3::int8 / 1000.0)) AND ($4::int8 IS NULL OR time < to_timestamp($4::int8 / 1000.0))",
+        )
+    };
+    let filters = format!(
+        "($1::text IS NULL OR key_id = $1::text) AND ($2::text IS NULL OR model = $2::text OR provider || '/' || model = $2::text) AND {time_filter}"
+    );
+    match group_col {
+        Some(g) => {
+            format!("SELECT {g} AS g, {sums} FROM {table} WHERE {filters} GROUP BY 1 ORDER BY 1")
+        }
+        None => format!("SELECT ''::text AS g, {sums} FROM {table} WHERE {filters}"),
+    }
+}
+
+/// Answers a usage query on a connection of its own (admin queries are rare).
+pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
+    let config = parse_url(url)?;
+    let client = connect(&config).await?;
+    let day_range = q.day_range();
+    let sql = usage_sql(q, day_range.is_some());
+    let query = async {
+        match &day_range {
+            Some((from, to)) => client.query(&sql, &[&q.key, &q.model, from, to]).await,
+            None => {
+                let (from, to) = (q.from.map(|b| b.start_ms()), q.to.map(|b| b.end_ms()));
+                client.query(&sql, &[&q.key, &q.model, &from, &to]).await
+            }
+        }
+    };
+    let rows = tokio::time::timeout(QUERY_TIMEOUT, query)
+        .await
+        .map_err(|_| format!("no answer within {QUERY_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string())?;
+    let mut groups = Vec::with_capacity(rows.len());
+    for r in rows {
+        let get = |i: usize| -> Result<i64, String> {
+            r.try_get::<_, Option<i64>>(i)
+                .map(Option::unwrap_or_default)
+                .map_err(|e| e.to_string())
+        };
+        let g = Group {
+            value: r
+                .try_get::<_, Option<String>>(0)
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default(),
+            sums: Sums {
+                requests: get(1)?,
+                errors: get(2)?,
+                input_tokens: get(3)?,
+                output_tokens: get(4)?,
+                cached_tokens: get(5)?,
+                reasoning_tokens: get(6)?,
+                cost_usd: r
+                    .try_get::<_, Option<f64>>(7)
+                    .map_err(|e| e.to_string())?
+                    .unwrap_or_default(),
+            },
+        };
+        if g.sums.requests > 0 {
+            groups.push(g);
+        }
+    }
+    Ok(Usage {
+        source: if day_range.is_some() {
+            "rollups"
+        } else {
+            "rows"
+        },
+        groups,
+    })
+}

@@ -1,0 +1,353 @@
+//! The usage ledger in an embedded SQLite file (`DIR/ledger.sqlite`): the
+//! writer's [`Backend`] and the admin API's queries.
+//!
+//! WAL journal, so the admin API reads (on their own read-only connection)
+//! while the writer writes, and `synchronous=NORMAL`: a power cut may lose
+//! the last transactions, never corrupt the file. A busy timeout lets two
+//! processes share the file (the old and new process of a zero-downtime
+//! upgrade).
+
+use super::ledger::{sql_int, Backend, Group, GroupBy, Row, Usage, UsageQuery};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS ledger_requests (
+    request_id        TEXT NOT NULL,
+    time_ms           INTEGER NOT NULL,
+    key_id            TEXT NOT NULL,
+    family            TEXT NOT NULL,
+    provider          TEXT,
+    model             TEXT,
+    upstream_protocol TEXT,
+    upstream_host     TEXT,
+    status            INTEGER NOT NULL,
+    input_tokens      INTEGER,
+    output_tokens     INTEGER,
+    cached_tokens     INTEGER,
+    reasoning_tokens  INTEGER,
+    cost_usd          REAL,
+    latency_ms        REAL NOT NULL,
+    ttft_ms           REAL
+);
+CREATE INDEX IF NOT EXISTS ledger_requests_time ON ledger_requests (time_ms);
+CREATE TABLE IF NOT EXISTS ledger_daily (
+    day              TEXT NOT NULL,
+    key_id           TEXT NOT NULL,
+    provider         TEXT NOT NULL,
+    model            TEXT NOT NULL,
+    requests         INTEGER NOT NULL,
+    errors           INTEGER NOT NULL,
+    input_tokens     INTEGER NOT NULL,
+    output_tokens    INTEGER NOT NULL,
+    cached_tokens    INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL,
+    cost_usd         REAL NOT NULL,
+    PRIMARY KEY (day, key_id, provider, model)
+) WITHOUT ROWID;
+";
+
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
+    requests = requests + excluded.requests,
+    errors = errors + excluded.errors,
+    input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    cached_tokens = cached_tokens + excluded.cached_tokens,
+    reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+    cost_usd = cost_usd + excluded.cost_usd";
+
+fn err(e: rusqlite::Error) -> String {
+    e.to_string()
+}
+
+/// The writer's connection to `ledger.sqlite`.
+pub struct Sqlite {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Sqlite {
+    /// Opens (creating when missing) the ledger file and its tables.
+    pub fn open(path: &Path) -> Result<Sqlite, String> {
+        let fail = |e: rusqlite::Error| format!("{}: {e}", path.display());
+        let conn = Connection::open(path).map_err(fail)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(fail)?;
+        // journal_mode answers with a row; read it rather than execute.
+        let _: Option<String> = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .optional()
+            .map_err(fail)?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL;")
+            .map_err(fail)?;
+        conn.execute_batch(SCHEMA).map_err(fail)?;
+        Ok(Sqlite {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Backend for Sqlite {
+    fn write(&mut self, rows: &[Row]) -> Result<(), String> {
+        let tx = self.conn.transaction().map_err(err)?;
+        {
+            let mut ins = tx.prepare_cached(INSERT).map_err(err)?;
+            for r in rows {
+                ins.execute(params![
+                    r.request_id,
+                    r.time_ms,
+                    r.key_id,
+                    r.family,
+                    r.provider,
+                    r.model,
+                    r.upstream_protocol,
+                    r.upstream_host,
+                    r.status,
+                    sql_int(r.input_tokens),
+                    sql_int(r.output_tokens),
+                    sql_int(r.cached_tokens),
+                    sql_int(r.reasoning_tokens),
+                    r.cost_usd,
+                    r.latency_ms,
+                    r.ttft_ms,
+                ])
+                .map_err(err)?;
+            }
+            let mut up = tx.prepare_cached(UPSERT).map_err(err)?;
+            for ((day, key, provider, model), s) in super::ledger::rollup(rows) {
+                up.execute(params![
+                    day,
+                    key,
+                    provider,
+                    model,
+                    s.requests,
+                    s.errors,
+                    s.input_tokens,
+                    s.output_tokens,
+                    s.cached_tokens,
+                    s.reasoning_tokens,
+                    s.cost_usd,
+                ])
+                .map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)
+    }
+
+    fn purge(&mut self, before_ms: i64) -> Result<u64, String> {
+        // In slices, so the write lock is never held long.
+        let mut total = 0u64;
+        loop {
+            let n = self
+                .conn
+                .execute(
+                    "DELETE FROM ledger_requests WHERE rowid IN (SELECT rowid FROM ledger_requests WHERE time_ms < ?1 LIMIT 5000)",
+                    params![before_ms],
+                )
+                .map_err(err)?;
+            total += n as u64;
+            if n < 5000 {
+                return Ok(total);
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite {}", self.path.display())
+    }
+}
+
+/// The SQL of a usage query: `SELECT group, sums FROM table WHERE filters GROUP BY group`.
+fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
+    let (table, group_col, sums, time_filter) = if rollups {
+        (
+            "ledger_daily",
+            match q.group_by {
+                Some(GroupBy::Key) => "key_id",
+                Some(GroupBy::Model) => "CASE WHEN provider = '' THEN model ELSE provider || '/' || model END",
+                Some(GroupBy::Day) => "day",
+                None => "''",
+            },
+            "SUM(requests), SUM(errors), SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens), SUM(reasoning_tokens), TOTAL(cost_usd)",
+            "(?3 IS NULL OR day >= ?3) AND (?4 IS NULL OR day <= ?4)",
+        )
+    } else {
+        (
+            "ledger_requests",
+            match q.group_by {
+                Some(GroupBy::Key) => "key_id",
+                Some(GroupBy::Model) => "CASE WHEN provider IS NULL THEN COALESCE(model, '') ELSE provider || '/' || COALESCE(model, '') END",
+                Some(GroupBy::Day) => "strftime('%Y-%m-%d', time_ms / 1000, 'unixepoch')",
+                None => "''",
+            },
+            "COUNT(*), SUM(status >= 400), TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cached_tokens), TOTAL(reasoning_tokens), TOTAL(cost_usd)",
+            "(?3 IS NULL OR time_ms >= ?3) AND (?4 IS NULL OR time_ms < ?4)",
+        )
+    };
+    let model_filter = "(?2 IS NULL OR model = ?2 OR provider || '/' || model = ?2)";
+    format!(
+        "SELECT {group_col} AS g, {sums} FROM {table} WHERE (?1 IS NULL OR key_id = ?1) AND {model_filter} AND {time_filter} GROUP BY g ORDER BY g"
+    )
+}
+
+/// Answers a usage query from `path` on a read-only connection.
+pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+    let day_range = q.day_range();
+    let mut stmt = conn
+        .prepare(&usage_sql(q, day_range.is_some()))
+        .map_err(err)?;
+    let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Group> {
+        // TOTAL() is a float; token sums are exact integers well below 2^53.
+        let int = |i: usize| -> rusqlite::Result<i64> {
+            Ok(match r.get_ref(i)? {
+                rusqlite::types::ValueRef::Integer(n) => n,
+                rusqlite::types::ValueRef::Real(f) => f as i64,
+                _ => 0,
+            })
+        };
+        Ok(Group {
+            value: r.get(0)?,
+            sums: super::ledger::Sums {
+                requests: int(1)?,
+                errors: int(2)?,
+                input_tokens: int(3)?,
+                output_tokens: int(4)?,
+                cached_tokens: int(5)?,
+                reasoning_tokens: int(6)?,
+                cost_usd: r.get(7)?,
+            },
+        })
+    };
+    let groups = match &day_range {
+        Some((from, to)) => stmt
+            .query_map(params![q.key, q.model, from, to], read)
+            .map_err(err)?
+            .collect::<Result<Vec<_>, _>>(),
+        None => stmt
+            .query_map(
+                params![
+                    q.key,
+                    q.model,
+                    q.from.map(|b| b.start_ms()),
+                    q.to.map(|b| b.end_ms())
+                ],
+                read,
+            )
+            .map_err(err)?
+            .collect::<Result<Vec<_>, _>>(),
+    }
+    .map_err(err)?;
+    Ok(Usage {
+        source: if day_range.is_some() {
+            "rollups"
+        } else {
+            "rows"
+        },
+        // A query without group_by over no rows has one all-null row: count 0.
+        groups: groups.into_iter().filter(|g| g.sums.requests > 0).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ledger::{Bound, Sums};
+
+    fn row(key: &str, provider: &str, model: &str, time_ms: i64, input: u64) -> Row {
+        Row {
+            request_id: format!("r{time_ms}"),
+            time_ms,
+            key_id: key.into(),
+            family: "openai",
+            provider: Some(provider.into()),
+            model: Some(model.into()),
+            upstream_protocol: Some("openai"),
+            upstream_host: Some("127.0.0.1:1".into()),
+            status: 200,
+            input_tokens: Some(input),
+            output_tokens: Some(1),
+            cached_tokens: None,
+            reasoning_tokens: None,
+            cost_usd: Some(0.25),
+            latency_ms: 3.0,
+            ttft_ms: Some(1.0),
+        }
+    }
+
+    #[test]
+    fn writes_rollups_and_answers_from_both() {
+        let dir = std::env::temp_dir().join(format!("sb-ledger-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.sqlite");
+        let mut db = Sqlite::open(&path).unwrap();
+        let day = 86_400_000;
+        db.write(&[
+            row("a", "openai", "gpt-5", 10, 3),
+            row("a", "openai", "gpt-5", day + 10, 4),
+        ])
+        .unwrap();
+        db.write(&[row("b", "google", "gemini", day + 20, 5)])
+            .unwrap();
+        let q = UsageQuery {
+            group_by: Some(GroupBy::Day),
+            ..UsageQuery::default()
+        };
+        let u = usage(&path, &q).unwrap();
+        assert_eq!(u.source, "rollups");
+        let days: Vec<_> = u
+            .groups
+            .iter()
+            .map(|g| (g.value.as_str(), g.sums.requests, g.sums.input_tokens))
+            .collect();
+        assert_eq!(days, [("1970-01-01", 1, 3), ("1970-01-02", 2, 9)]);
+        // The same from the rows (an instant bound), with a model filter.
+        let q = UsageQuery {
+            group_by: Some(GroupBy::Key),
+            model: Some("openai/gpt-5".into()),
+            from: Bound::parse("1970-01-01T00:00:00Z"),
+            ..UsageQuery::default()
+        };
+        let u = usage(&path, &q).unwrap();
+        assert_eq!(u.source, "rows");
+        assert_eq!(u.groups.len(), 1);
+        assert_eq!(
+            u.groups[0].sums,
+            Sums {
+                requests: 2,
+                errors: 0,
+                input_tokens: 7,
+                output_tokens: 2,
+                cached_tokens: 0,
+                reasoning_tokens: 0,
+                cost_usd: 0.5
+            }
+        );
+        // Retention deletes rows, never rollups.
+        assert_eq!(db.purge(day).unwrap(), 1);
+        let all = usage(&path, &UsageQuery::default()).unwrap();
+        assert_eq!(all.groups[0].sums.requests, 3);
+        let q = UsageQuery {
+            from: Bound::parse("1970-01-01T00:00:00Z"),
+            ..UsageQuery::default()
+        };
+        assert_eq!(usage(&path, &q).unwrap().groups[0].sums.requests, 2);
+        // Nothing matches: no groups.
+        let q = UsageQuery {
+            key: Some("nobody".into()),
+            ..UsageQuery::default()
+        };
+        assert!(usage(&path, &q).unwrap().groups.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,5 @@
+//! State kept beyond one request.
+
+pub mod ledger;
+pub mod ledger_pg;
+pub mod ledger_sqlite;
