@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchboard::proxy::{Gateway, Settings};
 use switchboard::runtime::{ConfigPaths, Runtime, Snapshot};
+use switchboard::state::limits::{FailMode, Limits, LimitsConfig};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -17,7 +18,8 @@ switchboard: a multi-protocol LLM gateway
 USAGE:
   switchboard [--catalog PATH] [--keys PATH] [--listen ADDR] [--metrics ADDR]
               [-c PINGORA_YAML] [--max-body-bytes N] [--connect-timeout-ms N]
-              [--read-timeout-ms N] [--check] [-d] [-u] [-t]
+              [--read-timeout-ms N] [--data DIR] [--redis URL] [--redis-fail open|closed]
+              [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -30,6 +32,12 @@ OPTIONS (environment variable in brackets):
   --connect-timeout-ms N  upstream connect timeout [SWITCHBOARD_CONNECT_TIMEOUT_MS] (10000)
   --read-timeout-ms N     upstream read timeout [SWITCHBOARD_READ_TIMEOUT_MS] (300000)
   --token-workers N       token counts run at once; more wait [SWITCHBOARD_TOKEN_WORKERS] (half the cores, at least 1)
+  --data DIR              data directory: budget spend (limits.sqlite) [SWITCHBOARD_DATA] (data/)
+  --redis URL             fleet mode: rpm / tpm windows and budgets in Redis, redis://host:port[/db]
+                          [SWITCHBOARD_REDIS] (none: embedded, one instance)
+  --redis-prefix P        prefix of every Redis key [SWITCHBOARD_REDIS_PREFIX] (switchboard:)
+  --redis-fail MODE       Redis unreachable: open admits unchecked, closed refuses with 503
+                          [SWITCHBOARD_REDIS_FAIL] (open)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -44,6 +52,10 @@ struct Args {
     listen: String,
     metrics: String,
     conf: Option<String>,
+    data: String,
+    redis: Option<String>,
+    redis_prefix: String,
+    redis_fail: String,
     check: bool,
     daemon: bool,
     upgrade: bool,
@@ -70,6 +82,12 @@ fn parse_args() -> Result<Args, String> {
         listen: env_or("SWITCHBOARD_LISTEN", "127.0.0.1:8080"),
         metrics: env_or("SWITCHBOARD_METRICS", "127.0.0.1:9091"),
         conf: None,
+        data: env_or("SWITCHBOARD_DATA", "data"),
+        redis: std::env::var("SWITCHBOARD_REDIS")
+            .ok()
+            .filter(|v| !v.is_empty()),
+        redis_prefix: env_or("SWITCHBOARD_REDIS_PREFIX", "switchboard:"),
+        redis_fail: env_or("SWITCHBOARD_REDIS_FAIL", "open"),
         check: false,
         daemon: false,
         upgrade: false,
@@ -105,6 +123,10 @@ fn parse_args() -> Result<Args, String> {
             "--listen" => a.listen = value(&mut it)?,
             "--metrics" => a.metrics = value(&mut it)?,
             "-c" | "--conf" => a.conf = Some(value(&mut it)?),
+            "--data" => a.data = value(&mut it)?,
+            "--redis" => a.redis = Some(value(&mut it)?).filter(|v| !v.is_empty()),
+            "--redis-prefix" => a.redis_prefix = value(&mut it)?,
+            "--redis-fail" => a.redis_fail = value(&mut it)?,
             "--max-body-bytes"
             | "--connect-timeout-ms"
             | "--read-timeout-ms"
@@ -141,6 +163,12 @@ fn parse_args() -> Result<Args, String> {
             }
             _ => settings.read_timeout = Duration::from_millis(n),
         }
+    }
+    if !matches!(a.redis_fail.as_str(), "open" | "closed") {
+        return Err(format!(
+            "--redis-fail: expected open or closed, got {:?}",
+            a.redis_fail
+        ));
     }
     a.settings = settings;
     Ok(a)
@@ -225,7 +253,24 @@ fn main() {
     if let Err(e) = switchboard::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
-    let gateway = Gateway::new(rt.clone(), args.settings);
+    let mut gateway = Gateway::new(rt.clone(), args.settings);
+    let limits_cfg = LimitsConfig {
+        data_dir: Some(args.data.clone().into()),
+        redis: args.redis.clone(),
+        redis_prefix: args.redis_prefix.clone(),
+        fail: if args.redis_fail == "closed" {
+            FailMode::Closed
+        } else {
+            FailMode::Open
+        },
+    };
+    match Limits::open(&limits_cfg, gateway.metrics.clone()) {
+        Ok(l) => gateway.limits = Arc::new(l),
+        Err(e) => {
+            eprintln!("switchboard: cannot open the limits store: {e}");
+            std::process::exit(1);
+        }
+    }
     let metrics_app = switchboard::metrics::MetricsApp {
         metrics: gateway.metrics.clone(),
         rt,
@@ -240,11 +285,19 @@ fn main() {
     service.add_tcp(&args.listen);
     server.add_service(service);
     log::info!(
-        "switchboard listening on {} (catalog {}, keys {}, metrics {})",
+        "switchboard listening on {} (catalog {}, keys {}, metrics {}, limits {})",
         args.listen,
         args.catalog,
         args.keys,
-        args.metrics
+        args.metrics,
+        match &args.redis {
+            Some(url) => format!(
+                "in Redis {}, failing {}",
+                url.rsplit_once('@').map_or(url.as_str(), |(_, host)| host),
+                args.redis_fail
+            ),
+            None => format!("embedded, spend in {}/limits.sqlite", args.data),
+        }
     );
     server.run_forever();
 }

@@ -35,6 +35,11 @@ pub struct RequestCtx {
     pub ttft: Option<Duration>,
     /// What the gateway changed in the request (CONTRACT 5.1).
     pub adjusted: crate::adjust::Adjustments,
+    /// What is left of the key's budget (nano-USD), when it has one: the
+    /// `x-switchboard-budget-remaining` header.
+    pub budget_remaining: Option<i64>,
+    /// The client went away before the response was complete.
+    pub client_gone: bool,
 }
 
 impl RequestCtx {
@@ -59,6 +64,8 @@ impl RequestCtx {
             error: None,
             ttft: None,
             adjusted: crate::adjust::Adjustments::default(),
+            budget_remaining: None,
+            client_gone: false,
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct Gateway {
     pub upstream: upstream::UpstreamClient,
     /// Slots for token counting (bounded, cancellable).
     pub tokens: tokenize::TokenGate,
+    /// Per-key rpm / tpm windows and budgets (CONTRACT 8); in memory until
+    /// the binary opens the configured backend.
+    pub limits: Arc<crate::state::limits::Limits>,
 }
 
 impl Gateway {
@@ -78,6 +81,7 @@ impl Gateway {
             rt,
             metrics: Arc::new(Metrics::default()),
             tokens: tokenize::TokenGate::new(settings.token_workers),
+            limits: Arc::new(crate::state::limits::Limits::in_memory()),
             settings,
             upstream,
         }
@@ -124,12 +128,7 @@ impl Gateway {
                 }
             }
             _ => {
-                let key = match auth::authenticate(
-                    r.family,
-                    session.req_header(),
-                    &snap.keys,
-                    &self.rt.limiter,
-                ) {
+                let key = match auth::authenticate(r.family, session.req_header(), &snap.keys) {
                     Ok(k) => k.clone(),
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };
