@@ -24,12 +24,14 @@
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
 //! - [`policy`]: adapt or refuse what a model cannot take (CONTRACT 5.1): the plan and its report.
+//! - [`admin_keys`]: `GET /admin/keys/{id}`: a key's limits and their live use.
 //! - [`state`]: per-key rpm / tpm windows and budgets (reserve, then settle), embedded or in Redis.
 //! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod adjust;
+pub mod admin_keys;
 pub mod config;
 pub mod error;
 pub mod family;

@@ -23,12 +23,17 @@ use common::http_client::{self, parse_sse, Request, Response};
 use common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchboard::config::{BudgetPeriod, KeyStore};
+use switchboard::metrics::Metrics;
+use switchboard::state::limits::{period_at, FailMode, Limits, LimitsConfig};
 
 const BUDGET_KEY: &str = "sk-budget";
 const RPM_KEY: &str = "sk-rpm-limits";
 const TPM_KEY: &str = "sk-tpm";
 const LOAD_KEY: &str = "sk-load";
+const DAILY_KEY: &str = "sk-daily";
 /// 0.001 USD per completion token, in nano-USD.
 const TOKEN_NANOS: i64 = 1_000_000;
 const REDIS: &str = "redis://127.0.0.1:6379";
@@ -50,6 +55,7 @@ fn limits_keys(budget_usd: &str) -> Value {
         json!({"id": "rpm-limited", "key": RPM_KEY, "rpm": 2}),
         json!({"id": "tpm-limited", "key": TPM_KEY, "tpm": 300}),
         json!({"id": "load", "key": LOAD_KEY, "rpm": 100000, "budget": {"usd": "100", "period": "month"}}),
+        json!({"id": "daily", "key": DAILY_KEY, "tpm": 100000, "budget": {"usd": "1", "period": "day"}}),
     ]);
     k
 }
@@ -502,6 +508,42 @@ async fn two_instances_on_one_redis_enforce_one_budget_exactly() {
         assert_error(p, &r, 429);
         assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.00"));
     }
+    // The state the admin route shows, read through the library.
+    let limits = Limits::open(
+        &LimitsConfig {
+            data_dir: None,
+            redis: Some(REDIS.into()),
+            redis_prefix: ns.prefix.clone(),
+            fail: FailMode::Closed,
+        },
+        Arc::new(Metrics::default()),
+    )
+    .unwrap();
+    let keys = KeyStore::from_str("keys.json", &limits_keys("0.08").to_string()).unwrap();
+    let st = limits.state(keys.by_id("budgeted").unwrap()).await.unwrap();
+    let bs = st.budget.unwrap();
+    assert_eq!((bs.spent, bs.reserved, bs.remaining()), (spent, 0, 0));
+    assert_eq!(bs.period.id, "total");
+    // Day and month periods: Redis (Lua, on its own clock) names them as the
+    // gateway does.
+    for (key, id, kind) in [
+        (DAILY_KEY, "daily", BudgetPeriod::Day),
+        (LOAD_KEY, "load", BudgetPeriod::Month),
+    ] {
+        let (_, req) = metered(0, key);
+        let r = a.send(&req).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let period = period_at(kind, unix_now() as i64).id;
+        assert_eq!(ns.get(id, &format!("spent:{period}")).await, 8_000_000);
+        let st = limits.state(keys.by_id(id).unwrap()).await.unwrap();
+        assert_eq!(st.budget.unwrap().spent, 8_000_000);
+    }
+    let st = limits.state(keys.by_id("daily").unwrap()).await.unwrap();
+    assert_eq!(st.tpm.map(|(l, _)| l), Some(100_000));
+    assert!(
+        st.tpm.unwrap().1 > 8,
+        "the settled tokens are in the window"
+    );
     ns.cleanup().await;
 }
 

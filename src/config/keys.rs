@@ -261,6 +261,11 @@ impl KeyStore {
         found
     }
 
+    /// The key named `id` (its `id`, not its secret): admin lookups.
+    pub fn by_id(&self, id: &str) -> Option<&ApiKey> {
+        self.keys.iter().find(|k| k.id == id)
+    }
+
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.keys.len()
