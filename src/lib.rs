@@ -1,8 +1,8 @@
 //! Switchboard: a multi-protocol LLM gateway on Pingora.
 //!
-//! One base address speaks three client protocols (OpenAI chat-completions under
-//! `/v1`, Anthropic Messages under `/anthropic/v1`, Gemini generateContent under
-//! `/google/v1beta`), serves model listings from a hot-reloadable catalog and
+//! One base address speaks four client protocols (OpenAI chat-completions and
+//! the OpenAI Responses API under `/v1`, Anthropic Messages under
+//! `/anthropic/v1`, Gemini generateContent under `/google/v1beta`), serves model listings from a hot-reloadable catalog and
 //! forwards inference to upstream providers, translating between protocols.
 //!
 //! Module map (one responsibility each):
@@ -24,14 +24,18 @@
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
 //! - [`policy`]: adapt or refuse what a model cannot take (CONTRACT 5.1): the plan and its report.
-//! - [`state`]: the usage ledger (embedded SQLite or PostgreSQL), written off the request path.
+//! - [`state`]: state beyond one request: the usage ledger (embedded SQLite or PostgreSQL,
+//!   written off the request path), per-key rpm / tpm windows and budgets (reserve, then
+//!   settle; embedded or in Redis), stored responses.
 //! - [`admin`]: the admin API (`/admin/*` on the metrics listener, behind `--admin-key`).
+//! - [`admin_keys`]: `GET /admin/keys/{id}`: a key's limits and their live use.
 //! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod adjust;
 pub mod admin;
+pub mod admin_keys;
 pub mod config;
 pub mod error;
 pub mod family;

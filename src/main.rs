@@ -8,6 +8,7 @@ use std::time::Duration;
 use switchboard::proxy::{Gateway, Settings};
 use switchboard::runtime::{ConfigPaths, Runtime, Snapshot};
 use switchboard::state::ledger::{self, LedgerSettings};
+use switchboard::state::limits::{FailMode, Limits, LimitsConfig};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -20,7 +21,8 @@ USAGE:
               [-c PINGORA_YAML] [--max-body-bytes N] [--connect-timeout-ms N]
               [--read-timeout-ms N] [--data DIR] [--database URL] [--admin-key KEY]
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
-              [--ledger-flush-ms N] [--check] [-d] [-u] [-t]
+              [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
+              [--redis-fail open|closed] [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -33,7 +35,8 @@ OPTIONS (environment variable in brackets):
   --connect-timeout-ms N  upstream connect timeout [SWITCHBOARD_CONNECT_TIMEOUT_MS] (10000)
   --read-timeout-ms N     upstream read timeout [SWITCHBOARD_READ_TIMEOUT_MS] (300000)
   --token-workers N       token counts run at once; more wait [SWITCHBOARD_TOKEN_WORKERS] (half the cores, at least 1)
-  --data DIR              data directory: the usage ledger (DIR/ledger.sqlite) [SWITCHBOARD_DATA] (data/)
+  --data DIR              data directory: the usage ledger (DIR/ledger.sqlite), budget spend
+                          (DIR/limits.sqlite) [SWITCHBOARD_DATA] (data/)
   --database URL          write the usage ledger to PostgreSQL instead, postgres://user@host:port/db
                           [SWITCHBOARD_DATABASE] (none: the embedded file)
   --admin-key KEY         turns the admin API on (/admin/* on the metrics listener, Bearer KEY)
@@ -44,6 +47,11 @@ OPTIONS (environment variable in brackets):
                           [SWITCHBOARD_LEDGER_QUEUE] (10000)
   --ledger-batch N        ledger rows written per transaction, at most [SWITCHBOARD_LEDGER_BATCH] (256)
   --ledger-flush-ms N     the longest a ledger row waits for its batch to fill [SWITCHBOARD_LEDGER_FLUSH_MS] (200)
+  --redis URL             fleet mode: rpm / tpm windows and budgets in Redis, redis://host:port[/db]
+                          [SWITCHBOARD_REDIS] (none: embedded, one instance)
+  --redis-prefix P        prefix of every Redis key [SWITCHBOARD_REDIS_PREFIX] (switchboard:)
+  --redis-fail MODE       Redis unreachable: open admits unchecked, closed refuses with 503
+                          [SWITCHBOARD_REDIS_FAIL] (open)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -58,12 +66,15 @@ struct Args {
     listen: String,
     metrics: String,
     conf: Option<String>,
+    data: String,
+    redis: Option<String>,
+    redis_prefix: String,
+    redis_fail: String,
     check: bool,
     daemon: bool,
     upgrade: bool,
     test: bool,
     settings: Settings,
-    data: String,
     database: Option<String>,
     admin_key: Option<String>,
     ledger: LedgerSettings,
@@ -88,12 +99,17 @@ fn parse_args() -> Result<Args, String> {
         listen: env_or("SWITCHBOARD_LISTEN", "127.0.0.1:8080"),
         metrics: env_or("SWITCHBOARD_METRICS", "127.0.0.1:9091"),
         conf: None,
+        data: env_or("SWITCHBOARD_DATA", "data"),
+        redis: std::env::var("SWITCHBOARD_REDIS")
+            .ok()
+            .filter(|v| !v.is_empty()),
+        redis_prefix: env_or("SWITCHBOARD_REDIS_PREFIX", "switchboard:"),
+        redis_fail: env_or("SWITCHBOARD_REDIS_FAIL", "open"),
         check: false,
         daemon: false,
         upgrade: false,
         test: false,
         settings: Settings::default(),
-        data: env_or("SWITCHBOARD_DATA", "data"),
         database: std::env::var("SWITCHBOARD_DATABASE")
             .ok()
             .filter(|v| !v.is_empty()),
@@ -141,6 +157,9 @@ fn parse_args() -> Result<Args, String> {
             "--data" => a.data = value(&mut it)?,
             "--database" => a.database = Some(value(&mut it)?).filter(|v| !v.is_empty()),
             "--admin-key" => a.admin_key = Some(value(&mut it)?).filter(|v| !v.is_empty()),
+            "--redis" => a.redis = Some(value(&mut it)?).filter(|v| !v.is_empty()),
+            "--redis-prefix" => a.redis_prefix = value(&mut it)?,
+            "--redis-fail" => a.redis_fail = value(&mut it)?,
             "--max-body-bytes"
             | "--connect-timeout-ms"
             | "--read-timeout-ms"
@@ -192,6 +211,12 @@ fn parse_args() -> Result<Args, String> {
             "--ledger-flush-ms" => a.ledger.flush_every = Duration::from_millis(n),
             _ => settings.read_timeout = Duration::from_millis(n),
         }
+    }
+    if !matches!(a.redis_fail.as_str(), "open" | "closed") {
+        return Err(format!(
+            "--redis-fail: expected open or closed, got {:?}",
+            a.redis_fail
+        ));
     }
     a.settings = settings;
     Ok(a)
@@ -294,6 +319,23 @@ fn main() {
         "usage ledger",
         ledger::LedgerService(usage_ledger.clone()),
     ));
+    let limits_cfg = LimitsConfig {
+        data_dir: Some(args.data.clone().into()),
+        redis: args.redis.clone(),
+        redis_prefix: args.redis_prefix.clone(),
+        fail: if args.redis_fail == "closed" {
+            FailMode::Closed
+        } else {
+            FailMode::Open
+        },
+    };
+    match Limits::open(&limits_cfg, gateway.metrics.clone()) {
+        Ok(l) => gateway.limits = Arc::new(l),
+        Err(e) => {
+            eprintln!("switchboard: cannot open the limits store: {e}");
+            std::process::exit(1);
+        }
+    }
     let metrics_app = switchboard::metrics::MetricsApp {
         metrics: gateway.metrics.clone(),
         rt,
@@ -312,7 +354,7 @@ fn main() {
     service.add_tcp(&args.listen);
     server.add_service(service);
     log::info!(
-        "switchboard listening on {} (catalog {}, keys {}, metrics {}, admin API {})",
+        "switchboard listening on {} (catalog {}, keys {}, metrics {}, admin API {}, limits {})",
         args.listen,
         args.catalog,
         args.keys,
@@ -321,6 +363,14 @@ fn main() {
             "on"
         } else {
             "off"
+        },
+        match &args.redis {
+            Some(url) => format!(
+                "in Redis {}, failing {}",
+                url.rsplit_once('@').map_or(url.as_str(), |(_, host)| host),
+                args.redis_fail
+            ),
+            None => format!("embedded, spend in {}/limits.sqlite", args.data),
         }
     );
     // `run` returns once Pingora has shut down (SIGTERM: after the grace

@@ -97,6 +97,8 @@ pub struct Metrics {
     token_counts_cancelled: AtomicU64,
     /// The usage ledger's rows written, dropped and pending.
     pub ledger: crate::state::ledger::LedgerCounters,
+    /// Failed calls to the limits' Redis, by `--redis-fail` mode (open, closed).
+    limits_redis_failures: [AtomicU64; 2],
 }
 
 /// Decrements the active-streams gauge when dropped.
@@ -182,6 +184,12 @@ impl Metrics {
             .fetch_add(waiting, Ordering::Relaxed);
         self.token_counts_running
             .fetch_add(running, Ordering::Relaxed);
+    }
+
+    /// Counts a failed call to the limits' Redis under `--redis-fail` `mode`.
+    pub fn limits_redis_failure(&self, mode: &str) {
+        let i = usize::from(mode == "closed");
+        self.limits_redis_failures[i].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a token count abandoned because its client went away.
@@ -307,6 +315,12 @@ impl Metrics {
             self.token_counts_cancelled.load(Ordering::Relaxed)
         );
         self.ledger.render(&mut out);
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_limits_redis_failures_total Calls to the limits' Redis that failed, by --redis-fail mode (open: admitted unchecked, closed: refused).\n# TYPE switchboard_limits_redis_failures_total counter\nswitchboard_limits_redis_failures_total{{mode=\"open\"}} {}\nswitchboard_limits_redis_failures_total{{mode=\"closed\"}} {}",
+            self.limits_redis_failures[0].load(Ordering::Relaxed),
+            self.limits_redis_failures[1].load(Ordering::Relaxed)
+        );
         let _ = writeln!(
             out,
             "# HELP switchboard_catalog_reloads_total Successful configuration reloads.\n# TYPE switchboard_catalog_reloads_total counter\nswitchboard_catalog_reloads_total {}",

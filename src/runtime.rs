@@ -9,8 +9,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
 /// One family's listings, rendered once per snapshot.
 #[derive(Debug, Default)]
@@ -129,37 +128,6 @@ fn render(cat: &Catalog, family: Family) -> Listings {
     out
 }
 
-/// Per-key requests-per-minute counters; they live outside snapshots so a reload
-/// does not reset them.
-#[derive(Debug, Default)]
-pub struct RateLimiter {
-    windows: Mutex<HashMap<String, (u64, u32)>>,
-}
-
-impl RateLimiter {
-    /// Counts one request for `key_id`; `Err(seconds until the window resets)` when over `rpm`.
-    pub fn check(&self, key_id: &str, rpm: u32) -> Result<(), u64> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let window = now / 60;
-        let mut map = match self.windows.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let entry = map.entry(key_id.to_string()).or_insert((window, 0));
-        if entry.0 != window {
-            *entry = (window, 0);
-        }
-        if entry.1 >= rpm {
-            return Err(60 - now % 60);
-        }
-        entry.1 += 1;
-        Ok(())
-    }
-}
-
 /// Paths of the files a snapshot is loaded from.
 #[derive(Debug, Clone)]
 pub struct ConfigPaths {
@@ -172,7 +140,6 @@ pub struct ConfigPaths {
 pub struct Runtime {
     snapshot: ArcSwap<Snapshot>,
     pub paths: ConfigPaths,
-    pub limiter: RateLimiter,
     /// Successful reloads since start.
     pub reloads: AtomicU64,
     /// Failed reload attempts since start.
@@ -185,7 +152,6 @@ impl Runtime {
         Runtime {
             snapshot: ArcSwap::from_pointee(snapshot),
             paths,
-            limiter: RateLimiter::default(),
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
         }

@@ -11,10 +11,22 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need_apt+=(ca-certificates)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# The fleet-mode limits tests (tests/limits.rs) use a Redis on 127.0.0.1:6379,
+# each under a key prefix of its own: start one when none answers.
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  echo "starting redis-server on 127.0.0.1:6379"
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no >/dev/null
+  for _ in $(seq 50); do
+    redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
 fi
 
 echo "== Rust suite (cargo test)"

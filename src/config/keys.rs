@@ -50,8 +50,12 @@ pub struct ApiKey {
     digest: [u8; 32],
     /// Models this key may call; `None` means all.
     pub models: Option<Vec<ModelPattern>>,
-    /// Requests per minute; `None` means unlimited.
+    /// Requests per sliding minute; `None` means unlimited.
     pub rpm: Option<u32>,
+    /// Tokens (input plus output) per sliding minute; `None` means unlimited.
+    pub tpm: Option<u64>,
+    /// A spending cap per period; `None` means unlimited.
+    pub budget: Option<Budget>,
     /// Overrides the catalog's policy (CONTRACT 5.1) for this key's requests.
     pub policy: Option<Policy>,
 }
@@ -65,11 +69,105 @@ impl ApiKey {
     }
 }
 
+/// How often a budget starts afresh (calendar boundaries in UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetPeriod {
+    Day,
+    Month,
+    /// Never: the budget is for the key's whole life.
+    Total,
+}
+
+impl BudgetPeriod {
+    /// The name used in keys.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetPeriod::Day => "day",
+            BudgetPeriod::Month => "month",
+            BudgetPeriod::Total => "total",
+        }
+    }
+}
+
+/// A key's spending cap: `{"usd": "50.00", "period": "day" | "month" | "total"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    /// The cap in nano-USD (1e-9 USD), exact.
+    pub nanos: i64,
+    pub period: BudgetPeriod,
+}
+
+/// The largest budget accepted (USD): amounts stay exact integers of nano-USD
+/// in Redis' Lua numbers (doubles, exact below 2^53).
+pub const MAX_BUDGET_USD: i64 = 9_000_000;
+
+/// Parses a non-negative decimal USD amount (`"50"`, `"0.25"`, at most nine
+/// fractional digits) into nano-USD.
+pub fn parse_usd_nanos(s: &str) -> Result<i64, String> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !digits(int) || !digits(frac) || (s.contains('.') && frac.is_empty()) {
+        return Err(format!("{s:?} is not a decimal amount such as \"50.00\""));
+    }
+    if frac.len() > 9 {
+        return Err(format!(
+            "{s:?} has more than nine decimal places (the smallest unit is 0.000000001 USD)"
+        ));
+    }
+    let whole: i64 = int
+        .parse()
+        .ok()
+        .filter(|w| *w <= MAX_BUDGET_USD)
+        .ok_or_else(|| format!("{s:?} is above the largest budget, {MAX_BUDGET_USD} USD"))?;
+    let f = frac
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(9)
+        .fold(0i64, |acc, b| acc * 10 + i64::from(b - b'0'));
+    Ok(whole * 1_000_000_000 + f)
+}
+
+fn opt_budget(o: &Obj<'_>) -> Result<Option<Budget>, ConfigError> {
+    let Some(b) = o.opt_obj("budget")? else {
+        return Ok(None);
+    };
+    b.only(&["usd", "period"])?;
+    let usd = match b.map.get("usd") {
+        Some(serde_json::Value::String(s)) => s.as_str(),
+        Some(serde_json::Value::Number(_)) => {
+            return Err(b.err(
+                "usd",
+                "expected a decimal string such as \"50.00\" (a JSON number would lose cents)",
+            ))
+        }
+        _ => b.str("usd")?,
+    };
+    let nanos = parse_usd_nanos(usd).map_err(|e| b.err("usd", e))?;
+    if nanos == 0 {
+        return Err(b.err("usd", "must be positive"));
+    }
+    let period = match b.str("period")? {
+        "day" => BudgetPeriod::Day,
+        "month" => BudgetPeriod::Month,
+        "total" => BudgetPeriod::Total,
+        other => {
+            return Err(b.err(
+                "period",
+                format!("{other:?} is not a budget period: use day, month or total"),
+            ))
+        }
+    };
+    Ok(Some(Budget { nanos, period }))
+}
+
 /// The validated set of keys.
 #[derive(Debug, Clone, Default)]
 pub struct KeyStore {
     keys: Vec<ApiKey>,
 }
+
+/// The largest `tpm` accepted (token sums stay exact in Redis' Lua numbers).
+pub const MAX_TPM: u64 = 1 << 50;
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
@@ -105,7 +203,9 @@ impl KeyStore {
         let mut keys: Vec<ApiKey> = Vec::new();
         for (path, v) in root.array("keys")? {
             let o = Obj::new(file, path, v)?;
-            o.only(&["id", "key", "sha256", "models", "rpm", "policy"])?;
+            o.only(&[
+                "id", "key", "sha256", "models", "rpm", "tpm", "budget", "policy",
+            ])?;
             let id = o.str("id")?.to_string();
             if keys.iter().any(|k| k.id == id) {
                 return Err(o.err("id", format!("duplicate key id {id:?}")));
@@ -127,12 +227,22 @@ impl KeyStore {
                 Some(n) => Some(u32::try_from(n).map_err(|_| o.err("rpm", "too large"))?),
                 None => None,
             };
+            let tpm = match o.opt_u64("tpm")? {
+                Some(0) => return Err(o.err("tpm", "must be positive")),
+                Some(n) if n > MAX_TPM => {
+                    return Err(o.err("tpm", format!("too large (at most {MAX_TPM})")))
+                }
+                other => other,
+            };
+            let budget = opt_budget(&o)?;
             let policy = opt_policy(&o)?;
             keys.push(ApiKey {
                 id,
                 digest,
                 models,
                 rpm,
+                tpm,
+                budget,
                 policy,
             });
         }
@@ -149,6 +259,11 @@ impl KeyStore {
             }
         }
         found
+    }
+
+    /// The key named `id` (its `id`, not its secret): admin lookups.
+    pub fn by_id(&self, id: &str) -> Option<&ApiKey> {
+        self.keys.iter().find(|k| k.id == id)
     }
 
     /// Number of keys.
@@ -219,6 +334,78 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.path, "$.keys[0].policy");
+    }
+
+    #[test]
+    fn tpm_and_budget() {
+        let ks = KeyStore::from_str(
+            "k.json",
+            r#"{"keys":[{"id":"a","key":"x","tpm":1000,"budget":{"usd":"50.00","period":"day"}},
+                        {"id":"b","key":"y","budget":{"usd":"0.000000001","period":"total"}}]}"#,
+        )
+        .unwrap();
+        let a = ks.find("x").unwrap();
+        assert_eq!(a.tpm, Some(1000));
+        assert_eq!(
+            a.budget,
+            Some(Budget {
+                nanos: 50_000_000_000,
+                period: BudgetPeriod::Day
+            })
+        );
+        assert_eq!(ks.find("y").unwrap().budget.as_ref().unwrap().nanos, 1);
+        for (bad, path) in [
+            (r#""tpm":0"#, "$.keys[0].tpm"),
+            (r#""tpm":"5""#, "$.keys[0].tpm"),
+            (
+                r#""budget":{"usd":"1","period":"week"}"#,
+                "$.keys[0].budget.period",
+            ),
+            (r#""budget":{"usd":"1"}"#, "$.keys[0].budget.period"),
+            (
+                r#""budget":{"usd":5,"period":"day"}"#,
+                "$.keys[0].budget.usd",
+            ),
+            (
+                r#""budget":{"usd":"1.5e3","period":"day"}"#,
+                "$.keys[0].budget.usd",
+            ),
+            (
+                r#""budget":{"usd":"-1","period":"day"}"#,
+                "$.keys[0].budget.usd",
+            ),
+            (
+                r#""budget":{"usd":"0.00","period":"day"}"#,
+                "$.keys[0].budget.usd",
+            ),
+            (
+                r#""budget":{"usd":"0.0000000001","period":"day"}"#,
+                "$.keys[0].budget.usd",
+            ),
+            (
+                r#""budget":{"usd":"9000001","period":"day"}"#,
+                "$.keys[0].budget.usd",
+            ),
+            (
+                r#""budget":{"usd":"1","period":"day","cap":1}"#,
+                "$.keys[0].budget.cap",
+            ),
+            (r#""budget":"50""#, "$.keys[0].budget"),
+        ] {
+            let text = format!(r#"{{"keys":[{{"id":"a","key":"x",{bad}}}]}}"#);
+            let e = KeyStore::from_str("k.json", &text).unwrap_err();
+            assert_eq!(e.path, path, "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn usd_amounts_parse_exactly() {
+        assert_eq!(parse_usd_nanos("50"), Ok(50_000_000_000));
+        assert_eq!(parse_usd_nanos("0.08"), Ok(80_000_000));
+        assert_eq!(parse_usd_nanos("1.000000001"), Ok(1_000_000_001));
+        assert!(parse_usd_nanos("1.").is_err());
+        assert!(parse_usd_nanos(".5").is_err());
+        assert!(parse_usd_nanos("").is_err());
     }
 
     #[test]

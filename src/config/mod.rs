@@ -14,4 +14,4 @@ pub use catalog::{
     BaseUrl, Catalog, Defaults, Features, Model, Policy, Pricing, Provider, Scheme, Upstream,
 };
 pub use error::ConfigError;
-pub use keys::{ApiKey, KeyStore, ModelPattern};
+pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};

@@ -1,11 +1,12 @@
 //! Client authentication for inference routes (CONTRACT 2 and 4.2): the key
-//! where the family's spoke says it is carried, lookup in the snapshot, rate limits, model permission.
+//! where the family's spoke says it is carried, lookup in the snapshot, model
+//! permission. Rate limits and budgets are checked where the request's cost is
+//! known (`inference.rs`, `state::limits`).
 
 use crate::config::{ApiKey, KeyStore};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::protocol::spoke;
-use crate::runtime::RateLimiter;
 use pingora_http::RequestHeader;
 
 /// The key the client presented, where its family carries it.
@@ -13,12 +14,11 @@ pub fn presented_key(family: Family, req: &RequestHeader) -> Option<&str> {
     (spoke(family).client_key)(&req.headers, req.uri.query()).filter(|k| !k.is_empty())
 }
 
-/// Authenticates the request and counts it against the key's rate limit.
+/// Authenticates the request.
 pub fn authenticate<'a>(
     family: Family,
     req: &RequestHeader,
     keys: &'a KeyStore,
-    limiter: &RateLimiter,
 ) -> Result<&'a ApiKey, GatewayError> {
     let Some(presented) = presented_key(family, req) else {
         let how = spoke(family).client_key_hint;
@@ -27,19 +27,8 @@ pub fn authenticate<'a>(
             format!("missing API key: send it in {how}"),
         ));
     };
-    let key = keys
-        .find(presented)
-        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "invalid API key"))?;
-    if let Some(rpm) = key.rpm {
-        limiter.check(&key.id, rpm).map_err(|wait| {
-            GatewayError::new(
-                ErrorKind::RateLimited,
-                format!("rate limit of {rpm} requests per minute exceeded for this key"),
-            )
-            .with_retry_after(wait)
-        })?;
-    }
-    Ok(key)
+    keys.find(presented)
+        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "invalid API key"))
 }
 
 /// Fails with 403 unless `key` may call `qualified` (`provider/model_id`).

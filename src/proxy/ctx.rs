@@ -38,6 +38,11 @@ pub struct RequestCtx {
     /// An authenticated inference request (not a listing, not a local count):
     /// it gets a usage-ledger row.
     pub billable: bool,
+    /// What is left of the key's budget (nano-USD), when it has one: the
+    /// `x-switchboard-budget-remaining` header.
+    pub budget_remaining: Option<i64>,
+    /// The client went away before the response was complete.
+    pub client_gone: bool,
 }
 
 impl RequestCtx {
@@ -63,6 +68,8 @@ impl RequestCtx {
             ttft: None,
             adjusted: crate::adjust::Adjustments::default(),
             billable: false,
+            budget_remaining: None,
+            client_gone: false,
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::passthrough::{self, Framing, Usage};
 use crate::policy;
 use crate::protocol::{self, spoke};
 use crate::runtime::Snapshot;
+use crate::state::limits::{cost_nanos, Ask, Reservation};
 use crate::stream::ClientStream;
 use crate::validate;
 use bytes::{Bytes, BytesMut};
@@ -82,7 +83,15 @@ pub async fn handle(
     snap: &Snapshot,
     key: &ApiKey,
 ) -> pingora_core::Result<()> {
-    let result = run(gw, session, ctx, route, snap, key).await;
+    let mut held = None;
+    let result = run(gw, session, ctx, route, snap, key, &mut held).await;
+    if let Some(r) = held.take() {
+        // The request failed after its reservation: give it back before the
+        // error goes out, so the budget header is the real remainder.
+        if let Some(left) = r.release().await {
+            ctx.budget_remaining = Some(left);
+        }
+    }
     if !ctx.adjusted.is_empty() {
         gw.metrics.adapted(
             ctx.model.as_deref().unwrap_or(""),
@@ -201,6 +210,48 @@ fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
     ctx.cost_usd = usage_cost(m, u);
 }
 
+/// Checks and reserves `ask` against the key's rpm, tpm and budget (CONTRACT
+/// 8); a request that does not fit stops with 429 (503 when the shared store
+/// is unreachable and fails closed).
+async fn reserve(gw: &Gateway, ctx: &mut RequestCtx, ask: Ask) -> Result<Reservation, Stop> {
+    match gw.limits.reserve(ask).await {
+        Ok(r) => {
+            ctx.budget_remaining = r.budget_remaining();
+            Ok(r)
+        }
+        Err(refusal) => {
+            ctx.budget_remaining = refusal.remaining();
+            Err(refusal.to_error().into())
+        }
+    }
+}
+
+/// Settles a reservation to the usage `u`. Unknown usage keeps the worst
+/// case for an answer that completed (the upstream did not say what it
+/// cost) and releases it for one that did not (failed, client gone).
+async fn settle(
+    ctx: &mut RequestCtx,
+    resv: Option<Reservation>,
+    m: &Model,
+    u: Usage,
+    completed: bool,
+) {
+    let Some(resv) = resv else {
+        return;
+    };
+    let left = match (u.input, completed) {
+        (Some(i), _) => {
+            let o = u.output.unwrap_or(0);
+            resv.settle(i + o, cost_nanos(&m.pricing, i, o)).await
+        }
+        (None, true) => resv.settle_reserved().await,
+        (None, false) => resv.release().await,
+    };
+    if left.is_some() {
+        ctx.budget_remaining = left;
+    }
+}
+
 /// Carries out the policy's plan on the client's body: the upstream (same
 /// protocol or translated) sees the lowered cap and not the dropped fields,
 /// and every change is recorded for the response header, log and metric.
@@ -235,6 +286,7 @@ async fn run(
     route: &Route,
     snap: &Snapshot,
     key: &ApiKey,
+    held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let family = route.family;
     if let Some(h) = spoke(family).required_header {
@@ -273,6 +325,8 @@ async fn run(
             | Endpoint::GeminiCountTokens { .. }
             | Endpoint::ResponsesInputTokens
     ) {
+        // Counting spends nothing upstream: only the request rate applies.
+        let _counted = reserve(gw, ctx, Ask::request_only(key)).await?;
         let owned = body.clone();
         let counted = count_tokens(gw, session, move |cancel| {
             validate::countable(family, &owned).map(|c| crate::tokens::count(&c, u64::MAX, cancel))
@@ -300,6 +354,25 @@ async fn run(
         plan.fit_context(family, &req, model, n)?;
     }
     let (body, req) = adapt(ctx, &plan, body, req);
+
+    // The worst case, reserved before anything goes upstream: the input is
+    // bounded by its bytes (a token is at least one byte) and by the context
+    // (no provider bills more input than that), the output by the cap the
+    // upstream will see (the model's own when the request sets none).
+    let input_bound = (body.len() as u64).min(model.context_length);
+    let output_cap = req.max_tokens.unwrap_or(model.max_output_tokens);
+    *held = Some(
+        reserve(
+            gw,
+            ctx,
+            Ask::inference(
+                key,
+                input_bound + output_cap,
+                cost_nanos(&model.pricing, input_bound, output_cap),
+            ),
+        )
+        .await?,
+    );
 
     let stream = req.stream;
     let request_id = ctx.request_id.clone();
@@ -350,6 +423,7 @@ async fn run(
                 })?
         };
         record_usage(ctx, model, usage);
+        settle(ctx, held.take(), model, usage, answer.status < 300).await;
         gw.upstream.release(answer.ex).await;
         return respond::json(session, ctx, answer.status, Bytes::from(out))
             .await
@@ -382,6 +456,9 @@ async fn run(
             message: "the upstream stream failed after the response started".into(),
         });
     }
-    record_usage(ctx, model, pass.usage());
+    let usage = pass.usage();
+    record_usage(ctx, model, usage);
+    let completed = clean && !ctx.client_gone;
+    settle(ctx, held.take(), model, usage, completed).await;
     Ok(())
 }

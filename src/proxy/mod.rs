@@ -70,6 +70,9 @@ pub struct Gateway {
     pub tokens: tokenize::TokenGate,
     /// The usage ledger: one row per billable request, queued in `logging`.
     pub ledger: Option<Arc<crate::state::ledger::Ledger>>,
+    /// Per-key rpm / tpm windows and budgets (CONTRACT 8); in memory until
+    /// the binary opens the configured backend.
+    pub limits: Arc<crate::state::limits::Limits>,
 }
 
 impl Gateway {
@@ -80,6 +83,7 @@ impl Gateway {
             rt,
             metrics: Arc::new(Metrics::default()),
             tokens: tokenize::TokenGate::new(settings.token_workers),
+            limits: Arc::new(crate::state::limits::Limits::in_memory()),
             settings,
             upstream,
             ledger: None,
@@ -127,12 +131,7 @@ impl Gateway {
                 }
             }
             _ => {
-                let key = match auth::authenticate(
-                    r.family,
-                    session.req_header(),
-                    &snap.keys,
-                    &self.rt.limiter,
-                ) {
+                let key = match auth::authenticate(r.family, session.req_header(), &snap.keys) {
                     Ok(k) => k.clone(),
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };

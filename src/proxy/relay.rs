@@ -55,6 +55,7 @@ pub async fn relay_stream(
         let mut done = false;
         match next {
             Next::ClientGone => {
+                ctx.client_gone = true;
                 log::info!(
                     "{}: client went away mid-stream; dropping the upstream request",
                     ctx.request_id

@@ -28,6 +28,12 @@ pub fn header(
         // What the gateway changed in the request (CONTRACT 5.1).
         h.insert_header("x-switchboard-adjusted", ctx.adjusted.render())?;
     }
+    if let Some(left) = ctx.budget_remaining {
+        h.insert_header(
+            "x-switchboard-budget-remaining",
+            crate::state::limits::format_usd(left.max(0)),
+        )?;
+    }
     Ok(h)
 }
 

@@ -178,6 +178,9 @@ impl Gateway {
             .arg(addr.to_string())
             .arg("--metrics")
             .arg(metrics.to_string())
+            // The test's own data directory (a later `--data` in `args` wins).
+            .arg("--data")
+            .arg(dir.file("data"))
             .args(args)
             .env("SB_TEST_KEY_OPENAI", provider_key("openai"))
             .env("SB_TEST_KEY_ANTHROPIC", provider_key("anthropic"))

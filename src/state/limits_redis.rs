@@ -1,0 +1,451 @@
+//! The fleet limits backend (`--redis`): rpm and tpm windows, budget spend and
+//! reservations live in Redis, and each step is one Lua script, so any number
+//! of gateway instances enforce one budget exactly.
+//!
+//! Keys, per API key id `K` under the prefix `P` (the braces make them one
+//! Redis Cluster hash slot, so a script may touch all of them):
+//! - `P{K}:rpm`, `P{K}:tpm`: hashes of one-second buckets (`unix second →
+//!   count`), pruned as they leave the sliding minute;
+//! - `P{K}:spent:PERIOD`: settled spend in nano-USD (`PERIOD` is `2026-11-23`,
+//!   `2026-11` or `total`);
+//! - `P{K}:held:PERIOD`: the sum of reservations in flight;
+//! - `P{K}:resv` (id → `period|cost|second|tokens`) and `P{K}:resvx` (id →
+//!   lease expiry): reservations, so one that an instance never settles
+//!   (it died) gives its hold back when its lease ends.
+//!
+//! Time is Redis' own (`TIME`), so instances with skewed clocks still share
+//! one window and roll periods over at one instant. Amounts are integers of
+//! nano-USD well inside the 2^53 that Lua's numbers hold exactly.
+
+use super::limits::{
+    period_at, Ask, BudgetState, FailMode, Held, KeyState, Nanos, Refusal, Reserved,
+    RESERVATION_LEASE_SECS, WINDOW_SECS,
+};
+use crate::config::{ApiKey, BudgetPeriod};
+use crate::metrics::Metrics;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Script;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Shared by the scripts: the time, integer formatting, the UTC period of a
+/// kind, pruning a window, and dropping reservations whose lease ended.
+const PRELUDE: &str = r#"
+local base = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1])
+local function fmt(n) return string.format('%d', n) end
+local function period_id(kind)
+  if kind == 'total' then return 'total' end
+  local days = math.floor(now / 86400)
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  if m <= 2 then y = y + 1 end
+  if kind == 'day' then return string.format('%04d-%02d-%02d', y, m, d) end
+  return string.format('%04d-%02d', y, m)
+end
+local function keep(key, kind)
+  if kind == 'day' then redis.call('EXPIRE', key, 40 * 86400)
+  elseif kind == 'month' then redis.call('EXPIRE', key, 400 * 86400) end
+end
+local function window(key)
+  local h = redis.call('HGETALL', key)
+  local total = 0
+  local b = {}
+  for i = 1, #h, 2 do
+    local s = tonumber(h[i])
+    local n = tonumber(h[i + 1])
+    if s + 60 < now then
+      redis.call('HDEL', key, h[i])
+    else
+      total = total + n
+      b[#b + 1] = {s, n}
+    end
+  end
+  table.sort(b, function(x, y) return x[1] < y[1] end)
+  return total, b
+end
+local function wait(total, b, limit, asked)
+  if asked > limit then return -1 end
+  local excess = total + asked - limit
+  local freed = 0
+  for _, e in ipairs(b) do
+    freed = freed + e[2]
+    if freed >= excess then
+      local w = e[1] + 61 - now
+      if w < 1 then w = 1 end
+      return w
+    end
+  end
+  return 61
+end
+local function purge()
+  local ids = redis.call('ZRANGEBYSCORE', base .. 'resvx', '-inf', now)
+  for _, id in ipairs(ids) do
+    local rec = redis.call('HGET', base .. 'resv', id)
+    if rec then
+      local period, cost = string.match(rec, '^([^|]*)|(-?%d+)|')
+      if period and period ~= '' then redis.call('DECRBY', base .. 'held:' .. period, cost) end
+      redis.call('HDEL', base .. 'resv', id)
+    end
+    redis.call('ZREM', base .. 'resvx', id)
+  end
+end
+"#;
+
+/// ARGV: rpm limit, tpm limit, tokens, budget, period kind, cost, id, lease
+/// (empty strings for no limit). Returns `{"0", remaining, period, now}`, or
+/// `{"1"|"2", retry_after (-1: never), used}` for rpm / tpm, or `{"3",
+/// remaining, period}` for the budget.
+const RESERVE: &str = r#"
+local tokens = tonumber(ARGV[3])
+local cost = tonumber(ARGV[6])
+if ARGV[1] ~= '' then
+  local limit = tonumber(ARGV[1])
+  local total, b = window(base .. 'rpm')
+  if total + 1 > limit then return {'1', fmt(wait(total, b, limit, 1)), fmt(total)} end
+end
+if ARGV[2] ~= '' then
+  local limit = tonumber(ARGV[2])
+  local total, b = window(base .. 'tpm')
+  if total + tokens > limit then return {'2', fmt(wait(total, b, limit, tokens)), fmt(total)} end
+end
+local period = ''
+local remaining = 0
+if ARGV[4] ~= '' then
+  purge()
+  period = period_id(ARGV[5])
+  local spent = tonumber(redis.call('GET', base .. 'spent:' .. period) or '0')
+  local held = tonumber(redis.call('GET', base .. 'held:' .. period) or '0')
+  local left = tonumber(ARGV[4]) - spent - held
+  if cost > left then return {'3', fmt(left), period} end
+  remaining = left - cost
+  redis.call('INCRBY', base .. 'held:' .. period, ARGV[6])
+  keep(base .. 'held:' .. period, ARGV[5])
+end
+if ARGV[1] ~= '' then
+  redis.call('HINCRBY', base .. 'rpm', fmt(now), 1)
+  redis.call('EXPIRE', base .. 'rpm', 120)
+end
+if ARGV[2] ~= '' then
+  redis.call('HINCRBY', base .. 'tpm', fmt(now), ARGV[3])
+  redis.call('EXPIRE', base .. 'tpm', 120)
+end
+if ARGV[2] ~= '' or ARGV[4] ~= '' then
+  local c = '0'
+  if ARGV[4] ~= '' then c = ARGV[6] end
+  local tk = '0'
+  if ARGV[2] ~= '' then tk = ARGV[3] end
+  redis.call('HSET', base .. 'resv', ARGV[7], period .. '|' .. c .. '|' .. fmt(now) .. '|' .. tk)
+  redis.call('ZADD', base .. 'resvx', fmt(now + tonumber(ARGV[8])), ARGV[7])
+  redis.call('EXPIRE', base .. 'resv', tonumber(ARGV[8]) + 60)
+  redis.call('EXPIRE', base .. 'resvx', tonumber(ARGV[8]) + 60)
+end
+return {'0', fmt(remaining), period, fmt(now)}
+"#;
+
+/// ARGV: id, real tokens, real cost, period ('' no budget), period kind,
+/// budget, reserved tokens, reserved cost, bucket second, tpm ('1' or '').
+/// Returns the budget left (or '' without a budget). A reservation whose
+/// lease ended was already given back: only the spend is recorded.
+const SETTLE: &str = r#"
+if redis.call('HDEL', base .. 'resv', ARGV[1]) == 1 then
+  redis.call('ZREM', base .. 'resvx', ARGV[1])
+  if ARGV[4] ~= '' then redis.call('DECRBY', base .. 'held:' .. ARGV[4], ARGV[8]) end
+  if ARGV[10] ~= '' and redis.call('HEXISTS', base .. 'tpm', ARGV[9]) == 1 then
+    local v = redis.call('HINCRBY', base .. 'tpm', ARGV[9], fmt(tonumber(ARGV[2]) - tonumber(ARGV[7])))
+    if v < 0 then redis.call('HSET', base .. 'tpm', ARGV[9], '0') end
+  end
+end
+if ARGV[4] == '' then return '' end
+local spent = tonumber(redis.call('GET', base .. 'spent:' .. ARGV[4]) or '0')
+if ARGV[3] ~= '0' then
+  spent = tonumber(redis.call('INCRBY', base .. 'spent:' .. ARGV[4], ARGV[3]))
+  keep(base .. 'spent:' .. ARGV[4], ARGV[5])
+end
+local held = tonumber(redis.call('GET', base .. 'held:' .. ARGV[4]) or '0')
+return fmt(tonumber(ARGV[6]) - spent - held)
+"#;
+
+/// ARGV: rpm ('1' or ''), tpm ('1' or ''), period kind ('' no budget).
+/// Returns `{rpm used, tpm used, period, spent, held, now}`.
+const STATE: &str = r#"
+local r = 0
+local tk = 0
+if ARGV[1] ~= '' then r = window(base .. 'rpm') end
+if ARGV[2] ~= '' then tk = window(base .. 'tpm') end
+local period = ''
+local spent = 0
+local held = 0
+if ARGV[3] ~= '' then
+  purge()
+  period = period_id(ARGV[3])
+  spent = tonumber(redis.call('GET', base .. 'spent:' .. period) or '0')
+  held = tonumber(redis.call('GET', base .. 'held:' .. period) or '0')
+end
+return {fmt(r), fmt(tk), period, fmt(spent), fmt(held), fmt(now)}
+"#;
+
+/// Limits in Redis.
+pub struct RedisLimits {
+    client: redis::Client,
+    conn: tokio::sync::OnceCell<ConnectionManager>,
+    prefix: String,
+    fail: FailMode,
+    metrics: Arc<Metrics>,
+    /// Whether the last call failed (the outage is logged once).
+    down: AtomicBool,
+    reserve: Script,
+    settle: Script,
+    state: Script,
+    /// Reservation ids: this instance's nonce and a counter.
+    nonce: String,
+    seq: AtomicU64,
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn kind_name(p: BudgetPeriod) -> &'static str {
+    p.name()
+}
+
+impl RedisLimits {
+    /// A backend for `url`; the connection is made on first use.
+    pub fn new(
+        url: &str,
+        prefix: &str,
+        fail: FailMode,
+        metrics: Arc<Metrics>,
+    ) -> Result<RedisLimits, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("--redis {url:?}: {e}"))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        Ok(RedisLimits {
+            client,
+            conn: tokio::sync::OnceCell::new(),
+            prefix: prefix.to_string(),
+            fail,
+            metrics,
+            down: AtomicBool::new(false),
+            reserve: Script::new(&format!("{PRELUDE}{RESERVE}")),
+            settle: Script::new(&format!("{PRELUDE}{SETTLE}")),
+            state: Script::new(&format!("{PRELUDE}{STATE}")),
+            nonce: format!("{:x}{:x}", nanos, std::process::id()),
+            seq: AtomicU64::new(0),
+        })
+    }
+
+    fn base(&self, key_id: &str) -> String {
+        format!("{}{{{key_id}}}:", self.prefix)
+    }
+
+    async fn conn(&self) -> redis::RedisResult<ConnectionManager> {
+        let c = self
+            .conn
+            .get_or_try_init(|| async {
+                // No retries inside a call: during an outage each request
+                // fails fast (and fails open or closed) instead of waiting
+                // out a back-off; the manager reconnects on the next call.
+                let cfg = ConnectionManagerConfig::new()
+                    .set_number_of_retries(0)
+                    .set_connection_timeout(Some(Duration::from_secs(1)))
+                    .set_response_timeout(Some(Duration::from_secs(2)));
+                ConnectionManager::new_lazy_with_config(self.client.clone(), cfg)
+            })
+            .await?;
+        Ok(c.clone())
+    }
+
+    fn up(&self) {
+        if self.down.swap(false, Ordering::Relaxed) {
+            log::warn!("limits: Redis is reachable again; limits are enforced");
+        }
+    }
+
+    fn failed(&self, what: &str, e: &redis::RedisError) {
+        self.metrics.limits_redis_failure(self.fail.name());
+        if !self.down.swap(true, Ordering::Relaxed) {
+            let effect = match self.fail {
+                FailMode::Open => "requests are admitted without rate limits or budgets",
+                FailMode::Closed => "requests are refused with 503",
+            };
+            log::error!(
+                "limits: Redis unreachable ({what}: {e}); failing {} (--redis-fail): {effect} until it is back",
+                self.fail.name()
+            );
+        }
+    }
+
+    /// Checks and reserves `ask` in one script.
+    pub(crate) async fn reserve(&self, ask: &Ask) -> Result<Reserved, Refusal> {
+        let id = format!(
+            "{}-{}",
+            self.nonce,
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        );
+        let budget = ask.budget.as_ref();
+        let result: redis::RedisResult<Vec<String>> = async {
+            let mut c = self.conn().await?;
+            self.reserve
+                .key(self.base(&ask.key_id))
+                .arg(opt(ask.rpm))
+                .arg(opt(ask.tpm))
+                .arg(ask.tokens.to_string())
+                .arg(opt(budget.map(|b| b.nanos)))
+                .arg(budget.map_or("", |b| kind_name(b.period)))
+                .arg(ask.cost.to_string())
+                .arg(&id)
+                .arg(RESERVATION_LEASE_SECS.to_string())
+                .invoke_async(&mut c)
+                .await
+        }
+        .await;
+        let r = match result {
+            Ok(r) => {
+                self.up();
+                r
+            }
+            Err(e) => {
+                self.failed("reserve", &e);
+                return match self.fail {
+                    FailMode::Open => Ok(None),
+                    FailMode::Closed => Err(Refusal::Unavailable),
+                };
+            }
+        };
+        let num = |i: usize| r.get(i).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+        match r.first().map(String::as_str) {
+            Some("0") => {
+                let remaining = budget.map(|_| num(1));
+                let period = r.get(2).cloned().unwrap_or_default();
+                let now = u64::try_from(num(3)).unwrap_or(0);
+                let held = (ask.tpm.is_some() || budget.is_some()).then(|| Held {
+                    key_id: ask.key_id.clone(),
+                    tokens: if ask.tpm.is_some() { ask.tokens } else { 0 },
+                    tpm: ask.tpm.is_some(),
+                    bucket: now,
+                    cost: if budget.is_some() { ask.cost } else { 0 },
+                    budget: budget.map(|b| (b.clone(), period)),
+                    id,
+                });
+                Ok(Some((held, remaining)))
+            }
+            Some("1") => Err(Refusal::Rpm {
+                limit: ask.rpm.unwrap_or(0),
+                retry_after: u64::try_from(num(1)).unwrap_or(WINDOW_SECS),
+            }),
+            Some("2") => Err(Refusal::Tpm {
+                limit: ask.tpm.unwrap_or(0),
+                asked: ask.tokens,
+                retry_after: u64::try_from(num(1)).ok(),
+            }),
+            Some("3") => match budget {
+                Some(b) => Err(Refusal::Budget {
+                    budget: b.clone(),
+                    period: r.get(2).cloned().unwrap_or_default(),
+                    remaining: num(1),
+                    asked: ask.cost,
+                }),
+                None => Ok(None),
+            },
+            _ => {
+                log::error!("limits: unexpected answer from the reserve script: {r:?}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Settles (or, with zeros, releases) `held`.
+    pub(crate) async fn settle(&self, held: &Held, tokens: u64, cost: Nanos) -> Option<Nanos> {
+        let (period, kind, budget) = match &held.budget {
+            Some((b, p)) => (p.as_str(), kind_name(b.period), b.nanos.to_string()),
+            None => ("", "", String::new()),
+        };
+        let result: redis::RedisResult<String> = async {
+            let mut c = self.conn().await?;
+            self.settle
+                .key(self.base(&held.key_id))
+                .arg(&held.id)
+                .arg(tokens.to_string())
+                .arg(cost.to_string())
+                .arg(period)
+                .arg(kind)
+                .arg(budget)
+                .arg(held.tokens.to_string())
+                .arg(held.cost.to_string())
+                .arg(held.bucket.to_string())
+                .arg(if held.tpm { "1" } else { "" })
+                .invoke_async(&mut c)
+                .await
+        }
+        .await;
+        match result {
+            Ok(s) => {
+                self.up();
+                s.parse().ok()
+            }
+            Err(e) => {
+                self.failed("settle", &e);
+                log::warn!(
+                    "limits: a settlement of key {:?} was lost (cost {cost} nano-USD); its reservation ends with its lease",
+                    held.key_id
+                );
+                None
+            }
+        }
+    }
+
+    /// The live state of `key`.
+    pub async fn state(&self, key: &ApiKey) -> Result<KeyState, String> {
+        let result: redis::RedisResult<Vec<String>> = async {
+            let mut c = self.conn().await?;
+            self.state
+                .key(self.base(&key.id))
+                .arg(if key.rpm.is_some() { "1" } else { "" })
+                .arg(if key.tpm.is_some() { "1" } else { "" })
+                .arg(key.budget.as_ref().map_or("", |b| kind_name(b.period)))
+                .invoke_async(&mut c)
+                .await
+        }
+        .await;
+        let r = result.map_err(|e| {
+            self.failed("state", &e);
+            format!("Redis unreachable: {e}")
+        })?;
+        self.up();
+        let num = |i: usize| r.get(i).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+        let now = num(5);
+        let budget = key.budget.as_ref().map(|b| BudgetState {
+            budget: b.clone(),
+            period: period_at(b.period, now),
+            spent: num(3),
+            reserved: num(4),
+        });
+        if let Some(b) = &budget {
+            let from_redis = r.get(2).map(String::as_str).unwrap_or("");
+            if b.period.id != from_redis {
+                log::warn!(
+                    "limits: Redis names the period {from_redis:?}, the gateway {:?}",
+                    b.period.id
+                );
+            }
+        }
+        Ok(KeyState {
+            rpm: key.rpm.map(|l| (l, u64::try_from(num(0)).unwrap_or(0))),
+            tpm: key.tpm.map(|l| (l, u64::try_from(num(1)).unwrap_or(0))),
+            budget,
+        })
+    }
+}
