@@ -24,6 +24,7 @@
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
 //! - [`policy`]: adapt or refuse what a model cannot take (CONTRACT 5.1): the plan and its report.
+//! - [`state`]: stored responses (CONTRACT 5.3): embedded SQLite or Redis.
 //! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -44,6 +45,7 @@ pub mod reload;
 pub mod rfc3339;
 pub mod runtime;
 pub mod sse;
+pub mod state;
 pub mod stream;
 pub mod tokens;
 pub mod validate;

@@ -17,7 +17,8 @@ switchboard: a multi-protocol LLM gateway
 USAGE:
   switchboard [--catalog PATH] [--keys PATH] [--listen ADDR] [--metrics ADDR]
               [-c PINGORA_YAML] [--max-body-bytes N] [--connect-timeout-ms N]
-              [--read-timeout-ms N] [--check] [-d] [-u] [-t]
+              [--read-timeout-ms N] [--data DIR] [--redis URL]
+              [--responses-ttl-days N] [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -30,6 +31,10 @@ OPTIONS (environment variable in brackets):
   --connect-timeout-ms N  upstream connect timeout [SWITCHBOARD_CONNECT_TIMEOUT_MS] (10000)
   --read-timeout-ms N     upstream read timeout [SWITCHBOARD_READ_TIMEOUT_MS] (300000)
   --token-workers N       token counts run at once; more wait [SWITCHBOARD_TOKEN_WORKERS] (half the cores, at least 1)
+  --data DIR              data directory: the embedded store (stored responses in DIR/responses.sqlite) [SWITCHBOARD_DATA] (data/)
+  --redis URL             fleet mode: keep stored responses in Redis, redis://host:port [SWITCHBOARD_REDIS]
+  --redis-prefix P        prefix of every Redis key [SWITCHBOARD_REDIS_PREFIX] (switchboard:)
+  --responses-ttl-days N  how long a stored response is kept [SWITCHBOARD_RESPONSES_TTL_DAYS] (30)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -49,6 +54,12 @@ struct Args {
     upgrade: bool,
     test: bool,
     settings: Settings,
+    data: String,
+    redis: Option<String>,
+    redis_prefix: String,
+    /// How long stored responses are kept (`--responses-ttl-days`; the
+    /// hidden `--responses-ttl-secs` for tests).
+    responses_ttl: Duration,
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -75,6 +86,12 @@ fn parse_args() -> Result<Args, String> {
         upgrade: false,
         test: false,
         settings: Settings::default(),
+        data: env_or("SWITCHBOARD_DATA", "data"),
+        redis: std::env::var("SWITCHBOARD_REDIS")
+            .ok()
+            .filter(|v| !v.is_empty()),
+        redis_prefix: env_or("SWITCHBOARD_REDIS_PREFIX", "switchboard:"),
+        responses_ttl: switchboard::state::responses::DEFAULT_TTL,
     };
     let mut numeric: Vec<(String, String)> = Vec::new();
     for (flag, var) in [
@@ -82,6 +99,8 @@ fn parse_args() -> Result<Args, String> {
         ("--connect-timeout-ms", "SWITCHBOARD_CONNECT_TIMEOUT_MS"),
         ("--read-timeout-ms", "SWITCHBOARD_READ_TIMEOUT_MS"),
         ("--token-workers", "SWITCHBOARD_TOKEN_WORKERS"),
+        ("--responses-ttl-days", "SWITCHBOARD_RESPONSES_TTL_DAYS"),
+        ("--responses-ttl-secs", "SWITCHBOARD_RESPONSES_TTL_SECS"),
     ] {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
@@ -105,10 +124,15 @@ fn parse_args() -> Result<Args, String> {
             "--listen" => a.listen = value(&mut it)?,
             "--metrics" => a.metrics = value(&mut it)?,
             "-c" | "--conf" => a.conf = Some(value(&mut it)?),
+            "--data" => a.data = value(&mut it)?,
+            "--redis" => a.redis = Some(value(&mut it)?),
+            "--redis-prefix" => a.redis_prefix = value(&mut it)?,
             "--max-body-bytes"
             | "--connect-timeout-ms"
             | "--read-timeout-ms"
-            | "--token-workers" => {
+            | "--token-workers"
+            | "--responses-ttl-days"
+            | "--responses-ttl-secs" => {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
@@ -139,6 +163,10 @@ fn parse_args() -> Result<Args, String> {
                 settings.token_workers =
                     usize::try_from(n).map_err(|_| "--token-workers too large")?
             }
+            "--responses-ttl-days" => {
+                a.responses_ttl = Duration::from_secs(n.saturating_mul(24 * 3600))
+            }
+            "--responses-ttl-secs" => a.responses_ttl = Duration::from_secs(n),
             _ => settings.read_timeout = Duration::from_millis(n),
         }
     }
@@ -172,6 +200,35 @@ fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
         conf.graceful_shutdown_timeout_seconds = Some(10);
     }
     Ok(conf)
+}
+
+/// The stored-responses store (CONTRACT 5.3): Redis with `--redis`, else
+/// `DATA/responses.sqlite`, with its purge thread.
+fn responses_store(
+    args: &Args,
+    gateway: &Gateway,
+) -> Result<switchboard::state::responses::ResponseStore, String> {
+    use switchboard::state::{responses, responses_redis, responses_sqlite};
+    let backend: Arc<dyn responses::Backend> = match &args.redis {
+        Some(url) => Arc::new(responses_redis::Redis::new(url, &args.redis_prefix)?),
+        None => {
+            let db = responses_sqlite::Sqlite::open(std::path::Path::new(&args.data))?;
+            let every =
+                (args.responses_ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(600));
+            db.spawn_purger(every);
+            Arc::new(db)
+        }
+    };
+    log::info!(
+        "stored responses: {} (kept {}s)",
+        match &args.redis {
+            Some(_) => "redis".to_string(),
+            None => format!("{}/{}", args.data, responses_sqlite::FILE),
+        },
+        args.responses_ttl.as_secs()
+    );
+    Ok(responses::ResponseStore::new(backend, args.responses_ttl)
+        .count_failures_in(gateway.metrics.responses_store_failures.clone()))
 }
 
 fn main() {
@@ -225,7 +282,14 @@ fn main() {
     if let Err(e) = switchboard::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
-    let gateway = Gateway::new(rt.clone(), args.settings);
+    let mut gateway = Gateway::new(rt.clone(), args.settings.clone());
+    match responses_store(&args, &gateway) {
+        Ok(store) => gateway.responses = Arc::new(store),
+        Err(e) => {
+            eprintln!("switchboard: {e}");
+            std::process::exit(1);
+        }
+    }
     let metrics_app = switchboard::metrics::MetricsApp {
         metrics: gateway.metrics.clone(),
         rt,

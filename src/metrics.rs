@@ -95,6 +95,8 @@ pub struct Metrics {
     token_counts_running: AtomicI64,
     /// Token counts abandoned because their client went away.
     token_counts_cancelled: AtomicU64,
+    /// Stored-response writes that failed (CONTRACT 5.3).
+    pub responses_store_failures: Arc<AtomicU64>,
 }
 
 /// Decrements the active-streams gauge when dropped.
@@ -303,6 +305,11 @@ impl Metrics {
             out,
             "# HELP switchboard_token_counts_cancelled_total Token counts abandoned because the client went away.\n# TYPE switchboard_token_counts_cancelled_total counter\nswitchboard_token_counts_cancelled_total {}",
             self.token_counts_cancelled.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_responses_store_failures_total Stored responses that could not be written.\n# TYPE switchboard_responses_store_failures_total counter\nswitchboard_responses_store_failures_total {}",
+            self.responses_store_failures.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

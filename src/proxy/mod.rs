@@ -14,6 +14,7 @@ pub mod media;
 pub mod relay;
 pub mod respond;
 pub mod route;
+pub mod stored;
 pub mod tokenize;
 pub mod upstream;
 
@@ -68,15 +69,23 @@ pub struct Gateway {
     pub upstream: upstream::UpstreamClient,
     /// Slots for token counting (bounded, cancellable).
     pub tokens: tokenize::TokenGate,
+    /// Stored responses (CONTRACT 5.3); in memory until the binary sets its store.
+    pub responses: Arc<crate::state::responses::ResponseStore>,
 }
 
 impl Gateway {
     /// A gateway over `rt` with `settings`.
     pub fn new(rt: Arc<Runtime>, settings: Settings) -> Gateway {
         let upstream = upstream::UpstreamClient::new(&settings);
+        let metrics = Arc::new(Metrics::default());
+        let responses = Arc::new(
+            crate::state::responses::ResponseStore::memory()
+                .count_failures_in(metrics.responses_store_failures.clone()),
+        );
         Gateway {
             rt,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
+            responses,
             tokens: tokenize::TokenGate::new(settings.token_workers),
             settings,
             upstream,
@@ -134,15 +143,8 @@ impl Gateway {
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };
                 ctx.key_id = Some(key.id.clone());
-                if let Endpoint::StoredResponse { id } = &r.endpoint {
-                    let e = GatewayError::new(
-                        ErrorKind::NotFound,
-                        format!(
-                            "no stored response {}: this gateway does not store responses yet (store is ignored), so there is nothing to read, continue or delete",
-                            crate::error::quote(id)
-                        ),
-                    );
-                    return respond::error(session, ctx, r.family, &e).await;
+                if let Endpoint::StoredResponse { id, input_items } = &r.endpoint {
+                    return stored::serve(self, session, ctx, &key.id, id, *input_items).await;
                 }
                 if let Err(e) = media::require_json(session.req_header()) {
                     return respond::error(session, ctx, r.family, &e).await;

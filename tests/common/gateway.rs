@@ -184,6 +184,10 @@ impl Gateway {
             .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
             .env("SB_TEST_KEY_RESPONSES", provider_key("responses"))
             .env_remove("SB_TEST_UNSET_KEY")
+            // The embedded store in the test's own directory (a `--data`
+            // argument still wins), never the working directory's `data/`.
+            .env("SWITCHBOARD_DATA", dir.file("data"))
+            .env_remove("SWITCHBOARD_REDIS")
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdout(access)
