@@ -11,10 +11,18 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || need_apt+=(ca-certificates)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# Redis on its default port: fleet-mode tests (stored responses shared by two
+# instances, limits) use it, each under a key prefix of its own.
+if ! redis-cli ping >/dev/null 2>&1; then
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --dir /tmp >/dev/null
+  for _ in $(seq 50); do redis-cli ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
 echo "== Rust suite (cargo test)"
