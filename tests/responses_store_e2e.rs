@@ -184,6 +184,21 @@ async fn previous_response_id_continues_on_every_upstream_whole_and_streamed() {
         assert!(sent_text.contains("and now?"), "{name}");
         // A streamed response is stored as its final object.
         assert_eq!(stored(&gw, KEY, &id3).await, v3, "{name}");
+        // input_tokens counts the continued conversation, not just the new input.
+        let count = |body: Value| {
+            let gw = &gw;
+            async move {
+                let r = gw
+                    .send(&authed("openai", "/v1/responses/input_tokens", KEY, &body))
+                    .await;
+                assert_eq!(r.status, 200, "{}", r.text());
+                r.json()["input_tokens"].as_u64().unwrap()
+            }
+        };
+        let alone = count(json!({"model": name, "input": "and now?"})).await;
+        let continued =
+            count(json!({"model": name, "input": "and now?", "previous_response_id": id2})).await;
+        assert!(continued > alone + 10, "{name}: {continued} vs {alone}");
         // Its input items are its own (the new input), in item form.
         let r = gw
             .send(&d3("GET", &format!("/v1/responses/{id3}/input_items"), KEY))
@@ -403,6 +418,9 @@ async fn a_restart_keeps_stored_responses() {
     let v = r.json();
     let id = v["id"].as_str().unwrap().to_string();
     stored(&gw, KEY, &id).await;
+    // The write lands off the response path (a millisecond); the process is
+    // then killed outright, not shut down.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     drop(gw);
     assert!(data.file("store/responses.sqlite").exists());
     let gw = start_with(&mock, &["--data", dir]).await;
