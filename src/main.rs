@@ -22,7 +22,8 @@ USAGE:
               [--read-timeout-ms N] [--data DIR] [--database URL] [--admin-key KEY]
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
-              [--redis-fail open|closed] [--check] [-d] [-u] [-t]
+              [--redis-fail open|closed] [--responses-ttl-days N]
+              [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -36,7 +37,8 @@ OPTIONS (environment variable in brackets):
   --read-timeout-ms N     upstream read timeout [SWITCHBOARD_READ_TIMEOUT_MS] (300000)
   --token-workers N       token counts run at once; more wait [SWITCHBOARD_TOKEN_WORKERS] (half the cores, at least 1)
   --data DIR              data directory: the usage ledger (DIR/ledger.sqlite), budget spend
-                          (DIR/limits.sqlite) [SWITCHBOARD_DATA] (data/)
+                          (DIR/limits.sqlite), stored responses (DIR/responses.sqlite)
+                          [SWITCHBOARD_DATA] (data/)
   --database URL          write the usage ledger to PostgreSQL instead, postgres://user@host:port/db
                           [SWITCHBOARD_DATABASE] (none: the embedded file)
   --admin-key KEY         turns the admin API on (/admin/* on the metrics listener, Bearer KEY)
@@ -47,11 +49,13 @@ OPTIONS (environment variable in brackets):
                           [SWITCHBOARD_LEDGER_QUEUE] (10000)
   --ledger-batch N        ledger rows written per transaction, at most [SWITCHBOARD_LEDGER_BATCH] (256)
   --ledger-flush-ms N     the longest a ledger row waits for its batch to fill [SWITCHBOARD_LEDGER_FLUSH_MS] (200)
-  --redis URL             fleet mode: rpm / tpm windows and budgets in Redis, redis://host:port[/db]
+  --redis URL             fleet mode: rpm / tpm windows, budgets and stored responses in Redis,
+                          redis://host:port[/db]
                           [SWITCHBOARD_REDIS] (none: embedded, one instance)
   --redis-prefix P        prefix of every Redis key [SWITCHBOARD_REDIS_PREFIX] (switchboard:)
   --redis-fail MODE       Redis unreachable: open admits unchecked, closed refuses with 503
                           [SWITCHBOARD_REDIS_FAIL] (open)
+  --responses-ttl-days N  how long a stored response is kept [SWITCHBOARD_RESPONSES_TTL_DAYS] (30)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -78,6 +82,9 @@ struct Args {
     database: Option<String>,
     admin_key: Option<String>,
     ledger: LedgerSettings,
+    /// How long stored responses are kept (`--responses-ttl-days`; the
+    /// hidden `--responses-ttl-secs` for tests).
+    responses_ttl: Duration,
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -117,6 +124,7 @@ fn parse_args() -> Result<Args, String> {
             .ok()
             .filter(|v| !v.is_empty()),
         ledger: LedgerSettings::default(),
+        responses_ttl: switchboard::state::responses::DEFAULT_TTL,
     };
     let mut numeric: Vec<(String, String)> = Vec::new();
     for (flag, var) in [
@@ -131,6 +139,8 @@ fn parse_args() -> Result<Args, String> {
         ("--ledger-queue", "SWITCHBOARD_LEDGER_QUEUE"),
         ("--ledger-batch", "SWITCHBOARD_LEDGER_BATCH"),
         ("--ledger-flush-ms", "SWITCHBOARD_LEDGER_FLUSH_MS"),
+        ("--responses-ttl-days", "SWITCHBOARD_RESPONSES_TTL_DAYS"),
+        ("--responses-ttl-secs", "SWITCHBOARD_RESPONSES_TTL_SECS"),
     ] {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
@@ -167,7 +177,9 @@ fn parse_args() -> Result<Args, String> {
             | "--ledger-retention-days"
             | "--ledger-queue"
             | "--ledger-batch"
-            | "--ledger-flush-ms" => {
+            | "--ledger-flush-ms"
+            | "--responses-ttl-days"
+            | "--responses-ttl-secs" => {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
@@ -209,6 +221,10 @@ fn parse_args() -> Result<Args, String> {
                 a.ledger.batch_rows = usize::try_from(n).map_err(|_| "--ledger-batch too large")?
             }
             "--ledger-flush-ms" => a.ledger.flush_every = Duration::from_millis(n),
+            "--responses-ttl-days" => {
+                a.responses_ttl = Duration::from_secs(n.saturating_mul(24 * 3600))
+            }
+            "--responses-ttl-secs" => a.responses_ttl = Duration::from_secs(n),
             _ => settings.read_timeout = Duration::from_millis(n),
         }
     }
@@ -248,6 +264,35 @@ fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
         conf.graceful_shutdown_timeout_seconds = Some(10);
     }
     Ok(conf)
+}
+
+/// The stored-responses store (CONTRACT 5.3): Redis with `--redis`, else
+/// `DATA/responses.sqlite`, with its purge thread.
+fn responses_store(
+    args: &Args,
+    gateway: &Gateway,
+) -> Result<switchboard::state::responses::ResponseStore, String> {
+    use switchboard::state::{responses, responses_redis, responses_sqlite};
+    let backend: Arc<dyn responses::Backend> = match &args.redis {
+        Some(url) => Arc::new(responses_redis::Redis::new(url, &args.redis_prefix)?),
+        None => {
+            let db = responses_sqlite::Sqlite::open(std::path::Path::new(&args.data))?;
+            let every =
+                (args.responses_ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(600));
+            db.spawn_purger(every);
+            Arc::new(db)
+        }
+    };
+    log::info!(
+        "stored responses: {} (kept {}s)",
+        match &args.redis {
+            Some(_) => "redis".to_string(),
+            None => format!("{}/{}", args.data, responses_sqlite::FILE),
+        },
+        args.responses_ttl.as_secs()
+    );
+    Ok(responses::ResponseStore::new(backend, args.responses_ttl)
+        .count_failures_in(gateway.metrics.responses_store_failures.clone()))
 }
 
 fn main() {
@@ -301,7 +346,7 @@ fn main() {
     if let Err(e) = switchboard::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
-    let mut gateway = Gateway::new(rt.clone(), args.settings);
+    let mut gateway = Gateway::new(rt.clone(), args.settings.clone());
     let (usage_ledger, ledger_reader) = match ledger::open(
         std::path::Path::new(&args.data),
         args.database.as_deref(),
@@ -333,6 +378,13 @@ fn main() {
         Ok(l) => gateway.limits = Arc::new(l),
         Err(e) => {
             eprintln!("switchboard: cannot open the limits store: {e}");
+            std::process::exit(1);
+        }
+    }
+    match responses_store(&args, &gateway) {
+        Ok(store) => gateway.responses = Arc::new(store),
+        Err(e) => {
+            eprintln!("switchboard: {e}");
             std::process::exit(1);
         }
     }

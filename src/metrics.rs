@@ -99,6 +99,8 @@ pub struct Metrics {
     pub ledger: crate::state::ledger::LedgerCounters,
     /// Failed calls to the limits' Redis, by `--redis-fail` mode (open, closed).
     limits_redis_failures: [AtomicU64; 2],
+    /// Stored-response writes that failed (CONTRACT 5.3).
+    pub responses_store_failures: Arc<AtomicU64>,
 }
 
 /// Decrements the active-streams gauge when dropped.
@@ -320,6 +322,11 @@ impl Metrics {
             "# HELP switchboard_limits_redis_failures_total Calls to the limits' Redis that failed, by --redis-fail mode (open: admitted unchecked, closed: refused).\n# TYPE switchboard_limits_redis_failures_total counter\nswitchboard_limits_redis_failures_total{{mode=\"open\"}} {}\nswitchboard_limits_redis_failures_total{{mode=\"closed\"}} {}",
             self.limits_redis_failures[0].load(Ordering::Relaxed),
             self.limits_redis_failures[1].load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_responses_store_failures_total Stored responses that could not be written.\n# TYPE switchboard_responses_store_failures_total counter\nswitchboard_responses_store_failures_total {}",
+            self.responses_store_failures.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

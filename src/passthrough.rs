@@ -7,6 +7,7 @@
 use crate::family::Family;
 pub use crate::protocol::framing::{Framing, StreamFault};
 pub use crate::protocol::peek::Usage;
+use crate::protocol::responses::envelope::{event_response, Envelope};
 use crate::protocol::spoke::{spoke, Spoke};
 use crate::sse::{encode_comment, encode_event, SseDecoder, SseError, SseItem};
 use std::ops::Range;
@@ -54,6 +55,10 @@ pub struct PassthroughStream {
     response_id: Option<String>,
     /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
     withhold_usage: bool,
+    /// Family D: what each event's `response` object is set to carry (CONTRACT 5.3).
+    envelope: Option<Envelope>,
+    /// Family D: the terminal event's `response` object as sent, for the store.
+    final_response: Option<Vec<u8>>,
     pub usage: Usage,
 }
 
@@ -61,6 +66,21 @@ impl PassthroughStream {
     /// Withholds OpenAI usage-only chunks from the client (they are still metered).
     pub fn withhold_usage_chunk(&mut self, on: bool) {
         self.withhold_usage = on;
+    }
+
+    /// Family D: sets the id and members of every event's `response` object
+    /// (a stored or continued response).
+    pub fn set_envelope(&mut self, envelope: Envelope) {
+        if let Some(id) = &envelope.id {
+            self.response_id = Some(id.clone());
+        }
+        self.envelope = Some(envelope);
+    }
+
+    /// Family D: the `response` object of the stream's terminal event (as
+    /// the client received it), once passed.
+    pub fn final_response(&self) -> Option<&[u8]> {
+        self.final_response.as_deref()
     }
 
     /// A passthrough for `family` writing `framing`, naming the model `model_json`.
@@ -81,6 +101,8 @@ impl PassthroughStream {
             next_seq: 0,
             response_id: None,
             withhold_usage: false,
+            envelope: None,
+            final_response: None,
             usage: Usage::default(),
         }
     }
@@ -103,6 +125,8 @@ impl PassthroughStream {
             next_seq,
             response_id,
             withhold_usage,
+            envelope,
+            final_response,
             usage,
         } = self;
         let mut fault = None;
@@ -133,7 +157,7 @@ impl PassthroughStream {
                     if let Some(n) = p.sequence {
                         *next_seq = n + 1;
                     }
-                    if p.response_id.is_some() {
+                    if p.response_id.is_some() && envelope.as_ref().is_none_or(|e| e.id.is_none()) {
                         *response_id = p.response_id;
                     }
                     *complete |= p.terminal || p.error;
@@ -142,6 +166,14 @@ impl PassthroughStream {
                     }
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
+                    if let Some(env) = envelope.as_ref() {
+                        if let Some(edited) = env.apply_event(scratch) {
+                            *scratch = edited;
+                        }
+                    }
+                    if envelope.is_some() && p.terminal && !p.error {
+                        *final_response = event_response(scratch).map(<[u8]>::to_vec);
+                    }
                     match framing {
                         Framing::Sse => encode_event(out, ev.event_str(), scratch),
                         Framing::JsonArray => {

@@ -25,6 +25,7 @@ use crate::family::Family;
 use crate::ir::stream::{merge_usage, StreamEvent};
 use crate::ir::Usage as CanonicalUsage;
 use crate::passthrough::{self, Framing, PassthroughStream, StreamFault, Usage};
+use crate::protocol::responses::envelope::Envelope;
 pub use crate::protocol::stream_codec::{Encoder, Parser};
 use crate::sse::{SseDecoder, SseError, SseItem};
 
@@ -256,6 +257,31 @@ impl ClientStream {
         match self {
             ClientStream::Passthrough(p) => p.fail(error_json, out),
             ClientStream::Translate(t) => t.fail(error_json, out),
+        }
+    }
+
+    /// Family D: sets the id and members the stream's `response` objects
+    /// carry (a stored or continued response, CONTRACT 5.3).
+    pub fn set_envelope(&mut self, envelope: Envelope) {
+        match self {
+            ClientStream::Passthrough(p) => p.set_envelope(envelope),
+            ClientStream::Translate(t) => {
+                if let Encoder::Responses(e) = &mut t.encoder {
+                    e.set_envelope(envelope);
+                }
+            }
+        }
+    }
+
+    /// Family D: the response object of the stream's terminal event, as the
+    /// client received it (for the store).
+    pub fn final_response(&self) -> Option<&[u8]> {
+        match self {
+            ClientStream::Passthrough(p) => p.final_response(),
+            ClientStream::Translate(t) => match &t.encoder {
+                Encoder::Responses(e) => e.final_response(),
+                _ => None,
+            },
         }
     }
 

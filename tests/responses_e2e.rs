@@ -2,8 +2,9 @@
 //! the mock upstream. Every upstream protocol behind `POST /v1/responses`
 //! (whole and streamed, text and a function-call round trip), every client
 //! family in front of a `responses` upstream, `input_tokens`, the refusals
-//! (`previous_response_id`, built-in tools off a Responses upstream), stored
-//! responses answered 404, and failures mid-stream on both paths.
+//! (an unknown `previous_response_id`, `conversation`, built-in tools off a
+//! Responses upstream), unknown stored responses answered 404, and failures
+//! mid-stream on both paths. Stored responses: tests/responses_store_e2e.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -506,7 +507,12 @@ async fn refusals_say_why_and_call_no_upstream() {
         (
             json!({"model": "rs/m-rs", "input": "x", "previous_response_id": "resp_123"}),
             "previous_response_id",
-            "stored responses",
+            "Previous response with id 'resp_123' not found.",
+        ),
+        (
+            json!({"model": "rs/m-rs", "input": "x", "conversation": "conv_1"}),
+            "conversation",
+            "stored conversations",
         ),
         (
             json!({"model": "an/m-an", "input": "x", "tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search"}}),
@@ -573,7 +579,7 @@ async fn refusals_say_why_and_call_no_upstream() {
         .await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["type"], "authentication_error");
-    // Stored responses are not kept yet.
+    // No stored response of that id (tests/responses_store_e2e.rs has the store).
     for (method, path) in [
         ("GET", "/v1/responses/resp_1"),
         ("DELETE", "/v1/responses/resp_1"),
@@ -586,10 +592,10 @@ async fn refusals_say_why_and_call_no_upstream() {
             )
             .await;
         assert_eq!(r.status, 404, "{method} {path}");
-        assert!(r.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("does not store responses"));
+        assert_eq!(
+            r.json()["error"]["message"],
+            "Response with id 'resp_1' not found."
+        );
     }
     let r = gw
         .send(&common::http_client::Request::get("/v1/responses"))

@@ -294,7 +294,7 @@ async fn run(
             return Err(GatewayError::invalid_param(h, format!("{h}: header is required")).into());
         }
     }
-    let body = read_body(gw, session).await?;
+    let mut body = read_body(gw, session).await?;
     if !crate::json_depth::within(&body, crate::json_depth::MAX_DEPTH) {
         return Err(GatewayError::new(
             ErrorKind::InvalidRequest,
@@ -304,6 +304,18 @@ async fn run(
             ),
         )
         .into());
+    }
+    // Family D: what the request means for stored responses; a continuation
+    // carries the stored conversation from here on (CONTRACT 5.3).
+    let mut turn = None;
+    if matches!(
+        route.endpoint,
+        Endpoint::Responses | Endpoint::ResponsesInputTokens
+    ) {
+        let storing = matches!(route.endpoint, Endpoint::Responses);
+        let (expanded, t) = super::stored::prepare(gw, &key.id, body, storing).await?;
+        body = expanded;
+        turn = t;
     }
     let (path_model, gemini_stream) = match &route.endpoint {
         Endpoint::GenerateContent { model, stream } => (Some(model.as_str()), *stream),
@@ -422,6 +434,10 @@ async fn run(
                     )
                 })?
         };
+        let out = match turn {
+            Some(t) => super::stored::finish_body(gw, &key.id, t, out),
+            None => out,
+        };
         record_usage(ctx, model, usage);
         settle(ctx, held.take(), model, usage, answer.status < 300).await;
         gw.upstream.release(answer.ex).await;
@@ -445,6 +461,9 @@ async fn run(
     if let ClientStream::Passthrough(p) = &mut pass {
         p.withhold_usage_chunk(answer.usage_injected);
     }
+    if let Some(env) = turn.as_ref().and_then(super::stored::Turn::envelope) {
+        pass.set_envelope(env);
+    }
     let _active = gw.metrics.stream_started();
     let clean = relay_stream(gw, session, ctx, answer.ex, &mut pass, family, framing)
         .await
@@ -458,6 +477,9 @@ async fn run(
     }
     let usage = pass.usage();
     record_usage(ctx, model, usage);
+    if let (Some(t), Some(obj)) = (turn, pass.final_response()) {
+        super::stored::commit(gw, &key.id, t, obj);
+    }
     let completed = clean && !ctx.client_gone;
     settle(ctx, held.take(), model, usage, completed).await;
     Ok(())

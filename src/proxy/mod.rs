@@ -14,6 +14,7 @@ pub mod media;
 pub mod relay;
 pub mod respond;
 pub mod route;
+pub mod stored;
 pub mod tokenize;
 pub mod upstream;
 
@@ -73,15 +74,23 @@ pub struct Gateway {
     /// Per-key rpm / tpm windows and budgets (CONTRACT 8); in memory until
     /// the binary opens the configured backend.
     pub limits: Arc<crate::state::limits::Limits>,
+    /// Stored responses (CONTRACT 5.3); in memory until the binary sets its store.
+    pub responses: Arc<crate::state::responses::ResponseStore>,
 }
 
 impl Gateway {
     /// A gateway over `rt` with `settings`.
     pub fn new(rt: Arc<Runtime>, settings: Settings) -> Gateway {
         let upstream = upstream::UpstreamClient::new(&settings);
+        let metrics = Arc::new(Metrics::default());
+        let responses = Arc::new(
+            crate::state::responses::ResponseStore::memory()
+                .count_failures_in(metrics.responses_store_failures.clone()),
+        );
         Gateway {
             rt,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
+            responses,
             tokens: tokenize::TokenGate::new(settings.token_workers),
             limits: Arc::new(crate::state::limits::Limits::in_memory()),
             settings,
@@ -143,15 +152,8 @@ impl Gateway {
                         | Endpoint::GenerateContent { .. }
                         | Endpoint::Responses
                 );
-                if let Endpoint::StoredResponse { id } = &r.endpoint {
-                    let e = GatewayError::new(
-                        ErrorKind::NotFound,
-                        format!(
-                            "no stored response {}: this gateway does not store responses yet (store is ignored), so there is nothing to read, continue or delete",
-                            crate::error::quote(id)
-                        ),
-                    );
-                    return respond::error(session, ctx, r.family, &e).await;
+                if let Endpoint::StoredResponse { id, input_items } = &r.endpoint {
+                    return stored::serve(self, session, ctx, &key.id, id, *input_items).await;
                 }
                 if let Err(e) = media::require_json(session.req_header()) {
                     return respond::error(session, ctx, r.family, &e).await;

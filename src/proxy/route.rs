@@ -47,9 +47,9 @@ pub enum Endpoint {
     Responses,
     /// D2 `POST /v1/responses/input_tokens`.
     ResponsesInputTokens,
-    /// D3 `GET`/`DELETE /v1/responses/{id}` and `GET .../{id}/input_items`:
-    /// stored responses, which are not kept yet (answered 404 after auth).
-    StoredResponse { id: String },
+    /// D3 `GET`/`DELETE /v1/responses/{id}` and `GET .../{id}/input_items`
+    /// (`input_items`): stored responses (CONTRACT 5.3).
+    StoredResponse { id: String, input_items: bool },
 }
 
 impl Endpoint {
@@ -303,12 +303,14 @@ pub fn route(
             &["GET", "DELETE"],
             Endpoint::StoredResponse {
                 id: (*id).to_string(),
+                input_items: false,
             },
         ),
         (Family::OpenAi, ["responses", id, "input_items"]) => responses(
             &["GET"],
             Endpoint::StoredResponse {
                 id: (*id).to_string(),
+                input_items: true,
             },
         ),
         (Family::Anthropic, ["messages"]) => expect("POST", Endpoint::Messages),

@@ -160,7 +160,7 @@ async function startGateway(dir, name, catalogJson) {
     '--keys', join(dir, 'keys.json'),
     '--listen', `127.0.0.1:${port}`,
     '--metrics', `127.0.0.1:${metrics}`,
-  ], { env: { ...process.env, ...PROVIDER_ENV, RUST_LOG: 'info' }, stdio: ['ignore', log, log] });
+  ], { env: { ...process.env, ...PROVIDER_ENV, RUST_LOG: 'info', SWITCHBOARD_DATA: join(dir, `data-${name}`) }, stdio: ['ignore', log, log] });
   closeSync(log);
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30000;

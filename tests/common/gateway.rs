@@ -190,6 +190,7 @@ impl Gateway {
             // The embedded store in the test's own directory (a `--data`
             // argument still wins), never the working directory's `data/`.
             .env("SWITCHBOARD_DATA", dir.file("data"))
+            .env_remove("SWITCHBOARD_REDIS")
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdout(access)

@@ -134,6 +134,8 @@ def _start_gateway(tmp: Path, name: str, catalog: dict) -> tuple[subprocess.Pope
     env = dict(os.environ, RUST_LOG="info")
     env.update({var: key for var, key in support.PROVIDER_KEYS.items()})
     env.pop("SB_SDK_UNSET_KEY", None)
+    # The embedded store (stored responses) in the session's own directory.
+    env["SWITCHBOARD_DATA"] = str(tmp / f"data-{name}")
     log = tmp / f"gateway-{name}.log"
     with open(log, "wb") as logf:
         proc = subprocess.Popen(

@@ -388,44 +388,163 @@ def test_reasoning_stream(openai_client, protocol):
 
 # ------------------------------------------------------------------ stored responses (CONTRACT 5.3)
 #
-# Responses are not stored yet (that comes with the spend-and-state work):
-# until then `previous_response_id` is a 400 on that parameter that says why,
-# whatever the upstream, and nothing reaches the upstream. `store` is ignored.
+# A response is stored unless `store: false`, owned by the key that made it:
+# `previous_response_id` continues it on any upstream (the upstream receives
+# the earlier turns, never the id), `retrieve`, `input_items.list` and
+# `delete` read, list and delete it. OpenAI's wording for an id it does not
+# hold: 400 `Previous response with id '…' not found.` on create, 404 on read.
+
+
+def upstream_text(rec: dict) -> str:
+    """A recorded upstream request's body as text, JSON escapes undone."""
+    return json.dumps(json.loads(rec["body"]), ensure_ascii=False)
 
 
 @pytest.mark.parametrize("protocol", S.upstreams(F))
-def test_previous_response_id_is_refused_until_responses_are_stored(openai_client, mock, protocol):
+def test_previous_response_id_continues_the_conversation(openai_client, mock, protocol):
     model = model_of(protocol)
-    first = openai_client.responses.create(model=model, input="Bonjour ✓")
+    first = openai_client.responses.create(model=model, instructions="Sois bref.", input="Le mot est « pélican » ✓")
     assert first.status == "completed"
+    assert first.store is True
+    assert first.instructions == "Sois bref."
+    mock.reset()
+    second = openai_client.responses.create(model=model, input="Quel était le mot ?", previous_response_id=first.id)
+    assert second.status == "completed"
+    assert second.id != first.id
+    assert second.previous_response_id == first.id
+    assert second.instructions is None  # not inherited, as OpenAI does
+    (rec,) = mock.requests()
+    sent = upstream_text(rec)
+    assert "« pélican »" in sent, sent
+    assert first.output_text in sent, sent  # the earlier answer is part of the conversation
+    assert "Quel était le mot ?" in sent
+    assert "Sois bref." not in sent
+    assert first.id not in sent and "previous_response_id" not in sent
+    # A third turn reaches back through both.
+    mock.reset()
+    third = openai_client.responses.create(model=model, input="Et après ?", previous_response_id=second.id)
+    assert third.previous_response_id == second.id
+    (rec,) = mock.requests()
+    sent = upstream_text(rec)
+    for text in ("« pélican »", first.output_text, "Quel était le mot ?", second.output_text, "Et après ?"):
+        assert text in sent, (text, sent)
+
+
+@pytest.mark.parametrize("protocol", S.upstreams(F))
+def test_streamed_responses_are_stored_and_continued(openai_client, mock, protocol):
+    model = model_of(protocol)
+    events = list(openai_client.responses.create(model=model, input="Retiens : kiwi 🥝", stream=True))
+    assert events[-1].type == "response.completed"
+    final = events[-1].response
+    assert events[0].response.id == final.id
+    assert final.store is True
+    got = openai_client.responses.retrieve(final.id)
+    assert got.model_dump() == final.model_dump()
+    mock.reset()
+    with openai_client.responses.stream(model=model, input="Quel fruit ?", previous_response_id=final.id) as stream:
+        second = stream.get_final_response()
+    assert second.previous_response_id == final.id
+    (rec,) = mock.requests()
+    sent = upstream_text(rec)
+    assert "kiwi 🥝" in sent and final.output_text in sent and "Quel fruit ?" in sent, sent
+    assert openai_client.responses.retrieve(second.id).output_text == second.output_text
+
+
+def test_retrieve_list_input_items_and_delete(openai_client):
+    created = openai_client.responses.create(
+        model=model_of("anthropic"),
+        instructions="Sois bref.",
+        input=[
+            {"role": "user", "content": "un"},
+            {"role": "assistant", "content": "deux"},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "trois"}]},
+        ],
+    )
+    got = openai_client.responses.retrieve(created.id)
+    assert got.id == created.id
+    assert got.output_text == created.output_text
+    assert got.instructions == "Sois bref."
+    assert got.model_dump() == created.model_dump()
+
+    def texts(items) -> list[str]:
+        return [i.content[0].text for i in items]
+
+    page = openai_client.responses.input_items.list(created.id)
+    assert texts(page.data) == ["trois", "deux", "un"]  # newest first by default, as OpenAI
+    assert all(i.type == "message" and i.id for i in page.data)
+    assert page.first_id == page.data[0].id and page.last_id == page.data[-1].id
+    assert page.has_more is False
+    page = openai_client.responses.input_items.list(created.id, order="asc", limit=2)
+    assert texts(page.data) == ["un", "deux"]
+    assert page.has_more is True
+    # The SDK's auto-pagination follows `after` through every page.
+    assert texts(openai_client.responses.input_items.list(created.id, order="asc", limit=1)) == ["un", "deux", "trois"]
+
+    assert openai_client.responses.delete(created.id) is None
+    with pytest.raises(openai.NotFoundError) as e:
+        openai_client.responses.retrieve(created.id)
+    assert f"Response with id '{created.id}' not found." in e.value.message
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.input_items.list(created.id)
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.delete(created.id)
+
+
+def test_delete_answers_openais_shape(gateway, openai_client):
+    created = openai_client.responses.create(model=model_of("gemini"), input="éphémère")
+    req = urllib.request.Request(
+        gateway.url + f"/v1/responses/{created.id}", method="DELETE",
+        headers={"authorization": f"Bearer {S.KEY}"},
+    )
+    with urllib.request.urlopen(req, timeout=20) as r:
+        assert r.status == 200
+        assert json.loads(r.read()) == {"id": created.id, "object": "response", "deleted": True}
+
+
+@pytest.mark.parametrize("protocol", S.upstreams(F))
+def test_store_false_is_not_kept(openai_client, mock, protocol):
+    model = model_of(protocol)
+    r = openai_client.responses.create(model=model, input="Oublie-moi", store=False)
+    assert r.status == "completed"
+    assert r.store is False
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.retrieve(r.id)
     mock.reset()
     with pytest.raises(openai.BadRequestError) as e:
-        openai_client.responses.create(model=model, input="encore", previous_response_id=first.id)
+        openai_client.responses.create(model=model, input="encore", previous_response_id=r.id)
     assert e.value.status_code == 400
     assert e.value.type == "invalid_request_error"
     assert e.value.param == "previous_response_id"
-    assert "stored responses" in e.value.message, e.value.message
+    assert f"Previous response with id '{r.id}' not found." in e.value.message
     assert mock.requests() == []
 
 
-def test_previous_response_id_unknown_is_400(openai_client):
-    """OpenAI answers an id it does not hold with 400 `Previous response with id
-    '…' not found.` (param `previous_response_id`); a gateway without stored
-    responses says that instead. Either way: a 400 on that param saying why."""
+def test_a_key_sees_only_its_own_responses(gateway, openai_client):
+    created = openai_client.responses.create(model="openai/gpt-5", input="à moi")
+    other = S.openai_client(gateway.url, key=S.LIMITED_KEY)  # may call openai/* too
+    with pytest.raises(openai.NotFoundError):
+        other.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.input_items.list(created.id)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.delete(created.id)
+    with pytest.raises(openai.BadRequestError) as e:
+        other.responses.create(model="openai/gpt-5", input="à toi ?", previous_response_id=created.id)
+    assert e.value.param == "previous_response_id"
+    assert openai_client.responses.retrieve(created.id).id == created.id
+
+
+def test_previous_response_id_unknown_is_400(openai_client, mock):
+    """OpenAI's answer for an id it does not hold."""
+    mock.reset()
     with pytest.raises(openai.BadRequestError) as e:
         openai_client.responses.create(model="openai/gpt-5", input="hi", previous_response_id="resp_no_such_response")
     assert e.value.status_code == 400
     assert e.value.type == "invalid_request_error"
     assert e.value.param == "previous_response_id"
-    message = e.value.message.lower()
-    assert "resp_no_such_response" in message or "stored responses" in message, message
-
-
-def test_stored_responses_cannot_be_read_yet(openai_client):
-    first = openai_client.responses.create(model="openai/gpt-5", input="hi")
-    with pytest.raises(openai.NotFoundError) as e:
-        openai_client.responses.retrieve(first.id)
-    assert "does not store responses" in e.value.message
+    assert e.value.code == "previous_response_not_found"
+    assert "Previous response with id 'resp_no_such_response' not found." in e.value.message
+    assert mock.requests() == []
 
 
 # ------------------------------------------------------------------ errors

@@ -1,5 +1,6 @@
 //! The `responses` wire protocol (family D, the OpenAI Responses API).
 
+pub mod envelope;
 pub mod error;
 pub mod hosted;
 pub mod http;

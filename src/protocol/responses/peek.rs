@@ -1,6 +1,8 @@
 //! Family D (Responses): what the gateway reads from bodies without decoding
 //! them. `request` fills [`Inspected`] and refuses what needs state the
-//! gateway does not keep yet (`previous_response_id`, `conversation`);
+//! gateway does not keep (`conversation`, `background`, `prompt`;
+//! `previous_response_id` is served from stored responses, whose expansion
+//! runs before this peek, in `proxy::stored`);
 //! `response` reads the model span, usage, sequence number and terminal
 //! events of a response object or stream event (the model and usage of a
 //! stream event sit in its nested `response`).
@@ -50,8 +52,6 @@ struct RequestPeek<'a> {
     #[serde(borrow)]
     top_logprobs: Raw<'a>,
     #[serde(borrow)]
-    previous_response_id: Raw<'a>,
-    #[serde(borrow)]
     conversation: Raw<'a>,
     #[serde(borrow)]
     background: Raw<'a>,
@@ -81,12 +81,6 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
     }
     if !present(p.input) {
         return Err(bad("input", "input is required"));
-    }
-    if present(p.previous_response_id) {
-        return Err(bad(
-            "previous_response_id",
-            "previous_response_id needs stored responses, which this gateway does not keep yet: send the whole conversation in input instead",
-        ));
     }
     if present(p.conversation) {
         return Err(bad(

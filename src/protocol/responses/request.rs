@@ -19,8 +19,10 @@
 //!   tool calls with arguments `{CUSTOM_INPUT_KEY: input}`, and their outputs
 //!   tool results. Response encoders recognise a call by that argument shape
 //!   and write `custom_tool_call` items back.
-//! - What needs state this gateway does not keep (`previous_response_id`,
-//!   `conversation`, `prompt`, `item_reference`, uploaded `file_id`s,
+//! - `previous_response_id` is expanded into `input` from the gateway's
+//!   stored responses before decoding (`proxy::stored`); one that reaches
+//!   the codec is refused. What needs state this gateway does not keep
+//!   (`conversation`, `prompt`, `item_reference`, uploaded `file_id`s,
 //!   background mode) and built-in tools are refused: a request passed
 //!   through to a `responses` upstream is never decoded, so refusing here
 //!   only concerns translated requests.
@@ -137,7 +139,12 @@ pub fn from_wire(
     ctx: &DecodeContext<'_>,
 ) -> Result<ChatRequest, TranslateError> {
     if present(wire.previous_response_id.as_ref()) {
-        return Err(stored_state("previous_response_id", "previous_response_id"));
+        // The proxy expands it into `input` first (proxy::stored); the codec
+        // alone has no stored responses to continue.
+        return Err(TranslateError::unsupported(
+            "previous_response_id".to_string(),
+            "previous_response_id is expanded from the gateway's stored responses before translation: the codec alone cannot continue a response",
+        ));
     }
     let mut extra = wire.extra;
     if present(extra.get("conversation")) {

@@ -35,6 +35,7 @@
 //! open item's text and the finished items' JSON. A failure is an `error`
 //! event followed by `response.failed`.
 
+use super::envelope::Envelope;
 use super::request::{carried, custom_input, Carried, CUSTOM_INPUT_KEY};
 use super::response::{
     call_item, decode_status, decode_usage, encode_status, encode_usage, failure_message, item_id,
@@ -879,6 +880,17 @@ pub struct Encoder {
     stop: Option<StopReason>,
     usage: Option<Usage>,
     scratch: String,
+    /// A stored or continued response (CONTRACT 5.3): what its objects carry
+    /// and its final object (boxed: most streams have none).
+    kept: Option<Box<Kept>>,
+}
+
+/// What a stored or continued response's stream carries and leaves.
+#[derive(Debug)]
+struct Kept {
+    envelope: Envelope,
+    /// The terminal event's response object (completed or incomplete).
+    final_object: Option<Vec<u8>>,
 }
 
 impl Encoder {
@@ -905,7 +917,22 @@ impl Encoder {
             stop: None,
             usage: None,
             scratch: String::new(),
+            kept: None,
         }
+    }
+
+    /// Sets the id and members every `response` object of this stream carries.
+    pub fn set_envelope(&mut self, envelope: Envelope) {
+        self.kept = Some(Box::new(Kept {
+            envelope,
+            final_object: None,
+        }));
+    }
+
+    /// The `response` object of the stream's `response.completed` (or
+    /// `response.incomplete`) event, once written.
+    pub fn final_response(&self) -> Option<&[u8]> {
+        self.kept.as_ref().and_then(|k| k.final_object.as_deref())
     }
 
     /// Sets the `created_at` time used when the upstream gives none.
@@ -972,7 +999,10 @@ impl Encoder {
             out.extend_from_slice(b",\"");
             out.extend_from_slice(key.as_bytes());
             out.extend_from_slice(b"\":");
-            out.extend_from_slice(value.as_bytes());
+            match self.kept.as_ref().and_then(|k| k.envelope.field(key)) {
+                Some(v) => out.extend_from_slice(v),
+                None => out.extend_from_slice(value.as_bytes()),
+            }
         }
         out.extend_from_slice(b",\"usage\":");
         match (&self.usage, final_usage) {
@@ -990,11 +1020,14 @@ impl Encoder {
         incomplete: &Value,
         error: Option<&Value>,
         final_usage: bool,
-    ) {
+    ) -> std::ops::Range<usize> {
         self.begin(out, kind);
         out.extend_from_slice(b",\"response\":");
+        let start = out.len();
         self.response_object(out, status, incomplete, error, final_usage);
+        let span = start..out.len();
         Self::end(out);
+        span
     }
 
     fn start(&mut self, start: &MessageStart, out: &mut Vec<u8>) {
@@ -1002,7 +1035,10 @@ impl Encoder {
             return;
         }
         self.started = true;
-        self.id = response_id(&start.id, None);
+        self.id = match self.kept.as_ref().and_then(|k| k.envelope.id.as_ref()) {
+            Some(id) => id.clone(),
+            None => response_id(&start.id, None),
+        };
         if let Some(c) = start.created {
             self.created = c;
         }
@@ -1089,7 +1125,10 @@ impl Encoder {
                 } else {
                     "response.completed"
                 };
-                self.response_event(out, kind, status, &incomplete, None, true);
+                let span = self.response_event(out, kind, status, &incomplete, None, true);
+                if let Some(k) = &mut self.kept {
+                    k.final_object = out.get(span).map(<[u8]>::to_vec);
+                }
                 self.ended = true;
             }
             StreamEvent::Ping => {}

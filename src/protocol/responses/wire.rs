@@ -51,7 +51,7 @@ pub struct ResponsesRequest {
     /// End-user id (deprecated by OpenAI in favour of `safety_identifier`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    /// Continue a stored response (refused: the gateway keeps none yet).
+    /// Continue a stored response (expanded by the proxy before decoding).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_response_id: Option<Value>,
     /// Unknown fields (`store`, `include`, `metadata`, `truncation`, …).

@@ -1,0 +1,202 @@
+//! Stored responses in the data directory: `DIR/responses.sqlite` (SQLite,
+//! WAL), one row per response (the record as JSON, its owner and expiry).
+//! Calls run on the blocking pool; expired rows are skipped by reads and
+//! purged by a background thread.
+
+use super::responses::{now_ms, Backend, StoreError, StoredResponse};
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The file name under the data directory.
+pub const FILE: &str = "responses.sqlite";
+
+/// The SQLite backend.
+#[derive(Debug, Clone)]
+pub struct Sqlite {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+fn err(e: impl std::fmt::Display) -> StoreError {
+    StoreError(format!("sqlite: {e}"))
+}
+
+impl Sqlite {
+    /// Opens (creating) `dir/responses.sqlite` and its table.
+    pub fn open(dir: &Path) -> Result<Sqlite, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the data directory {}: {e}", dir.display()))?;
+        let path = dir.join(FILE);
+        let conn = Connection::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=NORMAL;
+             CREATE TABLE IF NOT EXISTS responses (
+                 id TEXT PRIMARY KEY,
+                 key_id TEXT NOT NULL,
+                 created_at INTEGER NOT NULL,
+                 expires_at_ms INTEGER NOT NULL,
+                 record TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS responses_expiry ON responses(expires_at_ms);",
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Sqlite {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&Connection) -> R) -> R {
+        let g = match self.conn.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(&g)
+    }
+
+    async fn blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.with(f))
+            .await
+            .map_err(err)?
+    }
+
+    /// Deletes expired rows; how many.
+    pub fn purge(&self) -> Result<usize, StoreError> {
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        self.with(|c| {
+            c.execute(
+                "DELETE FROM responses WHERE expires_at_ms <= ?1",
+                params![now],
+            )
+            .map_err(err)
+        })
+    }
+
+    /// Purges expired rows every `every`, on a thread of its own.
+    pub fn spawn_purger(&self, every: Duration) {
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("responses-purge".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
+                match me.purge() {
+                    Ok(0) => {}
+                    Ok(n) => log::debug!("purged {n} expired stored responses"),
+                    Err(e) => log::warn!("purging expired stored responses failed: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("no purge thread for stored responses: {e}");
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for Sqlite {
+    async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError> {
+        let text = serde_json::to_string(rec).map_err(err)?;
+        let (id, key, created, expires) = (
+            rec.id.clone(),
+            rec.key_id.clone(),
+            i64::try_from(rec.created_at).unwrap_or(i64::MAX),
+            i64::try_from(rec.expires_at_ms).unwrap_or(i64::MAX),
+        );
+        self.blocking(move |c| {
+            c.execute(
+                "INSERT OR REPLACE INTO responses (id, key_id, created_at, expires_at_ms, record) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, key, created, expires, text],
+            )
+            .map(|_| ())
+            .map_err(err)
+        })
+        .await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        let id = id.to_string();
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        let text: Option<String> = self
+            .blocking(move |c| {
+                c.query_row(
+                    "SELECT record FROM responses WHERE id = ?1 AND expires_at_ms > ?2",
+                    params![id, now],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(err)
+            })
+            .await?;
+        match text {
+            Some(t) => serde_json::from_str(&t).map(Some).map_err(err),
+            None => Ok(None),
+        }
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.blocking(move |c| {
+            c.execute("DELETE FROM responses WHERE id = ?1", params![id])
+                .map(|n| n > 0)
+                .map_err(err)
+        })
+        .await
+    }
+
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    #[tokio::test]
+    async fn put_get_delete_purge_and_reopen() {
+        let dir = std::env::temp_dir().join(format!("sb-resp-sqlite-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let db = Sqlite::open(&dir).unwrap();
+        let raw = |s: &str| RawValue::from_string(s.to_string()).unwrap();
+        let mut rec = StoredResponse {
+            id: "resp_a".into(),
+            key_id: "k".into(),
+            created_at: 1,
+            expires_at_ms: now_ms() + 60_000,
+            previous_response_id: None,
+            instructions: Some(raw("\"be brief\"")),
+            input_items: vec![raw(r#"{"type":"message","role":"user","content":[]}"#)],
+            response: raw(r#"{"id":"resp_a","output":[]}"#),
+        };
+        db.put(&rec).await.unwrap();
+        let got = db.get("resp_a").await.unwrap().unwrap();
+        assert_eq!(got.response.get(), r#"{"id":"resp_a","output":[]}"#);
+        assert_eq!(got.instructions.unwrap().get(), "\"be brief\"");
+        drop(db);
+        let db = Sqlite::open(&dir).unwrap();
+        assert!(db.get("resp_a").await.unwrap().is_some());
+        rec.id = "resp_old".into();
+        rec.expires_at_ms = now_ms() - 1;
+        db.put(&rec).await.unwrap();
+        assert!(db.get("resp_old").await.unwrap().is_none());
+        assert_eq!(db.purge().unwrap(), 1);
+        assert!(db.delete("resp_a").await.unwrap());
+        assert!(!db.delete("resp_a").await.unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
