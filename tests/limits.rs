@@ -256,6 +256,58 @@ async fn failed_requests_release_their_reservation() {
     }
 }
 
+/// The budget left as a request that fails after its reservation reports it
+/// (a model whose provider key is unset: refused after the reservation, so
+/// it spends nothing and holds nothing).
+async fn budget_left(gw: &Gateway, key: &str) -> String {
+    let r = gw
+        .send(&authed(
+            "openai",
+            CHAT,
+            key,
+            &json!({"model": "orphan-key", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+        ))
+        .await;
+    assert!(r.status >= 400, "{}", r.text());
+    r.header("x-switchboard-budget-remaining")
+        .unwrap_or_else(|| panic!("no budget header: {:?}", r.headers))
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_stream_releases_its_reservation() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("0.016"), &[]).await;
+    assert_eq!(budget_left(&gw, BUDGET_KEY).await, "0.016");
+    let req = authed(
+        "openai",
+        CHAT,
+        BUDGET_KEY,
+        &json!({"model": "metered", "max_tokens": 8, "stream": true, "messages": [
+            {"role": "system", "content": "[[stall:30000]]"}, {"role": "user", "content": "hi"}]}),
+    );
+    let mut s = http_client::send_streaming(gw.addr, &req).await.unwrap();
+    assert_eq!(s.header("x-switchboard-budget-remaining"), Some("0.008"));
+    assert!(s.next_chunk().await.unwrap().is_some());
+    // While the stream is in flight its worst case is held.
+    assert_eq!(budget_left(&gw, BUDGET_KEY).await, "0.008");
+    drop(s);
+    // The upstream reports usage only at the end, so nothing is known: the
+    // whole reservation comes back.
+    eventually(
+        Duration::from_secs(20),
+        "the reservation's release",
+        || async { (budget_left(&gw, BUDGET_KEY).await == "0.016").then_some(()) },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(20),
+        "the upstream stream to be dropped",
+        || async { (mock.aborted_streams() >= 1).then_some(()) },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
     let mock = MockUpstream::start().await;
