@@ -398,7 +398,8 @@ impl RedisLimits {
             }
             Err(e) => {
                 self.failed("settle", &e);
-                log::warn!(
+                // The outage itself is logged once (`failed`), not each loss.
+                log::debug!(
                     "limits: a settlement of key {:?} was lost (cost {cost} nano-USD); its reservation ends with its lease",
                     held.key_id
                 );
