@@ -308,10 +308,10 @@ async fn a_client_gone_mid_stream_releases_its_reservation() {
     .await;
 }
 
-#[tokio::test]
-async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
-    let mock = MockUpstream::start().await;
-    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("1"), &[]).await;
+/// tpm 300: a request alone above it is refused for good; requests one
+/// after another (spread over `gateways`) reserve about 100 tokens each and
+/// settle to about 30, so more fit than the reservations alone would admit.
+async fn tpm_reserves_the_worst_case_and_settles(gateways: &[SocketAddr]) {
     // Alone above the limit: refused, and waiting would not help.
     let big = authed(
         "openai",
@@ -319,7 +319,7 @@ async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
         TPM_KEY,
         &json!({"model": "metered", "max_tokens": 400, "messages": [{"role": "user", "content": "hi"}]}),
     );
-    let r = gw.send(&big).await;
+    let r = http_client::send(gateways[0], &big).await.unwrap();
     let e = assert_error(Protocol::OpenAi, &r, 429);
     assert!(
         e["message"]
@@ -335,7 +335,9 @@ async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
     let mut ok = 0;
     let refused = loop {
         let (_, req) = metered(0, TPM_KEY);
-        let r = gw.send(&req).await;
+        let r = http_client::send(gateways[ok % gateways.len()], &req)
+            .await
+            .unwrap();
         if r.status != 200 {
             break r;
         }
@@ -350,6 +352,13 @@ async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
     );
     let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=61).contains(&wait), "{wait}");
+}
+
+#[tokio::test]
+async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("1"), &[]).await;
+    tpm_reserves_the_worst_case_and_settles(&[gw.addr]).await;
 }
 
 fn unix_now() -> u64 {
@@ -620,6 +629,16 @@ async fn a_shared_rpm_admits_exactly_the_limit_across_instances() {
         let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
         assert!((1..=61).contains(&wait), "{wait}");
     }
+    ns.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_shared_tpm_reserves_and_settles_across_instances() {
+    let mock = MockUpstream::start().await;
+    let ns = RedisNs::new("tpm").await;
+    let a = fleet(&mock, &ns, "1", &[]).await;
+    let b = fleet(&mock, &ns, "1", &[]).await;
+    tpm_reserves_the_worst_case_and_settles(&[a.addr, b.addr]).await;
     ns.cleanup().await;
 }
 
