@@ -605,6 +605,7 @@ async fn two_instances_on_one_redis_enforce_one_budget_exactly() {
         st.tpm.unwrap().1 > 8,
         "the settled tokens are in the window"
     );
+    drop((a, b));
     ns.cleanup().await;
 }
 
@@ -629,6 +630,7 @@ async fn a_shared_rpm_admits_exactly_the_limit_across_instances() {
         let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
         assert!((1..=61).contains(&wait), "{wait}");
     }
+    drop((a, b));
     ns.cleanup().await;
 }
 
@@ -639,6 +641,7 @@ async fn a_shared_tpm_reserves_and_settles_across_instances() {
     let a = fleet(&mock, &ns, "1", &[]).await;
     let b = fleet(&mock, &ns, "1", &[]).await;
     tpm_reserves_the_worst_case_and_settles(&[a.addr, b.addr]).await;
+    drop((a, b));
     ns.cleanup().await;
 }
 
@@ -649,6 +652,7 @@ async fn a_shared_rpm_slides_over_the_minute_boundary() {
     let a = fleet(&mock, &ns, "1", &[]).await;
     let b = fleet(&mock, &ns, "1", &[]).await;
     rpm_slides_over_the_minute_boundary(&[a.addr, b.addr]).await;
+    drop((a, b));
     ns.cleanup().await;
 }
 
@@ -787,6 +791,7 @@ async fn redis_going_away_fails_open_or_closed_as_configured() {
     )
     .await;
     assert!(closed.log().contains("reachable again"), "{}", closed.log());
+    drop((open, closed));
     back.cut();
     ns.cleanup().await;
 }
