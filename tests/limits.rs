@@ -256,10 +256,62 @@ async fn failed_requests_release_their_reservation() {
     }
 }
 
+/// The budget left as a request that fails after its reservation reports it
+/// (a model whose provider key is unset: refused after the reservation, so
+/// it spends nothing and holds nothing).
+async fn budget_left(gw: &Gateway, key: &str) -> String {
+    let r = gw
+        .send(&authed(
+            "openai",
+            CHAT,
+            key,
+            &json!({"model": "orphan-key", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+        ))
+        .await;
+    assert!(r.status >= 400, "{}", r.text());
+    r.header("x-switchboard-budget-remaining")
+        .unwrap_or_else(|| panic!("no budget header: {:?}", r.headers))
+        .to_string()
+}
+
 #[tokio::test]
-async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
+async fn a_client_gone_mid_stream_releases_its_reservation() {
     let mock = MockUpstream::start().await;
-    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("1"), &[]).await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("0.016"), &[]).await;
+    assert_eq!(budget_left(&gw, BUDGET_KEY).await, "0.016");
+    let req = authed(
+        "openai",
+        CHAT,
+        BUDGET_KEY,
+        &json!({"model": "metered", "max_tokens": 8, "stream": true, "messages": [
+            {"role": "system", "content": "[[stall:30000]]"}, {"role": "user", "content": "hi"}]}),
+    );
+    let mut s = http_client::send_streaming(gw.addr, &req).await.unwrap();
+    assert_eq!(s.header("x-switchboard-budget-remaining"), Some("0.008"));
+    assert!(s.next_chunk().await.unwrap().is_some());
+    // While the stream is in flight its worst case is held.
+    assert_eq!(budget_left(&gw, BUDGET_KEY).await, "0.008");
+    drop(s);
+    // The upstream reports usage only at the end, so nothing is known: the
+    // whole reservation comes back.
+    eventually(
+        Duration::from_secs(20),
+        "the reservation's release",
+        || async { (budget_left(&gw, BUDGET_KEY).await == "0.016").then_some(()) },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(20),
+        "the upstream stream to be dropped",
+        || async { (mock.aborted_streams() >= 1).then_some(()) },
+    )
+    .await;
+}
+
+/// tpm 300: a request alone above it is refused for good; requests one
+/// after another (spread over `gateways`) reserve about 100 tokens each and
+/// settle to about 30, so more fit than the reservations alone would admit.
+async fn tpm_reserves_the_worst_case_and_settles(gateways: &[SocketAddr]) {
     // Alone above the limit: refused, and waiting would not help.
     let big = authed(
         "openai",
@@ -267,7 +319,7 @@ async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
         TPM_KEY,
         &json!({"model": "metered", "max_tokens": 400, "messages": [{"role": "user", "content": "hi"}]}),
     );
-    let r = gw.send(&big).await;
+    let r = http_client::send(gateways[0], &big).await.unwrap();
     let e = assert_error(Protocol::OpenAi, &r, 429);
     assert!(
         e["message"]
@@ -283,7 +335,9 @@ async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
     let mut ok = 0;
     let refused = loop {
         let (_, req) = metered(0, TPM_KEY);
-        let r = gw.send(&req).await;
+        let r = http_client::send(gateways[ok % gateways.len()], &req)
+            .await
+            .unwrap();
         if r.status != 200 {
             break r;
         }
@@ -298,6 +352,13 @@ async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
     );
     let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=61).contains(&wait), "{wait}");
+}
+
+#[tokio::test]
+async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("1"), &[]).await;
+    tpm_reserves_the_worst_case_and_settles(&[gw.addr]).await;
 }
 
 fn unix_now() -> u64 {
@@ -544,6 +605,7 @@ async fn two_instances_on_one_redis_enforce_one_budget_exactly() {
         st.tpm.unwrap().1 > 8,
         "the settled tokens are in the window"
     );
+    drop((a, b));
     ns.cleanup().await;
 }
 
@@ -568,6 +630,18 @@ async fn a_shared_rpm_admits_exactly_the_limit_across_instances() {
         let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
         assert!((1..=61).contains(&wait), "{wait}");
     }
+    drop((a, b));
+    ns.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_shared_tpm_reserves_and_settles_across_instances() {
+    let mock = MockUpstream::start().await;
+    let ns = RedisNs::new("tpm").await;
+    let a = fleet(&mock, &ns, "1", &[]).await;
+    let b = fleet(&mock, &ns, "1", &[]).await;
+    tpm_reserves_the_worst_case_and_settles(&[a.addr, b.addr]).await;
+    drop((a, b));
     ns.cleanup().await;
 }
 
@@ -578,6 +652,7 @@ async fn a_shared_rpm_slides_over_the_minute_boundary() {
     let a = fleet(&mock, &ns, "1", &[]).await;
     let b = fleet(&mock, &ns, "1", &[]).await;
     rpm_slides_over_the_minute_boundary(&[a.addr, b.addr]).await;
+    drop((a, b));
     ns.cleanup().await;
 }
 
@@ -716,6 +791,7 @@ async fn redis_going_away_fails_open_or_closed_as_configured() {
     )
     .await;
     assert!(closed.log().contains("reachable again"), "{}", closed.log());
+    drop((open, closed));
     back.cut();
     ns.cleanup().await;
 }

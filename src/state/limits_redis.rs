@@ -2,8 +2,8 @@
 //! reservations live in Redis, and each step is one Lua script, so any number
 //! of gateway instances enforce one budget exactly.
 //!
-//! Keys, per API key id `K` under the prefix `P` (the braces make them one
-//! Redis Cluster hash slot, so a script may touch all of them):
+//! Keys, per API key id `K` under the prefix `P` (the braces would put them
+//! in one Redis Cluster hash slot; the gateway speaks to one Redis endpoint):
 //! - `P{K}:rpm`, `P{K}:tpm`: hashes of one-second buckets (`unix second →
 //!   count`), pruned as they leave the sliding minute;
 //! - `P{K}:spent:PERIOD`: settled spend in nano-USD (`PERIOD` is `2026-11-23`,
@@ -120,8 +120,8 @@ if ARGV[2] ~= '' then
 end
 local period = ''
 local remaining = 0
+if ARGV[2] ~= '' or ARGV[4] ~= '' then purge() end
 if ARGV[4] ~= '' then
-  purge()
   period = period_id(ARGV[5])
   local spent = tonumber(redis.call('GET', base .. 'spent:' .. period) or '0')
   local held = tonumber(redis.call('GET', base .. 'held:' .. period) or '0')
@@ -398,7 +398,8 @@ impl RedisLimits {
             }
             Err(e) => {
                 self.failed("settle", &e);
-                log::warn!(
+                // The outage itself is logged once (`failed`), not each loss.
+                log::debug!(
                     "limits: a settlement of key {:?} was lost (cost {cost} nano-USD); its reservation ends with its lease",
                     held.key_id
                 );
