@@ -160,6 +160,7 @@ async function startGateway(dir, name, catalogJson) {
     '--keys', join(dir, 'keys.json'),
     '--listen', `127.0.0.1:${port}`,
     '--metrics', `127.0.0.1:${metrics}`,
+    '--data', join(dir, `data-${name}`),
   ], { env: { ...process.env, ...PROVIDER_ENV, RUST_LOG: 'info' }, stdio: ['ignore', log, log] });
   closeSync(log);
   const url = `http://127.0.0.1:${port}`;
