@@ -462,8 +462,7 @@ impl Writer {
                 break;
             }
             let n = self.held.len().min(self.settings.batch_rows);
-            let batch: Vec<Row> = self.held.range(..n).cloned().collect();
-            match self.backend.write(&batch) {
+            match self.backend.write(&self.held.make_contiguous()[..n]) {
                 Ok(()) => {
                     self.held.drain(..n);
                     self.counters()
