@@ -7,8 +7,8 @@
 //! Routes:
 //! - `GET /admin/usage?key=&model=&from=&to=&group_by=key|model|day`: sums of
 //!   requests, tokens and cost from the usage ledger (`state::ledger`).
-//! - `GET /admin/keys/{id}`: spend, remaining budget, rpm / tpm use; see
-//!   [`Admin::route`], where it is to be added beside `usage`.
+//! - `GET /admin/keys/{id}`: spend in the current period, remaining budget,
+//!   rpm / tpm use, from the limits state (`admin_keys`).
 
 use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};
 use http::Response;
@@ -24,6 +24,11 @@ pub struct Admin {
     key_digest: Option<[u8; 32]>,
     /// Where usage is read from; `None` when the ledger is not open.
     ledger: Option<Reader>,
+    /// The limits state and the live snapshot (for the keys), for `/admin/keys/{id}`.
+    limits: Option<(
+        std::sync::Arc<crate::state::limits::Limits>,
+        std::sync::Arc<crate::runtime::Runtime>,
+    )>,
 }
 
 /// A JSON response.
@@ -140,7 +145,19 @@ impl Admin {
                 .filter(|k| !k.is_empty())
                 .map(|k| Sha256::digest(k.as_bytes()).into()),
             ledger,
+            limits: None,
         }
+    }
+
+    /// Adds the per-key limits state `GET /admin/keys/{id}` reads.
+    #[must_use]
+    pub fn with_limits(
+        mut self,
+        limits: std::sync::Arc<crate::state::limits::Limits>,
+        rt: std::sync::Arc<crate::runtime::Runtime>,
+    ) -> Admin {
+        self.limits = Some((limits, rt));
+        self
     }
 
     /// Whether `path` is an admin route (served here rather than as metrics).
@@ -197,9 +214,26 @@ impl Admin {
         match path {
             "/admin/usage" if get => self.usage(req.uri.query()).await,
             "/admin/usage" => error(405, "method_not_allowed", "use GET"),
-            // `GET /admin/keys/{id}` (spend in the current period, remaining
-            // budget, current rpm / tpm use) belongs here, answered by the
-            // limits state: `p if p.starts_with("/admin/keys/") => ...`.
+            p if p.starts_with("/admin/keys/") && get => {
+                let id = &p["/admin/keys/".len()..];
+                let Some((limits, rt)) = &self.limits else {
+                    return error(503, "unavailable", "the limits state is not open");
+                };
+                let (status, body) = crate::admin_keys::respond(limits, &rt.snapshot(), id).await;
+                let mut r = Response::new(body);
+                *r.status_mut() =
+                    http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+                r.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                r.headers_mut().insert(
+                    http::header::CACHE_CONTROL,
+                    http::HeaderValue::from_static("no-store"),
+                );
+                r
+            }
+            p if p.starts_with("/admin/keys/") => error(405, "method_not_allowed", "use GET"),
             _ => error(404, "not_found", format!("no admin route {path}")),
         }
     }

@@ -390,11 +390,11 @@ fn main() {
     }
     let metrics_app = switchboard::metrics::MetricsApp {
         metrics: gateway.metrics.clone(),
-        rt,
-        admin: Arc::new(switchboard::admin::Admin::new(
-            args.admin_key.as_deref(),
-            Some(ledger_reader),
-        )),
+        rt: rt.clone(),
+        admin: Arc::new(
+            switchboard::admin::Admin::new(args.admin_key.as_deref(), Some(ledger_reader))
+                .with_limits(gateway.limits.clone(), rt),
+        ),
     };
     let mut metrics_service = pingora_core::services::listening::Service::new(
         "metrics".to_string(),

@@ -843,3 +843,185 @@ async fn postgres_going_away_costs_no_request_and_writing_resumes() {
     assert!(gw.log().contains("ledger: writing again"), "{}", gw.log());
     relay.cut();
 }
+
+/// The ledger's bytes per request (README, "Usage ledger"): the file's growth
+/// over N requests (3 keys, 4 models, four families), with the daily rollups
+/// and without them (dropped, on a copy), after a graceful shutdown has
+/// checkpointed the WAL; and, when PostgreSQL is there, its tables' size.
+/// `cargo test --release --test ledger -- --ignored --nocapture bytes_per_request`
+#[tokio::test]
+#[ignore = "a measurement for the README, not a check"]
+async fn bytes_per_request() {
+    let n: usize = std::env::var("LEDGER_MEASURE_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let mock = MockUpstream::start().await;
+    let keys_ = [KEY, LIMITED_KEY, "test"];
+    let request = |i: usize| {
+        let key = keys_[i % 3];
+        let text = format!("request number {i} with a few words of prompt");
+        match (i / 3) % 4 {
+            _ if key == LIMITED_KEY => authed(
+                "openai",
+                "/v1/chat/completions",
+                key,
+                &json!({"model": "openai/gpt-5", "messages": [{"role": "user", "content": text}]}),
+            ),
+            0 => authed(
+                "openai",
+                "/v1/chat/completions",
+                key,
+                &json!({"model": "deepseek/deepseek-v4-pro", "messages": [{"role": "user", "content": text}]}),
+            ),
+            1 => authed(
+                "anthropic",
+                "/anthropic/v1/messages",
+                key,
+                &json!({"model": "claude-sonnet-4.7",
+                "max_tokens": 100, "messages": [{"role": "user", "content": text}]}),
+            ),
+            2 => authed(
+                "gemini",
+                &format!("{GOOGLE}/google/gemini-3.1-pro:generateContent"),
+                key,
+                &json!({"contents": [{"role": "user", "parts": [{"text": text}]}]}),
+            ),
+            _ => authed(
+                "openai",
+                "/v1/responses",
+                key,
+                &json!({"model": "openai/gpt-5", "input": text}),
+            ),
+        }
+    };
+    let stop = |gw: &mut Gateway| {
+        std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(gw.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(gw
+            .wait_exit(Duration::from_secs(30))
+            .is_some_and(|s| s.success()));
+    };
+    let data_dir = common::gateway::TempDir::new();
+    let data = data_dir.0.display().to_string();
+    let file = data_dir.0.join("ledger.sqlite");
+    let mut gw = start_with(&mock, &["--data", &data]).await;
+    stop(&mut gw);
+    let empty = std::fs::metadata(&file).unwrap().len();
+
+    let db = PgDb::create("size").await;
+    let url = db.url(pg_port());
+    let mut runs = vec![("sqlite", vec!["--data", data.as_str()])];
+    runs.push(("postgres", vec!["--database", url.as_str()]));
+    for (what, args) in runs {
+        let mut gw = start_with(&mock, &args).await;
+        let gw_addr = gw.addr;
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let next = next.clone();
+            let reqs: Vec<Request> = (0..n).map(request).collect();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let r = http_client::send(gw_addr, &reqs[i]).await.unwrap();
+                    assert_eq!(r.status, 200, "{}", r.text());
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        if what == "postgres" {
+            eventually(Duration::from_secs(30), "rows", || async {
+                (ledger_metric(&gw, "switchboard_ledger_rows_written_total").await == n as f64)
+                    .then_some(())
+            })
+            .await;
+            let c = pg_connect(&url).await;
+            c.batch_execute("VACUUM ANALYZE").await.unwrap();
+            let q = |sql: &'static str| {
+                let c = &c;
+                async move { c.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+            };
+            let rows = q("SELECT pg_total_relation_size('ledger_requests')").await;
+            let daily = q("SELECT pg_total_relation_size('ledger_daily')").await;
+            let count = q("SELECT COUNT(*) FROM ledger_daily").await;
+            println!(
+                "postgres, {n} requests: ledger_requests {rows} bytes ({:.0} B/request, index included), ledger_daily {daily} bytes ({count} rollup rows)",
+                rows as f64 / n as f64
+            );
+            stop(&mut gw);
+            continue;
+        }
+        stop(&mut gw);
+        let full = std::fs::metadata(&file).unwrap().len();
+        let copy = data_dir.0.join("copy.sqlite");
+        let measure = |sql: &str| {
+            std::fs::copy(&file, &copy).unwrap();
+            let c = rusqlite::Connection::open(&copy).unwrap();
+            c.execute_batch(sql).unwrap();
+            c.execute_batch("VACUUM").unwrap();
+            drop(c);
+            std::fs::metadata(&copy).unwrap().len()
+        };
+        let vacuumed = measure("");
+        let no_rollups = measure("DROP TABLE ledger_daily;");
+        let no_index = measure("DROP TABLE ledger_daily; DROP INDEX ledger_requests_time;");
+        let rollup_rows: i64 = rusqlite::Connection::open(&file)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM ledger_daily", [], |r| r.get(0))
+            .unwrap();
+        let per = |b: u64| (b as f64 - empty as f64) / n as f64;
+        println!(
+            "sqlite, {n} requests: empty file {empty} B; after {full} B ({:.1} B/request)",
+            per(full)
+        );
+        println!(
+            "  vacuumed copies: with rollups {vacuumed} B ({:.1} B/request, {rollup_rows} rollup rows), without rollups {no_rollups} B ({:.1} B/request), without rollups or the time index {no_index} B ({:.1} B/request)",
+            per(vacuumed), per(no_rollups), per(no_index)
+        );
+    }
+}
+
+#[tokio::test]
+async fn admin_keys_reports_a_keys_limits_and_use_never_the_key() {
+    let mock = MockUpstream::start().await;
+    let mut k = keys();
+    k["keys"].as_array_mut().unwrap().push(
+        json!({"id": "budgeted", "key": "sk-budgeted-secret", "rpm": 50,
+            "budget": {"usd": "5.00", "period": "month"}}),
+    );
+    let gw = Gateway::start_with(&catalog(&mock), &k, &["--admin-key", ADMIN_KEY]).await;
+    let r = gw
+        .send(&authed(
+            "openai",
+            "/v1/chat/completions",
+            "sk-budgeted-secret",
+            &json!({"model": "openai/gpt-5", "messages": [{"role": "user", "content": "hi"}]}),
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = admin(&gw, "/admin/keys/budgeted", Some(ADMIN_KEY)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["rpm"]["limit"], 50, "{v}");
+    assert_eq!(v["rpm"]["used"], 1, "{v}");
+    assert_eq!(v["budget"]["usd"], "5.00", "{v}");
+    assert_eq!(v["budget"]["period"], "month", "{v}");
+    assert!(v["budget"]["remaining_usd"].as_str().is_some(), "{v}");
+    assert!(!r.text().contains("sk-budgeted-secret"));
+    assert_eq!(
+        admin(&gw, "/admin/keys/nobody", Some(ADMIN_KEY))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(admin(&gw, "/admin/keys/budgeted", None).await.status, 401);
+}

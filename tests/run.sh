@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need
-# (idempotently), then runs the Rust suite, then, on one release build, the
+# (idempotently, PostgreSQL included), then runs the Rust suite, then, on one release build, the
 # official-SDK suite (pytest) and the real-clients suite (node --test: Claude
 # Code, Gemini CLI, Codex CLI, the Vercel AI SDK) side by side.
 set -euo pipefail
@@ -27,6 +27,42 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
     redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break
     sleep 0.1
   done
+fi
+
+# PostgreSQL for the usage ledger's tests (tests/ledger.rs): a local server
+# where user postgres connects over 127.0.0.1:5432 without a password, with a
+# database named test. Skipped when SWITCHBOARD_TEST_POSTGRES names another
+# server; otherwise each step runs only when needed: install (Debian's
+# postgresql), start the clusters that are down, allow loopback connections
+# as postgres (a line in pg_hba.conf, for a test machine), create `test`.
+pg_url="postgres://postgres@127.0.0.1:5432/test"
+pg_ready() { psql "$pg_url" -Atqc 'select 1' >/dev/null 2>&1; }
+as_postgres() { su postgres -s /bin/sh -c "$1"; }
+if [ -z "${SWITCHBOARD_TEST_POSTGRES:-}" ] && ! pg_ready; then
+  if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+    echo "installing system packages: postgresql"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
+  fi
+  service postgresql start >/dev/null 2>&1 || true
+  pg_lsclusters -h 2>/dev/null | while read -r ver name _port status _rest; do
+    [ "$status" = online ] || pg_ctlcluster "$ver" "$name" start || true
+  done || true
+  for _ in $(seq 1 30); do
+    as_postgres "psql -Atqc 'select 1'" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  if ! psql "postgres://postgres@127.0.0.1:5432/postgres" -Atqc 'select 1' >/dev/null 2>&1; then
+    hba=$(as_postgres "psql -Atqc 'show hba_file'")
+    sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
+    as_postgres "psql -Atqc 'select pg_reload_conf()'" >/dev/null
+  fi
+  as_postgres "psql -Atqc \"select 1 from pg_database where datname = 'test'\"" | grep -q 1 ||
+    as_postgres "createdb test"
+  if ! pg_ready; then
+    echo "PostgreSQL is not reachable at $pg_url (tests/ledger.rs needs it)" >&2
+    exit 1
+  fi
 fi
 
 echo "== Rust suite (cargo test)"

@@ -375,7 +375,7 @@ start_switchboard() {
         SB_BENCH_GEMINI_KEY=upstream-gemini RUST_LOG="$SB_RUST_LOG" \
         "$SB_BIN" --catalog "$TMP/catalog.json" --keys "$TMP/keys.json" \
         --listen "127.0.0.1:$SB_PORT" --metrics "127.0.0.1:$SB_METRICS_PORT" \
-        </dev/null >>"$TMP/switchboard.log" 2>&1 &
+        --data "$TMP/data" </dev/null >>"$TMP/switchboard.log" 2>&1 &
     SB_PID=$!
     PIDS+=("$SB_PID")
     wait_http "http://127.0.0.1:$SB_PORT/readyz" || {

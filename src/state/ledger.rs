@@ -462,8 +462,7 @@ impl Writer {
                 break;
             }
             let n = self.held.len().min(self.settings.batch_rows);
-            let batch: Vec<Row> = self.held.range(..n).cloned().collect();
-            match self.backend.write(&batch) {
+            match self.backend.write(&self.held.make_contiguous()[..n]) {
                 Ok(()) => {
                     self.held.drain(..n);
                     self.counters()
@@ -927,15 +926,19 @@ mod tests {
             ledger.record(row("k", "m", i, 200));
             std::thread::sleep(Duration::from_millis(5));
         }
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(metrics.ledger.dropped(), 3, "5 held, 3 over the bound");
+        let until = |what: &str, f: &dyn Fn() -> bool| {
+            let start = Instant::now();
+            while !f() {
+                assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        // 5 held, 3 over the bound
+        until("the drops", &|| metrics.ledger.dropped() == 3);
+        assert_eq!(metrics.ledger.pending.load(Ordering::SeqCst), 5);
         assert_eq!(metrics.ledger.written(), 0);
         fail.store(false, Ordering::SeqCst);
-        let start = Instant::now();
-        while metrics.ledger.written() < 5 {
-            assert!(start.elapsed() < Duration::from_secs(10), "no retry");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        until("the retry", &|| metrics.ledger.written() == 5);
         ledger.record(row("k", "m", 9, 200));
         ledger.close(Duration::from_secs(5));
         assert_eq!(rows.lock().unwrap().len(), 6);

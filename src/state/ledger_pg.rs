@@ -92,8 +92,19 @@ fn describe(config: &Config) -> String {
 /// Parses `--database`: a `postgres://` or `postgresql://` URL (or libpq's
 /// key=value form), refused at start when it does not parse.
 pub fn parse_url(url: &str) -> Result<Config, String> {
-    url.parse::<Config>()
-        .map_err(|e| format!("--database: not a PostgreSQL connection string: {e}"))
+    let config = url
+        .parse::<Config>()
+        .map_err(|e| format!("--database: not a PostgreSQL connection string: {e}"))?;
+    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        return Err(
+            "--database: sslmode=require, but the ledger connects over plain TCP (sslmode=disable or prefer)"
+                .into(),
+        );
+    }
+    if config.get_hosts().is_empty() {
+        return Err("--database: no host (postgres://user@host:port/db)".into());
+    }
+    Ok(config)
 }
 
 async fn connect(config: &Config) -> Result<Client, String> {
@@ -348,4 +359,20 @@ pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
         },
         groups,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_urls() {
+        assert!(parse_url("postgres://postgres@127.0.0.1:5432/test").is_ok());
+        assert!(parse_url("postgresql://u:p@db.internal/ledger?sslmode=prefer").is_ok());
+        assert!(parse_url("host=127.0.0.1 user=postgres dbname=test").is_ok());
+        let e = parse_url("postgres://u@h/db?sslmode=require").unwrap_err();
+        assert!(e.contains("sslmode"), "{e}");
+        assert!(parse_url("mysql://nope").is_err());
+        assert!(parse_url("postgres:///db").is_err());
+    }
 }

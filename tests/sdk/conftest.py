@@ -145,6 +145,7 @@ def _start_gateway(tmp: Path, name: str, catalog: dict) -> tuple[subprocess.Pope
                 "--keys", str(tmp / "keys.json"),
                 "--listen", f"127.0.0.1:{port}",
                 "--metrics", f"127.0.0.1:{metrics}",
+                "--data", str(tmp / f"data-{name}"),
             ],
             stdout=subprocess.DEVNULL,
             stderr=logf,
