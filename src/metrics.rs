@@ -66,7 +66,7 @@ type PerModel = HashMap<String, HashMap<String, ModelSeries>>;
 
 #[derive(Debug, Default)]
 struct Series {
-    // D: one slot per family (Family::ALL has four).
+    // One slot per family (Family::ALL has four).
     per_model: [PerModel; 4],
     latency: [Histogram; 4],
     ttft: [Histogram; 4],
@@ -80,7 +80,7 @@ fn slot(f: Family) -> usize {
         Family::OpenAi => 0,
         Family::Anthropic => 1,
         Family::Gemini => 2,
-        // D: counted as its own family.
+        // Family D: counted as its own family.
         Family::Responses => 3,
     }
 }

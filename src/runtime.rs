@@ -35,7 +35,7 @@ fn index(f: Family) -> usize {
         Family::OpenAi => 0,
         Family::Anthropic => 1,
         Family::Gemini => 2,
-        // D: family D shares family A's `/v1/models` listings.
+        // Family D shares family A's `/v1/models` listings.
         Family::Responses => 0,
     }
 }
@@ -43,7 +43,7 @@ fn index(f: Family) -> usize {
 impl Snapshot {
     /// Builds a snapshot and renders its listings.
     pub fn new(catalog: Catalog, keys: KeyStore) -> Snapshot {
-        // D: `LISTED`, not `ALL`: family D has no listings of its own.
+        // Family D: `LISTED`, not `ALL`: family D has no listings of its own.
         let listings = Family::LISTED.map(|f| render(&catalog, f));
         Snapshot {
             catalog,
@@ -73,7 +73,7 @@ impl Snapshot {
 
 fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
     match family {
-        // D: served under `/v1` beside family A, for every model.
+        // Family D: served under `/v1` beside family A, for every model.
         Family::OpenAi | Family::Responses => true,
         Family::Anthropic => m.speaks(Family::Anthropic),
         Family::Gemini => {
@@ -87,7 +87,7 @@ fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
 
 fn object(family: Family, m: &Model) -> serde_json::Value {
     match family {
-        // D: rendered as family A (never reached: D has no listings of its own).
+        // Family D: rendered as family A (never reached: D has no listings of its own).
         Family::OpenAi | Family::Responses => openai::models::model_object(m),
         Family::Anthropic => anthropic::models::model_object(m),
         Family::Gemini => gemini::models::model_object(m),
@@ -96,7 +96,7 @@ fn object(family: Family, m: &Model) -> serde_json::Value {
 
 fn envelope(family: Family, items: Vec<serde_json::Value>) -> Bytes {
     let v = match family {
-        // D: as family A.
+        // Family D: as family A.
         Family::OpenAi | Family::Responses => openai::models::list(items),
         Family::Anthropic => anthropic::models::list(items),
         Family::Gemini => gemini::models::list(items),

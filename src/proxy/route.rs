@@ -253,7 +253,7 @@ pub fn route(
         }
     };
     let rest = match family {
-        // D: under `/v1`, as family A.
+        // Family D: under `/v1`, as family A.
         Family::OpenAi | Family::Responses => trimmed.strip_prefix("/v1"),
         Family::Anthropic => trimmed.strip_prefix("/anthropic/v1"),
         Family::Gemini => trimmed.strip_prefix("/google/v1beta"),
