@@ -537,7 +537,11 @@ pub fn encode(
 /// (Anthropic `adaptive`, a dynamic Gemini budget) is `medium`. Reasoning
 /// turned off is `none` only when the client said `none` itself (models
 /// before gpt-5.1 refuse it); otherwise it is left out and reported.
-fn encode_effort(r: &Reasoning, req: &ChatRequest, adj: &mut Adjustments) -> Option<String> {
+pub(crate) fn encode_effort(
+    r: &Reasoning,
+    req: &ChatRequest,
+    adj: &mut Adjustments,
+) -> Option<String> {
     if r.is_off() {
         match r.effort.as_deref() {
             Some("none") => return Some("none".into()),

@@ -51,9 +51,9 @@ use crate::ir::signature::{
 };
 use crate::ir::stream::{arguments_text, parse_arguments};
 use crate::ir::{
-    self, deep_merge, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource,
-    JsonSchemaFormat, Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role,
-    SystemPrompt, SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
+    deep_merge, Block, ChatRequest, Extra, FunctionTool, ImageBlock, ImageSource, JsonSchemaFormat,
+    Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role, SystemPrompt,
+    SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
 use crate::protocol::report::{self, Param};
 use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
@@ -1250,25 +1250,7 @@ fn encode_effort(r: &Reasoning, req: &ChatRequest, adj: &mut Adjustments) -> Opt
     if req.source == Some(F) {
         return r.effort.clone();
     }
-    if r.is_off() {
-        match r.effort.as_deref() {
-            Some("none") => return Some("none".into()),
-            Some(_) => report::dropped(req, Param::Effort, adj),
-            None => {}
-        }
-        report::dropped(req, Param::Reasoning, adj);
-        return None;
-    }
-    if let Some(effort) = r.effort.as_deref() {
-        if let Some(level) = ir::openai_effort(effort) {
-            return Some(level.into());
-        }
-        report::dropped(req, Param::Effort, adj);
-    }
-    if let Some(budget) = r.fixed_budget() {
-        return Some(ir::budget_to_effort(budget).to_string());
-    }
-    r.is_on().then(|| "medium".to_string())
+    crate::protocol::openai::request::encode_effort(r, req, adj)
 }
 
 /// The `reasoning` object: effort, and a summary when the client wants to

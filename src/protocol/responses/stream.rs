@@ -1420,19 +1420,8 @@ impl Encoder {
             return;
         }
         self.ensure_started(out);
-        let parsed: Value = serde_json::from_slice(error_body).unwrap_or(Value::Null);
-        let err = parsed.get("error").unwrap_or(&parsed);
-        let message = err
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("the upstream failed");
-        let code = err
-            .get("code")
-            .filter(|c| !c.is_null())
-            .or_else(|| err.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("server_error");
-        let param = err.get("param").cloned().unwrap_or(Value::Null);
+        let (message, code, param) = error_fields(error_body);
+        let (message, code) = (message.as_str(), code.as_str());
         self.begin(out, "error");
         out.extend_from_slice(b",\"code\":");
         json_str(out, code);
@@ -1454,11 +1443,9 @@ impl Encoder {
     }
 }
 
-/// Ends a passed-through Responses stream (the upstream speaks the client's
-/// protocol, so no encoder holds its state) with `error_body`
-/// (`{"error":{…}}`): an `error` event numbered `seq`, then `response.failed`
-/// for the response `id` the stream announced.
-pub fn passthrough_failure(error_body: &[u8], seq: u64, id: Option<&str>, out: &mut Vec<u8>) {
+/// The message, code (falling back to the error `type`) and param of a
+/// family error body (`{"error":{…}}`), for the stream's `error` event.
+fn error_fields(error_body: &[u8]) -> (String, String, Value) {
     let parsed: Value = serde_json::from_slice(error_body).unwrap_or(Value::Null);
     let err = parsed.get("error").unwrap_or(&parsed);
     let message = err
@@ -1472,6 +1459,15 @@ pub fn passthrough_failure(error_body: &[u8], seq: u64, id: Option<&str>, out: &
         .and_then(Value::as_str)
         .unwrap_or("server_error");
     let param = err.get("param").cloned().unwrap_or(Value::Null);
+    (message.to_string(), code.to_string(), param)
+}
+
+/// Ends a passed-through Responses stream (the upstream speaks the client's
+/// protocol, so no encoder holds its state) with `error_body`
+/// (`{"error":{…}}`): an `error` event numbered `seq`, then `response.failed`
+/// for the response `id` the stream announced.
+pub fn passthrough_failure(error_body: &[u8], seq: u64, id: Option<&str>, out: &mut Vec<u8>) {
+    let (message, code, param) = error_fields(error_body);
     let error = serde_json::json!({
         "type": "error",
         "sequence_number": seq,
