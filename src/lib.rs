@@ -45,6 +45,7 @@ pub mod jsonedit;
 pub mod metrics;
 pub mod passthrough;
 pub mod policy;
+pub mod pool;
 pub mod protocol;
 pub mod proxy;
 pub mod reload;

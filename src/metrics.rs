@@ -71,6 +71,12 @@ struct Series {
     latency: [Histogram; 4],
     ttft: [Histogram; 4],
     upstream_errors: BTreeMap<(String, String), u64>,
+    /// Upstream attempts by (provider, upstream, outcome).
+    attempts: BTreeMap<(String, String, &'static str), u64>,
+    /// Cool-downs started by (provider, upstream, reason).
+    cooldowns: BTreeMap<(String, String, &'static str), u64>,
+    /// Requests answered by a fallback model, by (requested, answering) model.
+    fallbacks: BTreeMap<(String, String), u64>,
     /// Adaptations (CONTRACT 5.1) by model and parameter.
     adaptations: BTreeMap<(String, String), u64>,
 }
@@ -159,6 +165,34 @@ impl Metrics {
         self.with(|s| {
             *s.upstream_errors
                 .entry((provider.to_string(), kind.to_string()))
+                .or_default() += 1;
+        });
+    }
+
+    /// Counts one upstream attempt and how it ended (`ok`, `error` for a
+    /// final 4xx, or a failure label of `pool::Cause`).
+    pub fn upstream_attempt(&self, provider: &str, upstream: &str, outcome: &'static str) {
+        self.with(|s| {
+            *s.attempts
+                .entry((provider.to_string(), upstream.to_string(), outcome))
+                .or_default() += 1;
+        });
+    }
+
+    /// Counts a cool-down of an upstream, by the failure that started it.
+    pub fn upstream_cooled(&self, provider: &str, upstream: &str, reason: &'static str) {
+        self.with(|s| {
+            *s.cooldowns
+                .entry((provider.to_string(), upstream.to_string(), reason))
+                .or_default() += 1;
+        });
+    }
+
+    /// Counts a request for `from` answered by the fallback `to` (qualified ids).
+    pub fn fallback(&self, from: &str, to: &str) {
+        self.with(|s| {
+            *s.fallbacks
+                .entry((from.to_string(), to.to_string()))
                 .or_default() += 1;
         });
     }
@@ -290,6 +324,33 @@ impl Metrics {
                     esc(k)
                 );
             }
+            out.push_str("# HELP switchboard_upstream_attempts_total Upstream attempts by provider, upstream and outcome (ok; error: a 4xx passed to the client; rate_limited, status_5xx, timeout, unreachable, invalid: failed and cooled; skipped: no key).\n# TYPE switchboard_upstream_attempts_total counter\n");
+            for ((p, u, o), n) in &s.attempts {
+                let _ = writeln!(
+                    out,
+                    "switchboard_upstream_attempts_total{{provider=\"{}\",upstream=\"{}\",outcome=\"{o}\"}} {n}",
+                    esc(p),
+                    esc(u)
+                );
+            }
+            out.push_str("# HELP switchboard_upstream_cooldowns_total Cool-downs started, by provider, upstream and the failure that started them.\n# TYPE switchboard_upstream_cooldowns_total counter\n");
+            for ((p, u, r), n) in &s.cooldowns {
+                let _ = writeln!(
+                    out,
+                    "switchboard_upstream_cooldowns_total{{provider=\"{}\",upstream=\"{}\",reason=\"{r}\"}} {n}",
+                    esc(p),
+                    esc(u)
+                );
+            }
+            out.push_str("# HELP switchboard_fallbacks_total Requests answered by a fallback model, by the model asked for and the one that answered.\n# TYPE switchboard_fallbacks_total counter\n");
+            for ((from, to), n) in &s.fallbacks {
+                let _ = writeln!(
+                    out,
+                    "switchboard_fallbacks_total{{model=\"{}\",fallback=\"{}\"}} {n}",
+                    esc(from),
+                    esc(to)
+                );
+            }
             out.push_str("# HELP switchboard_adaptations_total Changes the gateway made to requests (lowered output caps, dropped fields, CONTRACT 5.1) by model and parameter.\n# TYPE switchboard_adaptations_total counter\n");
             for ((m, p), n) in &s.adaptations {
                 let _ = writeln!(
@@ -300,6 +361,7 @@ impl Metrics {
                 );
             }
         });
+        render_pools(&mut out, rt, &esc);
         let _ = writeln!(
             out,
             "# HELP switchboard_active_streams Streams in flight.\n# TYPE switchboard_active_streams gauge\nswitchboard_active_streams {}",
@@ -339,6 +401,43 @@ impl Metrics {
             rt.reload_failures.load(Ordering::Relaxed)
         );
         out
+    }
+}
+
+/// Each upstream's live state: healthy or cooling (and for how long), its
+/// requests in flight and its weight.
+fn render_pools(out: &mut String, rt: &Runtime, esc: &dyn Fn(&str) -> String) {
+    let snap = rt.snapshot();
+    let now = std::time::Instant::now();
+    let mut rows = Vec::new();
+    for (p, pool) in snap.pools() {
+        for (u, m) in p.upstreams.iter().zip(pool.members()) {
+            let v = m.view(now);
+            let labels = format!(
+                "provider=\"{}\",upstream=\"{}\",protocol=\"{}\"",
+                esc(&p.id),
+                esc(&u.id),
+                u.protocol.name()
+            );
+            rows.push((labels, v, u.weight));
+        }
+    }
+    out.push_str("# HELP switchboard_upstream_healthy 1 when the upstream takes traffic, 0 while it cools down.\n# TYPE switchboard_upstream_healthy gauge\n");
+    for (l, v, _) in &rows {
+        let _ = writeln!(out, "switchboard_upstream_healthy{{{l}}} {}", u8::from(v.cooling.is_none()));
+    }
+    out.push_str("# HELP switchboard_upstream_cooldown_seconds Time left in the upstream's cool-down.\n# TYPE switchboard_upstream_cooldown_seconds gauge\n");
+    for (l, v, _) in &rows {
+        let secs = v.cooling.map(|d| d.as_secs_f64()).unwrap_or(0.0);
+        let _ = writeln!(out, "switchboard_upstream_cooldown_seconds{{{l}}} {secs:.3}");
+    }
+    out.push_str("# HELP switchboard_upstream_in_flight Requests in flight on the upstream.\n# TYPE switchboard_upstream_in_flight gauge\n");
+    for (l, v, _) in &rows {
+        let _ = writeln!(out, "switchboard_upstream_in_flight{{{l}}} {}", v.in_flight);
+    }
+    out.push_str("# HELP switchboard_upstream_weight The upstream's weight in its pool.\n# TYPE switchboard_upstream_weight gauge\n");
+    for (l, _, w) in &rows {
+        let _ = writeln!(out, "switchboard_upstream_weight{{{l}}} {w}");
     }
 }
 

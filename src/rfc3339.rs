@@ -48,6 +48,49 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month as u32, day as u32)
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of
+/// `civil_from_days`).
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = year - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Unix seconds of an HTTP date in the IMF-fixdate form
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`), as `retry-after` may carry one.
+pub fn parse_http_date(s: &str) -> Option<u64> {
+    let mut it = s.split_ascii_whitespace();
+    let _weekday = it.next()?.strip_suffix(',')?;
+    let day: u32 = it.next()?.parse().ok()?;
+    let month = match it.next()? {
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
+        _ => return None,
+    };
+    let year: i64 = it.next()?.parse().ok()?;
+    let mut hms = it.next()?.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, mi, sec) = (hms.next()??, hms.next()??, hms.next()??);
+    if it.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + h * 3600 + mi * 60 + sec;
+    u64::try_from(secs).ok()
+}
+
 impl fmt::Display for Rfc3339 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let days = self.secs.div_euclid(86_400);
@@ -74,6 +117,19 @@ mod tests {
 
     fn at(secs: i64) -> String {
         Rfc3339::seconds(secs).to_string()
+    }
+
+    #[test]
+    fn http_dates_parse_to_unix_seconds() {
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(at(parse_http_date("Mon, 23 Nov 2026 23:59:59 GMT").unwrap() as i64), "2026-11-23T23:59:59Z");
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 UTC"), None);
+        assert_eq!(parse_http_date("soon"), None);
+        for d in [-1000, 0, 59, 60, 365, 10_957, 20_000, 100_000] {
+            let (y, m, dd) = civil_from_days(d);
+            assert_eq!(days_from_civil(y, m, dd), d);
+        }
     }
 
     #[test]

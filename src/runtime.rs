@@ -4,6 +4,7 @@
 
 use crate::config::{Catalog, ConfigError, KeyStore, Model};
 use crate::family::Family;
+use crate::pool::{ProviderPool, Registry};
 use crate::protocol::{anthropic, gemini, openai};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -28,6 +29,8 @@ pub struct Snapshot {
     pub catalog: Catalog,
     pub keys: KeyStore,
     listings: [Listings; 3],
+    /// Each provider's upstream pool, parallel to `catalog.providers`.
+    pools: Vec<Arc<ProviderPool>>,
 }
 
 fn index(f: Family) -> usize {
@@ -43,12 +46,20 @@ fn index(f: Family) -> usize {
 impl Snapshot {
     /// Builds a snapshot and renders its listings.
     pub fn new(catalog: Catalog, keys: KeyStore) -> Snapshot {
+        Snapshot::with_registry(catalog, keys, &Registry::default())
+    }
+
+    /// Builds a snapshot whose pools keep the health state `registry` holds
+    /// for unchanged upstreams.
+    pub fn with_registry(catalog: Catalog, keys: KeyStore, registry: &Registry) -> Snapshot {
         // Family D: `LISTED`, not `ALL`: family D has no listings of its own.
         let listings = Family::LISTED.map(|f| render(&catalog, f));
+        let pools = registry.pools(&catalog);
         Snapshot {
             catalog,
             keys,
             listings,
+            pools,
         }
     }
 
@@ -58,6 +69,20 @@ impl Snapshot {
             Catalog::load(catalog_path)?,
             KeyStore::load(keys_path)?,
         ))
+    }
+
+    /// The pool of the provider `id`.
+    pub fn pool(&self, id: &str) -> Option<&ProviderPool> {
+        let i = self.catalog.providers.iter().position(|p| p.id == id)?;
+        self.pools.get(i).map(|p| &**p)
+    }
+
+    /// Every provider with its pool.
+    pub fn pools(&self) -> impl Iterator<Item = (&crate::config::Provider, &ProviderPool)> {
+        self.catalog
+            .providers
+            .iter()
+            .zip(self.pools.iter().map(|p| &**p))
     }
 
     /// The pre-rendered listings of `family`.
@@ -139,6 +164,8 @@ pub struct ConfigPaths {
 #[derive(Debug)]
 pub struct Runtime {
     snapshot: ArcSwap<Snapshot>,
+    /// Upstream health, carried from one snapshot to the next.
+    registry: Registry,
     pub paths: ConfigPaths,
     /// Successful reloads since start.
     pub reloads: AtomicU64,
@@ -149,7 +176,10 @@ pub struct Runtime {
 impl Runtime {
     /// Wraps an initial snapshot.
     pub fn new(snapshot: Snapshot, paths: ConfigPaths) -> Runtime {
+        let registry = Registry::default();
+        registry.remember(&snapshot.pools);
         Runtime {
+            registry,
             snapshot: ArcSwap::from_pointee(snapshot),
             paths,
             reloads: AtomicU64::new(0),
@@ -164,7 +194,11 @@ impl Runtime {
 
     /// Reloads both files: on success swaps the snapshot in, on failure keeps the old one.
     pub fn reload(&self) -> Result<(), ConfigError> {
-        match Snapshot::load(&self.paths.catalog, &self.paths.keys) {
+        let loaded = Catalog::load(&self.paths.catalog).and_then(|c| {
+            KeyStore::load(&self.paths.keys)
+                .map(|k| Snapshot::with_registry(c, k, &self.registry))
+        });
+        match loaded {
             Ok(s) => {
                 self.snapshot.store(Arc::new(s));
                 self.reloads.fetch_add(1, Ordering::Relaxed);

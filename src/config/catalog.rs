@@ -81,7 +81,13 @@ impl BaseUrl {
 /// One way of reaching a provider: a wire protocol at a base URL with a key.
 #[derive(Debug, Clone)]
 pub struct Upstream {
+    /// A name unique within the provider, for metrics, logs and the admin
+    /// view: the catalog's `id`, else `protocol@host[:port]` (with `#n` from
+    /// the second upstream of the same protocol and host on).
+    pub id: String,
     pub protocol: Family,
+    /// The share of the pool's traffic this upstream gets (default 1).
+    pub weight: u32,
     pub base_url: String,
     pub url: BaseUrl,
     pub api_key_env: Option<String>,
@@ -95,7 +101,30 @@ pub struct Provider {
     pub id: String,
     pub families: Vec<Family>,
     pub upstreams: Vec<Upstream>,
+    /// Deadlines for calls to this provider's upstreams (CONTRACT 4.1).
+    pub timeouts: Timeouts,
+    /// How many times a request may move on to another upstream (default 2).
+    pub retries: u32,
 }
+
+/// A provider's optional deadlines (catalog milliseconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP (and TLS) connect.
+    pub connect: Option<std::time::Duration>,
+    /// From sending the request to the first byte of the answer (for a
+    /// stream: its first body chunk).
+    pub first_token: Option<std::time::Duration>,
+    /// The longest gap between two chunks of the answer.
+    pub idle: Option<std::time::Duration>,
+    /// The whole request, every attempt and the stream included.
+    pub total: Option<std::time::Duration>,
+}
+
+/// The most retries a provider may configure.
+pub const MAX_RETRIES: u64 = 10;
+/// The largest upstream weight.
+pub const MAX_WEIGHT: u64 = 1_000_000;
 
 impl Provider {
     /// The upstream to use for a client of `family` (CONTRACT 4.1): the one
@@ -160,6 +189,9 @@ pub struct Model {
     pub supported_generation_methods: Vec<String>,
     pub defaults: Defaults,
     pub protocols: Vec<Family>,
+    /// `provider/model_id` of the models tried, in order, when every upstream
+    /// of this model's provider failed or is cooling down.
+    pub fallbacks: Vec<String>,
 }
 
 impl Model {
@@ -226,8 +258,9 @@ pub struct Catalog {
     model_index: HashMap<String, usize>,
 }
 
-const PROVIDER_FIELDS: &[&str] = &["id", "families", "upstreams"];
-const UPSTREAM_FIELDS: &[&str] = &["protocol", "base_url", "api_key_env"];
+const PROVIDER_FIELDS: &[&str] = &["id", "families", "upstreams", "timeouts", "retries"];
+const UPSTREAM_FIELDS: &[&str] = &["id", "protocol", "base_url", "api_key_env", "weight"];
+const TIMEOUT_FIELDS: &[&str] = &["connect", "first_token", "idle", "total"];
 const MODEL_FIELDS: &[&str] = &[
     "id",
     "provider",
@@ -246,6 +279,7 @@ const MODEL_FIELDS: &[&str] = &[
     "supported_generation_methods",
     "defaults",
     "protocols",
+    "fallbacks",
 ];
 
 impl Catalog {
@@ -299,6 +333,34 @@ impl Catalog {
             }
             cat.model_index.insert(m.id.clone(), cat.models.len());
             cat.models.push(m);
+        }
+        for (i, m) in cat.models.iter().enumerate() {
+            for (j, f) in m.fallbacks.iter().enumerate() {
+                let at = || format!("$.models[{i}].fallbacks[{j}]");
+                let target = f
+                    .split_once('/')
+                    .and_then(|(p, id)| cat.model(id).filter(|t| t.provider == p));
+                match target {
+                    None => {
+                        return Err(ConfigError::new(
+                            file,
+                            at(),
+                            format!("{f:?} is not a provider/model_id of this catalog"),
+                        ))
+                    }
+                    Some(t) if t.id == m.id => {
+                        return Err(ConfigError::new(
+                            file,
+                            at(),
+                            "a model cannot be its own fallback",
+                        ))
+                    }
+                    Some(_) if m.fallbacks[..j].contains(f) => {
+                        return Err(ConfigError::new(file, at(), format!("{f:?} is listed twice")))
+                    }
+                    Some(_) => {}
+                }
+            }
         }
         Ok(cat)
     }
@@ -380,7 +442,39 @@ fn provider(
             .as_deref()
             .and_then(env)
             .filter(|k| !k.is_empty());
+        let weight = match u.opt_u64("weight")? {
+            None => 1,
+            Some(w) if (1..=MAX_WEIGHT).contains(&w) => w as u32,
+            Some(_) => {
+                return Err(u.err(
+                    "weight",
+                    format!("must be a whole number from 1 to {MAX_WEIGHT}"),
+                ))
+            }
+        };
+        let id = match u.opt_str("id")? {
+            Some(_) => token(&u, "id")?,
+            None => {
+                let base = format!("{}@{}", protocol.name(), url.authority);
+                let same = upstreams
+                    .iter()
+                    .filter(|o: &&Upstream| {
+                        o.protocol == protocol && o.url.authority == url.authority
+                    })
+                    .count();
+                if same == 0 {
+                    base
+                } else {
+                    format!("{base}#{}", same + 1)
+                }
+            }
+        };
+        if upstreams.iter().any(|o| o.id == id) {
+            return Err(u.err("id", format!("duplicate upstream id {id:?}")));
+        }
         upstreams.push(Upstream {
+            id,
+            weight,
             protocol,
             base_url,
             url,
@@ -391,10 +485,36 @@ fn provider(
     if upstreams.is_empty() {
         return Err(o.err("upstreams", "must list at least one upstream"));
     }
+    let timeouts = match o.opt_obj("timeouts")? {
+        None => Timeouts::default(),
+        Some(t) => {
+            t.only(TIMEOUT_FIELDS)?;
+            let ms = |k: &str| -> Result<Option<std::time::Duration>, ConfigError> {
+                match t.opt_u64(k)? {
+                    None => Ok(None),
+                    Some(0) => Err(t.err(k, "must be a positive number of milliseconds")),
+                    Some(n) => Ok(Some(std::time::Duration::from_millis(n))),
+                }
+            };
+            Timeouts {
+                connect: ms("connect")?,
+                first_token: ms("first_token")?,
+                idle: ms("idle")?,
+                total: ms("total")?,
+            }
+        }
+    };
+    let retries = match o.opt_u64("retries")? {
+        None => 2,
+        Some(n) if n <= MAX_RETRIES => n as u32,
+        Some(_) => return Err(o.err("retries", format!("must be at most {MAX_RETRIES}"))),
+    };
     Ok(Provider {
         id,
         families,
         upstreams,
+        timeouts,
+        retries,
     })
 }
 
@@ -505,6 +625,7 @@ fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, Confi
             .unwrap_or_else(|| vec!["generateContent".to_string(), "countTokens".to_string()]),
         defaults,
         protocols: families(&o, "protocols")?,
+        fallbacks: o.opt_strings("fallbacks")?.unwrap_or_default(),
         id,
     })
 }

@@ -24,6 +24,11 @@ pub struct AccessLine<'a> {
     pub upstream_protocol: Option<&'a str>,
     pub upstream_host: Option<&'a str>,
     pub attempts: u32,
+    /// Each upstream attempt: provider, model, upstream id, status or
+    /// failure, the cool-down it started, milliseconds.
+    pub tried: &'a [super::dispatch::AttemptNote],
+    /// The model asked for, when a fallback (`model`) answered instead.
+    pub fallback_from: Option<&'a str>,
     pub status: u16,
     /// The error kind (`invalid_request`, `authentication`, ...) when the request failed.
     pub error_type: Option<&'a str>,
@@ -67,6 +72,8 @@ impl<'a> AccessLine<'a> {
             upstream_protocol: ctx.upstream_protocol.map(|f| f.name()),
             upstream_host: ctx.upstream_host.as_deref(),
             attempts: ctx.attempts,
+            tried: &ctx.tried,
+            fallback_from: ctx.fallback_from.as_deref(),
             status: ctx.status,
             error_type,
             error,

@@ -43,6 +43,13 @@ pub struct RequestCtx {
     pub budget_remaining: Option<i64>,
     /// The client went away before the response was complete.
     pub client_gone: bool,
+    /// The model that answered (`provider/model_id`): the
+    /// `x-switchboard-model` header.
+    pub answered_by: Option<String>,
+    /// The model the client asked for, when a fallback answered instead.
+    pub fallback_from: Option<String>,
+    /// Every upstream attempt, in order.
+    pub tried: Vec<super::dispatch::AttemptNote>,
 }
 
 impl RequestCtx {
@@ -70,6 +77,9 @@ impl RequestCtx {
             billable: false,
             budget_remaining: None,
             client_gone: false,
+            answered_by: None,
+            fallback_from: None,
+            tried: Vec::new(),
         }
     }
 }

@@ -1,13 +1,15 @@
-//! Choosing and calling the upstream: the provider's upstreams in preference
-//! order (the one speaking the client's protocol first), the request body for
-//! each (passthrough splice or translation), its URL and headers with the
-//! provider key, and failover to the next upstream on a connect failure, 429 or
-//! 5xx before anything reached the client.
+//! Calling a provider's upstreams for one request: the pool's pick (healthy,
+//! by weight, the client's protocol first), the request body for each
+//! (passthrough splice or translation), its URL and headers with the provider
+//! key, the provider's deadlines (connect, first token, total), and moving on
+//! to the next upstream on a connect failure, a first-token timeout, a 429 or
+//! a 5xx, before anything reached the client, cooling the one that failed.
 
-use super::upstream::{transport_error, Exchange};
+use super::upstream::{bound, deadline_error, Exchange, ReadFault, UpstreamClient};
 use super::Gateway;
 use crate::adjust::Adjustments;
 use crate::config::{Model, Provider, Upstream};
+use crate::pool::{self, Cause, InFlight, ProviderPool};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::passthrough;
@@ -16,6 +18,8 @@ use crate::protocol::{self, spoke, DecodeContext, EncodeOptions, TranslateError}
 use crate::validate::Inspected;
 use bytes::Bytes;
 use pingora_http::RequestHeader;
+use serde::Serialize;
+use std::time::{Duration, Instant};
 
 /// The most of an upstream error body that is read.
 const MAX_ERROR_BODY: usize = 1 << 20;
@@ -32,14 +36,14 @@ pub fn translate_error(e: TranslateError) -> GatewayError {
 }
 
 /// Everything about the client's request that shapes the upstream call.
-pub struct Call<'a> {
+pub struct Call<'a, 's> {
     pub family: Family,
     pub body: &'a Bytes,
     pub req: &'a Inspected,
     /// Family C's model from the path.
     pub path_model: Option<&'a str>,
-    pub model: &'a Model,
-    pub provider: &'a Provider,
+    pub model: &'s Model,
+    pub provider: &'s Provider,
     /// The client's `anthropic-beta` header, forwarded to Anthropic upstreams.
     pub anthropic_beta: Option<String>,
     /// The client asked for Anthropic's beta surface with `?beta=true` (Claude
@@ -50,6 +54,10 @@ pub struct Call<'a> {
     /// of refused.
     pub adapt: bool,
     pub request_id: &'a str,
+    /// The provider's pool (health, in flight, weights).
+    pub pool: &'s ProviderPool,
+    /// When the request must be done: its start plus the provider's `total`.
+    pub deadline: Option<Instant>,
 }
 
 /// A successful upstream answer (status below 400), its response header read.
@@ -63,84 +71,340 @@ pub struct Answer<'s> {
     pub usage_injected: bool,
     /// What translation for this upstream dropped (empty when not translated).
     pub adjusted: Adjustments,
+    /// What was read before anything reached the client: a stream's first
+    /// chunk (None: it ended at once), or a whole answer's body.
+    pub first: Option<Bytes>,
+    /// The request in flight on the upstream's pool member (ends when dropped).
+    pub in_flight: InFlight,
+    /// The provider's `idle` timeout, and the request's `total` deadline.
+    pub idle: Option<Duration>,
+    pub deadline: Option<Instant>,
 }
 
-/// What `call` tried, for the access log: the number of upstream calls made and the last upstream.
+/// One upstream attempt, as the access log reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptNote {
+    pub provider: String,
+    pub model: String,
+    pub upstream: String,
+    /// The upstream's status, when it answered.
+    pub status: Option<u16>,
+    /// Why the attempt failed (`rate_limited`, `status_5xx`, `timeout`,
+    /// `unreachable`, `invalid`), or null when it answered.
+    pub failure: Option<&'static str>,
+    /// The cool-down it started, in milliseconds.
+    pub cooled_ms: Option<u64>,
+    pub ms: u64,
+}
+
+/// What `call` tried: the upstream calls made, the last upstream, each attempt.
 #[derive(Debug, Default)]
 pub struct Tried<'s> {
     pub attempts: u32,
     pub last: Option<&'s Upstream>,
+    pub notes: Vec<AttemptNote>,
 }
 
-/// The provider's upstreams in the order they are tried for a client of `family`.
-pub fn upstream_order(provider: &Provider, family: Family) -> Vec<&Upstream> {
-    let mut v: Vec<&Upstream> = provider
-        .upstreams
-        .iter()
-        .filter(|u| u.protocol == family)
-        .collect();
-    v.extend(provider.upstreams.iter().filter(|u| u.protocol != family));
-    v
+/// Why `call` found no answer.
+pub enum Failed {
+    /// An answer or error that goes to the client as it is (a 4xx from the
+    /// upstream, a request that cannot be translated, the deadline).
+    Final(GatewayError),
+    /// Every upstream it could try failed or was cooling down (None: none
+    /// was tried), or the attempts ran out: a fallback may take over.
+    Exhausted(Option<GatewayError>),
 }
 
-/// Calls the upstreams in order until one answers below 400, or the last one answers at all.
+/// The pause before the `n`th attempt (n ≥ 2): random, up to 25 ms doubled
+/// for each attempt before it, at most 400 ms.
+fn backoff(n: u32) -> Duration {
+    let cap_ms = (25u64 << n.saturating_sub(2).min(4)).min(400);
+    let mut b = [0u8; 4];
+    let r = if getrandom::getrandom(&mut b).is_ok() {
+        u32::from_le_bytes(b)
+    } else {
+        Instant::now().elapsed().subsec_nanos()
+    };
+    Duration::from_millis(u64::from(r) % (cap_ms + 1))
+}
+
+/// Calls the provider's upstreams until one answers: each pick is the pool's
+/// weighted choice among the untried, healthy upstreams (CONTRACT 4.1). A
+/// connect failure, a first-token timeout, a 429 or a 5xx cools the upstream
+/// and moves on, while `attempts_left` lasts; `panic` (every upstream of
+/// the request's chain is cooling down) tries the one recovering first.
 pub async fn call<'s>(
     gw: &Gateway,
-    c: &Call<'s>,
+    c: &Call<'_, 's>,
     tried: &mut Tried<'s>,
-) -> Result<Answer<'s>, GatewayError> {
-    let order = upstream_order(c.provider, c.family);
+    attempts_left: &mut u32,
+    panic: bool,
+) -> Result<Answer<'s>, Failed> {
+    let ups = &c.provider.upstreams;
+    let mut seen = pool::Tried::default();
     let mut last: Option<GatewayError> = None;
-    for (i, up) in order.iter().copied().enumerate() {
-        let is_last = i + 1 == order.len();
+    while *attempts_left > 0 {
+        let now = Instant::now();
+        let pick = if panic {
+            c.pool.soonest(ups, c.family, seen, now)
+        } else {
+            c.pool.pick(ups, c.family, seen, now)
+        };
+        let Some(i) = pick else { break };
+        seen.insert(i);
+        let up = &ups[i];
+        if tried.attempts > 0 {
+            let pause = backoff(tried.attempts + 1);
+            if c.deadline.is_some_and(|d| Instant::now() + pause >= d) {
+                return Err(Failed::Final(deadline_error()));
+            }
+            tokio::time::sleep(pause).await;
+        }
+        *attempts_left -= 1;
         tried.attempts += 1;
         tried.last = Some(up);
-        match attempt(gw, c, up).await {
-            Ok(a) if a.status < 400 => return Ok(a),
-            Ok(mut a) => {
-                gw.metrics
-                    .upstream_error(&c.provider.id, &a.status.to_string());
-                let retry_after =
-                    a.ex.session
-                        .response_header()
-                        .and_then(|h| h.headers.get("retry-after"))
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok());
-                let body = read_body(&mut a.ex, MAX_ERROR_BODY)
-                    .await
-                    .unwrap_or_default();
-                let e = upstream_failure(up.protocol, a.status, &body, retry_after);
-                if is_last || !(a.status == 429 || a.status >= 500) {
-                    return Err(e);
+        let member = c.pool.member(i);
+        let started = Instant::now();
+        let outcome = attempt(gw, c, up, member.start()).await;
+        let mut note = AttemptNote {
+            provider: c.provider.id.clone(),
+            model: c.model.id.clone(),
+            upstream: up.id.clone(),
+            status: None,
+            failure: None,
+            cooled_ms: None,
+            ms: 0,
+        };
+        let result = match outcome {
+            Outcome::Answer(a) => {
+                member.succeeded();
+                note.status = Some(a.status);
+                Ok(a)
+            }
+            Outcome::Final(e, status) => {
+                // The upstream is alive (it judged the request), or the
+                // request never reached it.
+                if status.is_some() {
+                    member.succeeded();
                 }
-                log::warn!(
-                    "{}: upstream {} answered {}; trying the next one",
-                    c.request_id,
-                    up.base_url,
-                    a.status
-                );
-                last = Some(e);
+                note.status = status;
+                Err(Failed::Final(e))
             }
-            Err(e) if e.status >= 500 && !is_last => {
+            Outcome::Skip(e) => {
                 log::warn!(
-                    "{}: upstream {} failed ({e}); trying the next one",
+                    "{}: upstream {} of {} skipped ({e})",
                     c.request_id,
-                    up.base_url
+                    up.id,
+                    c.provider.id
                 );
+                note.failure = Some("skipped");
                 last = Some(e);
+                Err(Failed::Exhausted(None))
             }
-            Err(e) => return Err(e),
+            Outcome::Retry(e, cause, status) => {
+                let cool = member.failed(cause, Instant::now());
+                gw.metrics
+                    .upstream_cooled(&c.provider.id, &up.id, cause.label());
+                log::warn!(
+                    "{}: upstream {} of {} failed ({e}); cooled for {} ms",
+                    c.request_id,
+                    up.id,
+                    c.provider.id,
+                    cool.as_millis()
+                );
+                note.status = status;
+                note.failure = Some(cause.label());
+                note.cooled_ms = Some(cool.as_millis() as u64);
+                last = Some(e);
+                Err(Failed::Exhausted(None))
+            }
+        };
+        note.ms = started.elapsed().as_millis() as u64;
+        gw.metrics.upstream_attempt(
+            &c.provider.id,
+            &up.id,
+            note.failure.unwrap_or(if result.is_ok() { "ok" } else { "error" }),
+        );
+        tried.notes.push(note);
+        match result {
+            Ok(a) => return Ok(a),
+            Err(Failed::Final(e)) => return Err(Failed::Final(e)),
+            Err(Failed::Exhausted(_)) => continue,
         }
     }
-    Err(last.unwrap_or_else(|| GatewayError::new(ErrorKind::Internal, "provider has no upstream")))
+    Err(Failed::Exhausted(last))
 }
 
-/// One attempt at one upstream.
+/// How one attempt ended.
+enum Outcome<'s> {
+    Answer(Answer<'s>),
+    /// Goes to the client as it is (with the upstream's status, when it answered).
+    Final(GatewayError, Option<u16>),
+    /// The upstream failed: cool it and move on.
+    Retry(GatewayError, Cause, Option<u16>),
+    /// This upstream cannot be used (no key): move on without blaming it.
+    Skip(GatewayError),
+}
+
+/// One attempt at one upstream, bounded by the provider's deadlines.
 async fn attempt<'s>(
     gw: &Gateway,
-    c: &Call<'s>,
+    c: &Call<'_, 's>,
     up: &'s Upstream,
-) -> Result<Answer<'s>, GatewayError> {
+    in_flight: InFlight,
+) -> Outcome<'s> {
+    let (body, adjusted, usage_injected) = match request_for(c, up).await {
+        Ok(r) => r,
+        Err(e) => return Outcome::Final(e, None),
+    };
+    let translated = up.protocol != c.family;
+    let header = match upstream_header(up, c, body.len()) {
+        Ok(h) => h,
+        Err(e) if e.kind == ErrorKind::Unavailable => return Outcome::Skip(e),
+        Err(e) => return Outcome::Final(e, None),
+    };
+    let timeouts = c.provider.timeouts;
+    let peer = match gw.upstream.peer(&up.url, timeouts.connect).await {
+        Ok(p) => p,
+        Err(e) => {
+            gw.metrics.upstream_error(&c.provider.id, "unreachable");
+            return Outcome::Retry(e, Cause::Unreachable, None);
+        }
+    };
+    let stream = c.req.stream;
+    // Until the first byte of the answer (a stream: its first chunk):
+    // bounded by `first_token` and the total deadline.
+    let first_wait = bound(timeouts.first_token, c.deadline);
+    let exchange = async {
+        let mut ex = gw.upstream.send(peer, &header, body).await?;
+        let status = ex
+            .session
+            .response_header()
+            .map(|h| h.status.as_u16())
+            .ok_or_else(|| {
+                GatewayError::new(ErrorKind::BadGateway, "upstream sent no response header")
+            })?;
+        let first = if stream && status < 400 {
+            UpstreamClient::read_chunk(&mut ex, None, None)
+                .await
+                .map_err(|f| f.error())?
+        } else {
+            None
+        };
+        Ok::<_, GatewayError>((ex, status, first))
+    };
+    let done = match first_wait {
+        None => exchange.await,
+        Some((limit, by_deadline)) => match tokio::time::timeout(limit, exchange).await {
+            Ok(r) => r,
+            Err(_) if by_deadline => {
+                gw.metrics.upstream_error(&c.provider.id, "timeout");
+                return Outcome::Final(deadline_error(), None);
+            }
+            Err(_) => {
+                gw.metrics.upstream_error(&c.provider.id, "timeout");
+                let e = GatewayError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the upstream sent no {} within {} ms (the provider's first_token timeout)",
+                        if stream { "first token" } else { "answer" },
+                        limit.as_millis()
+                    ),
+                );
+                return Outcome::Retry(e, Cause::Timeout, None);
+            }
+        },
+    };
+    let (mut ex, status, first) = match done {
+        Ok(r) => r,
+        Err(e) => {
+            let (kind, cause) = if e.kind == ErrorKind::Timeout {
+                ("timeout", Cause::Timeout)
+            } else {
+                ("unreachable", Cause::Unreachable)
+            };
+            gw.metrics.upstream_error(&c.provider.id, kind);
+            return Outcome::Retry(e, cause, None);
+        }
+    };
+    if status >= 400 {
+        gw.metrics
+            .upstream_error(&c.provider.id, &status.to_string());
+        let retry_after = ex
+            .session
+            .response_header()
+            .and_then(|h| h.headers.get("retry-after"))
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let raw = read_body(&mut ex, MAX_ERROR_BODY, timeouts.idle, c.deadline)
+            .await
+            .unwrap_or_default();
+        let mut e = upstream_failure(up.protocol, status, &raw, retry_after);
+        e.retry_after = retry_after.map(|d| d.as_secs().max(1));
+        return match status {
+            429 => Outcome::Retry(e, Cause::RateLimited(retry_after), Some(status)),
+            s if s >= 500 => Outcome::Retry(e, Cause::Status(s, retry_after), Some(status)),
+            s => Outcome::Final(e, Some(s)),
+        };
+    }
+    // A whole answer is read here, while failing over is still possible.
+    let first = if stream {
+        first
+    } else {
+        match read_body(&mut ex, gw.settings.max_response_bytes, timeouts.idle, c.deadline).await {
+            Ok(b) => Some(Bytes::from(b)),
+            Err(f) => {
+                let e = f.error();
+                if matches!(f, BodyFault::Read(ReadFault::Deadline)) {
+                    return Outcome::Final(e, None);
+                }
+                let cause = if f.is_timeout() {
+                    Cause::Timeout
+                } else {
+                    Cause::Unreachable
+                };
+                return Outcome::Retry(e, cause, Some(status));
+            }
+        }
+    };
+    Outcome::Answer(Answer {
+        up,
+        translated,
+        ex,
+        status,
+        usage_injected,
+        adjusted,
+        first,
+        in_flight,
+        idle: timeouts.idle,
+        deadline: c.deadline,
+    })
+}
+
+/// `retry-after` as seconds, or as an HTTP date (IMF-fixdate) from now.
+fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(Duration::from_secs(s));
+    }
+    if let Ok(s) = v.parse::<f64>() {
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(1e9)));
+    }
+    let at = crate::rfc3339::parse_http_date(v)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some(Duration::from_secs(at.saturating_sub(now)))
+}
+
+/// The body for `up` (passthrough splice or translation, D's hosted tools
+/// cut under adapt), what translation dropped, and whether stream usage was
+/// asked for on the client's behalf.
+async fn request_for(
+    c: &Call<'_, '_>,
+    up: &Upstream,
+) -> Result<(Bytes, Adjustments, bool), GatewayError> {
     let translated = up.protocol != c.family;
     let stream = c.req.stream;
     let usage_injected = !translated
@@ -185,35 +449,7 @@ async fn attempt<'s>(
         )?
     };
     adjusted.merge(cut);
-    let header = upstream_header(up, c, body.len())?;
-    let peer = gw.upstream.peer(&up.url).await?;
-    let ex = gw
-        .upstream
-        .send(peer, &header, body)
-        .await
-        .inspect_err(|e| {
-            let kind = if e.kind == ErrorKind::Timeout {
-                "timeout"
-            } else {
-                "unreachable"
-            };
-            gw.metrics.upstream_error(&c.provider.id, kind);
-        })?;
-    let status = ex
-        .session
-        .response_header()
-        .map(|h| h.status.as_u16())
-        .ok_or_else(|| {
-            GatewayError::new(ErrorKind::BadGateway, "upstream sent no response header")
-        })?;
-    Ok(Answer {
-        up,
-        translated,
-        ex,
-        status,
-        usage_injected,
-        adjusted,
-    })
+    Ok((body, adjusted, usage_injected))
 }
 
 /// Re-encodes a client request of `family` for an upstream speaking `target`.
@@ -253,7 +489,7 @@ fn translate_request(
 /// (family C carries it in the path), and for an OpenAI stream whose client
 /// did not ask for usage, `stream_options.include_usage` added so the request
 /// can be metered (the usage chunk is then withheld from the client).
-fn passthrough_body(c: &Call<'_>, inject_usage: bool) -> Bytes {
+fn passthrough_body(c: &Call<'_, '_>, inject_usage: bool) -> Bytes {
     let body = c.body;
     let span = match &c.req.model_span {
         Some(span)
@@ -291,7 +527,7 @@ fn passthrough_body(c: &Call<'_>, inject_usage: bool) -> Bytes {
 /// The upstream request header for `up`: path, host, provider key, protocol headers.
 fn upstream_header(
     up: &Upstream,
-    c: &Call<'_>,
+    c: &Call<'_, '_>,
     body_len: usize,
 ) -> Result<RequestHeader, GatewayError> {
     let model = c.model;
@@ -355,20 +591,44 @@ fn upstream_header(
     Ok(h)
 }
 
-/// Reads at most `limit` bytes of the upstream body.
-pub async fn read_body(ex: &mut Exchange, limit: usize) -> Result<Vec<u8>, GatewayError> {
-    let mut body = Vec::new();
-    while let Some(chunk) = ex
-        .session
-        .read_response_body()
-        .await
-        .map_err(|e| transport_error("response", &e))?
-    {
-        if body.len() + chunk.len() > limit {
-            return Err(GatewayError::new(
+/// Why a whole body could not be read.
+#[derive(Debug)]
+pub enum BodyFault {
+    Read(ReadFault),
+    TooLarge(usize),
+}
+
+impl BodyFault {
+    pub fn error(&self) -> GatewayError {
+        match self {
+            BodyFault::Read(f) => f.error(),
+            BodyFault::TooLarge(limit) => GatewayError::new(
                 ErrorKind::BadGateway,
                 format!("upstream response is larger than {limit} bytes"),
-            ));
+            ),
+        }
+    }
+
+    fn is_timeout(&self) -> bool {
+        matches!(self, BodyFault::Read(f) if f.is_timeout())
+    }
+}
+
+/// Reads at most `limit` bytes of the upstream body, each chunk within
+/// `idle`, all of it before `deadline`.
+pub async fn read_body(
+    ex: &mut Exchange,
+    limit: usize,
+    idle: Option<Duration>,
+    deadline: Option<Instant>,
+) -> Result<Vec<u8>, BodyFault> {
+    let mut body = Vec::new();
+    while let Some(chunk) = UpstreamClient::read_chunk(ex, idle, deadline)
+        .await
+        .map_err(BodyFault::Read)?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyFault::TooLarge(limit));
         }
         body.extend_from_slice(&chunk);
     }
@@ -380,7 +640,7 @@ fn upstream_failure(
     upstream: Family,
     status: u16,
     body: &[u8],
-    retry_after: Option<u64>,
+    retry_after: Option<Duration>,
 ) -> GatewayError {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let message = parsed
@@ -392,7 +652,7 @@ fn upstream_failure(
         format!("upstream error ({status}): {message}"),
     )
     .with_status(status);
-    e.retry_after = retry_after;
+    e.retry_after = retry_after.map(|d| d.as_secs().max(1));
     e
 }
 
@@ -415,27 +675,14 @@ mod tests {
     }
 
     #[test]
-    fn same_protocol_upstream_first() {
-        let c = catalog();
-        let p = c.provider("p").unwrap();
-        let order: Vec<Family> = upstream_order(p, Family::OpenAi)
-            .iter()
-            .map(|u| u.protocol)
-            .collect();
-        assert_eq!(order, vec![Family::OpenAi, Family::Anthropic]);
-        let order: Vec<Family> = upstream_order(p, Family::Gemini)
-            .iter()
-            .map(|u| u.protocol)
-            .collect();
-        assert_eq!(order, vec![Family::Anthropic, Family::OpenAi]);
-    }
-
-    #[test]
     fn passthrough_body_splices_model_and_usage_request() {
         let c = catalog();
         let body = Bytes::from_static(br#"{"model":"p/m","stream":true,"messages":[]}"#);
         let req = crate::validate::inspect(Family::OpenAi, &body, false).unwrap();
+        let pools = crate::pool::Registry::default().pools(&c);
         let call = Call {
+            pool: &pools[0],
+            deadline: None,
             family: Family::OpenAi,
             body: &body,
             req: &req,

@@ -5,7 +5,8 @@
 
 use super::ctx::RequestCtx;
 use super::dispatch::{self, translate_error, Call};
-use super::relay::relay_stream;
+use super::dispatch::Failed;
+use super::relay::{relay_stream, StreamEnd};
 use super::respond;
 use super::route::{Endpoint, GeminiStream, Route};
 use super::tokenize::{self, Counted};
@@ -21,8 +22,10 @@ use crate::runtime::Snapshot;
 use crate::state::limits::{cost_nanos, Ask, Reservation};
 use crate::stream::ClientStream;
 use crate::validate;
+use crate::pool::Cause;
 use bytes::{Bytes, BytesMut};
 use pingora_proxy::Session;
+use std::time::Instant;
 
 /// Why the exchange stopped early.
 enum Stop {
@@ -255,16 +258,15 @@ async fn settle(
 /// Carries out the policy's plan on the client's body: the upstream (same
 /// protocol or translated) sees the lowered cap and not the dropped fields,
 /// and every change is recorded for the response header, log and metric.
-fn adapt(
-    ctx: &mut RequestCtx,
+fn apply_plan(
     plan: &policy::Plan,
     body: Bytes,
     mut req: validate::Inspected,
-) -> (Bytes, validate::Inspected) {
+) -> (Bytes, validate::Inspected, crate::adjust::Adjustments) {
     if plan.is_empty() {
-        return (body, req);
+        return (body, req, crate::adjust::Adjustments::default());
     }
-    ctx.adjusted.merge(plan.adjustments(&req));
+    let adjusted = plan.adjustments(&req);
     let body = match plan.apply(&req, &body) {
         Some(edited) => {
             let edited = Bytes::from(edited);
@@ -276,7 +278,128 @@ fn adapt(
         None => body,
     };
     req.max_tokens = plan.output_cap(&req);
-    (body, req)
+    (body, req, adjusted)
+}
+
+/// The client's Anthropic beta surface, forwarded to Anthropic upstreams.
+struct BetaSurface {
+    header: Option<String>,
+    query: bool,
+}
+
+/// A request planned for one model: the body and peek the upstream sees,
+/// what the plan changed, and whether it runs under `adapt`.
+struct Prepared {
+    body: Bytes,
+    req: validate::Inspected,
+    adjusted: crate::adjust::Adjustments,
+    adapt: bool,
+}
+
+impl Prepared {
+    #[allow(clippy::too_many_arguments)]
+    fn call<'a, 's>(
+        &'a self,
+        family: Family,
+        path_model: Option<&'a str>,
+        model: &'s Model,
+        provider: &'s Provider,
+        snap: &'s Snapshot,
+        beta: &BetaSurface,
+        request_id: &'a str,
+        deadline: Option<Instant>,
+    ) -> Result<Call<'a, 's>, GatewayError> {
+        let pool = snap.pool(&provider.id).ok_or_else(|| {
+            GatewayError::new(
+                ErrorKind::Internal,
+                format!("provider {} has no pool", provider.id),
+            )
+        })?;
+        Ok(Call {
+            family,
+            body: &self.body,
+            req: &self.req,
+            path_model,
+            model,
+            provider,
+            anthropic_beta: beta.header.clone(),
+            beta_query: beta.query,
+            adapt: self.adapt,
+            request_id,
+            pool,
+            deadline,
+        })
+    }
+}
+
+/// Plans the client's request for `model` (CONTRACT 5.1 policy, the
+/// context check with a real count when the bytes cannot prove the fit)
+/// and carries the plan out on the body. An error is the client's 400 for
+/// the model asked for, and the reason a fallback is skipped.
+async fn prepare(
+    gw: &Gateway,
+    session: &mut Session,
+    family: Family,
+    req: &validate::Inspected,
+    body: Bytes,
+    model: &Model,
+    policy: crate::config::Policy,
+) -> Result<Prepared, Stop> {
+    let mut plan = policy::decide(family, req, &body, model, policy)?;
+    if !validate::surely_fits(body.len(), plan.output_cap(req), model) {
+        let (owned, limit) = (body.clone(), model.context_length);
+        let n = count_tokens(gw, session, move |cancel| {
+            validate::count_input(family, &owned, limit, cancel)
+        })
+        .await?;
+        log::debug!("{n} input tokens counted for {}", model.qualified_id);
+        plan.fit_context(family, req, model, n)?;
+    }
+    let adapt = plan.policy() == crate::config::Policy::Adapt;
+    let (body, req, adjusted) = apply_plan(&plan, body, req.clone());
+    Ok(Prepared {
+        body,
+        req,
+        adjusted,
+        adapt,
+    })
+}
+
+/// The worst case reserved before anything goes upstream: the input is
+/// bounded by its bytes (a token is at least one byte) and by the context
+/// (no provider bills more input than that), the output by the cap the
+/// upstream will see (the model's own when the request sets none).
+fn worst_case(key: &ApiKey, model: &Model, p: &Prepared) -> Ask {
+    let input_bound = (p.body.len() as u64).min(model.context_length);
+    let output_cap = p.req.max_tokens.unwrap_or(model.max_output_tokens);
+    Ask::inference(
+        key,
+        input_bound + output_cap,
+        cost_nanos(&model.pricing, input_bound, output_cap),
+    )
+}
+
+/// A fallback named `provider/model_id`, when the catalog still has it.
+fn fallback_target<'s>(snap: &'s Snapshot, name: &str) -> Option<(&'s Model, &'s Provider)> {
+    let (p, id) = name.split_once('/')?;
+    let m = snap.catalog.model(id).filter(|m| m.provider == p)?;
+    Some((m, snap.catalog.provider(p)?))
+}
+
+/// Moves what `dispatch` tried into the context (access log, metrics).
+fn note_tried(ctx: &mut RequestCtx, tried: &mut dispatch::Tried<'_>) {
+    ctx.attempts = tried.attempts;
+    if let Some(up) = tried.last {
+        ctx.upstream_protocol = Some(up.protocol);
+        ctx.upstream_host = Some(up.url.authority.clone());
+    }
+    ctx.tried = std::mem::take(&mut tried.notes);
+}
+
+/// The stop for a request no upstream answered.
+fn fail(ctx: &mut RequestCtx, mut tried: dispatch::Tried<'_>, e: GatewayError) -> Stop {
+    note_tried(ctx, &mut tried);
+    Stop::Client(e)
 }
 
 async fn run(
@@ -355,79 +478,155 @@ async fn run(
     }
 
     let policy = key.policy.unwrap_or(snap.catalog.policy);
-    let mut plan = policy::decide(family, &req, &body, model, policy)?;
-    if !validate::surely_fits(body.len(), plan.output_cap(&req), model) {
-        let (owned, limit) = (body.clone(), model.context_length);
-        let n = count_tokens(gw, session, move |cancel| {
-            validate::count_input(family, &owned, limit, cancel)
-        })
-        .await?;
-        log::debug!("{}: {n} input tokens counted", ctx.request_id);
-        plan.fit_context(family, &req, model, n)?;
-    }
-    let (body, req) = adapt(ctx, &plan, body, req);
-
-    // The worst case, reserved before anything goes upstream: the input is
-    // bounded by its bytes (a token is at least one byte) and by the context
-    // (no provider bills more input than that), the output by the cap the
-    // upstream will see (the model's own when the request sets none).
-    let input_bound = (body.len() as u64).min(model.context_length);
-    let output_cap = req.max_tokens.unwrap_or(model.max_output_tokens);
-    *held = Some(
-        reserve(
-            gw,
-            ctx,
-            Ask::inference(
-                key,
-                input_bound + output_cap,
-                cost_nanos(&model.pricing, input_bound, output_cap),
-            ),
-        )
-        .await?,
-    );
-
-    let stream = req.stream;
-    let request_id = ctx.request_id.clone();
-    let call = Call {
-        family,
-        body: &body,
-        req: &req,
-        path_model,
-        model,
-        provider,
-        anthropic_beta: session
+    let beta = BetaSurface {
+        header: session
             .req_header()
             .headers
             .get("anthropic-beta")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
-        beta_query: session
+        query: session
             .req_header()
             .uri
             .query()
             .is_some_and(|q| q.split('&').any(|kv| kv == "beta=true")),
-        adapt: plan.policy() == crate::config::Policy::Adapt,
-        request_id: &request_id,
     };
+    // The client's request as it came: a fallback model plans from it afresh.
+    let (orig_body, orig_req) = (body.clone(), req.clone());
+    let own = prepare(gw, session, family, &req, body, model, policy).await?;
+    ctx.adjusted.merge(own.adjusted.clone());
+    *held = Some(reserve(gw, ctx, worst_case(key, model, &own)).await?);
+
+    let request_id = ctx.request_id.clone();
+    let mut attempts_left = provider.retries.saturating_add(1);
     let mut tried = dispatch::Tried::default();
-    let called = dispatch::call(gw, &call, &mut tried).await;
-    ctx.attempts = tried.attempts;
-    if let Some(up) = tried.last {
-        ctx.upstream_protocol = Some(up.protocol);
-        ctx.upstream_host = Some(up.url.authority.clone());
+    let deadline = provider.timeouts.total.map(|t| ctx.started + t);
+    let mut last: Option<GatewayError> = None;
+    let mut answered = None;
+    let call = own.call(family, path_model, model, provider, snap, &beta, &request_id, deadline)?;
+    match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
+        Ok(a) => answered = Some((a, model, None)),
+        Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
+        Err(Failed::Exhausted(e)) => last = e.or(last),
     }
-    let mut answer = called?;
+    // Every upstream of the provider failed or is cooling down: the model's
+    // fallbacks, in order, each only if the request fits it (CONTRACT 4.1).
+    if answered.is_none() {
+        for name in &model.fallbacks {
+            if attempts_left == 0 {
+                break;
+            }
+            let Some((fb, fb_provider)) = fallback_target(snap, name) else {
+                continue;
+            };
+            let fits = async {
+                super::auth::authorize(key, &fb.qualified_id)?;
+                prepare(gw, session, family, &orig_req, orig_body.clone(), fb, policy).await
+            };
+            let prepared = match fits.await {
+                Ok(p) => p,
+                Err(Stop::Client(e)) => {
+                    log::info!(
+                        "{}: fallback {} skipped: {}",
+                        ctx.request_id,
+                        fb.qualified_id,
+                        e.message
+                    );
+                    continue;
+                }
+                Err(stop) => return Err(stop),
+            };
+            // The budget holds the fallback's worst case, not the model's.
+            if let Some(r) = held.take() {
+                r.release().await;
+            }
+            match reserve(gw, ctx, worst_case(key, fb, &prepared)).await {
+                Ok(r) => *held = Some(r),
+                Err(Stop::Client(e)) => {
+                    log::info!(
+                        "{}: fallback {} skipped: {}",
+                        ctx.request_id,
+                        fb.qualified_id,
+                        e.message
+                    );
+                    continue;
+                }
+                Err(stop) => return Err(stop),
+            }
+            let deadline = match fb_provider.timeouts.total {
+                Some(t) => {
+                    let own_end = Instant::now() + t;
+                    Some(deadline.map_or(own_end, |d| d.min(own_end)))
+                }
+                None => deadline,
+            };
+            let call = prepared.call(
+                family,
+                path_model,
+                fb,
+                fb_provider,
+                snap,
+                &beta,
+                &request_id,
+                deadline,
+            )?;
+            match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
+                Ok(a) => {
+                    gw.metrics.fallback(&model.qualified_id, &fb.qualified_id);
+                    ctx.fallback_from = Some(model.qualified_id.clone());
+                    answered = Some((a, fb, Some(prepared)));
+                    break;
+                }
+                Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
+                Err(Failed::Exhausted(e)) => last = e.or(last),
+            }
+        }
+    }
+    // Nothing was tried: every upstream of the chain is cooling down. A
+    // passive health signal must not become an outage of its own: the
+    // model's upstream that recovers first is tried anyway.
+    if answered.is_none() && tried.attempts == 0 {
+        match dispatch::call(gw, &call, &mut tried, &mut attempts_left, true).await {
+            Ok(a) => answered = Some((a, model, None)),
+            Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
+            Err(Failed::Exhausted(e)) => last = e.or(last),
+        }
+    }
+    let Some((mut answer, model, prepared)) = answered else {
+        let e = last.unwrap_or_else(|| {
+            GatewayError::new(
+                ErrorKind::Unavailable,
+                format!("no upstream of provider {} could be tried", provider.id),
+            )
+        });
+        return Err(fail(ctx, tried, e));
+    };
+    note_tried(ctx, &mut tried);
+    let prepared = prepared.unwrap_or(own);
+    if ctx.fallback_from.is_some() {
+        // The fallback's own plan replaces the model's (its caps, its drops).
+        ctx.adjusted = prepared.adjusted.clone();
+        ctx.provider = Some(model.provider.clone());
+        ctx.model = Some(model.id.clone());
+    }
+    ctx.answered_by = Some(model.qualified_id.clone());
+    let req = prepared.req;
+    let stream = req.stream;
     ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
     let client_model = client_model_name(family, model);
     if !stream {
-        let raw = dispatch::read_body(&mut answer.ex, gw.settings.max_response_bytes).await?;
+        let raw = answer.first.take().unwrap_or_default();
         let (out, usage) = if answer.translated {
             translate_response(answer.up.protocol, family, &raw, client_model)?
         } else {
             // A 200 whose body is not a JSON document is a broken upstream, not an answer.
             passthrough::rewrite_body(family, &raw, &passthrough::model_json(client_model))
                 .ok_or_else(|| {
-                    gw.metrics.upstream_error(&provider.id, "invalid");
+                    gw.metrics.upstream_error(&model.provider, "invalid");
+                    answer
+                        .in_flight
+                        .member()
+                        .failed(Cause::Invalid, Instant::now());
                     GatewayError::new(
                         ErrorKind::BadGateway,
                         "upstream sent a response body that is not valid JSON",
@@ -465,16 +664,25 @@ async fn run(
         pass.set_envelope(env);
     }
     let _active = gw.metrics.stream_started();
-    let clean = relay_stream(gw, session, ctx, answer.ex, &mut pass, family, framing)
+    let member = answer.in_flight.member().clone();
+    let end = relay_stream(gw, session, ctx, answer, &mut pass, family, framing)
         .await
         .map_err(Stop::Io)?;
-    if !clean {
-        gw.metrics.upstream_error(&provider.id, "stream");
-        ctx.error = Some(super::ctx::ErrorNote {
-            kind: ErrorKind::BadGateway.name(),
-            message: "the upstream stream failed after the response started".into(),
-        });
-    }
+    let clean = match end {
+        StreamEnd::Complete | StreamEnd::ClientGone => true,
+        StreamEnd::Failed(e, cause) => {
+            gw.metrics.upstream_error(&model.provider, "stream");
+            member.failed(cause, Instant::now());
+            ctx.error = Some(super::ctx::ErrorNote {
+                kind: e.kind.name(),
+                message: format!(
+                    "the upstream stream failed after the response started: {}",
+                    e.message
+                ),
+            });
+            false
+        }
+    };
     let usage = pass.usage();
     record_usage(ctx, model, usage);
     if let (Some(t), Some(obj)) = (turn, pass.final_response()) {

@@ -6,11 +6,13 @@
 
 use super::ctx::RequestCtx;
 use super::respond;
-use super::upstream::{transport_error, Exchange};
+use super::dispatch::Answer;
+use super::upstream::{ReadFault, UpstreamClient};
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::passthrough::Framing;
+use crate::pool::Cause;
 use crate::stream::ClientStream;
 use bytes::Bytes;
 use pingora_proxy::Session;
@@ -18,21 +20,43 @@ use pingora_proxy::Session;
 /// Why the relay stopped early: the downstream connection failed.
 pub type RelayError = Box<pingora_core::Error>;
 
+/// How a relayed stream ended.
+pub enum StreamEnd {
+    /// The upstream finished it.
+    Complete,
+    /// The client went away; the upstream request was dropped.
+    ClientGone,
+    /// The upstream failed (idle, deadline, connection, an invalid frame):
+    /// the client's stream was ended with its family's error event.
+    Failed(GatewayError, Cause),
+}
+
 enum Next {
-    Upstream(pingora_core::Result<Option<Bytes>>),
+    Upstream(Result<Option<Bytes>, ReadFault>),
     ClientGone,
 }
 
-/// Relays an upstream stream to the client frame by frame.
+/// Relays an upstream stream to the client frame by frame, starting with
+/// the chunk `dispatch` read before committing to this upstream; each later
+/// chunk waits at most the provider's `idle` and never past the `total`
+/// deadline.
 pub async fn relay_stream(
     gw: &Gateway,
     session: &mut Session,
     ctx: &mut RequestCtx,
-    mut ex: Exchange,
+    answer: Answer<'_>,
     pass: &mut ClientStream,
     family: Family,
     framing: Framing,
-) -> Result<bool, RelayError> {
+) -> Result<StreamEnd, RelayError> {
+    let Answer {
+        mut ex,
+        first,
+        idle,
+        deadline,
+        in_flight: _in_flight,
+        ..
+    } = answer;
     let content_type = match framing {
         Framing::Sse => "text/event-stream",
         Framing::JsonArray => "application/json",
@@ -45,14 +69,24 @@ pub async fn relay_stream(
     ctx.status = 200;
     session.write_response_header(Box::new(h), false).await?;
     let mut out = Vec::with_capacity(8192);
-    let mut failed = false;
+    let mut end = StreamEnd::Complete;
+    // The first chunk was read before the response started (None: the
+    // upstream ended the stream at once).
+    let mut pending = Some(Ok(first));
     loop {
-        let next = tokio::select! {
-            r = ex.session.read_response_body() => Next::Upstream(r),
-            _ = session.as_downstream_mut().read_body_or_idle(true) => Next::ClientGone,
+        let next = match pending.take() {
+            Some(r) => Next::Upstream(r),
+            None => tokio::select! {
+                r = UpstreamClient::read_chunk(&mut ex, idle, deadline) => Next::Upstream(r),
+                _ = session.as_downstream_mut().read_body_or_idle(true) => Next::ClientGone,
+            },
         };
         out.clear();
         let mut done = false;
+        let fail = |pass: &mut ClientStream, e: GatewayError, cause: Cause, out: &mut Vec<u8>| {
+            pass.fail(&crate::protocol::error_body(family, &e), out);
+            StreamEnd::Failed(e, cause)
+        };
         match next {
             Next::ClientGone => {
                 ctx.client_gone = true;
@@ -61,29 +95,30 @@ pub async fn relay_stream(
                     ctx.request_id
                 );
                 ex.session.shutdown().await;
-                return Ok(true);
+                return Ok(StreamEnd::ClientGone);
             }
             Next::Upstream(Ok(Some(chunk))) => {
                 if let Err(fault) = pass.push(&chunk, &mut out) {
                     let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
-                    pass.fail(&crate::protocol::error_body(family, &e), &mut out);
+                    end = fail(pass, e, Cause::Invalid, &mut out);
                     done = true;
-                    failed = true;
                 }
             }
             Next::Upstream(Ok(None)) => {
                 if let Err(fault) = pass.finish(&mut out) {
                     let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
-                    pass.fail(&crate::protocol::error_body(family, &e), &mut out);
-                    failed = true;
+                    end = fail(pass, e, Cause::Invalid, &mut out);
                 }
                 done = true;
             }
-            Next::Upstream(Err(err)) => {
-                let e = transport_error("stream", &err);
-                pass.fail(&crate::protocol::error_body(family, &e), &mut out);
+            Next::Upstream(Err(fault)) => {
+                let cause = if fault.is_timeout() {
+                    Cause::Timeout
+                } else {
+                    Cause::Unreachable
+                };
+                end = fail(pass, fault.error(), cause, &mut out);
                 done = true;
-                failed = true;
             }
         }
         if !out.is_empty() {
@@ -99,10 +134,10 @@ pub async fn relay_stream(
         }
     }
     session.write_response_body(None, true).await?;
-    if ex.session.response_done() {
+    if matches!(end, StreamEnd::Complete) && ex.session.response_done() {
         gw.upstream.release(ex).await;
     } else {
         ex.session.shutdown().await;
     }
-    Ok(!failed)
+    Ok(end)
 }

@@ -28,6 +28,9 @@ pub fn header(
         // What the gateway changed in the request (CONTRACT 5.1).
         h.insert_header("x-switchboard-adjusted", ctx.adjusted.render())?;
     }
+    if let Some(m) = &ctx.answered_by {
+        h.insert_header("x-switchboard-model", m.as_str())?;
+    }
     if let Some(left) = ctx.budget_remaining {
         h.insert_header(
             "x-switchboard-budget-remaining",

@@ -39,6 +39,60 @@ pub struct Exchange {
     pub peer: HttpPeer,
 }
 
+/// Why reading an upstream body stopped early.
+#[derive(Debug)]
+pub enum ReadFault {
+    /// No chunk within the provider's `idle` timeout.
+    Idle(Duration),
+    /// The request's `total` deadline passed.
+    Deadline,
+    /// The connection failed.
+    Transport(GatewayError),
+}
+
+impl ReadFault {
+    /// The error in the client's terms (504 for the deadlines).
+    pub fn error(&self) -> GatewayError {
+        match self {
+            ReadFault::Idle(d) => GatewayError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the upstream sent nothing for {} ms (the provider's idle timeout)",
+                    d.as_millis()
+                ),
+            ),
+            ReadFault::Deadline => deadline_error(),
+            ReadFault::Transport(e) => e.clone(),
+        }
+    }
+
+    /// Whether the upstream is to blame as a timeout (not the connection).
+    pub fn is_timeout(&self) -> bool {
+        !matches!(self, ReadFault::Transport(e) if e.kind != ErrorKind::Timeout)
+    }
+}
+
+/// The 504 of a request whose provider's `total` deadline passed.
+pub fn deadline_error() -> GatewayError {
+    GatewayError::new(
+        ErrorKind::Timeout,
+        "the request ran past the provider's total deadline",
+    )
+}
+
+/// The shorter of `limit` and the time left before `deadline`, and whether
+/// the deadline is the shorter one.
+pub fn bound(limit: Option<Duration>, deadline: Option<Instant>) -> Option<(Duration, bool)> {
+    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    match (limit, left) {
+        (None, None) => None,
+        (Some(l), None) => Some((l, false)),
+        (None, Some(r)) => Some((r, true)),
+        (Some(l), Some(r)) if r < l => Some((r, true)),
+        (Some(l), Some(_)) => Some((l, false)),
+    }
+}
+
 /// Maps a transport error to a 502 or 504 naming the upstream.
 pub fn transport_error(what: &str, e: &pingora_core::Error) -> GatewayError {
     match e.etype() {
@@ -111,13 +165,19 @@ impl UpstreamClient {
         Ok(addr)
     }
 
-    /// A peer for `url`, with SNI, verification and timeouts.
-    pub async fn peer(&self, url: &BaseUrl) -> Result<HttpPeer, GatewayError> {
+    /// A peer for `url`, with SNI, verification and timeouts; `connect`
+    /// overrides the gateway's connect timeout (a provider's `timeouts.connect`).
+    pub async fn peer(
+        &self,
+        url: &BaseUrl,
+        connect: Option<Duration>,
+    ) -> Result<HttpPeer, GatewayError> {
         let addr = self.resolve(url).await?;
         let tls = url.scheme == Scheme::Https;
         let mut peer = HttpPeer::new(addr, tls, url.host.clone());
-        peer.options.connection_timeout = Some(self.connect_timeout);
-        peer.options.total_connection_timeout = Some(self.connect_timeout * 2);
+        let connect = connect.unwrap_or(self.connect_timeout);
+        peer.options.connection_timeout = Some(connect);
+        peer.options.total_connection_timeout = Some(connect * 2);
         peer.options.read_timeout = Some(self.read_timeout);
         peer.options.write_timeout = Some(self.read_timeout);
         peer.options.idle_timeout = Some(IDLE_TIMEOUT);
@@ -156,6 +216,27 @@ impl UpstreamClient {
                 }
                 Err(e) => return Err(transport_error("request", &e)),
             }
+        }
+    }
+
+    /// Reads the next body chunk, waiting at most `idle` for it and never past
+    /// `deadline`.
+    pub async fn read_chunk(
+        ex: &mut Exchange,
+        idle: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Bytes>, ReadFault> {
+        let wait = bound(idle, deadline);
+        let read = ex.session.read_response_body();
+        match wait {
+            None => read
+                .await
+                .map_err(|e| ReadFault::Transport(transport_error("response", &e))),
+            Some((d, by_deadline)) => match tokio::time::timeout(d, read).await {
+                Ok(r) => r.map_err(|e| ReadFault::Transport(transport_error("response", &e))),
+                Err(_) if by_deadline => Err(ReadFault::Deadline),
+                Err(_) => Err(ReadFault::Idle(d)),
+            },
         }
     }
 

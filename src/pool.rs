@@ -1,0 +1,479 @@
+//! Upstream pools (CONTRACT 4.1): each upstream's passive health (cooled down
+//! after a 429, a 5xx, a timeout or a refused connection, for its
+//! `retry-after` or a growing back-off), its requests in flight, and the
+//! weighted choice among a provider's healthy upstreams (smooth weighted
+//! round-robin, the least loaded among equals).
+//!
+//! A member's state outlives catalog reloads: the `Registry` hands a new
+//! snapshot the member of every upstream whose identity (provider, id,
+//! protocol, base URL, key variable) did not change.
+
+use crate::config::{Catalog, Provider, Upstream};
+use crate::family::Family;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+/// The first back-off of an upstream that failed without a `retry-after`.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// The longest back-off.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// The longest `retry-after` honoured (a longer one is cut to this).
+pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(3600);
+
+/// Why an upstream attempt failed, as health sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// 429, with the upstream's `retry-after` when it sent one.
+    RateLimited(Option<Duration>),
+    /// A 5xx status (with its `retry-after`, e.g. 503).
+    Status(u16, Option<Duration>),
+    /// Connect, first-token, idle or total deadline.
+    Timeout,
+    /// Refused, reset or unresolvable.
+    Unreachable,
+    /// A broken answer (invalid body or stream).
+    Invalid,
+}
+
+impl Cause {
+    /// The short label used in metrics, the access log and the admin view.
+    pub fn label(self) -> &'static str {
+        match self {
+            Cause::RateLimited(_) => "rate_limited",
+            Cause::Status(..) => "status_5xx",
+            Cause::Timeout => "timeout",
+            Cause::Unreachable => "unreachable",
+            Cause::Invalid => "invalid",
+        }
+    }
+
+    fn retry_after(self) -> Option<Duration> {
+        match self {
+            Cause::RateLimited(r) | Cause::Status(_, r) => r,
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Health {
+    /// Skipped until then.
+    until: Option<Instant>,
+    /// Failures since the last success.
+    streak: u32,
+    /// The last failure, for the admin view.
+    last: Option<(Cause, Instant)>,
+}
+
+/// One upstream's live state.
+#[derive(Debug)]
+pub struct Member {
+    key: String,
+    in_flight: AtomicU32,
+    health: Mutex<Health>,
+    /// Attempts, failures and cool-downs since start.
+    pub attempts: AtomicU64,
+    pub failures: AtomicU64,
+    pub cooldowns: AtomicU64,
+}
+
+/// Holds one request in flight on a member; dropping it ends the request.
+#[derive(Debug)]
+pub struct InFlight(Arc<Member>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl InFlight {
+    /// The member this request runs on.
+    pub fn member(&self) -> &Arc<Member> {
+        &self.0
+    }
+}
+
+/// What the admin view and the metrics show of a member.
+#[derive(Debug, Clone)]
+pub struct MemberView {
+    pub in_flight: u32,
+    /// Time left in the cool-down (None: healthy).
+    pub cooling: Option<Duration>,
+    pub streak: u32,
+    pub last_failure: Option<(&'static str, Duration)>,
+    pub attempts: u64,
+    pub failures: u64,
+    pub cooldowns: u64,
+}
+
+impl Member {
+    fn new(key: String) -> Member {
+        Member {
+            key,
+            in_flight: AtomicU32::new(0),
+            health: Mutex::new(Health::default()),
+            attempts: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            cooldowns: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one attempt and holds it in flight until the guard drops.
+    pub fn start(self: &Arc<Self>) -> InFlight {
+        self.attempts.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(self.clone())
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The time left in the cool-down at `now`, if cooling.
+    pub fn cooling(&self, now: Instant) -> Option<Duration> {
+        self.lock()
+            .until
+            .and_then(|u| u.checked_duration_since(now))
+            .filter(|d| !d.is_zero())
+    }
+
+    /// The upstream answered: its failure streak ends.
+    pub fn succeeded(&self) {
+        let mut h = self.lock();
+        h.streak = 0;
+        h.until = None;
+    }
+
+    /// The upstream failed: cools it for its `retry-after`, else for a
+    /// back-off that doubles with each failure in a row. Returns the cool-down.
+    pub fn failed(&self, cause: Cause, now: Instant) -> Duration {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.cooldowns.fetch_add(1, Ordering::Relaxed);
+        let mut h = self.lock();
+        h.streak = h.streak.saturating_add(1);
+        h.last = Some((cause, now));
+        let cool = match cause.retry_after() {
+            Some(r) => r.min(RETRY_AFTER_MAX),
+            None => backoff(h.streak),
+        };
+        let until = now + cool;
+        // A later cool-down never shortens an earlier, longer one.
+        if h.until.is_none_or(|u| u < until) {
+            h.until = Some(until);
+        }
+        cool
+    }
+
+    /// A copy of the state for display.
+    pub fn view(&self, now: Instant) -> MemberView {
+        let h = self.lock();
+        MemberView {
+            in_flight: self.in_flight(),
+            cooling: h
+                .until
+                .and_then(|u| u.checked_duration_since(now))
+                .filter(|d| !d.is_zero()),
+            streak: h.streak,
+            last_failure: h
+                .last
+                .map(|(c, at)| (c.label(), now.saturating_duration_since(at))),
+            attempts: self.attempts.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            cooldowns: self.cooldowns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The back-off after `streak` failures in a row: 1 s, 2 s, 4 s … 60 s.
+pub fn backoff(streak: u32) -> Duration {
+    let shift = streak.saturating_sub(1).min(16);
+    (BACKOFF_BASE * (1u32 << shift)).min(BACKOFF_MAX)
+}
+
+/// The identity of an upstream across reloads.
+fn member_key(provider: &Provider, u: &Upstream) -> String {
+    format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+        provider.id,
+        u.id,
+        u.protocol.name(),
+        u.base_url,
+        u.api_key_env.as_deref().unwrap_or("")
+    )
+}
+
+/// One provider's upstreams as a pool: members parallel to `Provider::upstreams`.
+#[derive(Debug)]
+pub struct ProviderPool {
+    members: Vec<Arc<Member>>,
+    /// Smooth weighted round-robin: each member's current weight.
+    current: Mutex<Vec<i64>>,
+}
+
+/// A set of upstream indices already tried by one request (a provider has
+/// at most 64 upstreams in a pool that is tracked; the rest are never tried twice either).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tried(u64);
+
+impl Tried {
+    pub fn contains(self, i: usize) -> bool {
+        i < 64 && self.0 & (1 << i) != 0
+    }
+
+    pub fn insert(&mut self, i: usize) {
+        if i < 64 {
+            self.0 |= 1 << i;
+        }
+    }
+}
+
+impl ProviderPool {
+    /// The member of upstream `i`.
+    pub fn member(&self, i: usize) -> &Arc<Member> {
+        &self.members[i]
+    }
+
+    /// The members, parallel to the provider's upstreams.
+    pub fn members(&self) -> &[Arc<Member>] {
+        &self.members
+    }
+
+    /// The next upstream to try for a client of `family`: among those not yet
+    /// tried and not cooling down, the ones speaking `family` first (the
+    /// others only when none of those is left), chosen by weight, and among
+    /// upstreams of equal weight the one with the fewest requests in flight.
+    pub fn pick(
+        &self,
+        upstreams: &[Upstream],
+        family: Family,
+        tried: Tried,
+        now: Instant,
+    ) -> Option<usize> {
+        let usable = |i: usize, same: bool| {
+            !tried.contains(i)
+                && (upstreams[i].protocol == family) == same
+                && self.members[i].cooling(now).is_none()
+        };
+        for same in [true, false] {
+            let candidates: Vec<usize> = (0..upstreams.len().min(self.members.len()))
+                .filter(|&i| usable(i, same))
+                .collect();
+            if !candidates.is_empty() {
+                return Some(self.choose(upstreams, &candidates));
+            }
+        }
+        None
+    }
+
+    /// When every upstream is cooling down: the untried one whose cool-down
+    /// ends first (the client's protocol first among equals).
+    pub fn soonest(
+        &self,
+        upstreams: &[Upstream],
+        family: Family,
+        tried: Tried,
+        now: Instant,
+    ) -> Option<usize> {
+        (0..upstreams.len().min(self.members.len()))
+            .filter(|&i| !tried.contains(i))
+            .min_by_key(|&i| {
+                (
+                    self.members[i].cooling(now).unwrap_or_default(),
+                    upstreams[i].protocol != family,
+                )
+            })
+    }
+
+    /// Smooth weighted round-robin over `candidates` (nginx's: every
+    /// candidate gains its weight, the highest is chosen and pays the total),
+    /// then the least loaded of the chosen one's equals in weight.
+    fn choose(&self, upstreams: &[Upstream], candidates: &[usize]) -> usize {
+        if candidates.len() == 1 {
+            return candidates[0];
+        }
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let mut total = 0i64;
+        let mut best = candidates[0];
+        for &i in candidates {
+            let w = i64::from(upstreams[i].weight);
+            cur[i] += w;
+            total += w;
+            if cur[i] > cur[best] {
+                best = i;
+            }
+        }
+        let weight = upstreams[best].weight;
+        let mut chosen = best;
+        for &i in candidates {
+            if upstreams[i].weight == weight
+                && self.members[i].in_flight() < self.members[chosen].in_flight()
+            {
+                chosen = i;
+            }
+        }
+        // The one that goes pays the total, so the split by weight holds
+        // (an equal that was passed over keeps its lead for the next turn).
+        cur[chosen] -= total;
+        chosen
+    }
+}
+
+/// Members by identity, so a reload keeps the state of unchanged upstreams.
+#[derive(Debug, Default)]
+pub struct Registry {
+    members: Mutex<HashMap<String, Weak<Member>>>,
+}
+
+impl Registry {
+    /// Pools for every provider of `catalog` (parallel to `catalog.providers`),
+    /// reusing the member of every upstream this registry already knows.
+    pub fn pools(&self, catalog: &Catalog) -> Vec<Arc<ProviderPool>> {
+        let mut known = self.members.lock().unwrap_or_else(|p| p.into_inner());
+        known.retain(|_, m| m.strong_count() > 0);
+        catalog
+            .providers
+            .iter()
+            .map(|p| {
+                let members: Vec<Arc<Member>> = p
+                    .upstreams
+                    .iter()
+                    .map(|u| {
+                        let key = member_key(p, u);
+                        if let Some(m) = known.get(&key).and_then(Weak::upgrade) {
+                            return m;
+                        }
+                        let m = Arc::new(Member::new(key.clone()));
+                        known.insert(key, Arc::downgrade(&m));
+                        m
+                    })
+                    .collect();
+                let current = Mutex::new(vec![0; members.len()]);
+                Arc::new(ProviderPool { members, current })
+            })
+            .collect()
+    }
+
+    /// Remembers the members of pools built elsewhere (the first snapshot).
+    pub fn remember(&self, pools: &[Arc<ProviderPool>]) {
+        let mut known = self.members.lock().unwrap_or_else(|p| p.into_inner());
+        for m in pools.iter().flat_map(|p| p.members.iter()) {
+            known.insert(m.key.clone(), Arc::downgrade(m));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn catalog(weights: &[u32], protocols: &[&str]) -> Catalog {
+        let ups: Vec<String> = weights
+            .iter()
+            .zip(protocols)
+            .enumerate()
+            .map(|(i, (w, p))| {
+                format!(r#"{{"protocol":"{p}","base_url":"http://127.0.0.1:{}/v1","weight":{w}}}"#, 1000 + i)
+            })
+            .collect();
+        Catalog::from_str(
+            "c.json",
+            &format!(
+                r#"{{"providers":[{{"id":"p","families":["openai"],"upstreams":[{}]}}],"models":[]}}"#,
+                ups.join(",")
+            ),
+            &|_| None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn weights_split_traffic_exactly() {
+        let c = catalog(&[3, 1], &["openai", "openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let mut n = [0; 2];
+        for _ in 0..400 {
+            n[pool.pick(ups, Family::OpenAi, Tried::default(), Instant::now()).unwrap()] += 1;
+        }
+        assert_eq!(n, [300, 100]);
+    }
+
+    #[test]
+    fn least_in_flight_among_equals() {
+        let c = catalog(&[1, 1, 1], &["openai", "openai", "openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let _busy0 = pool.member(0).start();
+        let _busy1 = pool.member(1).start();
+        for _ in 0..5 {
+            assert_eq!(
+                pool.pick(ups, Family::OpenAi, Tried::default(), Instant::now()),
+                Some(2)
+            );
+        }
+    }
+
+    #[test]
+    fn cooled_members_are_skipped_and_other_protocols_wait_their_turn() {
+        let c = catalog(&[1, 1, 1], &["openai", "openai", "anthropic"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        let cool = pool
+            .member(0)
+            .failed(Cause::RateLimited(Some(Duration::from_secs(7))), now);
+        assert_eq!(cool, Duration::from_secs(7));
+        for _ in 0..4 {
+            assert_eq!(pool.pick(ups, Family::OpenAi, Tried::default(), now), Some(1));
+        }
+        let mut tried = Tried::default();
+        tried.insert(1);
+        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now), Some(2));
+        tried.insert(2);
+        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now), None);
+        assert_eq!(pool.soonest(ups, Family::OpenAi, tried, now), Some(0));
+        // The cool-down ends on its own.
+        let later = now + Duration::from_secs(8);
+        assert_eq!(pool.pick(ups, Family::OpenAi, Tried::default(), later), Some(0));
+    }
+
+    #[test]
+    fn backoff_grows_and_success_resets_it() {
+        let c = catalog(&[1], &["openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let m = pool.member(0);
+        let now = Instant::now();
+        assert_eq!(m.failed(Cause::Unreachable, now), Duration::from_secs(1));
+        assert_eq!(m.failed(Cause::Timeout, now), Duration::from_secs(2));
+        assert_eq!(m.failed(Cause::Status(502, None), now), Duration::from_secs(4));
+        assert_eq!(backoff(30), BACKOFF_MAX);
+        m.succeeded();
+        assert!(m.cooling(now).is_none());
+        assert_eq!(m.failed(Cause::Status(500, None), now), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn reloads_keep_the_state_of_unchanged_upstreams() {
+        let reg = Registry::default();
+        let c = catalog(&[1, 1], &["openai", "openai"]);
+        let first = reg.pools(&c);
+        first[0]
+            .member(1)
+            .failed(Cause::Unreachable, Instant::now());
+        let again = reg.pools(&c);
+        assert!(Arc::ptr_eq(again[0].member(1), first[0].member(1)));
+        let changed = catalog(&[1, 2], &["openai", "anthropic"]);
+        let other = reg.pools(&changed);
+        assert!(Arc::ptr_eq(other[0].member(0), first[0].member(0)));
+        assert!(!Arc::ptr_eq(other[0].member(1), first[0].member(1)));
+    }
+}
