@@ -9,6 +9,8 @@
 //!   requests, tokens and cost from the usage ledger (`state::ledger`).
 //! - `GET /admin/keys/{id}`: spend in the current period, remaining budget,
 //!   rpm / tpm use, from the limits state (`admin_keys`).
+//! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
+//!   health and load (`admin_upstreams`).
 
 use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};
 use http::Response;
@@ -214,6 +216,11 @@ impl Admin {
         match path {
             "/admin/usage" if get => self.usage(req.uri.query()).await,
             "/admin/usage" => error(405, "method_not_allowed", "use GET"),
+            "/admin/upstreams" if get => match &self.limits {
+                Some((_, rt)) => reply(200, &crate::admin_upstreams::render(&rt.snapshot())),
+                None => error(503, "unavailable", "the runtime is not attached"),
+            },
+            "/admin/upstreams" => error(405, "method_not_allowed", "use GET"),
             p if p.starts_with("/admin/keys/") && get => {
                 let id = &p["/admin/keys/".len()..];
                 let Some((limits, rt)) = &self.limits else {

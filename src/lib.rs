@@ -36,6 +36,7 @@
 pub mod adjust;
 pub mod admin;
 pub mod admin_keys;
+pub mod admin_upstreams;
 pub mod config;
 pub mod error;
 pub mod family;

@@ -424,12 +424,19 @@ fn render_pools(out: &mut String, rt: &Runtime, esc: &dyn Fn(&str) -> String) {
     }
     out.push_str("# HELP switchboard_upstream_healthy 1 when the upstream takes traffic, 0 while it cools down.\n# TYPE switchboard_upstream_healthy gauge\n");
     for (l, v, _) in &rows {
-        let _ = writeln!(out, "switchboard_upstream_healthy{{{l}}} {}", u8::from(v.cooling.is_none()));
+        let _ = writeln!(
+            out,
+            "switchboard_upstream_healthy{{{l}}} {}",
+            u8::from(v.cooling.is_none())
+        );
     }
     out.push_str("# HELP switchboard_upstream_cooldown_seconds Time left in the upstream's cool-down.\n# TYPE switchboard_upstream_cooldown_seconds gauge\n");
     for (l, v, _) in &rows {
         let secs = v.cooling.map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        let _ = writeln!(out, "switchboard_upstream_cooldown_seconds{{{l}}} {secs:.3}");
+        let _ = writeln!(
+            out,
+            "switchboard_upstream_cooldown_seconds{{{l}}} {secs:.3}"
+        );
     }
     out.push_str("# HELP switchboard_upstream_in_flight Requests in flight on the upstream.\n# TYPE switchboard_upstream_in_flight gauge\n");
     for (l, v, _) in &rows {

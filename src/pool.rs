@@ -247,9 +247,12 @@ impl ProviderPool {
     }
 
     /// The next upstream to try for a client of `family`: among those not yet
-    /// tried and not cooling down, the ones speaking `family` first (the
-    /// others only when none of those is left), chosen by weight, and among
-    /// upstreams of equal weight the one with the fewest requests in flight.
+    /// tried and not cooling down, the ones speaking `family`; when none of
+    /// those is left, the ones speaking the protocol of the first other
+    /// upstream in catalog order, then the next protocol's (CONTRACT 4.1: a
+    /// provider without the client's protocol uses its first upstream).
+    /// Within a protocol the choice goes by weight, and among upstreams of
+    /// equal weight to the one with the fewest requests in flight.
     pub fn pick(
         &self,
         upstreams: &[Upstream],
@@ -257,15 +260,25 @@ impl ProviderPool {
         tried: Tried,
         now: Instant,
     ) -> Option<usize> {
-        let usable = |i: usize, same: bool| {
+        let n = upstreams.len().min(self.members.len());
+        let usable = |i: usize, protocol: Family| {
             !tried.contains(i)
-                && (upstreams[i].protocol == family) == same
+                && upstreams[i].protocol == protocol
                 && self.members[i].cooling(now).is_none()
         };
-        for same in [true, false] {
-            let candidates: Vec<usize> = (0..upstreams.len().min(self.members.len()))
-                .filter(|&i| usable(i, same))
-                .collect();
+        let mut candidates = Vec::new();
+        let protocols = std::iter::once(family).chain(
+            upstreams
+                .iter()
+                .enumerate()
+                .filter(|&(i, u)| {
+                    u.protocol != family && !upstreams[..i].iter().any(|o| o.protocol == u.protocol)
+                })
+                .map(|(_, u)| u.protocol),
+        );
+        for protocol in protocols {
+            candidates.clear();
+            candidates.extend((0..n).filter(|&i| usable(i, protocol)));
             if !candidates.is_empty() {
                 return Some(self.choose(upstreams, &candidates));
             }
@@ -381,7 +394,10 @@ mod tests {
             .zip(protocols)
             .enumerate()
             .map(|(i, (w, p))| {
-                format!(r#"{{"protocol":"{p}","base_url":"http://127.0.0.1:{}/v1","weight":{w}}}"#, 1000 + i)
+                format!(
+                    r#"{{"protocol":"{p}","base_url":"http://127.0.0.1:{}/v1","weight":{w}}}"#,
+                    1000 + i
+                )
             })
             .collect();
         Catalog::from_str(
@@ -402,7 +418,9 @@ mod tests {
         let ups = &c.providers[0].upstreams;
         let mut n = [0; 2];
         for _ in 0..400 {
-            n[pool.pick(ups, Family::OpenAi, Tried::default(), Instant::now()).unwrap()] += 1;
+            n[pool
+                .pick(ups, Family::OpenAi, Tried::default(), Instant::now())
+                .unwrap()] += 1;
         }
         assert_eq!(n, [300, 100]);
     }
@@ -433,7 +451,10 @@ mod tests {
             .failed(Cause::RateLimited(Some(Duration::from_secs(7))), now);
         assert_eq!(cool, Duration::from_secs(7));
         for _ in 0..4 {
-            assert_eq!(pool.pick(ups, Family::OpenAi, Tried::default(), now), Some(1));
+            assert_eq!(
+                pool.pick(ups, Family::OpenAi, Tried::default(), now),
+                Some(1)
+            );
         }
         let mut tried = Tried::default();
         tried.insert(1);
@@ -443,7 +464,29 @@ mod tests {
         assert_eq!(pool.soonest(ups, Family::OpenAi, tried, now), Some(0));
         // The cool-down ends on its own.
         let later = now + Duration::from_secs(8);
-        assert_eq!(pool.pick(ups, Family::OpenAi, Tried::default(), later), Some(0));
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, Tried::default(), later),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn without_the_clients_protocol_the_first_upstreams_protocol_is_used() {
+        let c = catalog(&[1, 1, 1], &["anthropic", "gemini", "anthropic"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        let mut n = [0; 3];
+        for _ in 0..10 {
+            n[pool
+                .pick(ups, Family::OpenAi, Tried::default(), now)
+                .unwrap()] += 1;
+        }
+        assert_eq!(n, [5, 0, 5]);
+        let mut tried = Tried::default();
+        tried.insert(0);
+        tried.insert(2);
+        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now), Some(1));
     }
 
     #[test]
@@ -454,11 +497,17 @@ mod tests {
         let now = Instant::now();
         assert_eq!(m.failed(Cause::Unreachable, now), Duration::from_secs(1));
         assert_eq!(m.failed(Cause::Timeout, now), Duration::from_secs(2));
-        assert_eq!(m.failed(Cause::Status(502, None), now), Duration::from_secs(4));
+        assert_eq!(
+            m.failed(Cause::Status(502, None), now),
+            Duration::from_secs(4)
+        );
         assert_eq!(backoff(30), BACKOFF_MAX);
         m.succeeded();
         assert!(m.cooling(now).is_none());
-        assert_eq!(m.failed(Cause::Status(500, None), now), Duration::from_secs(1));
+        assert_eq!(
+            m.failed(Cause::Status(500, None), now),
+            Duration::from_secs(1)
+        );
     }
 
     #[test]

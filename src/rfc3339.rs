@@ -121,9 +121,15 @@ mod tests {
 
     #[test]
     fn http_dates_parse_to_unix_seconds() {
-        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
-        assert_eq!(at(parse_http_date("Mon, 23 Nov 2026 23:59:59 GMT").unwrap() as i64), "2026-11-23T23:59:59Z");
+        assert_eq!(
+            at(parse_http_date("Mon, 23 Nov 2026 23:59:59 GMT").unwrap() as i64),
+            "2026-11-23T23:59:59Z"
+        );
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 UTC"), None);
         assert_eq!(parse_http_date("soon"), None);
         for d in [-1000, 0, 59, 60, 365, 10_957, 20_000, 100_000] {

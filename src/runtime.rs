@@ -195,8 +195,7 @@ impl Runtime {
     /// Reloads both files: on success swaps the snapshot in, on failure keeps the old one.
     pub fn reload(&self) -> Result<(), ConfigError> {
         let loaded = Catalog::load(&self.paths.catalog).and_then(|c| {
-            KeyStore::load(&self.paths.keys)
-                .map(|k| Snapshot::with_registry(c, k, &self.registry))
+            KeyStore::load(&self.paths.keys).map(|k| Snapshot::with_registry(c, k, &self.registry))
         });
         match loaded {
             Ok(s) => {

@@ -356,7 +356,11 @@ impl Catalog {
                         ))
                     }
                     Some(_) if m.fallbacks[..j].contains(f) => {
-                        return Err(ConfigError::new(file, at(), format!("{f:?} is listed twice")))
+                        return Err(ConfigError::new(
+                            file,
+                            at(),
+                            format!("{f:?} is listed twice"),
+                        ))
                     }
                     Some(_) => {}
                 }

@@ -9,10 +9,10 @@ use super::upstream::{bound, deadline_error, Exchange, ReadFault, UpstreamClient
 use super::Gateway;
 use crate::adjust::Adjustments;
 use crate::config::{Model, Provider, Upstream};
-use crate::pool::{self, Cause, InFlight, ProviderPool};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::passthrough;
+use crate::pool::{self, Cause, InFlight, ProviderPool};
 use crate::protocol::http::UpstreamTarget;
 use crate::protocol::{self, spoke, DecodeContext, EncodeOptions, TranslateError};
 use crate::validate::Inspected;
@@ -223,7 +223,8 @@ pub async fn call<'s>(
         gw.metrics.upstream_attempt(
             &c.provider.id,
             &up.id,
-            note.failure.unwrap_or(if result.is_ok() { "ok" } else { "error" }),
+            note.failure
+                .unwrap_or(if result.is_ok() { "ok" } else { "error" }),
         );
         tried.notes.push(note);
         match result {
@@ -351,7 +352,14 @@ async fn attempt<'s>(
     let first = if stream {
         first
     } else {
-        match read_body(&mut ex, gw.settings.max_response_bytes, timeouts.idle, c.deadline).await {
+        match read_body(
+            &mut ex,
+            gw.settings.max_response_bytes,
+            timeouts.idle,
+            c.deadline,
+        )
+        .await
+        {
             Ok(b) => Some(Bytes::from(b)),
             Err(f) => {
                 let e = f.error();

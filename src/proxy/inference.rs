@@ -4,8 +4,8 @@
 //! answer whole or relay the stream (`relay`).
 
 use super::ctx::RequestCtx;
-use super::dispatch::{self, translate_error, Call};
 use super::dispatch::Failed;
+use super::dispatch::{self, translate_error, Call};
 use super::relay::{relay_stream, StreamEnd};
 use super::respond;
 use super::route::{Endpoint, GeminiStream, Route};
@@ -17,12 +17,12 @@ use crate::family::Family;
 use crate::jsonedit;
 use crate::passthrough::{self, Framing, Usage};
 use crate::policy;
+use crate::pool::Cause;
 use crate::protocol::{self, spoke};
 use crate::runtime::Snapshot;
 use crate::state::limits::{cost_nanos, Ask, Reservation};
 use crate::stream::ClientStream;
 use crate::validate;
-use crate::pool::Cause;
 use bytes::{Bytes, BytesMut};
 use pingora_proxy::Session;
 use std::time::Instant;
@@ -503,7 +503,16 @@ async fn run(
     let deadline = provider.timeouts.total.map(|t| ctx.started + t);
     let mut last: Option<GatewayError> = None;
     let mut answered = None;
-    let call = own.call(family, path_model, model, provider, snap, &beta, &request_id, deadline)?;
+    let call = own.call(
+        family,
+        path_model,
+        model,
+        provider,
+        snap,
+        &beta,
+        &request_id,
+        deadline,
+    )?;
     match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
         Ok(a) => answered = Some((a, model, None)),
         Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
@@ -521,7 +530,16 @@ async fn run(
             };
             let fits = async {
                 super::auth::authorize(key, &fb.qualified_id)?;
-                prepare(gw, session, family, &orig_req, orig_body.clone(), fb, policy).await
+                prepare(
+                    gw,
+                    session,
+                    family,
+                    &orig_req,
+                    orig_body.clone(),
+                    fb,
+                    policy,
+                )
+                .await
             };
             let prepared = match fits.await {
                 Ok(p) => p,
@@ -627,6 +645,8 @@ async fn run(
                         .in_flight
                         .member()
                         .failed(Cause::Invalid, Instant::now());
+                    gw.metrics
+                        .upstream_cooled(&model.provider, &answer.up.id, "invalid");
                     GatewayError::new(
                         ErrorKind::BadGateway,
                         "upstream sent a response body that is not valid JSON",
@@ -665,6 +685,7 @@ async fn run(
     }
     let _active = gw.metrics.stream_started();
     let member = answer.in_flight.member().clone();
+    let up = answer.up;
     let end = relay_stream(gw, session, ctx, answer, &mut pass, family, framing)
         .await
         .map_err(Stop::Io)?;
@@ -673,6 +694,8 @@ async fn run(
         StreamEnd::Failed(e, cause) => {
             gw.metrics.upstream_error(&model.provider, "stream");
             member.failed(cause, Instant::now());
+            gw.metrics
+                .upstream_cooled(&model.provider, &up.id, cause.label());
             ctx.error = Some(super::ctx::ErrorNote {
                 kind: e.kind.name(),
                 message: format!(

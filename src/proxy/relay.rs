@@ -5,8 +5,8 @@
 //! error event.
 
 use super::ctx::RequestCtx;
-use super::respond;
 use super::dispatch::Answer;
+use super::respond;
 use super::upstream::{ReadFault, UpstreamClient};
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};

@@ -408,3 +408,76 @@ pub async fn start() -> (MockUpstream, Gateway) {
     let gw = Gateway::start(&mock).await;
     (mock, gw)
 }
+
+/// Checks a stream ended with its family's error event (and nothing after it, no
+/// clean end); returns the error object.
+pub fn stream_error(p: Protocol, path: &str, r: &Response) -> Value {
+    assert_eq!(r.status, 200, "{}", r.text());
+    if path.ends_with(":streamGenerateContent") {
+        let v: Value = serde_json::from_slice(&r.body).unwrap_or_else(|e| {
+            panic!(
+                "E13j stream is not a complete JSON array ({e}): {}",
+                r.text()
+            )
+        });
+        let items = v.as_array().unwrap();
+        let last = items.last().unwrap();
+        assert!(last["error"]["message"].is_string(), "{}", r.text());
+        assert!(
+            last["error"]["status"].is_string() && last["error"]["code"].is_number(),
+            "{last}"
+        );
+        assert!(items[..items.len() - 1]
+            .iter()
+            .all(|i| i.get("error").is_none()));
+        return last["error"].clone();
+    }
+    let events = parse_sse(&r.body);
+    let last = events.last().unwrap_or_else(|| panic!("empty stream"));
+    assert!(
+        events.iter().all(|e| e.data != "[DONE]"),
+        "a broken stream ended with [DONE]: {}",
+        r.text()
+    );
+    let data = last
+        .json()
+        .unwrap_or_else(|| panic!("last event is not JSON: {}", r.text()));
+    // Family D's response objects carry `"error": null` until they fail.
+    let errors = events
+        .iter()
+        .filter(|e| match p {
+            Protocol::Responses => e.name() == "error",
+            _ => e.data.contains("\"error\""),
+        })
+        .count();
+    assert_eq!(errors, 1, "exactly one error event: {}", r.text());
+    match p {
+        Protocol::OpenAi => {
+            assert_eq!(last.name(), "message");
+            assert!(data["error"]["message"].is_string(), "{data}");
+            assert!(data["error"].get("type").is_some(), "{data}");
+        }
+        Protocol::Anthropic => {
+            assert_eq!(last.name(), "error", "{}", r.text());
+            assert_eq!(data["type"], "error");
+            assert!(data["error"]["type"].is_string() && data["error"]["message"].is_string());
+            assert!(!events.iter().any(|e| e.name() == "message_stop"));
+        }
+        Protocol::Gemini => {
+            assert_eq!(last.name(), "message");
+            assert!(
+                data["error"]["code"].is_number() && data["error"]["status"].is_string(),
+                "{data}"
+            );
+        }
+        Protocol::Responses => {
+            // `error`, then `response.failed` carrying the same error.
+            assert_eq!(last.name(), "response.failed", "{}", r.text());
+            assert_eq!(data["response"]["status"], "failed", "{data}");
+            let error = &events[events.len() - 2];
+            assert_eq!(error.name(), "error", "{}", r.text());
+            return error.json().unwrap();
+        }
+    }
+    data["error"].clone()
+}

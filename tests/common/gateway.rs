@@ -299,7 +299,7 @@ impl Drop for Gateway {
 pub fn authed(family: &str, method_path: &str, key: &str, body: &Value) -> Request {
     let r = Request::post(method_path).json(body);
     match family {
-        "openai" => r.header("authorization", &format!("Bearer {key}")),
+        "openai" | "responses" => r.header("authorization", &format!("Bearer {key}")),
         "anthropic" => r
             .header("x-api-key", key)
             .header("anthropic-version", "2023-06-01"),

@@ -16,6 +16,13 @@
 //!   `:countTokens` (Gemini)
 //! - `GET /__mock/requests`, `POST /__mock/reset` (recorded requests, for
 //!   out-of-process users)
+//!
+//! Faults of one upstream: a path segment `~MARKER,MARKER,...` in the base
+//! URL (e.g. `http://127.0.0.1:PORT/~status:429,retry-after:7/openai/v1`) applies
+//! those markers (written without brackets) to every request on that path, so
+//! one mock serves a healthy and a failing upstream side by side. `every:N`
+//! among them applies the others to every Nth request on the path only
+//! (`~every:2,status:503`: half of them fail).
 //! - anything else: 404 in the error shape of the protocol the path looks like.
 //!
 //! Reply text: `"Hello from {protocol} mock: " + last user text + " ✓ héllo 🌍"`
@@ -25,7 +32,11 @@
 //! Markers (anywhere in the request body text):
 //! - `[[status:N]]`: answer status N with the provider's error body
 //!   (429 adds `retry-after: 1`).
+//! - `[[retry-after:V]]`: with `[[status:N]]`, the `retry-after` header's value
+//!   (any status; replaces 429's default of 1).
 //! - `[[slow:MS]]`: wait MS milliseconds before sending the response head.
+//! - `[[hold:MS]]`: send the head, then wait MS milliseconds before the first
+//!   frame (non-stream: before the body): a stall before the first token.
 //! - `[[stall:MS]]`: send the head and the first frame (non-stream: the head),
 //!   then wait MS milliseconds before the rest. A stream whose reader closes the
 //!   connection during the wait ends there and is counted
@@ -246,6 +257,8 @@ struct State {
     verbose: AtomicBool,
     /// Streams whose reader went away while they were stalled.
     aborted: AtomicUsize,
+    /// Requests seen per faulty path segment (for `every:N`).
+    fault_counts: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 impl State {
@@ -533,9 +546,46 @@ fn respond(state: &State, request: RecordedRequest) -> Reply {
         return control_reply(state, &request.method, control);
     }
     let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
-    let reply = provider_reply(classify(&request.method, &request.path), &request, seq);
+    let faults = path_faults(state, path);
+    let reply = provider_reply(
+        classify(&request.method, &request.path),
+        &request,
+        seq,
+        &faults,
+    );
     state.requests().push(request);
     reply
+}
+
+/// The markers of a `~…` path segment, as bracketed marker text, unless an
+/// `every:N` among them skips this request.
+fn path_faults(state: &State, path: &str) -> String {
+    let Some(segment) = path.split('/').find_map(|s| s.strip_prefix('~')) else {
+        return String::new();
+    };
+    let mut every = 1u64;
+    let mut text = String::new();
+    for m in segment.split(',').filter(|m| !m.is_empty()) {
+        match m.strip_prefix("every:") {
+            Some(n) => every = n.parse().unwrap_or(1).max(1),
+            None => {
+                text.push_str("[[");
+                text.push_str(m);
+                text.push_str("]]");
+            }
+        }
+    }
+    let mut counts = state
+        .fault_counts
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let n = counts.entry(segment.to_owned()).or_default();
+    *n += 1;
+    if *n % every == 0 {
+        text
+    } else {
+        String::new()
+    }
 }
 
 fn control_reply(state: &State, method: &str, what: &str) -> Reply {
@@ -559,7 +609,7 @@ fn control_reply(state: &State, method: &str, what: &str) -> Reply {
     }
 }
 
-fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
+fn provider_reply(route: Route, request: &RecordedRequest, seq: u64, faults: &str) -> Reply {
     let protocol = match &route {
         Route::Chat => Protocol::OpenAi,
         Route::Responses | Route::ResponsesCount => Protocol::Responses,
@@ -573,14 +623,24 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
         }
     };
     let text = String::from_utf8_lossy(&request.body);
-    let markers = Markers::parse(&text);
+    let markers = if faults.is_empty() {
+        Markers::parse(&text)
+    } else {
+        Markers::parse(&format!("{faults}{text}"))
+    };
     let slow = Effects {
         slow: markers.slow,
+        hold: markers.hold,
         ..Effects::default()
     };
     if let Some(status) = markers.status {
         let message = format!("mock: forced status {status}");
-        return error_reply(protocol, status, &message).with_effects(slow);
+        let reply = error_reply(protocol, status, &message);
+        let reply = match &markers.retry_after {
+            Some(v) => reply.header("retry-after", v),
+            None => reply,
+        };
+        return reply.with_effects(slow);
     }
     let Ok(body @ Value::Object(_)) = serde_json::from_slice::<Value>(&request.body) else {
         return error_reply(protocol, 400, "mock: request body is not a JSON object")
@@ -648,6 +708,7 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
     };
     reply.with_effects(Effects {
         slow: markers.slow,
+        hold: markers.hold,
         stall: markers.stall,
         cut: markers.cut,
         max_piece: markers.max_piece.unwrap_or(DEFAULT_MAX_PIECE),
@@ -659,7 +720,9 @@ fn provider_reply(route: Route, request: &RecordedRequest, seq: u64) -> Reply {
 #[derive(Debug, Default)]
 struct Markers {
     status: Option<u16>,
+    retry_after: Option<String>,
     slow: Option<Duration>,
+    hold: Option<Duration>,
     stall: Option<Duration>,
     cut: bool,
     malformed: bool,
@@ -697,6 +760,8 @@ impl Markers {
                     markers.status = arg.trim().parse().ok().filter(|s| (100..1000).contains(s))
                 }
                 "slow" => markers.slow = ms(),
+                "hold" => markers.hold = ms(),
+                "retry-after" => markers.retry_after = Some(arg.trim().to_owned()),
                 "stall" => markers.stall = ms(),
                 "cut" => markers.cut = true,
                 "malformed" => markers.malformed = true,
@@ -1963,6 +2028,7 @@ enum ReplyBody {
 #[derive(Clone, Copy, Debug, Default)]
 struct Effects {
     slow: Option<Duration>,
+    hold: Option<Duration>,
     stall: Option<Duration>,
     cut: bool,
     /// Largest random stream write; 0 writes each frame whole.
@@ -2012,6 +2078,7 @@ impl Reply {
     }
 
     fn header(mut self, name: &'static str, value: &str) -> Reply {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self.headers.push((name, value.to_owned()));
         self
     }
@@ -2076,7 +2143,7 @@ async fn write_reply(io: &mut TcpStream, reply: Reply, keep_alive: bool) -> io::
                 io.flush().await?;
                 return Ok(false);
             }
-            if let Some(delay) = fx.stall {
+            if let Some(delay) = fx.stall.or(fx.hold) {
                 io.write_all(head.as_bytes()).await?;
                 io.flush().await?;
                 tokio::time::sleep(delay).await;
@@ -2092,6 +2159,14 @@ async fn write_reply(io: &mut TcpStream, reply: Reply, keep_alive: bool) -> io::
         ReplyBody::Stream(frames) => {
             io.write_all(head.as_bytes()).await?;
             io.flush().await?;
+            if let Some(delay) = fx.hold {
+                if stall_unless_closed(io, delay).await {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "the reader closed the connection before the first frame",
+                    ));
+                }
+            }
             let cut_after = if fx.cut {
                 (frames.len() / 2).max(1)
             } else {

@@ -1,0 +1,98 @@
+//! `GET /admin/upstreams`: every provider's pool as JSON — each upstream's
+//! weight, health (cooling and for how long), failure streak, last failure,
+//! requests in flight and counters since start. Never a key: only the name of
+//! the variable it is read from.
+
+use crate::runtime::Snapshot;
+use serde_json::{json, Value};
+use std::time::Instant;
+
+/// The pools of `snap`, as the admin API answers them.
+pub fn render(snap: &Snapshot) -> Value {
+    let now = Instant::now();
+    let providers: Vec<Value> = snap
+        .pools()
+        .map(|(p, pool)| {
+            let upstreams: Vec<Value> = p
+                .upstreams
+                .iter()
+                .zip(pool.members())
+                .map(|(u, m)| {
+                    let v = m.view(now);
+                    json!({
+                        "id": u.id,
+                        "protocol": u.protocol.name(),
+                        "base_url": u.base_url,
+                        "api_key_env": u.api_key_env,
+                        "key_configured": u.api_key.is_some(),
+                        "weight": u.weight,
+                        "healthy": v.cooling.is_none(),
+                        "cooldown_ms": v.cooling.map(|d| d.as_millis() as u64),
+                        "failure_streak": v.streak,
+                        "last_failure": v.last_failure.map(|(reason, ago)| json!({
+                            "reason": reason,
+                            "ago_ms": ago.as_millis() as u64,
+                        })),
+                        "in_flight": v.in_flight,
+                        "attempts": v.attempts,
+                        "failures": v.failures,
+                        "cooldowns": v.cooldowns,
+                    })
+                })
+                .collect();
+            let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis() as u64);
+            json!({
+                "id": p.id,
+                "retries": p.retries,
+                "timeouts": {
+                    "connect_ms": ms(p.timeouts.connect),
+                    "first_token_ms": ms(p.timeouts.first_token),
+                    "idle_ms": ms(p.timeouts.idle),
+                    "total_ms": ms(p.timeouts.total),
+                },
+                "upstreams": upstreams,
+            })
+        })
+        .collect();
+    json!({ "providers": providers })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::config::{Catalog, KeyStore};
+    use crate::pool::Cause;
+
+    #[test]
+    fn shows_weights_health_and_no_keys() {
+        let cat = Catalog::from_str(
+            "c.json",
+            r#"{"providers":[{"id":"p","families":["openai"],"timeouts":{"first_token":500},"upstreams":[
+                {"id":"east","protocol":"openai","base_url":"http://127.0.0.1:1/v1","weight":3,"api_key_env":"K"},
+                {"protocol":"openai","base_url":"http://127.0.0.1:1/v1"}]}],"models":[]}"#,
+            &|_| Some("secret-key".into()),
+        )
+        .unwrap();
+        let snap = Snapshot::new(cat, KeyStore::default());
+        let pool = snap.pool("p").unwrap();
+        pool.member(1).failed(
+            Cause::RateLimited(Some(std::time::Duration::from_secs(7))),
+            Instant::now(),
+        );
+        let v = render(&snap);
+        let text = v.to_string();
+        assert!(!text.contains("secret-key"), "{text}");
+        let p = &v["providers"][0];
+        assert_eq!(p["timeouts"]["first_token_ms"], 500);
+        assert_eq!(p["retries"], 2);
+        let (east, second) = (&p["upstreams"][0], &p["upstreams"][1]);
+        assert_eq!(east["id"], "east");
+        assert_eq!(east["weight"], 3);
+        assert_eq!(east["healthy"], true);
+        assert_eq!(second["id"], "openai@127.0.0.1:1");
+        assert_eq!(second["healthy"], false);
+        assert!(second["cooldown_ms"].as_u64().unwrap() > 6000);
+        assert_eq!(second["last_failure"]["reason"], "rate_limited");
+    }
+}
