@@ -90,7 +90,8 @@ mod tests {
         assert_eq!(east["id"], "east");
         assert_eq!(east["weight"], 3);
         assert_eq!(east["healthy"], true);
-        assert_eq!(second["id"], "openai@127.0.0.1:1");
+        // The second upstream of that protocol and host.
+        assert_eq!(second["id"], "openai@127.0.0.1:1#2");
         assert_eq!(second["healthy"], false);
         assert!(second["cooldown_ms"].as_u64().unwrap() > 6000);
         assert_eq!(second["last_failure"]["reason"], "rate_limited");

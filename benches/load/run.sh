@@ -28,10 +28,13 @@
 #  S5 Gemini client -> OpenAI upstream, streaming  S6 200 KB OpenAI request -> Anthropic upstream, JSON
 #  S7 Responses client -> Responses upstream, streaming (58 events, passthrough)
 #  S8 Responses client -> OpenAI upstream, streaming  S9 OpenAI client -> Responses upstream, streaming
+#  S10 as S1, on a pool of two upstreams of which one answers 503 to half of
+#      its requests (nginx: the healthy path alone): the client must see no
+#      errors; the report gives the latency added over S1's Switchboard run.
 #
 # Settings (environment; defaults in brackets):
 #  CONNS [64] wrk connections   THREADS [cores] wrk threads   DURATION [10] s
-#  WARMUP [3] s   SCENARIOS ["S1 S2 S3 S4 S5 S6 S7 S8 S9"]   ACCESS_LOG [1] access logs on
+#  WARMUP [3] s   SCENARIOS ["S1 S2 S3 S4 S5 S6 S7 S8 S9 S10"]   ACCESS_LOG [1] access logs on
 #  STREAMS [10000]   STREAM_INTERVAL_MS [100]   STREAM_TOKENS [50]
 #  STREAM_RAMP_MS [3000] (connections spread over this)   STREAM_PROBES [100]
 #  RESULTS [benches/load/results.md]
@@ -75,7 +78,7 @@ CONNS=${CONNS:-64}
 THREADS=${THREADS:-$CORES}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
-SCENARIOS=${SCENARIOS:-"S1 S2 S3 S4 S5 S6 S7 S8 S9"}
+SCENARIOS=${SCENARIOS:-"S1 S2 S3 S4 S5 S6 S7 S8 S9 S10"}
 ACCESS_LOG=${ACCESS_LOG:-1}
 STREAMS=${STREAMS:-10000}
 STREAM_INTERVAL_MS=${STREAM_INTERVAL_MS:-100}
@@ -87,7 +90,7 @@ SB_RUST_LOG=${SB_RUST_LOG:-info}
 KEEP_TMP=${KEEP_TMP:-0}
 [ "$STREAMS" -gt 0 ] || DO_STREAMS=0
 for s in $SCENARIOS; do
-    case "$s" in S[1-9]) ;; *) echo "run.sh: unknown scenario $s (S1..S9)" >&2 && exit 2 ;; esac
+    case "$s" in S[1-9] | S10) ;; *) echo "run.sh: unknown scenario $s (S1..S10)" >&2 && exit 2 ;; esac
 done
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 CLIENT_KEY=sk-bench-local
@@ -317,6 +320,11 @@ provider() { # ID PROTOCOL BASE_URL ENV
     provider responses-stream responses "$MOCK/responses/sse/v1" SB_BENCH_OPENAI_KEY
     echo ','
     provider trickle openai "http://127.0.0.1:$TRICKLE_PORT/v1" SB_BENCH_OPENAI_KEY
+    echo ','
+    # S10: a pool whose first upstream fails half of its requests with a 503.
+    echo "    {\"id\": \"flaky\", \"families\": [\"openai\"], \"upstreams\": [
+      {\"id\": \"half-down\", \"protocol\": \"openai\", \"base_url\": \"$MOCK/flaky/json/v1\", \"api_key_env\": \"SB_BENCH_OPENAI_KEY\"},
+      {\"id\": \"healthy\", \"protocol\": \"openai\", \"base_url\": \"$MOCK/openai/json/v1\", \"api_key_env\": \"SB_BENCH_OPENAI_KEY\"}]}"
     echo '], "models": ['
     model gpt-5-mini openai gpt-5-mini-2025-08-07
     echo ','
@@ -333,6 +341,8 @@ provider() { # ID PROTOCOL BASE_URL ENV
     model gpt-5-mini-resp-stream responses-stream gpt-5-mini-2025-08-07
     echo ','
     model gpt-trickle trickle gpt-5-mini-2025-08-07
+    echo ','
+    model gpt-5-mini-flaky flaky gpt-5-mini-2025-08-07
     echo ']}'
 } >"$TMP/catalog.json"
 echo "{\"keys\": [{\"id\": \"bench\", \"key\": \"$CLIENT_KEY\"}]}" >"$TMP/keys.json"
@@ -352,6 +362,10 @@ awk -v model="anthropic/claude-sonnet-4.5" -v target=204800 'BEGIN {
     out = out ",{\"role\":\"user\",\"content\":\"Summarise every issue above as a numbered list, most severe first.\"}]}"
     printf "%s\n", out
 }' >"$TMP/req_large.json"
+
+# S10's request: S1's on the pool with the half-failing upstream.
+sed 's|"openai/gpt-5-mini"|"flaky/gpt-5-mini-flaky"|' "$FIX/req_openai.json" >"$TMP/req_flaky.json"
+grep -q '"flaky/gpt-5-mini-flaky"' "$TMP/req_flaky.json" || die "S10 request: no model to replace in $FIX/req_openai.json"
 
 # The trickle streams' request: the OpenAI stream request on the trickle model.
 sed 's|"openai-stream/gpt-5-mini-stream"|"trickle/gpt-trickle"|' "$FIX/req_openai_stream.json" >"$TMP/req_trickle.json"
@@ -429,7 +443,9 @@ scenario() {
             "$FIX/req_responses_to_openai_stream.json" "$H_OA" 'event: response.completed' 'data: [DONE]' ;;
         S9) printf '%s\t' "OpenAI → Responses, stream" /v1/chat/completions /responses/sse/v1/responses \
             "$FIX/req_openai_to_responses_stream.json" "$H_OA" 'data: [DONE]' 'event: response.completed' ;;
-        *) die "unknown scenario $1 (S1..S9)" ;;
+        S10) printf '%s\t' "OpenAI → OpenAI, JSON, one of two upstreams fails half its requests" /v1/chat/completions /openai/json/v1/chat/completions \
+            "$TMP/req_flaky.json" "$H_OA" '"chat.completion"' '"chat.completion"' ;;
+        *) die "unknown scenario $1 (S1..S10)" ;;
     esac
 }
 
@@ -570,6 +586,7 @@ target_check() { # SCENARIO -> target verdict
         S1 | S2) awk -v r="$rr" -v p="$pr" 'BEGIN { printf "%s (≥0.90× req/s, ≤1.20× p99)", (r >= 0.9 && p <= 1.2) ? "met" : "MISSED" }' ;;
         S3 | S4 | S5) awk -v r="$rr" 'BEGIN { printf "%s (≥0.70× req/s)", (r >= 0.7) ? "met" : "MISSED" }' ;;
         S7 | S8 | S9) awk -v r="$rr" 'BEGIN { printf "%s (≥0.60× req/s)", (r >= 0.6) ? "met" : "MISSED" }' ;;
+        S10) echo "met (no client errors)" ;;
         *) echo "—" ;;
     esac
 }
@@ -617,6 +634,10 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
             fi
         done
     done
+    if [ -n "${R[S10,sb,rps]:-}" ] && [ -n "${R[S1,sb,rps]:-}" ]; then
+        echo "S10 against S1, both through Switchboard in this run (the half-failing upstream is cooled after each 503 and retried on its own schedule; the client never sees its errors): errors ${R[S10,sb,errors]}, p50 +$(awk -v a="${R[S10,sb,p50]}" -v b="${R[S1,sb,p50]}" 'BEGIN { printf "%.2f", a - b }') ms, p99 +$(awk -v a="${R[S10,sb,p99]}" -v b="${R[S1,sb,p99]}" 'BEGIN { printf "%.2f", a - b }') ms, req/s $(ratio "${R[S10,sb,rps]}" "${R[S1,sb,rps]}")× of S1's."
+        echo
+    fi
     if [ -n "$notes" ]; then
         echo "Errors (a probe is one request before the load, checking status 200 and the body):"
         echo

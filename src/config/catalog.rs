@@ -711,6 +711,40 @@ mod tests {
     }
 
     #[test]
+    fn pool_settings_default_and_parse() {
+        let c = Catalog::from_str("c.json", OK, &no_env).unwrap();
+        let p = c.provider("p").unwrap();
+        assert_eq!((p.retries, p.timeouts), (2, Timeouts::default()));
+        assert_eq!(p.upstreams[0].weight, 1);
+        assert_eq!(p.upstreams[0].id, "openai@127.0.0.1:9");
+        assert!(c.model("m").unwrap().fallbacks.is_empty());
+        let set = OK
+            .replace(
+                "\"families\":[\"openai\"],",
+                "\"families\":[\"openai\"],\"retries\":0,\"timeouts\":{\"first_token\":1500,\"total\":60000},",
+            )
+            .replace("\"api_key_env\":\"K\"}", "\"api_key_env\":\"K\",\"weight\":4,\"id\":\"east\"}");
+        let c = Catalog::from_str("c.json", &set, &no_env).unwrap();
+        let p = c.provider("p").unwrap();
+        assert_eq!(p.retries, 0);
+        assert_eq!(
+            p.timeouts.first_token,
+            Some(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(p.timeouts.total, Some(std::time::Duration::from_secs(60)));
+        assert_eq!(p.timeouts.idle, None);
+        assert_eq!(
+            (p.upstreams[0].weight, p.upstreams[0].id.as_str()),
+            (4, "east")
+        );
+        let e = err(&OK.replace(
+            "\"protocols\":[\"openai\"]}",
+            "\"protocols\":[\"openai\"],\"fallbacks\":[\"q/m\"]}",
+        ));
+        assert_eq!(e.path, "$.models[0].fallbacks[0]");
+    }
+
+    #[test]
     fn parses_base_urls() {
         let u = BaseUrl::parse("https://api.example.com").unwrap();
         assert_eq!(
