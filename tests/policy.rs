@@ -13,6 +13,7 @@ use common::gateway::{authed, catalog, keys, Gateway, KEY};
 use common::http_client::Response;
 use common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 use Protocol::{Anthropic, Gemini, OpenAi};
 
@@ -539,7 +540,12 @@ async fn adaptations_are_counted_by_model_and_parameter() {
         ))
         .await;
     assert_eq!(r.status, 400);
-    let text = metrics_text(gw.metrics).await;
+    // Metrics are recorded after the answer went out: wait for the last one.
+    let text = eventually(Duration::from_secs(20), "the gemini adaptation", || async {
+        let text = metrics_text(gw.metrics).await;
+        text.contains("model=\"lean-gemini\"").then_some(text)
+    })
+    .await;
     let count = |model: &str, param: &str| {
         metric_value(
             &text,

@@ -340,23 +340,23 @@ async fn prepare(
     gw: &Gateway,
     session: &mut Session,
     family: Family,
-    req: &validate::Inspected,
+    req: validate::Inspected,
     body: Bytes,
     model: &Model,
     policy: crate::config::Policy,
 ) -> Result<Prepared, Stop> {
-    let mut plan = policy::decide(family, req, &body, model, policy)?;
-    if !validate::surely_fits(body.len(), plan.output_cap(req), model) {
+    let mut plan = policy::decide(family, &req, &body, model, policy)?;
+    if !validate::surely_fits(body.len(), plan.output_cap(&req), model) {
         let (owned, limit) = (body.clone(), model.context_length);
         let n = count_tokens(gw, session, move |cancel| {
             validate::count_input(family, &owned, limit, cancel)
         })
         .await?;
         log::debug!("{n} input tokens counted for {}", model.qualified_id);
-        plan.fit_context(family, req, model, n)?;
+        plan.fit_context(family, &req, model, n)?;
     }
     let adapt = plan.policy() == crate::config::Policy::Adapt;
-    let (body, req, adjusted) = apply_plan(&plan, body, req.clone());
+    let (body, req, adjusted) = apply_plan(&plan, body, req);
     Ok(Prepared {
         body,
         req,
@@ -492,8 +492,8 @@ async fn run(
             .is_some_and(|q| q.split('&').any(|kv| kv == "beta=true")),
     };
     // The client's request as it came: a fallback model plans from it afresh.
-    let (orig_body, orig_req) = (body.clone(), req.clone());
-    let own = prepare(gw, session, family, &req, body, model, policy).await?;
+    let original = (!model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
+    let own = prepare(gw, session, family, req, body, model, policy).await?;
     ctx.adjusted.merge(own.adjusted.clone());
     *held = Some(reserve(gw, ctx, worst_case(key, model, &own)).await?);
 
@@ -520,7 +520,7 @@ async fn run(
     }
     // Every upstream of the provider failed or is cooling down: the model's
     // fallbacks, in order, each only if the request fits it (CONTRACT 4.1).
-    if answered.is_none() {
+    if let Some((orig_body, orig_req)) = original.as_ref().filter(|_| answered.is_none()) {
         for name in &model.fallbacks {
             if attempts_left == 0 {
                 break;
@@ -534,7 +534,7 @@ async fn run(
                     gw,
                     session,
                     family,
-                    &orig_req,
+                    orig_req.clone(),
                     orig_body.clone(),
                     fb,
                     policy,
@@ -558,7 +558,12 @@ async fn run(
             if let Some(r) = held.take() {
                 r.release().await;
             }
-            match reserve(gw, ctx, worst_case(key, fb, &prepared)).await {
+            // The request itself was counted against the rpm already.
+            let ask = Ask {
+                rpm: None,
+                ..worst_case(key, fb, &prepared)
+            };
+            match reserve(gw, ctx, ask).await {
                 Ok(r) => *held = Some(r),
                 Err(Stop::Client(e)) => {
                     log::info!(
