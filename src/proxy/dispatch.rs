@@ -113,6 +113,10 @@ pub enum Failed {
     /// Every upstream it could try failed or was cooling down (None: none
     /// was tried), or the attempts ran out: a fallback may take over.
     Exhausted(Option<GatewayError>),
+    /// The request cannot be put to this model's upstream (a translation
+    /// refusal): the client's error for the model it named, a reason to skip
+    /// a fallback.
+    Unfit(GatewayError),
 }
 
 /// The pause before the `n`th attempt (n ≥ 2): random, up to 25 ms doubled
@@ -156,7 +160,8 @@ pub async fn call<'s>(
         if tried.attempts > 0 {
             let pause = backoff(tried.attempts + 1);
             if c.deadline.is_some_and(|d| Instant::now() + pause >= d) {
-                return Err(Failed::Final(deadline_error()));
+                // No time for another attempt: the last failure is the answer.
+                return Err(Failed::Final(last.unwrap_or_else(deadline_error)));
             }
             tokio::time::sleep(pause).await;
         }
@@ -181,14 +186,16 @@ pub async fn call<'s>(
                 note.status = Some(a.status);
                 Ok(a)
             }
-            Outcome::Final(e, status) => {
-                // The upstream is alive (it judged the request), or the
-                // request never reached it.
-                if status.is_some() {
-                    member.succeeded();
-                }
-                note.status = status;
+            Outcome::Final(e, Some(status)) => {
+                // The upstream is alive: it judged the request.
+                member.succeeded();
+                note.status = Some(status);
                 Err(Failed::Final(e))
+            }
+            Outcome::Final(e, None) => Err(Failed::Final(e)),
+            Outcome::Unfit(e) => {
+                note.failure = Some("unfit");
+                Err(Failed::Unfit(e))
             }
             Outcome::Skip(e) => {
                 log::warn!(
@@ -229,8 +236,8 @@ pub async fn call<'s>(
         tried.notes.push(note);
         match result {
             Ok(a) => return Ok(a),
-            Err(Failed::Final(e)) => return Err(Failed::Final(e)),
             Err(Failed::Exhausted(_)) => continue,
+            Err(stop) => return Err(stop),
         }
     }
     Err(Failed::Exhausted(last))
@@ -245,6 +252,8 @@ enum Outcome<'s> {
     Retry(GatewayError, Cause, Option<u16>),
     /// This upstream cannot be used (no key): move on without blaming it.
     Skip(GatewayError),
+    /// The request cannot be translated for this upstream.
+    Unfit(GatewayError),
 }
 
 /// One attempt at one upstream, bounded by the provider's deadlines.
@@ -256,7 +265,7 @@ async fn attempt<'s>(
 ) -> Outcome<'s> {
     let (body, adjusted, usage_injected) = match request_for(c, up).await {
         Ok(r) => r,
-        Err(e) => return Outcome::Final(e, None),
+        Err(e) => return Outcome::Unfit(e),
     };
     let translated = up.protocol != c.family;
     let header = match upstream_header(up, c, body.len()) {

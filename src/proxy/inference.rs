@@ -515,7 +515,7 @@ async fn run(
     )?;
     match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
         Ok(a) => answered = Some((a, model, None)),
-        Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
+        Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
         Err(Failed::Exhausted(e)) => last = e.or(last),
     }
     // Every upstream of the provider failed or is cooling down: the model's
@@ -601,6 +601,14 @@ async fn run(
                     break;
                 }
                 Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
+                Err(Failed::Unfit(e)) => {
+                    log::info!(
+                        "{}: fallback {} skipped: {}",
+                        ctx.request_id,
+                        fb.qualified_id,
+                        e.message
+                    );
+                }
                 Err(Failed::Exhausted(e)) => last = e.or(last),
             }
         }
@@ -611,7 +619,7 @@ async fn run(
     if answered.is_none() && tried.attempts == 0 {
         match dispatch::call(gw, &call, &mut tried, &mut attempts_left, true).await {
             Ok(a) => answered = Some((a, model, None)),
-            Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
+            Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
             Err(Failed::Exhausted(e)) => last = e.or(last),
         }
     }
