@@ -113,7 +113,7 @@ pub struct Timeouts {
     /// TCP (and TLS) connect.
     pub connect: Option<std::time::Duration>,
     /// From sending the request to the first byte of the answer (for a
-    /// stream: its first body chunk).
+    /// stream: the first bytes carrying a token, past any preamble).
     pub first_token: Option<std::time::Duration>,
     /// The longest gap between two chunks of the answer.
     pub idle: Option<std::time::Duration>,

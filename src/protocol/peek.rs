@@ -136,6 +136,16 @@ pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(hay, needle).is_some()
 }
 
+/// Whether a JSON string member `name` (given with its quotes and colon,
+/// e.g. `"content":`) occurs in `hay` with a non-empty string value.
+pub fn nonempty_string_member(hay: &[u8], name: &[u8]) -> bool {
+    memchr::memmem::find_iter(hay, name).any(|at| {
+        let rest = &hay[at + name.len()..];
+        let rest = &rest[rest.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+        rest.len() >= 2 && rest[0] == b'"' && rest[1] != b'"'
+    })
+}
+
 /// Token usage read from a response.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {

@@ -59,6 +59,10 @@ pub struct Spoke {
     pub inspect: fn(&[u8], bool) -> Result<Inspected, GatewayError>,
     /// Peeks at a response body or stream frame.
     pub peek_response: fn(&[u8]) -> Option<Peeked>,
+    /// Whether the first bytes of an upstream stream in this protocol carry
+    /// the answer's first token (not only a preamble such as a role chunk or
+    /// `message_start`): what a provider's `first_token` deadline waits for.
+    pub stream_started: fn(&[u8]) -> bool,
     /// Renders the whole error body in the family's shape.
     pub error_body: fn(&GatewayError) -> Vec<u8>,
     /// Reads the message out of an upstream error body of this protocol.
@@ -105,5 +109,45 @@ impl Spoke {
 impl std::fmt::Debug for Spoke {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Spoke({})", self.family)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spoke;
+    use crate::family::Family;
+
+    #[test]
+    fn a_preamble_is_not_a_first_token() {
+        let cases: [(Family, &[u8], &[u8]); 4] = [
+            (
+                Family::OpenAi,
+                b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+                b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+            ),
+            (
+                Family::Anthropic,
+                b"event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n",
+                b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+            ),
+            (
+                Family::Responses,
+                b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"error\":null}}\n\nevent: response.output_item.added\ndata: {\"type\":\"response.output_item.added\"}\n\n",
+                b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",
+            ),
+            (Family::Gemini, b"", b"data: {\"candidates\":[]}\n\n"),
+        ];
+        for (family, preamble, token) in cases {
+            let started = spoke(family).stream_started;
+            assert!(!started(preamble), "{family}: preamble taken for a token");
+            let mut both = preamble.to_vec();
+            both.extend_from_slice(token);
+            assert!(started(&both), "{family}: token missed");
+        }
+        // The end of an answer with no token at all still starts it.
+        assert!((spoke(Family::OpenAi).stream_started)(b"data: [DONE]\n\n"));
+        assert!((spoke(Family::OpenAi).stream_started)(
+            b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+        ));
     }
 }

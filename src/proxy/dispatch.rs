@@ -184,7 +184,7 @@ pub async fn call<'s>(
             Outcome::Answer(a) => {
                 member.succeeded();
                 note.status = Some(a.status);
-                Ok(a)
+                Ok(*a)
             }
             Outcome::Final(e, Some(status)) => {
                 // The upstream is alive: it judged the request.
@@ -245,7 +245,7 @@ pub async fn call<'s>(
 
 /// How one attempt ended.
 enum Outcome<'s> {
-    Answer(Answer<'s>),
+    Answer(Box<Answer<'s>>),
     /// Goes to the client as it is (with the upstream's status, when it answered).
     Final(GatewayError, Option<u16>),
     /// The upstream failed: cool it and move on.
@@ -294,12 +294,14 @@ async fn attempt<'s>(
             .ok_or_else(|| {
                 GatewayError::new(ErrorKind::BadGateway, "upstream sent no response header")
             })?;
-        let first = if stream && status < 400 {
+        let first = if !stream || status >= 400 {
+            None
+        } else if timeouts.first_token.is_some() {
+            read_to_first_token(&mut ex, spoke(up.protocol).stream_started).await?
+        } else {
             UpstreamClient::read_chunk(&mut ex, None, None)
                 .await
                 .map_err(|f| f.error())?
-        } else {
-            None
         };
         Ok::<_, GatewayError>((ex, status, first))
     };
@@ -384,7 +386,7 @@ async fn attempt<'s>(
             }
         }
     };
-    Outcome::Answer(Answer {
+    Outcome::Answer(Box::new(Answer {
         up,
         translated,
         ex,
@@ -395,7 +397,48 @@ async fn attempt<'s>(
         in_flight,
         idle: timeouts.idle,
         deadline: c.deadline,
-    })
+    }))
+}
+
+/// The most of a stream's preamble held back while waiting for its first token.
+const MAX_PREAMBLE: usize = 256 * 1024;
+
+/// Reads a stream's first chunks until they carry the answer's first token
+/// (`started`, the upstream protocol's test), the stream ends, or the held
+/// bytes pass `MAX_PREAMBLE`: a preamble alone (a role chunk, a
+/// `message_start`) does not meet a `first_token` deadline. Nothing has
+/// reached the client yet; the caller bounds the wait.
+async fn read_to_first_token(
+    ex: &mut Exchange,
+    started: fn(&[u8]) -> bool,
+) -> Result<Option<Bytes>, GatewayError> {
+    // The first chunk is kept as it came; later ones are appended to a copy.
+    let mut first: Option<Bytes> = None;
+    let mut joined = bytes::BytesMut::new();
+    loop {
+        let Some(chunk) = UpstreamClient::read_chunk(ex, None, None)
+            .await
+            .map_err(|f| f.error())?
+        else {
+            break;
+        };
+        let scanned = first.as_ref().map_or(joined.len(), Bytes::len);
+        if first.is_none() && joined.is_empty() {
+            first = Some(chunk);
+        } else {
+            if let Some(f) = first.take() {
+                joined.extend_from_slice(&f);
+            }
+            joined.extend_from_slice(&chunk);
+        }
+        let all: &[u8] = first.as_deref().unwrap_or(&joined);
+        // Only the new bytes need a look, with enough before them for a
+        // marker split across chunks.
+        if started(&all[scanned.saturating_sub(64)..]) || all.len() > MAX_PREAMBLE {
+            break;
+        }
+    }
+    Ok(first.or_else(|| (!joined.is_empty()).then(|| joined.freeze())))
 }
 
 /// `retry-after` as seconds, or as an HTTP date (IMF-fixdate) from now.

@@ -581,7 +581,7 @@ fn path_faults(state: &State, path: &str) -> String {
         .unwrap_or_else(PoisonError::into_inner);
     let n = counts.entry(segment.to_owned()).or_default();
     *n += 1;
-    if *n % every == 0 {
+    if (*n).is_multiple_of(every) {
         text
     } else {
         String::new()

@@ -181,3 +181,13 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     out.error = p.kind == Some("error");
     Some(out)
 }
+
+/// Whether the first bytes of a Messages stream carry the answer's first
+/// token (a content block delta: text, thinking or tool input) or its end;
+/// `message_start`, the empty block start and pings do not.
+pub fn stream_started(bytes: &[u8]) -> bool {
+    contains(bytes, b"content_block_delta")
+        || contains(bytes, b"message_delta")
+        || contains(bytes, b"message_stop")
+        || contains(bytes, b"\"type\":\"error\"")
+}

@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::peek::{
-    bad, body_error, is_true, more_than_one, number, positive_int, present, span_of, Inspected,
-    Peeked, Raw, Usage,
+    bad, body_error, contains, is_true, more_than_one, number, positive_int, present, span_of,
+    Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -189,4 +189,10 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     out.terminal = p.candidates.iter().any(|c| c.finish_reason.is_some());
     out.error = p.error.is_some();
     Some(out)
+}
+
+/// Whether the first bytes of a generateContent stream carry the answer's
+/// first token: Gemini sends no preamble, so any chunk does.
+pub fn stream_started(bytes: &[u8]) -> bool {
+    contains(bytes, b"{")
 }

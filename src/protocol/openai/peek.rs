@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::peek::{
-    bad, body_error, is_true, model_of, more_than_one, number, positive_int, present, span_of,
-    Inspected, Peeked, Raw, Usage,
+    bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_member, number,
+    positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -211,4 +211,17 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     }
     out.error = p.error.is_some_and(|e| e.get() != "null");
     Some(out)
+}
+
+/// Whether the first bytes of a chat-completions stream carry the answer's
+/// first token: content, a tool call or reasoning text, or its end (a finish
+/// reason, `[DONE]`, an error); the role-only first chunk does not.
+pub fn stream_started(bytes: &[u8]) -> bool {
+    nonempty_string_member(bytes, b"\"content\":")
+        || nonempty_string_member(bytes, b"\"reasoning_content\":")
+        || nonempty_string_member(bytes, b"\"reasoning\":")
+        || nonempty_string_member(bytes, b"\"finish_reason\":")
+        || contains(bytes, b"\"tool_calls\":[")
+        || contains(bytes, b"[DONE]")
+        || contains(bytes, b"\"error\"")
 }

@@ -30,6 +30,7 @@ pub const SPOKE: Spoke = Spoke {
     stream_usage_opt_in: false,
     inspect: peek::request,
     peek_response: peek::response,
+    stream_started: peek::stream_started,
     error_body: error::error_body,
     upstream_message: error::upstream_message,
     client_key: http::client_key,

@@ -9,7 +9,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::peek::{
-    bad, body_error, model_of, positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
+    bad, body_error, contains, model_of, positive_int, present, span_of, Inspected, Peeked, Raw,
+    Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -217,4 +218,15 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     );
     out.error = p.kind == Some("error");
     Some(out)
+}
+
+/// Whether the first bytes of a Responses stream carry the answer's first
+/// token (any `*.delta` event: text, arguments, reasoning) or its end;
+/// `response.created`, `response.in_progress` and item announcements do not.
+pub fn stream_started(bytes: &[u8]) -> bool {
+    contains(bytes, b".delta\"")
+        || contains(bytes, b"response.completed")
+        || contains(bytes, b"response.incomplete")
+        || contains(bytes, b"response.failed")
+        || contains(bytes, b"\"type\":\"error\"")
 }
