@@ -127,7 +127,9 @@ fn backoff(n: u32) -> Duration {
     let r = if getrandom::getrandom(&mut b).is_ok() {
         u32::from_le_bytes(b)
     } else {
-        Instant::now().elapsed().subsec_nanos()
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
     };
     Duration::from_millis(u64::from(r) % (cap_ms + 1))
 }
@@ -193,6 +195,15 @@ pub async fn call<'s>(
                 Err(Failed::Final(e))
             }
             Outcome::Final(e, None) => Err(Failed::Final(e)),
+            Outcome::Expired(e) => {
+                // The total deadline passed while this upstream was silent.
+                let cool = member.failed(Cause::Timeout, Instant::now());
+                gw.metrics
+                    .upstream_cooled(&c.provider.id, &up.id, Cause::Timeout.label());
+                note.failure = Some(Cause::Timeout.label());
+                note.cooled_ms = Some(cool.as_millis() as u64);
+                Err(Failed::Final(e))
+            }
             Outcome::Unfit(e) => {
                 note.failure = Some("unfit");
                 Err(Failed::Unfit(e))
@@ -254,6 +265,8 @@ enum Outcome<'s> {
     Skip(GatewayError),
     /// The request cannot be translated for this upstream.
     Unfit(GatewayError),
+    /// The request's total deadline passed waiting for this upstream.
+    Expired(GatewayError),
 }
 
 /// One attempt at one upstream, bounded by the provider's deadlines.
@@ -311,7 +324,7 @@ async fn attempt<'s>(
             Ok(r) => r,
             Err(_) if by_deadline => {
                 gw.metrics.upstream_error(&c.provider.id, "timeout");
-                return Outcome::Final(deadline_error(), None);
+                return Outcome::Expired(deadline_error());
             }
             Err(_) => {
                 gw.metrics.upstream_error(&c.provider.id, "timeout");
@@ -375,7 +388,7 @@ async fn attempt<'s>(
             Err(f) => {
                 let e = f.error();
                 if matches!(f, BodyFault::Read(ReadFault::Deadline)) {
-                    return Outcome::Final(e, None);
+                    return Outcome::Expired(e);
                 }
                 let cause = if f.is_timeout() {
                     Cause::Timeout
