@@ -502,6 +502,13 @@ run_target() { # SCENARIO TARGET(nginx|sb) URL BODY HEADERS MARKER
     R[$s,$t,cpureq]=$(awk -v t="$((c1 - c0))" -v hz="$TICK" -v n="$REQUESTS" 'BEGIN { if (n > 0) printf "%.0f", t / hz / n * 1e6; else printf "n/a" }')
     # shellcheck disable=SC2086
     R[$s,$t,rss]=$(awk -v k="$(status_kb VmHWM $pids)" 'BEGIN { printf "%.1f", k / 1024 }')
+    if [ "$s" = S10 ] && [ "$t" = sb ]; then
+        # The half-down upstream's attempts and the 503s the client never saw.
+        local m
+        m=$(curl -s -m 5 "http://127.0.0.1:$SB_METRICS_PORT/metrics" || true)
+        R[$s,sb,tried]=$(echo "$m" | awk '/^switchboard_upstream_attempts_total\{provider="flaky",upstream="half-down"/ { n += $NF } END { print n + 0 }')
+        R[$s,sb,absorbed]=$(echo "$m" | awk '/^switchboard_upstream_attempts_total\{provider="flaky",upstream="half-down",outcome="status_5xx"/ { n += $NF } END { print n + 0 }')
+    fi
 }
 
 for s in $SCENARIOS; do
@@ -635,7 +642,7 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
         done
     done
     if [ -n "${R[S10,sb,rps]:-}" ] && [ -n "${R[S1,sb,rps]:-}" ]; then
-        echo "S10 against S1, both through Switchboard in this run (the half-failing upstream is cooled after each 503 and retried on its own schedule; the client never sees its errors): errors ${R[S10,sb,errors]}, p50 +$(awk -v a="${R[S10,sb,p50]}" -v b="${R[S1,sb,p50]}" 'BEGIN { printf "%.2f", a - b }') ms, p99 +$(awk -v a="${R[S10,sb,p99]}" -v b="${R[S1,sb,p99]}" 'BEGIN { printf "%.2f", a - b }') ms, req/s $(ratio "${R[S10,sb,rps]}" "${R[S1,sb,rps]}")× of S1's."
+        echo "S10 against S1, both through Switchboard in this run (the half-failing upstream is cooled after each 503 and retried on its own schedule; the client never sees its errors): the half-down upstream was tried ${R[S10,sb,tried]:-?} times and answered 503 to ${R[S10,sb,absorbed]:-?} of them (warm-up included), each retried on the healthy one; client errors ${R[S10,sb,errors]}, p50 +$(awk -v a="${R[S10,sb,p50]}" -v b="${R[S1,sb,p50]}" 'BEGIN { printf "%.2f", a - b }') ms, p99 +$(awk -v a="${R[S10,sb,p99]}" -v b="${R[S1,sb,p99]}" 'BEGIN { printf "%.2f", a - b }') ms, req/s $(ratio "${R[S10,sb,rps]}" "${R[S1,sb,rps]}")× of S1's."
         echo
     fi
     if [ -n "$notes" ]; then
