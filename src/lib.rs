@@ -55,5 +55,6 @@ pub mod runtime;
 pub mod sse;
 pub mod state;
 pub mod stream;
+pub mod telemetry;
 pub mod tokens;
 pub mod validate;

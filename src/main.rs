@@ -23,7 +23,7 @@ USAGE:
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
               [--redis-fail open|closed] [--responses-ttl-days N]
-              [--check] [-d] [-u] [-t]
+              [--otlp-endpoint URL] [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -56,6 +56,8 @@ OPTIONS (environment variable in brackets):
   --redis-fail MODE       Redis unreachable: open admits unchecked, closed refuses with 503
                           [SWITCHBOARD_REDIS_FAIL] (open)
   --responses-ttl-days N  how long a stored response is kept [SWITCHBOARD_RESPONSES_TTL_DAYS] (30)
+  --otlp-endpoint URL     export OpenTelemetry traces over OTLP/HTTP to URL (http://host:4318;
+                          /v1/traces is appended) [SWITCHBOARD_OTLP_ENDPOINT] (none: no traces)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -81,6 +83,7 @@ struct Args {
     settings: Settings,
     database: Option<String>,
     admin_key: Option<String>,
+    otlp_endpoint: Option<String>,
     ledger: LedgerSettings,
     /// How long stored responses are kept (`--responses-ttl-days`; the
     /// hidden `--responses-ttl-secs` for tests).
@@ -121,6 +124,9 @@ fn parse_args() -> Result<Args, String> {
             .ok()
             .filter(|v| !v.is_empty()),
         admin_key: std::env::var("SWITCHBOARD_ADMIN_KEY")
+            .ok()
+            .filter(|v| !v.is_empty()),
+        otlp_endpoint: std::env::var("SWITCHBOARD_OTLP_ENDPOINT")
             .ok()
             .filter(|v| !v.is_empty()),
         ledger: LedgerSettings::default(),
@@ -167,6 +173,7 @@ fn parse_args() -> Result<Args, String> {
             "--data" => a.data = value(&mut it)?,
             "--database" => a.database = Some(value(&mut it)?).filter(|v| !v.is_empty()),
             "--admin-key" => a.admin_key = Some(value(&mut it)?).filter(|v| !v.is_empty()),
+            "--otlp-endpoint" => a.otlp_endpoint = Some(value(&mut it)?).filter(|v| !v.is_empty()),
             "--redis" => a.redis = Some(value(&mut it)?).filter(|v| !v.is_empty()),
             "--redis-prefix" => a.redis_prefix = value(&mut it)?,
             "--redis-fail" => a.redis_fail = value(&mut it)?,
@@ -381,6 +388,16 @@ fn main() {
             std::process::exit(1);
         }
     }
+    if let Some(endpoint) = &args.otlp_endpoint {
+        match switchboard::telemetry::Telemetry::from_endpoint(endpoint) {
+            Ok(t) => gateway.telemetry = Some(Arc::new(t)),
+            Err(e) => {
+                eprintln!("switchboard: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let telemetry = gateway.telemetry.clone();
     match responses_store(&args, &gateway) {
         Ok(store) => gateway.responses = Arc::new(store),
         Err(e) => {
@@ -430,5 +447,8 @@ fn main() {
     // the ledger still holds is written before the process exits.
     server.run(pingora_core::server::RunArgs::default());
     usage_ledger.close(Duration::from_secs(10));
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     std::process::exit(0);
 }

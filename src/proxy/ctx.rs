@@ -50,6 +50,11 @@ pub struct RequestCtx {
     pub fallback_from: Option<String>,
     /// Every upstream attempt, in order.
     pub tried: Vec<super::dispatch::AttemptNote>,
+    /// The request's span (with `--otlp-endpoint`), ended in `logging`.
+    pub trace: Option<std::sync::Arc<crate::telemetry::RequestTrace>>,
+    /// The client's `traceparent`, forwarded upstream as it is when no span
+    /// is made.
+    pub traceparent: Option<String>,
 }
 
 impl RequestCtx {
@@ -80,6 +85,8 @@ impl RequestCtx {
             answered_by: None,
             fallback_from: None,
             tried: Vec::new(),
+            trace: None,
+            traceparent: None,
         }
     }
 }

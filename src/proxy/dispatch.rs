@@ -58,6 +58,14 @@ pub struct Call<'a, 's> {
     pub pool: &'s ProviderPool,
     /// When the request must be done: its start plus the provider's `total`.
     pub deadline: Option<Instant>,
+    /// The request's span and the exporter (each attempt gets a child span
+    /// and sends it upstream as `traceparent`), or, without telemetry, the
+    /// client's own `traceparent`, forwarded as it is.
+    pub trace: Option<(
+        &'a crate::telemetry::RequestTrace,
+        &'a crate::telemetry::Telemetry,
+    )>,
+    pub client_traceparent: Option<&'a str>,
 }
 
 /// A successful upstream answer (status below 400), its response header read.
@@ -172,7 +180,19 @@ pub async fn call<'s>(
         tried.last = Some(up);
         let member = c.pool.member(i);
         let started = Instant::now();
-        let outcome = attempt(gw, c, up, member.start()).await;
+        let span = c.trace.map(|(t, tel)| {
+            t.attempt(
+                tel,
+                tried.attempts,
+                &c.provider.id,
+                &up.id,
+                up.protocol.name(),
+                &up.url.authority,
+            )
+        });
+        let parent = span.as_ref().map(|s| s.traceparent());
+        let traceparent = parent.as_deref().or(c.client_traceparent);
+        let outcome = attempt(gw, c, up, member.start(), traceparent).await;
         let mut note = AttemptNote {
             provider: c.provider.id.clone(),
             model: c.model.id.clone(),
@@ -244,6 +264,9 @@ pub async fn call<'s>(
             note.failure
                 .unwrap_or(if result.is_ok() { "ok" } else { "error" }),
         );
+        if let Some(span) = span {
+            span.end(note.status, note.failure);
+        }
         tried.notes.push(note);
         match result {
             Ok(a) => return Ok(a),
@@ -275,13 +298,14 @@ async fn attempt<'s>(
     c: &Call<'_, 's>,
     up: &'s Upstream,
     in_flight: InFlight,
+    traceparent: Option<&str>,
 ) -> Outcome<'s> {
     let (body, adjusted, usage_injected) = match request_for(c, up).await {
         Ok(r) => r,
         Err(e) => return Outcome::Unfit(e),
     };
     let translated = up.protocol != c.family;
-    let header = match upstream_header(up, c, body.len()) {
+    let header = match upstream_header(up, c, body.len(), traceparent) {
         Ok(h) => h,
         Err(e) if e.kind == ErrorKind::Unavailable => return Outcome::Skip(e),
         Err(e) => return Outcome::Final(e, None),
@@ -602,6 +626,7 @@ fn upstream_header(
     up: &Upstream,
     c: &Call<'_, '_>,
     body_len: usize,
+    traceparent: Option<&str>,
 ) -> Result<RequestHeader, GatewayError> {
     let model = c.model;
     let stream = c.req.stream;
@@ -652,6 +677,9 @@ fn upstream_header(
         concat!("switchboard/", env!("CARGO_PKG_VERSION")),
     )?;
     set("x-request-id", c.request_id)?;
+    if let Some(tp) = traceparent {
+        set("traceparent", tp)?;
+    }
     let mut failed = None;
     (sp.upstream_auth)(key, &target, &mut |k, v| {
         if failed.is_none() {
@@ -756,6 +784,8 @@ mod tests {
         let call = Call {
             pool: &pools[0],
             deadline: None,
+            trace: None,
+            client_traceparent: None,
             family: Family::OpenAi,
             body: &body,
             req: &req,

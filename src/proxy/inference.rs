@@ -308,6 +308,7 @@ impl Prepared {
         beta: &BetaSurface,
         request_id: &'a str,
         deadline: Option<Instant>,
+        trace: &'a Tracing,
     ) -> Result<Call<'a, 's>, GatewayError> {
         let pool = snap.pool(&provider.id).ok_or_else(|| {
             GatewayError::new(
@@ -328,8 +329,18 @@ impl Prepared {
             request_id,
             pool,
             deadline,
+            trace: trace.span.as_deref().zip(trace.telemetry.as_deref()),
+            client_traceparent: trace.client.as_deref(),
         })
     }
+}
+
+/// What an upstream call needs of the request's trace.
+struct Tracing {
+    span: Option<std::sync::Arc<crate::telemetry::RequestTrace>>,
+    telemetry: Option<std::sync::Arc<crate::telemetry::Telemetry>>,
+    /// The client's `traceparent`, forwarded when no span is made.
+    client: Option<String>,
 }
 
 /// Plans the client's request for `model` (CONTRACT 5.1 policy, the
@@ -452,6 +463,26 @@ async fn run(
     let (model, provider) = resolve(snap, family, name, path_model.is_some())?;
     ctx.provider = Some(provider.id.clone());
     ctx.model = Some(model.id.clone());
+    let client_traceparent = session
+        .req_header()
+        .headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok());
+    if let Some(t) = &gw.telemetry {
+        let started = std::time::SystemTime::now() - ctx.started.elapsed();
+        let span = crate::telemetry::RequestTrace::start(
+            t,
+            client_traceparent,
+            "chat",
+            &model.qualified_id,
+            started,
+        );
+        span.set("switchboard.request_id", ctx.request_id.as_str());
+        span.set("switchboard.family", family.name());
+        ctx.trace = Some(std::sync::Arc::new(span));
+    } else {
+        ctx.traceparent = client_traceparent.map(str::to_string);
+    }
     super::auth::authorize(key, &model.qualified_id)?;
 
     if matches!(
@@ -498,6 +529,11 @@ async fn run(
     *held = Some(reserve(gw, ctx, worst_case(key, model, &own)).await?);
 
     let request_id = ctx.request_id.clone();
+    let tracing = Tracing {
+        span: ctx.trace.clone(),
+        telemetry: gw.telemetry.clone(),
+        client: ctx.traceparent.clone(),
+    };
     let mut attempts_left = provider.retries.saturating_add(1);
     let mut tried = dispatch::Tried::default();
     let deadline = provider.timeouts.total.map(|t| ctx.started + t);
@@ -512,6 +548,7 @@ async fn run(
         &beta,
         &request_id,
         deadline,
+        &tracing,
     )?;
     match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
         Ok(a) => answered = Some((a, model, None)),
@@ -592,6 +629,7 @@ async fn run(
                 &beta,
                 &request_id,
                 deadline,
+                &tracing,
             )?;
             match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
                 Ok(a) => {

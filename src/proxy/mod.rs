@@ -76,6 +76,8 @@ pub struct Gateway {
     pub limits: Arc<crate::state::limits::Limits>,
     /// Stored responses (CONTRACT 5.3); in memory until the binary sets its store.
     pub responses: Arc<crate::state::responses::ResponseStore>,
+    /// OpenTelemetry export (`--otlp-endpoint`); off when `None`.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl Gateway {
@@ -96,6 +98,7 @@ impl Gateway {
             settings,
             upstream,
             ledger: None,
+            telemetry: None,
         }
     }
 
@@ -240,6 +243,9 @@ impl ProxyHttp for Gateway {
                 ledger.record(row);
             }
         }
+        if let Some(t) = ctx.trace.take() {
+            end_trace(&t, ctx, e);
+        }
         self.metrics.observe(&Observation {
             family: ctx.family,
             provider: ctx.provider.as_deref().unwrap_or(""),
@@ -252,4 +258,31 @@ impl ProxyHttp for Gateway {
             cost_usd: ctx.cost_usd,
         });
     }
+}
+
+/// Ends a request's span with what the request came to (CONTRACT 7's GenAI
+/// attributes: the provider and model that answered, the usage).
+fn end_trace(t: &crate::telemetry::RequestTrace, ctx: &RequestCtx, e: Option<&Error>) {
+    if let Some(p) = &ctx.provider {
+        t.set("gen_ai.provider.name", p.as_str());
+    }
+    if let Some(m) = &ctx.answered_by {
+        t.set("gen_ai.response.model", m.as_str());
+    }
+    if let Some(n) = ctx.input_tokens {
+        t.set_i64("gen_ai.usage.input_tokens", n as i64);
+    }
+    if let Some(n) = ctx.output_tokens {
+        t.set_i64("gen_ai.usage.output_tokens", n as i64);
+    }
+    if let Some(f) = &ctx.fallback_from {
+        t.set("switchboard.fallback_from", f.as_str());
+    }
+    t.set_i64("switchboard.attempts", i64::from(ctx.attempts));
+    let error = ctx
+        .error
+        .as_ref()
+        .map(|n| n.message.clone())
+        .or_else(|| e.map(ToString::to_string));
+    t.end(ctx.status, error.as_deref());
 }
