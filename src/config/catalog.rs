@@ -127,15 +127,6 @@ pub const MAX_RETRIES: u64 = 10;
 pub const MAX_WEIGHT: u64 = 1_000_000;
 
 impl Provider {
-    /// The upstream to use for a client of `family` (CONTRACT 4.1): the one
-    /// speaking the client's protocol, else the first (with translation).
-    pub fn upstream_for(&self, family: Family) -> Option<&Upstream> {
-        self.upstreams
-            .iter()
-            .find(|u| u.protocol == family)
-            .or_else(|| self.upstreams.first())
-    }
-
     /// Whether `family` accepts this provider's token in path segments.
     pub fn accepts(&self, family: Family) -> bool {
         self.families.contains(&family)

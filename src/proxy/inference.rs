@@ -397,6 +397,15 @@ fn fallback_target<'s>(snap: &'s Snapshot, name: &str) -> Option<(&'s Model, &'s
     Some((m, snap.catalog.provider(p)?))
 }
 
+/// Logs why a fallback was not tried.
+fn skipped(request_id: &str, fb: &Model, e: &GatewayError) {
+    log::info!(
+        "{request_id}: fallback {} skipped: {}",
+        fb.qualified_id,
+        e.message
+    );
+}
+
 /// Moves what `dispatch` tried into the context (access log, metrics).
 fn note_tried(ctx: &mut RequestCtx, tried: &mut dispatch::Tried<'_>) {
     ctx.attempts = tried.attempts;
@@ -581,12 +590,7 @@ async fn run(
             let prepared = match fits.await {
                 Ok(p) => p,
                 Err(Stop::Client(e)) => {
-                    log::info!(
-                        "{}: fallback {} skipped: {}",
-                        ctx.request_id,
-                        fb.qualified_id,
-                        e.message
-                    );
+                    skipped(&ctx.request_id, fb, &e);
                     continue;
                 }
                 Err(stop) => return Err(stop),
@@ -603,12 +607,7 @@ async fn run(
             match reserve(gw, ctx, ask).await {
                 Ok(r) => *held = Some(r),
                 Err(Stop::Client(e)) => {
-                    log::info!(
-                        "{}: fallback {} skipped: {}",
-                        ctx.request_id,
-                        fb.qualified_id,
-                        e.message
-                    );
+                    skipped(&ctx.request_id, fb, &e);
                     continue;
                 }
                 Err(stop) => return Err(stop),
@@ -640,12 +639,7 @@ async fn run(
                 }
                 Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
                 Err(Failed::Unfit(e)) => {
-                    log::info!(
-                        "{}: fallback {} skipped: {}",
-                        ctx.request_id,
-                        fb.qualified_id,
-                        e.message
-                    );
+                    skipped(&ctx.request_id, fb, &e);
                 }
                 Err(Failed::Exhausted(e)) => last = e.or(last),
             }
