@@ -45,8 +45,26 @@ impl Drop for TempDir {
     }
 }
 
-/// A free loopback port (bound then released).
+/// A free loopback port (bound then released), for a gateway to listen on.
+///
+/// Taken below the kernel's ephemeral range (32768+), where no outgoing
+/// connection's source port and no other `bind(0)` lands, and never twice in
+/// one test process: a port handed out here stays free until its gateway
+/// binds it, so two gateways started side by side cannot meet on one port.
+/// Each process starts at its own offset (from its pid) in the range.
 pub fn free_port() -> u16 {
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
+    let start = (std::process::id().wrapping_mul(7919)) % SPAN;
+    let _ = NEXT.compare_exchange(usize::MAX, start as usize, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst) as u32;
+        let port = (LOW + n % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
