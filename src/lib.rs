@@ -6,6 +6,7 @@
 //! forwards inference to upstream providers, translating between protocols.
 //!
 //! Module map (one responsibility each):
+//! - `alloc_count` (feature `alloc-count`): the counting allocator of the load benchmark.
 //! - [`adjust`]: what the gateway changed in a request (adapt policy, fields a protocol cannot carry).
 //! - [`family`]: the three protocol families and their names.
 //! - [`config`]: catalog and keys files: serde mirror, validation with JSON paths, queries.
@@ -37,6 +38,8 @@ pub mod adjust;
 pub mod admin;
 pub mod admin_keys;
 pub mod admin_upstreams;
+#[cfg(feature = "alloc-count")]
+pub mod alloc_count;
 pub mod config;
 pub mod error;
 pub mod family;

@@ -10,8 +10,29 @@ use switchboard::runtime::{ConfigPaths, Runtime, Snapshot};
 use switchboard::state::ledger::{self, LedgerSettings};
 use switchboard::state::limits::{FailMode, Limits, LimitsConfig};
 
+#[cfg(not(feature = "alloc-count"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "alloc-count")]
+#[global_allocator]
+static GLOBAL: switchboard::alloc_count::Counting = switchboard::alloc_count::Counting;
+
+/// The client listener, with its per-connection buffers sized on purpose.
+///
+/// Read: none. Pingora's default puts a 64 KiB zero-filled read buffer in
+/// front of every client connection (pingora-core 0.9.1
+/// `protocols/l4/stream.rs`, `DEFAULT_L4_READ_BUFFER_SIZE`), most of a
+/// stream's memory. Without it the HTTP/1 parser reads the request head
+/// straight into its own 4 KiB head buffer and the body into the body
+/// reader's, so nothing is lost but a copy.
+///
+/// Write: 16 KiB, so a whole answer's head and body (most JSON answers) leave
+/// in one write; Pingora's default (1460 bytes) splits any answer longer
+/// than one segment into two. Only the bytes written touch its pages.
+fn client_listener(addr: &str) -> pingora_core::listeners::ListenerConfig {
+    use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
+    ListenerConfig::tcp(addr).l4_buffer(L4BufferSettings::new(0, 16 * 1024))
+}
 
 const USAGE: &str = "\
 switchboard: a multi-protocol LLM gateway
@@ -420,7 +441,7 @@ fn main() {
     metrics_service.add_tcp(&args.metrics);
     server.add_service(metrics_service);
     let mut service = pingora_proxy::http_proxy_service(&server.configuration, gateway);
-    service.add_tcp(&args.listen);
+    service.add_listener(client_listener(&args.listen));
     server.add_service(service);
     log::info!(
         "switchboard listening on {} (catalog {}, keys {}, metrics {}, admin API {}, limits {})",

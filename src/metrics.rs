@@ -362,6 +362,15 @@ impl Metrics {
             }
         });
         render_pools(&mut out, rt, &esc);
+        #[cfg(feature = "alloc-count")]
+        {
+            let (n, bytes, freed) = crate::alloc_count::totals();
+            let live = bytes.saturating_sub(freed);
+            let _ = writeln!(
+                out,
+                "# HELP switchboard_heap_allocations_total Heap allocations since start (alloc-count build).\n# TYPE switchboard_heap_allocations_total counter\nswitchboard_heap_allocations_total {n}\n# HELP switchboard_heap_allocated_bytes_total Bytes allocated since start (alloc-count build).\n# TYPE switchboard_heap_allocated_bytes_total counter\nswitchboard_heap_allocated_bytes_total {bytes}\n# HELP switchboard_heap_live_bytes Heap bytes in use (alloc-count build).\n# TYPE switchboard_heap_live_bytes gauge\nswitchboard_heap_live_bytes {live}"
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP switchboard_active_streams Streams in flight.\n# TYPE switchboard_active_streams gauge\nswitchboard_active_streams {}",

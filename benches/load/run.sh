@@ -39,6 +39,9 @@
 #  STREAM_RAMP_MS [3000] (connections spread over this)   STREAM_PROBES [100]
 #  RESULTS [benches/load/results.md]
 #  SB_RUST_LOG [info] Switchboard's RUST_LOG   KEEP_TMP [0] keep the temp dir
+#  ALLOCS [1] the allocation pass: each scenario again, ALLOC_DURATION [3] s
+#     of wrk, on a build with the counting allocator (feature alloc-count),
+#     reporting heap allocations and bytes allocated per request
 # --quick: DURATION=3 WARMUP=1 STREAMS=500 STREAM_TOKENS=30 STREAM_RAMP_MS=1000 (a smoke test).
 #
 # Figures are only meaningful on an otherwise idle machine: the load
@@ -88,6 +91,8 @@ STREAM_PROBES=${STREAM_PROBES:-100}
 RESULTS=${RESULTS:-$LOAD/results.md}
 SB_RUST_LOG=${SB_RUST_LOG:-info}
 KEEP_TMP=${KEEP_TMP:-0}
+ALLOCS=${ALLOCS:-1}
+ALLOC_DURATION=${ALLOC_DURATION:-3}
 [ "$STREAMS" -gt 0 ] || DO_STREAMS=0
 for s in $SCENARIOS; do
     case "$s" in S[1-9] | S10) ;; *) echo "run.sh: unknown scenario $s (S1..S10)" >&2 && exit 2 ;; esac
@@ -137,11 +142,19 @@ command -v wrk >/dev/null || die "wrk not found (run without --no-install)"
 
 # ------------------------------------------------------------------ build
 SB_BIN="$TARGET_DIR/release/switchboard"
+SB_COUNTING_BIN="$TARGET_DIR/release/switchboard-alloc-count"
 if [ "$BUILD" = 1 ]; then
     log "building switchboard (release) and the stream_load client"
+    if [ "$ALLOCS" = 1 ]; then
+        # The counting build first (only the switchboard crate recompiles),
+        # kept aside; then the measured binary is put back in its place.
+        (cd "$ROOT" && cargo build --release --bin switchboard --features alloc-count)
+        cp "$SB_BIN" "$SB_COUNTING_BIN"
+    fi
     (cd "$ROOT" && cargo build --release --bin switchboard)
 fi
 [ -x "$SB_BIN" ] || die "$SB_BIN missing (run without --no-build)"
+if [ "$ALLOCS" = 1 ] && ! [ -x "$SB_COUNTING_BIN" ]; then die "$SB_COUNTING_BIN missing (run without --no-build, or ALLOCS=0)"; fi
 SL_BIN=""
 if [ "$DO_STREAMS" = 1 ]; then
     if [ "$BUILD" = 1 ]; then
@@ -522,6 +535,42 @@ for s in $SCENARIOS; do
     echo "   ${R[$s,sb,rps]} req/s, p50 ${R[$s,sb,p50]} ms, p99 ${R[$s,sb,p99]} ms, errors ${R[$s,sb,errors]}, probe: ${R[$s,sb,probe]}"
 done
 
+# ------------------------------------------------------------------ allocations
+# Each scenario again on the counting build: the growth of its heap counters
+# over the growth of its request counter (both read from one metrics scrape,
+# before and after ALLOC_DURATION s of wrk), after a 1 s warm-up.
+scrape_allocs() { # -> "allocations bytes requests"
+    curl -s -m 5 "http://127.0.0.1:$SB_METRICS_PORT/metrics" | awk '
+        /^switchboard_heap_allocations_total / { a = $NF }
+        /^switchboard_heap_allocated_bytes_total / { b = $NF }
+        /^switchboard_requests_total\{/ { n += $NF }
+        END { printf "%.0f %.0f %.0f\n", a, b, n }'
+}
+if [ "$ALLOCS" = 1 ] && [ -n "${SCENARIOS// /}" ]; then
+    stop_switchboard
+    MEASURED_BIN=$SB_BIN
+    SB_BIN=$SB_COUNTING_BIN
+    : >"$TMP/switchboard.log"
+    start_switchboard
+    log "allocations per request (counting build, ${ALLOC_DURATION} s per scenario)"
+    for s in $SCENARIOS; do
+        IFS=$'\t' read -r title sb_path ng_path body headers sb_marker ng_marker <<<"$(scenario "$s")"
+        url="http://127.0.0.1:$SB_PORT$sb_path"
+        WRK_BODY_FILE=$body WRK_HEADERS=$headers WRK_OUT="$TMP/alloc.$s.warm" \
+            wrk -t"$THREADS" -c"$CONNS" -d1s --timeout 10s -s "$LOAD/post.lua" "$url" >/dev/null 2>&1 || true
+        read -r a0 b0 n0 <<<"$(scrape_allocs)"
+        WRK_BODY_FILE=$body WRK_HEADERS=$headers WRK_OUT="$TMP/alloc.$s" \
+            wrk -t"$THREADS" -c"$CONNS" -d"${ALLOC_DURATION}s" --timeout 10s -s "$LOAD/post.lua" "$url" >/dev/null 2>&1 || true
+        read -r a1 b1 n1 <<<"$(scrape_allocs)"
+        R[$s,allocs]=$(awk -v a="$((a1 - a0))" -v n="$((n1 - n0))" 'BEGIN { if (n > 0) printf "%.0f", a / n; else print "n/a" }')
+        R[$s,allocbytes]=$(awk -v b="$((b1 - b0))" -v n="$((n1 - n0))" 'BEGIN { if (n > 0) printf "%.1f", b / n / 1024; else print "n/a" }')
+        echo "   $s: ${R[$s,allocs]} allocations, ${R[$s,allocbytes]} KiB allocated per request ($((n1 - n0)) requests)"
+    done
+    stop_switchboard
+    SB_BIN=$MEASURED_BIN
+    if [ "$DO_STREAMS" = 0 ]; then start_switchboard; fi
+fi
+
 # ------------------------------------------------------------------ streams at scale
 declare -A ST
 run_streams() { # NAME TARGET_PORT PATH CLIENT_KEY [PIDS of the proxy...]
@@ -590,9 +639,8 @@ target_check() { # SCENARIO -> target verdict
     rr=$(ratio "${R[$s,sb,rps]}" "${R[$s,nginx,rps]}")
     pr=$(ratio "${R[$s,sb,p99]}" "${R[$s,nginx,p99]}")
     case "$s" in
-        S1 | S2) awk -v r="$rr" -v p="$pr" 'BEGIN { printf "%s (≥0.90× req/s, ≤1.20× p99)", (r >= 0.9 && p <= 1.2) ? "met" : "MISSED" }' ;;
-        S3 | S4 | S5) awk -v r="$rr" 'BEGIN { printf "%s (≥0.70× req/s)", (r >= 0.7) ? "met" : "MISSED" }' ;;
-        S7 | S8 | S9) awk -v r="$rr" 'BEGIN { printf "%s (≥0.60× req/s)", (r >= 0.6) ? "met" : "MISSED" }' ;;
+        S1 | S2) awk -v r="$rr" -v p="$pr" 'BEGIN { printf "%s (≥0.75× req/s, ≤1.50× p99)", (r >= 0.75 && p <= 1.5) ? "met" : "MISSED" }' ;;
+        S3 | S4 | S5 | S7 | S8 | S9) awk -v r="$rr" 'BEGIN { printf "%s (≥0.60× req/s)", (r >= 0.6) ? "met" : "MISSED" }' ;;
         S10) echo "met (no client errors)" ;;
         *) echo "—" ;;
     esac
@@ -615,20 +663,21 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
     echo "Both proxies: $CORES worker threads/processes, access log $([ "$ACCESS_LOG" = 1 ] && echo on || echo off); the mock upstream is nginx serving fixed bodies (benches/load/fixtures)."
     echo "CPU is the proxy's own user+system time during the measured run (nginx: master and workers); peak RSS is VmHWM over the measured run (nginx: summed over its processes)."
     echo
-    echo "Switchboard idle RSS right after start: **$(mb "$SB_IDLE_KB") MB** (target ≤ 30 MB); nginx proxy idle (master + workers): $(mb "$NGINX_IDLE_KB") MB."
+    echo "Switchboard idle RSS right after start: **$(mb "$SB_IDLE_KB") MB** (target ≤ 20 MB); nginx proxy idle (master + workers): $(mb "$NGINX_IDLE_KB") MB."
     echo
-    [ -n "${SCENARIOS// /}" ] && echo "| scenario | proxy | req/s | p50 ms | p99 ms | errors | CPU s | CPU µs/req | peak RSS MB | target |"
-    [ -n "${SCENARIOS// /}" ] && echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    [ -n "${SCENARIOS// /}" ] && echo "| scenario | proxy | req/s | p50 ms | p99 ms | errors | CPU s | CPU µs/req | allocs/req | KiB alloc/req | peak RSS MB | target |"
+    [ -n "${SCENARIOS// /}" ] && echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     for s in $SCENARIOS; do
         for t in nginx sb; do
             name=$([ "$t" = sb ] && echo Switchboard || echo "nginx proxy_pass")
             first=$([ "$t" = nginx ] && echo "$s ${R[$s,title]}" || echo "")
-            echo "| $first | $name | ${R[$s,$t,rps]} | ${R[$s,$t,p50]} | ${R[$s,$t,p99]} | $(pcterr "${R[$s,$t,errors]}" "${R[$s,$t,requests]}") | ${R[$s,$t,cpu]} | ${R[$s,$t,cpureq]} | ${R[$s,$t,rss]} | |"
+            if [ "$t" = sb ]; then al="${R[$s,allocs]:-—} | ${R[$s,allocbytes]:-—}"; else al="— | —"; fi
+            echo "| $first | $name | ${R[$s,$t,rps]} | ${R[$s,$t,p50]} | ${R[$s,$t,p99]} | $(pcterr "${R[$s,$t,errors]}" "${R[$s,$t,requests]}") | ${R[$s,$t,cpu]} | ${R[$s,$t,cpureq]} | $al | ${R[$s,$t,rss]} | |"
         done
         if [ "${R[$s,nginx,errors]}" = 0 ] && [ "${R[$s,sb,errors]}" = 0 ]; then
-            echo "| | **ratio** | **$(ratio "${R[$s,sb,rps]}" "${R[$s,nginx,rps]}")×** | $(ratio "${R[$s,sb,p50]}" "${R[$s,nginx,p50]}")× | **$(ratio "${R[$s,sb,p99]}" "${R[$s,nginx,p99]}")×** | | $(ratio "${R[$s,sb,cpu]}" "${R[$s,nginx,cpu]}")× | $(ratio "${R[$s,sb,cpureq]}" "${R[$s,nginx,cpureq]}")× | $(ratio "${R[$s,sb,rss]}" "${R[$s,nginx,rss]}")× | $(target_check "$s") |"
+            echo "| | **ratio** | **$(ratio "${R[$s,sb,rps]}" "${R[$s,nginx,rps]}")×** | $(ratio "${R[$s,sb,p50]}" "${R[$s,nginx,p50]}")× | **$(ratio "${R[$s,sb,p99]}" "${R[$s,nginx,p99]}")×** | | $(ratio "${R[$s,sb,cpu]}" "${R[$s,nginx,cpu]}")× | $(ratio "${R[$s,sb,cpureq]}" "${R[$s,nginx,cpureq]}")× | | | $(ratio "${R[$s,sb,rss]}" "${R[$s,nginx,rss]}")× | $(target_check "$s") |"
         else
-            echo "| | **ratio** | n/a | | | | | | | $(target_check "$s") |"
+            echo "| | **ratio** | n/a | | | | | | | | | $(target_check "$s") |"
         fi
     done
     echo
@@ -674,7 +723,7 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
         echo "| RSS per open stream kB | | $(per nginx) | **$(per sb)** |"
         echo "| proxy CPU s | | ${ST[nginx,cpu]} | ${ST[sb,cpu]} |"
         echo
-        echo "Targets: Switchboard with 10,000 open streams ≤ 300 MB (here $(mb "${ST[sb,peak_kb]}") MB with ${ST[sb,PEAK_OPEN]} open; at this rate 10,000 would take $(awk -v b="${ST[sb,base_kb]}" -v p="$(per sb)" 'BEGIN { printf "%.0f", (b + p * 10000) / 1024 }') MB); added TTFB < 1 ms at p99 (here $(sub "${ST[sb,PROBE_TTFB_P99_MS]}" "${ST[direct,PROBE_TTFB_P99_MS]}") ms for the probes)."
+        echo "Targets: Switchboard with 10,000 open streams ≤ 350 MB and ≤ 32 kB per open stream (here $(mb "${ST[sb,peak_kb]}") MB with ${ST[sb,PEAK_OPEN]} open; at this rate 10,000 would take $(awk -v b="${ST[sb,base_kb]}" -v p="$(per sb)" 'BEGIN { printf "%.0f", (b + p * 10000) / 1024 }') MB); added TTFB < 1 ms at p99 (here $(sub "${ST[sb,PROBE_TTFB_P99_MS]}" "${ST[direct,PROBE_TTFB_P99_MS]}") ms for the probes)."
         if awk -v x="${ST[direct,PROBE_TTFB_P99_MS]}" 'BEGIN { exit !(x > 10) }'; then
             echo
             echo "Caution: even straight to the upstream the probes waited ${ST[direct,PROBE_TTFB_P99_MS]} ms (p99) for their first byte: the machine is saturated by $((STREAMS * 1000 / STREAM_INTERVAL_MS)) frames/s with the client, the upstream and the proxy on the same cores, so the TTFB rows measure that contention more than each proxy's own cost. Memory and CPU figures stand; for TTFB, fewer STREAMS or a bigger machine."

@@ -5,7 +5,8 @@
 //! to the next upstream on a connect failure, a first-token timeout, a 429 or
 //! a 5xx, before anything reached the client, cooling the one that failed.
 
-use super::upstream::{bound, deadline_error, Exchange, ReadFault, UpstreamClient};
+use super::h1::RequestHead;
+use super::upstream::{bound, deadline_error, Exchange, Message, ReadFault, UpstreamClient};
 use super::Gateway;
 use crate::adjust::Adjustments;
 use crate::config::{Model, Provider, Upstream};
@@ -17,7 +18,6 @@ use crate::protocol::http::UpstreamTarget;
 use crate::protocol::{self, spoke, DecodeContext, EncodeOptions, TranslateError};
 use crate::validate::Inspected;
 use bytes::Bytes;
-use pingora_http::RequestHeader;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -305,32 +305,20 @@ async fn attempt<'s>(
         Err(e) => return Outcome::Unfit(e),
     };
     let translated = up.protocol != c.family;
-    let header = match upstream_header(up, c, body.len(), traceparent) {
-        Ok(h) => h,
+    let msg = match upstream_header(up, c, body.len(), traceparent) {
+        Ok(h) => Message::new(h, &body),
         Err(e) if e.kind == ErrorKind::Unavailable => return Outcome::Skip(e),
         Err(e) => return Outcome::Final(e, None),
     };
+    drop(body);
     let timeouts = c.provider.timeouts;
-    let peer = match gw.upstream.peer(&up.url, timeouts.connect).await {
-        Ok(p) => p,
-        Err(e) => {
-            gw.metrics.upstream_error(&c.provider.id, "unreachable");
-            return Outcome::Retry(e, Cause::Unreachable, None);
-        }
-    };
     let stream = c.req.stream;
     // Until the first byte of the answer (a stream: its first chunk):
     // bounded by `first_token` and the total deadline.
     let first_wait = bound(timeouts.first_token, c.deadline);
     let exchange = async {
-        let mut ex = gw.upstream.send(peer, &header, body).await?;
-        let status = ex
-            .session
-            .response_header()
-            .map(|h| h.status.as_u16())
-            .ok_or_else(|| {
-                GatewayError::new(ErrorKind::BadGateway, "upstream sent no response header")
-            })?;
+        let mut ex = gw.upstream.send(&up.url, timeouts.connect, &msg).await?;
+        let status = ex.status();
         let first = if !stream || status >= 400 {
             None
         } else if timeouts.first_token.is_some() {
@@ -379,12 +367,7 @@ async fn attempt<'s>(
     if status >= 400 {
         gw.metrics
             .upstream_error(&c.provider.id, &status.to_string());
-        let retry_after = ex
-            .session
-            .response_header()
-            .and_then(|h| h.headers.get("retry-after"))
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+        let retry_after = ex.header("retry-after").and_then(parse_retry_after);
         let raw = read_body(&mut ex, MAX_ERROR_BODY, timeouts.idle, c.deadline)
             .await
             .unwrap_or_default();
@@ -408,7 +391,7 @@ async fn attempt<'s>(
         )
         .await
         {
-            Ok(b) => Some(Bytes::from(b)),
+            Ok(b) => Some(b),
             Err(f) => {
                 let e = f.error();
                 if matches!(f, BodyFault::Read(ReadFault::Deadline)) {
@@ -621,13 +604,13 @@ fn passthrough_body(c: &Call<'_, '_>, inject_usage: bool) -> Bytes {
     Bytes::from(out)
 }
 
-/// The upstream request header for `up`: path, host, provider key, protocol headers.
+/// The upstream request head for `up`: path, host, provider key, protocol headers.
 fn upstream_header(
     up: &Upstream,
     c: &Call<'_, '_>,
     body_len: usize,
     traceparent: Option<&str>,
-) -> Result<RequestHeader, GatewayError> {
+) -> Result<RequestHead, GatewayError> {
     let model = c.model;
     let stream = c.req.stream;
     let key = up.api_key.as_deref().ok_or_else(|| {
@@ -653,17 +636,24 @@ fn upstream_header(
     };
     let sp = spoke(up.protocol);
     let path = (sp.upstream_path)(&target);
-    let internal = |e: pingora_core::BError| {
+    let internal = |e: super::h1::WireError| {
         GatewayError::new(
             ErrorKind::Internal,
             format!("cannot build the upstream request: {e}"),
         )
     };
-    let mut h = RequestHeader::build("POST", path.as_bytes(), Some(8)).map_err(internal)?;
-    let mut set = |k: &'static str, v: &str| h.insert_header(k, v).map(|_| ()).map_err(internal);
+    // The head, and the body when it shares the head's write.
+    let capacity = 512
+        + path.len()
+        + if body_len <= super::upstream::JOINED_BODY {
+            body_len
+        } else {
+            0
+        };
+    let mut h = RequestHead::post(&path, capacity).map_err(internal)?;
+    let mut set = |k: &str, v: &str| h.header(k, v).map_err(internal);
     set("host", &up.url.authority)?;
     set("content-type", "application/json")?;
-    set("content-length", &body_len.to_string())?;
     set(
         "accept",
         if stream {
@@ -716,24 +706,36 @@ impl BodyFault {
 }
 
 /// Reads at most `limit` bytes of the upstream body, each chunk within
-/// `idle`, all of it before `deadline`.
+/// `idle`, all of it before `deadline`. A body that came in one piece is
+/// handed on as it is; pieces are joined.
 pub async fn read_body(
     ex: &mut Exchange,
     limit: usize,
     idle: Option<Duration>,
     deadline: Option<Instant>,
-) -> Result<Vec<u8>, BodyFault> {
-    let mut body = Vec::new();
+) -> Result<Bytes, BodyFault> {
+    let mut first: Option<Bytes> = None;
+    let mut joined = bytes::BytesMut::new();
+    let mut len = 0;
     while let Some(chunk) = UpstreamClient::read_chunk(ex, idle, deadline)
         .await
         .map_err(BodyFault::Read)?
     {
-        if body.len() + chunk.len() > limit {
+        len += chunk.len();
+        if len > limit {
             return Err(BodyFault::TooLarge(limit));
         }
-        body.extend_from_slice(&chunk);
+        match first.take() {
+            None if joined.is_empty() => first = Some(chunk),
+            f => {
+                if let Some(f) = f {
+                    joined.extend_from_slice(&f);
+                }
+                joined.extend_from_slice(&chunk);
+            }
+        }
     }
-    Ok(body)
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 /// Turns an upstream error response into the client's error, keeping the upstream's status.

@@ -704,7 +704,7 @@ async fn run(
         };
         record_usage(ctx, model, usage);
         settle(ctx, held.take(), model, usage, answer.status < 300).await;
-        gw.upstream.release(answer.ex).await;
+        gw.upstream.release(answer.ex);
         return respond::json(session, ctx, answer.status, Bytes::from(out))
             .await
             .map_err(Stop::Io);

@@ -94,7 +94,7 @@ pub async fn relay_stream(
                     "{}: client went away mid-stream; dropping the upstream request",
                     ctx.request_id
                 );
-                ex.session.shutdown().await;
+                drop(ex);
                 return Ok(StreamEnd::ClientGone);
             }
             Next::Upstream(Ok(Some(chunk))) => {
@@ -134,10 +134,9 @@ pub async fn relay_stream(
         }
     }
     session.write_response_body(None, true).await?;
-    if matches!(end, StreamEnd::Complete) && ex.session.response_done() {
-        gw.upstream.release(ex).await;
-    } else {
-        ex.session.shutdown().await;
+    if matches!(end, StreamEnd::Complete) {
+        // Closed instead when its body was not read to the end.
+        gw.upstream.release(ex);
     }
     Ok(end)
 }

@@ -1,22 +1,34 @@
-//! Upstream connections: address resolution off the reactor (cached), peers with
-//! SNI and certificate verification, pooled HTTP sessions from pingora-core's
-//! connector, and sending one request with a retry when a pooled connection
-//! turns out to be stale.
+//! Upstream connections: address resolution off the reactor (cached), TCP and
+//! TLS (SNI, certificate verification) from pingora-core's transport
+//! connector, our own keep-alive pool of idle connections, and one HTTP/1.1
+//! exchange per request over them (`h1`): the head and a small body go out in
+//! one write, the answer's head and body are read into one buffer and body
+//! chunks are handed on as slices of it. A request whose pooled connection
+//! turns out to be stale is sent again on a new one.
+//!
+//! Why not pingora-core's HTTP session: it writes the head and the body with
+//! a flush each (two `sendto` per request where one does), reads the head and
+//! the body in separate reads, copies every body chunk out of a 64 KiB buffer
+//! it keeps per connection (pingora-core 0.9.1 `protocols/http/v1/body.rs`
+//! line 31, `BODY_BUFFER_SIZE`, not configurable), and its pool spawns a task
+//! per released connection and asks the kernel for the peer's address
+//! (`getpeername`) on every reuse.
 
+use super::h1::{self, Body, RequestHead, ResponseHead, WireError};
 use super::Settings;
 use crate::config::{BaseUrl, Scheme};
 use crate::error::{ErrorKind, GatewayError};
-use bytes::Bytes;
-use pingora_core::connectors::http::Connector;
-use pingora_core::connectors::ConnectorOptions;
-use pingora_core::protocols::http::client::HttpSession;
+use bytes::{Bytes, BytesMut};
+use pingora_core::connectors::TransportConnector;
+use pingora_core::protocols::Stream;
 use pingora_core::upstreams::peer::HttpPeer;
-use pingora_core::{ErrorType, RetryType};
-use pingora_http::RequestHeader;
-use std::collections::HashMap;
+use pingora_core::ErrorType;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a resolved address is reused.
 const DNS_TTL: Duration = Duration::from_secs(30);
@@ -24,19 +36,90 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts when a pooled connection fails before any response byte.
 const STALE_RETRIES: usize = 2;
+/// Room for each read: a response head and a small body, or a few frames.
+const READ_CHUNK: usize = 8 * 1024;
+/// The most one read asks for while a long body with a known length comes.
+const READ_LARGE: usize = 64 * 1024;
+/// A body up to this size goes out in the same write as its head.
+pub const JOINED_BODY: usize = 64 * 1024;
+/// Idle connections kept per upstream address, at most.
+const IDLE_PER_PEER: usize = 256;
+/// How often every idle list is swept of connections past `IDLE_TIMEOUT`.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// An idle connection in the pool.
+struct Idle {
+    stream: Stream,
+    since: Instant,
+}
+
+/// Idle connections by upstream (address, TLS, server name), newest last.
+struct Pool {
+    idle: HashMap<u64, VecDeque<Idle>>,
+    swept: Instant,
+}
 
 /// A pooled client for all upstreams.
 pub struct UpstreamClient {
-    connector: Connector,
-    dns: Mutex<HashMap<(String, u16), (SocketAddr, Instant)>>,
+    connector: TransportConnector,
+    pool: Mutex<Pool>,
+    /// Resolved addresses by the URL's authority (`host:port`).
+    dns: Mutex<HashMap<String, (SocketAddr, Instant)>>,
     connect_timeout: Duration,
     read_timeout: Duration,
 }
 
-/// An upstream session with its response header read.
+/// A request as it goes on the wire: the head (with the body when it is
+/// small enough to share its write), and a larger body written after it.
+pub struct Message {
+    bytes: Vec<u8>,
+    body: Option<Bytes>,
+}
+
+impl Message {
+    /// The message of `head` and `body`.
+    pub fn new(head: RequestHead, body: &Bytes) -> Message {
+        let joined = body.len() <= JOINED_BODY;
+        Message {
+            bytes: head.finish(body, joined),
+            body: (!joined).then(|| body.clone()),
+        }
+    }
+}
+
+/// An upstream exchange with its response head read.
 pub struct Exchange {
-    pub session: HttpSession,
-    pub peer: HttpPeer,
+    stream: Stream,
+    /// Bytes read and not yet handed on (body data or framing).
+    buf: BytesMut,
+    head: ResponseHead,
+    body: Body,
+    key: u64,
+    read_timeout: Duration,
+}
+
+impl Exchange {
+    /// The answer's status.
+    pub fn status(&self) -> u16 {
+        self.head.status
+    }
+
+    /// The answer's header `name`, when present and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.header(name)
+    }
+
+    /// Whether the answer's body has been read to its end.
+    pub fn response_done(&self) -> bool {
+        self.body.is_done()
+    }
+}
+
+/// How sending on one connection failed.
+enum Fault {
+    /// A pooled connection was already dead: the request never got there.
+    Stale(GatewayError),
+    Other(GatewayError),
 }
 
 /// Why reading an upstream body stopped early.
@@ -110,20 +193,61 @@ pub fn transport_error(what: &str, e: &pingora_core::Error) -> GatewayError {
     }
 }
 
-/// Whether a failure on a pooled connection shows the connection was already dead
-/// (closed or reset by the upstream while idle), so the request never got there and
-/// sending it again on a new connection is safe. A timeout is not such a failure:
-/// the upstream may be working on the request, and resending would run it twice.
-fn is_stale(e: &pingora_core::Error) -> bool {
-    matches!(e.retry, RetryType::ReusedOnly | RetryType::Decided(true))
-        || matches!(e.etype(), ErrorType::WriteError)
+fn io_error(what: &str, e: &std::io::Error) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::BadGateway,
+        format!("upstream {what} unreachable: {}", e.kind()),
+    )
+}
+
+fn read_timed_out() -> GatewayError {
+    GatewayError::new(
+        ErrorKind::Timeout,
+        "upstream response timed out (ReadTimedout)",
+    )
+}
+
+fn wire_error(e: WireError) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::BadGateway,
+        format!("upstream answer invalid: {e}"),
+    )
+}
+
+/// Whether an idle connection is still open: a read that would block says
+/// so; end of file, an error or unexpected bytes say it is not.
+fn still_open(stream: &mut Stream) -> bool {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let mut byte = [0u8; 1];
+    let read = tokio::task::unconstrained(stream.read(&mut byte));
+    let mut read = std::pin::pin!(read);
+    matches!(
+        read.as_mut().poll(&mut Context::from_waker(Waker::noop())),
+        Poll::Pending
+    )
+}
+
+/// The pool's key for a connection to `addr` (TLS with server name `host`).
+fn pool_key(addr: SocketAddr, tls: bool, host: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    addr.hash(&mut h);
+    tls.hash(&mut h);
+    if tls {
+        host.hash(&mut h);
+    }
+    h.finish()
 }
 
 impl UpstreamClient {
     /// A client using `settings`' timeouts.
     pub fn new(settings: &Settings) -> Self {
         UpstreamClient {
-            connector: Connector::new(Some(ConnectorOptions::new(256))),
+            connector: TransportConnector::new(None),
+            pool: Mutex::new(Pool {
+                idle: HashMap::new(),
+                swept: Instant::now(),
+            }),
             dns: Mutex::new(HashMap::new()),
             connect_timeout: settings.connect_timeout,
             read_timeout: settings.read_timeout,
@@ -134,10 +258,9 @@ impl UpstreamClient {
         if let Ok(ip) = url.host.parse::<IpAddr>() {
             return Ok(SocketAddr::new(ip, url.port));
         }
-        let key = (url.host.clone(), url.port);
         if let Ok(cache) = self.dns.lock() {
-            if let Some((addr, at)) = cache.get(&key) {
-                if at.elapsed() < DNS_TTL {
+            if let Some((addr, at)) = cache.get(url.authority.as_str()) {
+                if at.elapsed() < DNS_TTL && addr.port() == url.port {
                     return Ok(*addr);
                 }
             }
@@ -160,90 +283,218 @@ impl UpstreamClient {
             )
         })?;
         if let Ok(mut cache) = self.dns.lock() {
-            cache.insert(key, (addr, Instant::now()));
+            cache.insert(url.authority.clone(), (addr, Instant::now()));
         }
         Ok(addr)
     }
 
-    /// A peer for `url`, with SNI, verification and timeouts; `connect`
-    /// overrides the gateway's connect timeout (a provider's `timeouts.connect`).
-    pub async fn peer(
+    /// A new connection to `addr` for `url` (TLS with SNI and verification),
+    /// within `connect` (the provider's `timeouts.connect`) or the gateway's
+    /// connect timeout.
+    async fn connect(
         &self,
         url: &BaseUrl,
+        addr: SocketAddr,
         connect: Option<Duration>,
-    ) -> Result<HttpPeer, GatewayError> {
-        let addr = self.resolve(url).await?;
+    ) -> Result<Stream, GatewayError> {
         let tls = url.scheme == Scheme::Https;
         let mut peer = HttpPeer::new(addr, tls, url.host.clone());
         let connect = connect.unwrap_or(self.connect_timeout);
         peer.options.connection_timeout = Some(connect);
         peer.options.total_connection_timeout = Some(connect * 2);
-        peer.options.read_timeout = Some(self.read_timeout);
-        peer.options.write_timeout = Some(self.read_timeout);
-        peer.options.idle_timeout = Some(IDLE_TIMEOUT);
-        Ok(peer)
+        self.connector
+            .new_stream(&peer)
+            .await
+            .map_err(|e| transport_error("connection", &e))
     }
 
-    /// Sends `req` with `body` and reads the response header.
-    pub async fn send(
-        &self,
-        peer: HttpPeer,
-        req: &RequestHeader,
-        body: Bytes,
-    ) -> Result<Exchange, GatewayError> {
-        let mut attempt = 0;
+    /// The newest idle connection for `key` that is still open.
+    fn take_idle(&self, key: u64) -> Option<Stream> {
         loop {
-            attempt += 1;
-            let (mut session, reused) = self
-                .connector
-                .get_http_session(&peer)
-                .await
-                .map_err(|e| transport_error("connection", &e))?;
-            session.set_read_timeout(Some(self.read_timeout));
-            session.set_write_timeout(Some(self.read_timeout));
-            let sent = async {
-                session.write_request_header(Box::new(req.clone())).await?;
-                session.write_request_body(body.clone(), true).await?;
-                session.finish_request_body().await?;
-                session.read_response_header().await
-            }
-            .await;
-            match sent {
-                Ok(()) => return Ok(Exchange { session, peer }),
-                Err(e) if reused && attempt <= STALE_RETRIES && is_stale(&e) => {
-                    log::debug!("pooled upstream connection failed ({e}); retrying on a new one");
-                    continue;
-                }
-                Err(e) => return Err(transport_error("request", &e)),
+            let idle = {
+                let mut pool = self.pool.lock().ok()?;
+                pool.idle.get_mut(&key)?.pop_back()?
+            };
+            let mut stream = idle.stream;
+            if idle.since.elapsed() < IDLE_TIMEOUT && still_open(&mut stream) {
+                return Some(stream);
             }
         }
     }
 
-    /// Reads the next body chunk, waiting at most `idle` for it and never past
-    /// `deadline`.
+    /// Sends `msg` to `url` and reads the response head; a pooled
+    /// connection that proves stale (closed or reset before any byte of the
+    /// answer) is replaced by a new one. `connect` bounds a new connection.
+    pub async fn send(
+        &self,
+        url: &BaseUrl,
+        connect: Option<Duration>,
+        msg: &Message,
+    ) -> Result<Exchange, GatewayError> {
+        let addr = self.resolve(url).await?;
+        let key = pool_key(addr, url.scheme == Scheme::Https, &url.host);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (stream, reused) = match self.take_idle(key) {
+                Some(s) => (s, true),
+                None => (self.connect(url, addr, connect).await?, false),
+            };
+            match self.exchange(stream, msg, key, reused).await {
+                Ok(ex) => return Ok(ex),
+                Err(Fault::Stale(e)) if attempt <= STALE_RETRIES => {
+                    log::debug!("pooled upstream connection failed ({e}); retrying on a new one");
+                    continue;
+                }
+                Err(Fault::Stale(e) | Fault::Other(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes `msg` on `stream` and reads the answer's head.
+    async fn exchange(
+        &self,
+        mut stream: Stream,
+        msg: &Message,
+        key: u64,
+        reused: bool,
+    ) -> Result<Exchange, Fault> {
+        // Only a pooled connection that fails before the answer starts is
+        // stale; a new one that fails is the upstream's fault.
+        let fault = |e: GatewayError, nothing_read: bool| {
+            if reused && nothing_read {
+                Fault::Stale(e)
+            } else {
+                Fault::Other(e)
+            }
+        };
+        let write = async {
+            stream.write_all(&msg.bytes).await?;
+            if let Some(body) = &msg.body {
+                stream.write_all(body).await?;
+            }
+            stream.flush().await
+        };
+        match tokio::time::timeout(self.read_timeout, write).await {
+            Err(_) => {
+                return Err(Fault::Other(GatewayError::new(
+                    ErrorKind::Timeout,
+                    "upstream request timed out (WriteTimedout)",
+                )))
+            }
+            Ok(Err(e)) => return Err(fault(io_error("request", &e), true)),
+            Ok(Ok(())) => {}
+        }
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let head = loop {
+            if let Some(head) =
+                h1::take_response_head(&mut buf).map_err(|e| Fault::Other(wire_error(e)))?
+            {
+                break head;
+            }
+            buf.reserve(READ_CHUNK);
+            let n = match tokio::time::timeout(self.read_timeout, stream.read_buf(&mut buf)).await {
+                Err(_) => return Err(Fault::Other(read_timed_out())),
+                Ok(Err(e)) => return Err(fault(io_error("response", &e), buf.is_empty())),
+                Ok(Ok(n)) => n,
+            };
+            if n == 0 {
+                let e = GatewayError::new(
+                    ErrorKind::BadGateway,
+                    "upstream response unreachable: the connection closed before the answer",
+                );
+                return Err(fault(e, buf.is_empty()));
+            }
+        };
+        let body = head.body().map_err(|e| Fault::Other(wire_error(e)))?;
+        Ok(Exchange {
+            stream,
+            buf,
+            head,
+            body,
+            key,
+            read_timeout: self.read_timeout,
+        })
+    }
+
+    /// Reads the next body chunk, waiting at most `idle` for it (and never
+    /// longer than the gateway's read timeout) and never past `deadline`.
+    /// `None`: the body is complete.
     pub async fn read_chunk(
         ex: &mut Exchange,
         idle: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<Bytes>, ReadFault> {
-        let wait = bound(idle, deadline);
-        let read = ex.session.read_response_body();
-        match wait {
-            None => read
-                .await
-                .map_err(|e| ReadFault::Transport(transport_error("response", &e))),
-            Some((d, by_deadline)) => match tokio::time::timeout(d, read).await {
-                Ok(r) => r.map_err(|e| ReadFault::Transport(transport_error("response", &e))),
-                Err(_) if by_deadline => Err(ReadFault::Deadline),
-                Err(_) => Err(ReadFault::Idle(d)),
-            },
+        let per_read = idle.map_or(ex.read_timeout, |i| i.min(ex.read_timeout));
+        let idle_rules = idle.is_some_and(|i| i <= ex.read_timeout);
+        loop {
+            if let Some(data) = ex
+                .body
+                .decode(&mut ex.buf)
+                .map_err(|e| ReadFault::Transport(wire_error(e)))?
+            {
+                return Ok(Some(data));
+            }
+            if ex.body.is_done() {
+                return Ok(None);
+            }
+            let want = match ex.body {
+                Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
+                _ => READ_CHUNK,
+            };
+            if ex.buf.capacity() - ex.buf.len() < want / 2 {
+                ex.buf.reserve(want);
+            }
+            let (wait, by_deadline) = bound(Some(per_read), deadline).unwrap_or((per_read, false));
+            let n = match tokio::time::timeout(wait, ex.stream.read_buf(&mut ex.buf)).await {
+                Ok(Ok(n)) => n,
+                Ok(Err(e)) => return Err(ReadFault::Transport(io_error("response", &e))),
+                Err(_) if by_deadline => return Err(ReadFault::Deadline),
+                Err(_) if idle_rules => return Err(ReadFault::Idle(wait)),
+                Err(_) => return Err(ReadFault::Transport(read_timed_out())),
+            };
+            if n == 0 {
+                if ex.body == Body::UntilClose {
+                    ex.body = Body::Done;
+                    return Ok(None);
+                }
+                return Err(ReadFault::Transport(GatewayError::new(
+                    ErrorKind::BadGateway,
+                    "upstream response unreachable: the connection closed mid-body",
+                )));
+            }
         }
     }
 
-    /// Returns a finished session to the pool.
-    pub async fn release(&self, ex: Exchange) {
-        self.connector
-            .release_http_session(ex.session, &ex.peer, Some(IDLE_TIMEOUT))
-            .await;
+    /// Returns a finished exchange's connection to the pool, when it can
+    /// carry another request (body read to its end, nothing more sent,
+    /// keep-alive); otherwise it is closed.
+    pub fn release(&self, ex: Exchange) {
+        if !ex.body.is_done() || !ex.buf.is_empty() || !ex.head.keep_alive() {
+            return;
+        }
+        let Ok(mut pool) = self.pool.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        let list = pool.idle.entry(ex.key).or_default();
+        while list
+            .front()
+            .is_some_and(|i| now.duration_since(i.since) >= IDLE_TIMEOUT)
+            || list.len() >= IDLE_PER_PEER
+        {
+            list.pop_front();
+        }
+        list.push_back(Idle {
+            stream: ex.stream,
+            since: now,
+        });
+        if now.duration_since(pool.swept) >= SWEEP_EVERY {
+            pool.swept = now;
+            pool.idle.retain(|_, list| {
+                list.retain(|i| now.duration_since(i.since) < IDLE_TIMEOUT);
+                !list.is_empty()
+            });
+        }
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! The request path only builds a [`Row`] and `try_send`s it on a bounded
 //! channel ([`Ledger::record`]): it never waits, and a full channel counts the
-//! row as dropped. One writer thread drains the channel and writes batches,
+//! row as dropped. One writer thread drains the channel and writes batches
+//! (while a batch fills it polls the channel every few milliseconds rather
+//! than waiting on it, so requests never wake it one by one),
 //! one transaction each (every [`BATCH_ROWS`] rows or [`FLUSH_EVERY`] after the
 //! first row of a batch, whichever comes first), through a [`Backend`]: the
 //! embedded SQLite file (`ledger_sqlite`) or PostgreSQL (`ledger_pg`).
@@ -20,7 +22,7 @@ use crate::metrics::Metrics;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,6 +31,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const BATCH_ROWS: usize = 256;
 /// The longest a row waits for its batch to fill.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
+/// How often a writer with a batch filling takes what is queued: short
+/// enough that the queue never nears its bound between looks.
+const POLL_WHILE_FILLING: Duration = Duration::from_millis(10);
 /// Rows queued and held for a retry, at most, unless `--ledger-queue` says otherwise.
 pub const DEFAULT_QUEUE: usize = 10_000;
 /// Days of rows kept, unless `--ledger-retention-days` says otherwise.
@@ -538,21 +543,28 @@ impl Writer {
     fn run(mut self, rx: Receiver<Msg>) {
         loop {
             self.purge_if_due();
-            match rx.recv_timeout(self.wait()) {
-                Ok(Msg::Row(r)) => {
-                    self.hold(*r);
-                    // Take whatever else is already queued, up to a batch.
-                    while self.held.len() < self.settings.batch_rows {
-                        match rx.try_recv() {
-                            Ok(Msg::Row(r)) => self.hold(*r),
-                            Ok(Msg::Close) => return self.finish(&rx),
-                            Err(_) => break,
-                        }
-                    }
+            if self.held.is_empty() {
+                // Idle: the first row of the next batch wakes the writer.
+                match rx.recv_timeout(self.wait()) {
+                    Ok(Msg::Row(r)) => self.hold(*r),
+                    Ok(Msg::Close) => return self.finish(&rx),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return self.finish(&rx),
                 }
-                Ok(Msg::Close) => return self.finish(&rx),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return self.finish(&rx),
+            } else {
+                // A batch is filling: the writer naps instead of waiting on
+                // the channel, so a request's row never has to wake a parked
+                // thread (a futex call and a context switch per request).
+                std::thread::sleep(self.wait().min(POLL_WHILE_FILLING));
+            }
+            // Take whatever is queued; it is written in batches below.
+            loop {
+                match rx.try_recv() {
+                    Ok(Msg::Row(r)) => self.hold(*r),
+                    Ok(Msg::Close) => return self.finish(&rx),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return self.finish(&rx),
+                }
             }
             self.flush(false);
         }

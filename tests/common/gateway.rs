@@ -57,7 +57,12 @@ pub fn free_port() -> u16 {
     const SPAN: u32 = 12_000;
     static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
     let start = (std::process::id().wrapping_mul(7919)) % SPAN;
-    let _ = NEXT.compare_exchange(usize::MAX, start as usize, Ordering::SeqCst, Ordering::SeqCst);
+    let _ = NEXT.compare_exchange(
+        usize::MAX,
+        start as usize,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
     for _ in 0..SPAN {
         let n = NEXT.fetch_add(1, Ordering::SeqCst) as u32;
         let port = (LOW + n % SPAN) as u16;

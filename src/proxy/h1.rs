@@ -1,0 +1,546 @@
+//! The HTTP/1.1 client codec of upstream calls, without I/O: the request head
+//! written straight into the bytes that go on the wire, the response head
+//! parsed with `httparse`, and the body's framing (content-length, chunked,
+//! until close) decoded incrementally into slices of the read buffer, so a
+//! body chunk reaches the translator without a copy.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// The largest response head accepted.
+pub const MAX_HEAD: usize = 64 * 1024;
+/// Headers parsed in one response head, at most.
+const MAX_HEADERS: usize = 128;
+/// The longest chunk-size line (with extensions) or trailer line.
+const MAX_CHUNK_LINE: usize = 8 * 1024;
+
+/// What is wrong with an upstream's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError(pub &'static str);
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// A request head being written: the request line, then the headers; the
+/// blank line and the body follow in [`RequestHead::finish`].
+pub struct RequestHead {
+    buf: Vec<u8>,
+}
+
+/// Whether `v` may stand in a header value (no control bytes but tab).
+fn valid_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+/// Whether `n` is an HTTP token (a header name).
+fn valid_name(n: &[u8]) -> bool {
+    !n.is_empty()
+        && n.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl RequestHead {
+    /// A `POST` of `path`; `capacity` is what the whole message will take
+    /// (head and, when it goes in the same write, the body).
+    pub fn post(path: &str, capacity: usize) -> Result<RequestHead, WireError> {
+        if path.is_empty() || !path.bytes().all(|b| b > 0x20 && b != 0x7f) {
+            return Err(WireError("the upstream path has a space or a control byte"));
+        }
+        let mut buf = Vec::with_capacity(capacity.max(256));
+        buf.extend_from_slice(b"POST ");
+        buf.extend_from_slice(path.as_bytes());
+        buf.extend_from_slice(b" HTTP/1.1\r\n");
+        Ok(RequestHead { buf })
+    }
+
+    /// Adds `name: value`; a value with a line break or another control
+    /// byte is refused (it would split the request).
+    pub fn header(&mut self, name: &str, value: &str) -> Result<(), WireError> {
+        if !valid_name(name.as_bytes()) {
+            return Err(WireError("a header name is not a token"));
+        }
+        if !valid_value(value.as_bytes()) {
+            return Err(WireError("a header value has a control byte"));
+        }
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(value.as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+
+    /// Ends the head with `content-length` and the blank line, and appends
+    /// `body` when `with_body`: the bytes of one write.
+    pub fn finish(mut self, body: &[u8], with_body: bool) -> Vec<u8> {
+        use std::io::Write as _;
+        // Writing into a Vec cannot fail.
+        let _ = write!(self.buf, "content-length: {}\r\n\r\n", body.len());
+        if with_body {
+            self.buf.extend_from_slice(body);
+        }
+        self.buf
+    }
+}
+
+/// A parsed response head: its status and headers, over the head's own bytes.
+#[derive(Debug, Clone)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// HTTP/1.1 (keep-alive by default) rather than HTTP/1.0.
+    pub http11: bool,
+    raw: Bytes,
+    /// (name start, name end, value start, value end) in `raw`.
+    headers: Vec<[u32; 4]>,
+}
+
+impl ResponseHead {
+    /// The first value of header `name` (any case), as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find_map(|h| {
+            let n = &self.raw[h[0] as usize..h[1] as usize];
+            if n.eq_ignore_ascii_case(name.as_bytes()) {
+                std::str::from_utf8(&self.raw[h[2] as usize..h[3] as usize]).ok()
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Every `name: value` pair, in order.
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.headers.iter().map(|h| {
+            (
+                &self.raw[h[0] as usize..h[1] as usize],
+                &self.raw[h[2] as usize..h[3] as usize],
+            )
+        })
+    }
+
+    /// Whether `name` lists `token` (comma-separated, any case).
+    fn lists(&self, name: &str, token: &str) -> bool {
+        self.headers().any(|(n, v)| {
+            n.eq_ignore_ascii_case(name.as_bytes())
+                && v.split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+        })
+    }
+
+    /// Whether the connection may carry another request after this answer.
+    pub fn keep_alive(&self) -> bool {
+        if self.lists("connection", "close") {
+            return false;
+        }
+        self.http11 || self.lists("connection", "keep-alive")
+    }
+
+    /// How this answer's body is framed (RFC 9112, section 6.3).
+    pub fn body(&self) -> Result<Body, WireError> {
+        if (100..200).contains(&self.status) || self.status == 204 || self.status == 304 {
+            return Ok(Body::Done);
+        }
+        let te = self
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"transfer-encoding"))
+            .map(|(_, v)| v)
+            .last();
+        if let Some(te) = te {
+            let last = te.rsplit(|&b| b == b',').next().unwrap_or_default();
+            return if last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                Ok(Body::Chunked(Chunk::Size))
+            } else {
+                Ok(Body::UntilClose)
+            };
+        }
+        let mut length: Option<u64> = None;
+        for (n, v) in self.headers() {
+            if !n.eq_ignore_ascii_case(b"content-length") {
+                continue;
+            }
+            for part in v.split(|&b| b == b',') {
+                let part = part.trim_ascii();
+                let parsed = std::str::from_utf8(part)
+                    .ok()
+                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(WireError("the upstream sent an invalid content-length"))?;
+                if length.is_some_and(|l| l != parsed) {
+                    return Err(WireError("the upstream sent conflicting content-lengths"));
+                }
+                length = Some(parsed);
+            }
+        }
+        Ok(match length {
+            Some(0) => Body::Done,
+            Some(n) => Body::Length(n),
+            None => Body::UntilClose,
+        })
+    }
+}
+
+/// A response head found at the start of a buffer.
+struct Parsed {
+    status: u16,
+    http11: bool,
+    /// The head's length in bytes, blank line included.
+    len: usize,
+    headers: Vec<[u32; 4]>,
+}
+
+/// Parses a response head at the start of `buf`: `None` while incomplete.
+fn parse_response(buf: &[u8]) -> Result<Option<Parsed>, WireError> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut slots);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return if buf.len() > MAX_HEAD {
+                Err(WireError("the upstream's response head is too large"))
+            } else {
+                Ok(None)
+            };
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(WireError(
+                "the upstream's response head has too many headers",
+            ))
+        }
+        Err(_) => return Err(WireError("the upstream sent an invalid response head")),
+    };
+    let base = buf.as_ptr() as usize;
+    let at = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
+    let headers = resp
+        .headers
+        .iter()
+        .map(|h| {
+            let (n, v) = (h.name.as_bytes(), h.value);
+            [at(n), at(n) + n.len() as u32, at(v), at(v) + v.len() as u32]
+        })
+        .collect();
+    Ok(Some(Parsed {
+        status: resp.code.unwrap_or(0),
+        http11: resp.version == Some(1),
+        len,
+        headers,
+    }))
+}
+
+/// Takes a complete response head off the front of `buf`, skipping interim
+/// (1xx) answers; `None` while the head is incomplete.
+pub fn take_response_head(buf: &mut BytesMut) -> Result<Option<ResponseHead>, WireError> {
+    loop {
+        let Some(Parsed {
+            status,
+            http11,
+            len,
+            headers,
+        }) = parse_response(buf)?
+        else {
+            return Ok(None);
+        };
+        if (100..200).contains(&status) && status != 101 {
+            buf.advance(len);
+            continue;
+        }
+        let raw = buf.split_to(len).freeze();
+        return Ok(Some(ResponseHead {
+            status,
+            http11,
+            raw,
+            headers,
+        }));
+    }
+}
+
+/// Where a chunked body's decoder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunk {
+    /// Before a chunk-size line.
+    Size,
+    /// Inside a chunk's data, this many bytes left.
+    Data(u64),
+    /// After a chunk's data: its CRLF.
+    DataEnd,
+    /// After the last (zero) chunk: trailer lines until a blank one.
+    Trailer,
+}
+
+/// A response body's framing and how far it has been read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// This many bytes left.
+    Length(u64),
+    Chunked(Chunk),
+    /// Until the upstream closes the connection.
+    UntilClose,
+    /// Complete.
+    Done,
+}
+
+impl Body {
+    /// Whether the whole body has been read.
+    pub fn is_done(&self) -> bool {
+        matches!(self, Body::Done)
+    }
+
+    /// Takes the next piece of body data off the front of `buf` (framing
+    /// bytes are consumed): `None` when `buf` holds no more data yet, or the
+    /// body is complete ([`Body::is_done`]).
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, WireError> {
+        loop {
+            match self {
+                Body::Done => return Ok(None),
+                Body::Length(left) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let take = (*left).min(buf.len() as u64);
+                    *left -= take;
+                    if *left == 0 {
+                        *self = Body::Done;
+                    }
+                    return Ok(Some(buf.split_to(take as usize).freeze()));
+                }
+                Body::UntilClose => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    return Ok(Some(buf.split().freeze()));
+                }
+                Body::Chunked(Chunk::Data(left)) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let take = (*left).min(buf.len() as u64);
+                    *left -= take;
+                    if *left == 0 {
+                        *self = Body::Chunked(Chunk::DataEnd);
+                    }
+                    return Ok(Some(buf.split_to(take as usize).freeze()));
+                }
+                Body::Chunked(Chunk::DataEnd) => match buf.first() {
+                    None => return Ok(None),
+                    Some(b'\n') => {
+                        buf.advance(1);
+                        *self = Body::Chunked(Chunk::Size);
+                    }
+                    Some(b'\r') => match buf.get(1) {
+                        None => return Ok(None),
+                        Some(b'\n') => {
+                            buf.advance(2);
+                            *self = Body::Chunked(Chunk::Size);
+                        }
+                        Some(_) => return Err(WireError("a chunk's data is not followed by CRLF")),
+                    },
+                    Some(_) => return Err(WireError("a chunk's data is not followed by CRLF")),
+                },
+                Body::Chunked(Chunk::Size) => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    let size = chunk_size(&line)?;
+                    *self = Body::Chunked(if size == 0 {
+                        Chunk::Trailer
+                    } else {
+                        Chunk::Data(size)
+                    });
+                }
+                Body::Chunked(Chunk::Trailer) => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    if line.is_empty() {
+                        *self = Body::Done;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Takes one line (without its CRLF or LF) off the front of `buf`.
+fn take_line(buf: &mut BytesMut) -> Result<Option<BytesMut>, WireError> {
+    match memchr::memchr(b'\n', buf) {
+        Some(i) => {
+            let mut line = buf.split_to(i + 1);
+            line.truncate(i);
+            if line.last() == Some(&b'\r') {
+                line.truncate(i - 1);
+            }
+            Ok(Some(line))
+        }
+        None if buf.len() > MAX_CHUNK_LINE => Err(WireError("a chunk-size line is too long")),
+        None => Ok(None),
+    }
+}
+
+/// The size on a chunk-size line (hex digits, then optional extensions).
+fn chunk_size(line: &[u8]) -> Result<u64, WireError> {
+    let digits = line
+        .iter()
+        .position(|b| !b.is_ascii_hexdigit())
+        .unwrap_or(line.len());
+    let rest = line[digits..].trim_ascii_start();
+    if digits == 0 || digits > 15 || !(rest.is_empty() || rest[0] == b';') {
+        return Err(WireError("the upstream sent an invalid chunk size"));
+    }
+    let mut n: u64 = 0;
+    for &b in &line[..digits] {
+        let d = (b as char).to_digit(16).unwrap_or(0);
+        n = n * 16 + u64::from(d);
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(raw: &str) -> (ResponseHead, BytesMut) {
+        let mut buf = BytesMut::from(raw.as_bytes());
+        let h = take_response_head(&mut buf).unwrap().unwrap();
+        (h, buf)
+    }
+
+    /// Decodes `raw` fed in pieces of `step` bytes; the data and whether it ended.
+    fn decode_in_steps(
+        mut body: Body,
+        raw: &[u8],
+        step: usize,
+    ) -> Result<(Vec<u8>, bool), WireError> {
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for piece in raw.chunks(step.max(1)) {
+            buf.extend_from_slice(piece);
+            while let Some(d) = body.decode(&mut buf)? {
+                assert!(!d.is_empty());
+                out.extend_from_slice(&d);
+            }
+        }
+        Ok((out, body.is_done()))
+    }
+
+    #[test]
+    fn a_request_head_is_one_buffer_with_the_body() {
+        let mut h = RequestHead::post("/v1/chat/completions", 0).unwrap();
+        h.header("host", "api.example.com").unwrap();
+        h.header("authorization", "Bearer k").unwrap();
+        let wire = h.finish(b"{}", true);
+        assert_eq!(
+            std::str::from_utf8(&wire).unwrap(),
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: api.example.com\r\nauthorization: Bearer k\r\ncontent-length: 2\r\n\r\n{}"
+        );
+        let h = RequestHead::post("/p", 0).unwrap();
+        assert_eq!(
+            h.finish(b"abc", false),
+            b"POST /p HTTP/1.1\r\ncontent-length: 3\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn header_injection_is_refused() {
+        let mut h = RequestHead::post("/p", 0).unwrap();
+        assert!(h.header("x-a", "v\r\nx-evil: 1").is_err());
+        assert!(h.header("x-a", "v\n").is_err());
+        assert!(h.header("x a", "v").is_err());
+        assert!(h.header("x-a", "tab\tok").is_ok());
+        assert!(RequestHead::post("/p q", 0).is_err());
+        assert!(RequestHead::post("/p\r\n", 0).is_err());
+    }
+
+    #[test]
+    fn response_heads_are_parsed_across_reads_and_interim_answers_skipped() {
+        let raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 2\r\n\r\n{}";
+        for cut in 0..raw.len() {
+            let mut buf = BytesMut::from(&raw[..cut]);
+            if let Some(h) = take_response_head(&mut buf).unwrap() {
+                assert_eq!(h.status, 429);
+                assert!(cut >= raw.len() - 2);
+            }
+        }
+        let (h, rest) = head(std::str::from_utf8(raw).unwrap());
+        assert_eq!(h.status, 429);
+        assert_eq!(h.header("retry-after"), Some("7"));
+        assert_eq!(h.header("RETRY-AFTER"), Some("7"));
+        assert_eq!(h.header("x-none"), None);
+        assert_eq!(h.body(), Ok(Body::Length(2)));
+        assert_eq!(&rest[..], b"{}");
+        assert!(h.keep_alive());
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let (h, _) = head(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n",
+        );
+        assert_eq!(h.body(), Ok(Body::Chunked(Chunk::Size)));
+        let (h, _) = head("HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!(h.body(), Ok(Body::UntilClose));
+        let (h, _) = head("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(h.body(), Ok(Body::Done));
+        let (h, _) = head("HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n");
+        assert_eq!(h.body(), Ok(Body::Length(5)));
+        let (h, _) = head("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n");
+        assert!(h.body().is_err());
+        let (h, _) = head("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n");
+        assert!(h.body().is_err());
+        let (h, _) = head("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+        assert!(!h.keep_alive());
+        assert_eq!(h.body(), Ok(Body::Done));
+        let (h, _) = head("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert!(!h.keep_alive());
+        let (h, _) = head("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n");
+        assert!(h.keep_alive());
+    }
+
+    #[test]
+    fn bad_heads_are_errors() {
+        let mut buf = BytesMut::from(&b"HTTP/1.1 2x0 OK\r\n\r\n"[..]);
+        assert!(take_response_head(&mut buf).is_err());
+        let mut big = BytesMut::from(&b"HTTP/1.1 200 OK\r\n"[..]);
+        big.extend_from_slice(&vec![b'a'; MAX_HEAD + 1]);
+        assert!(take_response_head(&mut big).is_err());
+    }
+
+    #[test]
+    fn chunked_bodies_decode_at_every_split() {
+        let raw =
+            b"5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for step in 1..raw.len() + 1 {
+            let (data, done) = decode_in_steps(Body::Chunked(Chunk::Size), raw, step).unwrap();
+            assert_eq!(data, b"helloabcdefghijklmnopqrstuvwxyz", "step {step}");
+            assert!(done, "step {step}");
+        }
+        // Bare LF line ends are tolerated.
+        let (data, done) =
+            decode_in_steps(Body::Chunked(Chunk::Size), b"3\nabc\n0\n\n", 1).unwrap();
+        assert_eq!(data, b"abc");
+        assert!(done);
+    }
+
+    #[test]
+    fn a_cut_or_broken_chunked_body_is_not_done_or_an_error() {
+        let (data, done) =
+            decode_in_steps(Body::Chunked(Chunk::Size), b"5\r\nhello\r\n3\r\nab", 4).unwrap();
+        assert_eq!(data, b"helloab");
+        assert!(!done);
+        assert!(decode_in_steps(Body::Chunked(Chunk::Size), b"zz\r\n", 1).is_err());
+        assert!(decode_in_steps(Body::Chunked(Chunk::Size), b"3\r\nabcXY", 1).is_err());
+        assert!(decode_in_steps(Body::Chunked(Chunk::Size), b"1234567890123456\r\n", 64).is_err());
+        let long = vec![b'1'; MAX_CHUNK_LINE + 2];
+        assert!(decode_in_steps(Body::Chunked(Chunk::Size), &long, long.len()).is_err());
+    }
+
+    #[test]
+    fn length_bodies_stop_at_their_length() {
+        let mut buf = BytesMut::from(&b"helloEXTRA"[..]);
+        let mut b = Body::Length(5);
+        assert_eq!(&b.decode(&mut buf).unwrap().unwrap()[..], b"hello");
+        assert!(b.is_done());
+        assert_eq!(b.decode(&mut buf).unwrap(), None);
+        assert_eq!(&buf[..], b"EXTRA");
+        let (data, done) = decode_in_steps(Body::Length(3), b"ab", 1).unwrap();
+        assert_eq!((data.as_slice(), done), (&b"ab"[..], false));
+    }
+}
