@@ -467,6 +467,7 @@ fn main() {
     // period and the drain; SIGINT: at once), every request logged: then what
     // the ledger still holds is written before the process exits.
     server.run(pingora_core::server::RunArgs::default());
+    switchboard::proxy::access::flush();
     usage_ledger.close(Duration::from_secs(10));
     if let Some(t) = telemetry {
         t.shutdown();

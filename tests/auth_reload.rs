@@ -704,8 +704,14 @@ async fn metrics_count_requests_tokens_and_cost() {
         metric_value(&text, "switchboard_active_streams", &[]),
         Some(0.0)
     );
-    // The access log: one JSON line per request, with the key id and never the key.
-    let log = gw.access_log();
+    // The access log: one JSON line per request, with the key id and never
+    // the key (lines are written in batches, at most 50 ms late).
+    let log = eventually(Duration::from_secs(10), "six access lines", || {
+        let log = gw.access_log();
+        let n = log.lines().filter(|l| l.contains("\"request_id\"")).count();
+        async move { (n >= 6).then_some(log) }
+    })
+    .await;
     let lines: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("\"request_id\""))

@@ -1,13 +1,17 @@
 //! The access log (CONTRACT 7): one bare JSON object per request, one per line
 //! on stdout, nothing before or after it (diagnostics go to stderr). Serialised
 //! from a borrowed view of the request context into a per-thread buffer, then
-//! written with one locked write so that lines never interleave.
+//! queued whole and written in batches (at most 50 ms late), so that lines
+//! never interleave and a request costs no write of its own.
 
 use super::ctx::RequestCtx;
 use crate::rfc3339::Rfc3339;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::Duration;
 
 /// One access-log line. Never the client's key; the path without its query
 /// (family C may carry the key there).
@@ -120,27 +124,80 @@ thread_local! {
     static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(1024));
 }
 
-/// Writes `line` to stdout as one JSON line.
+/// Lines gathered past this many bytes are written at once.
+const FLUSH_BYTES: usize = 32 * 1024;
+/// The longest a line waits for its write.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
+
+/// Lines waiting for their write, whole lines only.
+static PENDING: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+/// Held while pending lines are written, so batches leave in order.
+static WRITING: Mutex<()> = Mutex::new(());
+static FLUSHER: Once = Once::new();
+/// Whether the flusher thread runs (else every line is written at once).
+static FLUSHING: AtomicBool = AtomicBool::new(false);
+
+/// Queues `line` for stdout as one JSON line. Lines are written in batches
+/// (every [`FLUSH_EVERY`], or as soon as 32 KiB gather), so a request costs
+/// no write of its own: under load a write per request was ~5% of the
+/// gateway's CPU. A line is never split across writes. [`flush`] writes what
+/// is pending (the binary calls it after a graceful shutdown).
 pub fn write(line: &AccessLine<'_>) {
-    LINE.with(|cell| {
+    let full = LINE.with(|cell| {
         let Ok(mut buf) = cell.try_borrow_mut() else {
-            return;
+            return false;
         };
         buf.clear();
         if let Err(e) = serde_json::to_writer(&mut *buf, line) {
             log::warn!("access log line not written: {e}");
-            return;
+            return false;
         }
         buf.push(b'\n');
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = out.write_all(&buf).and_then(|()| out.flush()) {
-            log::debug!("access log line not written: {e}");
-        }
+        let full = match PENDING.lock() {
+            Ok(mut p) => {
+                p.extend_from_slice(&buf);
+                p.len() >= FLUSH_BYTES
+            }
+            Err(_) => false,
+        };
         // A rare huge line (a long error message) does not pin its buffer.
         if buf.capacity() > 64 * 1024 {
             *buf = Vec::with_capacity(1024);
         }
+        full
     });
+    FLUSHER.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(|| loop {
+                std::thread::sleep(FLUSH_EVERY);
+                flush();
+            });
+        match spawned {
+            Ok(_) => FLUSHING.store(true, Ordering::Release),
+            Err(e) => {
+                log::warn!("access log flusher not started ({e}); lines are written as they come")
+            }
+        }
+    });
+    if full || !FLUSHING.load(Ordering::Acquire) {
+        flush();
+    }
+}
+
+/// Writes every pending access line to stdout, in order.
+pub fn flush() {
+    let Ok(_writing) = WRITING.lock() else {
+        return;
+    };
+    let out = match PENDING.lock() {
+        Ok(mut p) if !p.is_empty() => std::mem::replace(&mut *p, Vec::with_capacity(4096)),
+        _ => return,
+    };
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(&out).and_then(|()| stdout.flush()) {
+        log::debug!("access log lines not written: {e}");
+    }
 }
 
 #[cfg(test)]

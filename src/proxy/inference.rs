@@ -139,14 +139,30 @@ async fn read_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
     if expects_continue {
         session.write_continue_response().await.map_err(Stop::Io)?;
     }
-    let mut buf = BytesMut::with_capacity(declared.unwrap_or(4096).min(limit));
+    // A body that arrives in one piece (most do) is kept as it came; pieces
+    // are joined into one buffer sized from content-length.
+    let mut first: Option<Bytes> = None;
+    let mut buf = BytesMut::new();
+    let mut len = 0;
     while let Some(chunk) = session.read_request_body().await.map_err(Stop::Io)? {
-        if buf.len() + chunk.len() > limit {
+        len += chunk.len();
+        if len > limit {
             return Err(too_large().into());
         }
-        buf.extend_from_slice(&chunk);
+        match first.take() {
+            None if buf.is_empty() => first = Some(chunk),
+            held => {
+                if buf.is_empty() {
+                    buf.reserve(declared.unwrap_or(len).clamp(len, limit));
+                }
+                if let Some(f) = held {
+                    buf.extend_from_slice(&f);
+                }
+                buf.extend_from_slice(&chunk);
+            }
+        }
     }
-    Ok(buf.freeze())
+    Ok(first.unwrap_or_else(|| buf.freeze()))
 }
 
 fn not_found_model(family: Family, name: &str) -> GatewayError {
