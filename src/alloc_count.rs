@@ -16,7 +16,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 const SLOTS: usize = 256;
 
@@ -35,6 +35,22 @@ const EMPTY: Slot = Slot {
     freed: AtomicU64::new(0),
 };
 static COUNTS: [Slot; SLOTS] = [EMPTY; SLOTS];
+
+/// Size classes of live bytes: class k holds allocations of 2^(k-1)+1 to
+/// 2^k bytes (class 0: empty ones), the last class everything larger.
+pub const CLASSES: usize = 24;
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicI64 = AtomicI64::new(0);
+static LIVE_BY_CLASS: [AtomicI64; CLASSES] = [ZERO; CLASSES];
+
+fn class(size: usize) -> usize {
+    ((usize::BITS - size.saturating_sub(1).leading_zeros()) as usize).min(CLASSES - 1)
+}
+
+/// Live bytes per size class (see [`CLASSES`]): which allocations hold the heap.
+pub fn live_by_class() -> [i64; CLASSES] {
+    std::array::from_fn(|k| LIVE_BY_CLASS[k].load(Ordering::Relaxed))
+}
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
@@ -58,12 +74,14 @@ fn slot() -> &'static Slot {
 }
 
 fn count(bytes: usize) {
+    LIVE_BY_CLASS[class(bytes)].fetch_add(bytes as i64, Ordering::Relaxed);
     let s = slot();
     s.allocations.fetch_add(1, Ordering::Relaxed);
     s.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
 fn count_free(bytes: usize) {
+    LIVE_BY_CLASS[class(bytes)].fetch_sub(bytes as i64, Ordering::Relaxed);
     slot().freed.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 

@@ -368,6 +368,19 @@ impl Metrics {
             let live = bytes.saturating_sub(freed);
             let _ = writeln!(
                 out,
+                "# HELP switchboard_heap_live_bytes_by_size Heap bytes in use by allocation size, up to le bytes (alloc-count build).\n# TYPE switchboard_heap_live_bytes_by_size gauge"
+            );
+            for (k, b) in crate::alloc_count::live_by_class().iter().enumerate() {
+                if *b != 0 {
+                    let _ = writeln!(
+                        out,
+                        "switchboard_heap_live_bytes_by_size{{le=\"{}\"}} {b}",
+                        1u64 << k
+                    );
+                }
+            }
+            let _ = writeln!(
+                out,
                 "# HELP switchboard_heap_allocations_total Heap allocations since start (alloc-count build).\n# TYPE switchboard_heap_allocations_total counter\nswitchboard_heap_allocations_total {n}\n# HELP switchboard_heap_allocated_bytes_total Bytes allocated since start (alloc-count build).\n# TYPE switchboard_heap_allocated_bytes_total counter\nswitchboard_heap_allocated_bytes_total {bytes}\n# HELP switchboard_heap_live_bytes Heap bytes in use (alloc-count build).\n# TYPE switchboard_heap_live_bytes gauge\nswitchboard_heap_live_bytes {live}"
             );
         }

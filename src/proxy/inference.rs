@@ -91,7 +91,7 @@ pub async fn handle(
     if let Some(r) = held.take() {
         // The request failed after its reservation: give it back before the
         // error goes out, so the budget header is the real remainder.
-        if let Some(left) = r.release().await {
+        if let Some(left) = Box::pin(r.release()).await {
             ctx.budget_remaining = Some(left);
         }
     }
@@ -233,7 +233,10 @@ fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
 /// 8); a request that does not fit stops with 429 (503 when the shared store
 /// is unreachable and fails closed).
 async fn reserve(gw: &Gateway, ctx: &mut RequestCtx, ask: Ask) -> Result<Reservation, Stop> {
-    match gw.limits.reserve(ask).await {
+    // Boxed, here and below: the limits backends' futures (Redis calls) are
+    // large, and inline they would sit in every request's state for its
+    // whole life (a stream's included).
+    match Box::pin(gw.limits.reserve(ask)).await {
         Ok(r) => {
             ctx.budget_remaining = r.budget_remaining();
             Ok(r)
@@ -261,10 +264,10 @@ async fn settle(
     let left = match (u.input, completed) {
         (Some(i), _) => {
             let o = u.output.unwrap_or(0);
-            resv.settle(i + o, cost_nanos(&m.pricing, i, o)).await
+            Box::pin(resv.settle(i + o, cost_nanos(&m.pricing, i, o))).await
         }
-        (None, true) => resv.settle_reserved().await,
-        (None, false) => resv.release().await,
+        (None, true) => Box::pin(resv.settle_reserved()).await,
+        (None, false) => Box::pin(resv.release()).await,
     };
     if left.is_some() {
         ctx.budget_remaining = left;
@@ -472,7 +475,7 @@ async fn run(
         Endpoint::Responses | Endpoint::ResponsesInputTokens
     ) {
         let storing = matches!(route.endpoint, Endpoint::Responses);
-        let (expanded, t) = super::stored::prepare(gw, &key.id, body, storing).await?;
+        let (expanded, t) = Box::pin(super::stored::prepare(gw, &key.id, body, storing)).await?;
         body = expanded;
         turn = t;
     }
@@ -519,9 +522,9 @@ async fn run(
         // Counting spends nothing upstream: only the request rate applies.
         let _counted = reserve(gw, ctx, Ask::request_only(key)).await?;
         let owned = body.clone();
-        let counted = count_tokens(gw, session, move |cancel| {
+        let counted = Box::pin(count_tokens(gw, session, move |cancel| {
             validate::countable(family, &owned).map(|c| crate::tokens::count(&c, u64::MAX, cancel))
-        })
+        }))
         .await?;
         ctx.input_tokens = Some(counted);
         let render = spoke(family).count_tokens_body.ok_or_else(|| {
@@ -549,7 +552,7 @@ async fn run(
     };
     // The client's request as it came: a fallback model plans from it afresh.
     let original = (!model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
-    let own = prepare(gw, session, family, req, body, model, policy).await?;
+    let own = Box::pin(prepare(gw, session, family, req, body, model, policy)).await?;
     ctx.adjusted.merge(own.adjusted.clone());
     *held = Some(reserve(gw, ctx, worst_case(key, model, &own)).await?);
 
@@ -575,7 +578,15 @@ async fn run(
         deadline,
         &tracing,
     )?;
-    match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
+    match Box::pin(dispatch::call(
+        gw,
+        &call,
+        &mut tried,
+        &mut attempts_left,
+        false,
+    ))
+    .await
+    {
         Ok(a) => answered = Some((a, model, None)),
         Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
         Err(Failed::Exhausted(e)) => last = e.or(last),
@@ -603,7 +614,7 @@ async fn run(
                 )
                 .await
             };
-            let prepared = match fits.await {
+            let prepared = match Box::pin(fits).await {
                 Ok(p) => p,
                 Err(Stop::Client(e)) => {
                     skipped(&ctx.request_id, fb, &e);
@@ -613,7 +624,7 @@ async fn run(
             };
             // The budget holds the fallback's worst case, not the model's.
             if let Some(r) = held.take() {
-                r.release().await;
+                Box::pin(r.release()).await;
             }
             // The request itself was counted against the rpm already.
             let ask = Ask {
@@ -646,7 +657,15 @@ async fn run(
                 deadline,
                 &tracing,
             )?;
-            match dispatch::call(gw, &call, &mut tried, &mut attempts_left, false).await {
+            match Box::pin(dispatch::call(
+                gw,
+                &call,
+                &mut tried,
+                &mut attempts_left,
+                false,
+            ))
+            .await
+            {
                 Ok(a) => {
                     gw.metrics.fallback(&model.qualified_id, &fb.qualified_id);
                     ctx.fallback_from = Some(model.qualified_id.clone());
@@ -665,7 +684,15 @@ async fn run(
     // passive health signal must not become an outage of its own: the
     // model's upstream that recovers first is tried anyway.
     if answered.is_none() && tried.attempts == 0 {
-        match dispatch::call(gw, &call, &mut tried, &mut attempts_left, true).await {
+        match Box::pin(dispatch::call(
+            gw,
+            &call,
+            &mut tried,
+            &mut attempts_left,
+            true,
+        ))
+        .await
+        {
             Ok(a) => answered = Some((a, model, None)),
             Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
             Err(Failed::Exhausted(e)) => last = e.or(last),

@@ -157,12 +157,13 @@ impl Gateway {
                         | Endpoint::Responses
                 );
                 if let Endpoint::StoredResponse { id, input_items } = &r.endpoint {
-                    return stored::serve(self, session, ctx, &key.id, id, *input_items).await;
+                    return Box::pin(stored::serve(self, session, ctx, &key.id, id, *input_items))
+                        .await;
                 }
                 if let Err(e) = media::require_json(session.req_header()) {
                     return respond::error(session, ctx, r.family, &e).await;
                 }
-                inference::handle(self, session, ctx, &r, &snap, &key).await
+                Box::pin(inference::handle(self, session, ctx, &r, &snap, &key)).await
             }
         }
     }

@@ -68,7 +68,7 @@ pub async fn relay_stream(
     }
     ctx.status = 200;
     session.write_response_header(Box::new(h), false).await?;
-    let mut out = Vec::with_capacity(8192);
+    let mut out = Vec::with_capacity(1024);
     let mut end = StreamEnd::Complete;
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).

@@ -36,8 +36,9 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts when a pooled connection fails before any response byte.
 const STALE_RETRIES: usize = 2;
-/// Room for each read: a response head and a small body, or a few frames.
-const READ_CHUNK: usize = 8 * 1024;
+/// Room for each read: a response head and a small body, or a few frames;
+/// held by every open stream, so small.
+const READ_CHUNK: usize = 4 * 1024;
 /// The most one read asks for while a long body with a known length comes.
 const READ_LARGE: usize = 64 * 1024;
 /// A body up to this size goes out in the same write as its head.
