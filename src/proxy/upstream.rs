@@ -97,6 +97,10 @@ pub struct Exchange {
     body: Body,
     key: u64,
     read_timeout: Duration,
+    /// How much the next read asks for: doubled after a read that filled
+    /// its room (a fast upstream, a burst of frames), halved after one that
+    /// used little of it (a trickle), between `READ_CHUNK` and `READ_LARGE`.
+    read_size: usize,
 }
 
 impl Exchange {
@@ -415,6 +419,7 @@ impl UpstreamClient {
             body,
             key,
             read_timeout: self.read_timeout,
+            read_size: READ_CHUNK,
         })
     }
 
@@ -441,11 +446,15 @@ impl UpstreamClient {
             }
             let want = match ex.body {
                 Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
-                _ => READ_CHUNK,
+                _ => ex.read_size,
             };
-            if ex.buf.capacity() - ex.buf.len() < want / 2 {
+            if ex.buf.is_empty() && ex.buf.capacity() > 2 * want.max(READ_CHUNK) {
+                // A burst is over: an idle stream does not keep its large buffer.
+                ex.buf = BytesMut::with_capacity(want);
+            } else if ex.buf.capacity() - ex.buf.len() < want / 2 {
                 ex.buf.reserve(want);
             }
+            let room = ex.buf.capacity() - ex.buf.len();
             let (wait, by_deadline) = bound(Some(per_read), deadline).unwrap_or((per_read, false));
             let n = match tokio::time::timeout(wait, ex.stream.read_buf(&mut ex.buf)).await {
                 Ok(Ok(n)) => n,
@@ -453,6 +462,13 @@ impl UpstreamClient {
                 Err(_) if by_deadline => return Err(ReadFault::Deadline),
                 Err(_) if idle_rules => return Err(ReadFault::Idle(wait)),
                 Err(_) => return Err(ReadFault::Transport(read_timed_out())),
+            };
+            ex.read_size = if n == room {
+                (ex.read_size * 2).min(READ_LARGE)
+            } else if n < ex.read_size / 4 {
+                (ex.read_size / 2).max(READ_CHUNK)
+            } else {
+                ex.read_size
             };
             if n == 0 {
                 if ex.body == Body::UntilClose {
