@@ -17,6 +17,11 @@ use crate::stream::ClientStream;
 use bytes::Bytes;
 use pingora_proxy::Session;
 
+/// The client-bound buffer's first size (a few frames; it grows as needed).
+const OUT_START: usize = 1024;
+/// Output at least this large is handed over rather than copied.
+const HAND_OVER: usize = 2048;
+
 /// Why the relay stopped early: the downstream connection failed.
 pub type RelayError = Box<pingora_core::Error>;
 
@@ -68,7 +73,7 @@ pub async fn relay_stream(
     }
     ctx.status = 200;
     session.write_response_header(Box::new(h), false).await?;
-    let mut out = Vec::with_capacity(1024);
+    let mut out = Vec::with_capacity(OUT_START);
     let mut end = StreamEnd::Complete;
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
@@ -125,9 +130,14 @@ pub async fn relay_stream(
             if ctx.ttft.is_none() {
                 ctx.ttft = Some(ctx.started.elapsed());
             }
-            session
-                .write_response_body(Some(Bytes::copy_from_slice(&out)), false)
-                .await?;
+            // A large piece is handed over with its buffer (no copy); a
+            // small one is copied, and the buffer kept for the next.
+            let data = if out.len() >= HAND_OVER {
+                Bytes::from(std::mem::replace(&mut out, Vec::with_capacity(OUT_START)))
+            } else {
+                Bytes::copy_from_slice(&out)
+            };
+            session.write_response_body(Some(data), false).await?;
         }
         if done {
             break;
