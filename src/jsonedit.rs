@@ -165,8 +165,29 @@ fn key_is(b: &[u8], key: &Range<usize>, name: &str) -> bool {
     }
 }
 
+/// Whether `doc` can have a member named `name` at all: its name appears
+/// between quotes, or an escape (`\u…`) that could spell it does. Outside
+/// a key a raw `"name"` can only be a string value (quotes inside strings
+/// are escaped), so this never says no to a document that has the member;
+/// it lets most stream events skip the scan.
+fn may_have_key(doc: &[u8], name: &str) -> bool {
+    let n = name.as_bytes();
+    memchr::memmem::find_iter(doc, n)
+        .any(|i| i > 0 && doc[i - 1] == b'"' && doc.get(i + n.len()) == Some(&b'"'))
+        || memchr::memmem::find(doc, b"\\u").is_some()
+}
+
 /// Byte range of the top-level member `name`'s value, if the document is an object that has it.
 pub fn member_span(doc: &[u8], name: &str) -> Option<Range<usize>> {
+    if !may_have_key(doc, name) {
+        return None;
+    }
+    member_span_scan(doc, name)
+}
+
+/// [`member_span`] without its shortcut: the scan of every top-level member
+/// (the reference the shortcut is checked against).
+fn member_span_scan(doc: &[u8], name: &str) -> Option<Range<usize>> {
     let start = ws(doc, 0);
     if doc.get(start) != Some(&b'{') {
         return None;
@@ -478,6 +499,51 @@ mod tests {
                 }
                 None => prop_assert!(!changed),
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn member_span_agrees_with_the_full_scan(
+            mut fields in prop::collection::vec(("[abk]|response|respons\\\\u0065", json_value()), 0..6),
+            name in prop::sample::select(vec!["a", "k", "response", "b"]),
+            pretty in any::<bool>(),
+        ) {
+            fields.dedup_by(|x, y| x.0 == y.0);
+            let doc = Value::Object(fields.into_iter().collect());
+            let mut text = if pretty {
+                serde_json::to_vec_pretty(&doc).unwrap()
+            } else {
+                serde_json::to_vec(&doc).unwrap()
+            };
+            // An escaped key spelled in the raw text, as an upstream may send it.
+            if let Some(i) = memchr::memmem::find(&text, b"respons\\\\u0065") {
+                text.splice(i..i + 14, b"respons\\u0065".iter().copied());
+            }
+            prop_assert_eq!(member_span(&text, name), member_span_scan(&text, name));
+        }
+    }
+
+    #[test]
+    fn the_member_shortcut_never_misses_a_member() {
+        for (doc, name, found) in [
+            (
+                r#"{"type":"response.output_text.delta","delta":"response"}"#,
+                "response",
+                false,
+            ),
+            (r#"{"type":"x","response":{"id":"r"}}"#, "response", true),
+            (
+                r#"{"type":"x","respons\u0065":{"id":"r"}}"#,
+                "response",
+                true,
+            ),
+            (r#"{"a":{"response":1}}"#, "response", false),
+            (r#"{"text":"say \"response\": 1"}"#, "response", false),
+        ] {
+            let got = member_span(doc.as_bytes(), name);
+            assert_eq!(got, member_span_scan(doc.as_bytes(), name), "{doc}");
+            assert_eq!(got.is_some(), found, "{doc}");
         }
     }
 
