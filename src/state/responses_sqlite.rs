@@ -117,10 +117,11 @@ impl Backend for Sqlite {
             i64::try_from(rec.expires_at_ms).unwrap_or(i64::MAX),
         );
         self.blocking(move |c| {
-            c.execute(
+            // Prepared once per connection, not compiled per response.
+            c.prepare_cached(
                 "INSERT OR REPLACE INTO responses (id, key_id, created_at, expires_at_ms, record) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id, key, created, expires, text],
             )
+            .and_then(|mut st| st.execute(params![id, key, created, expires, text]))
             .map(|_| ())
             .map_err(err)
         })
