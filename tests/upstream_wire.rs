@@ -133,6 +133,12 @@ fn ask(stream: bool) -> Value {
     json!({"model": "scripted/wire", "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
 }
 
+/// A chat request for the scripted model through `gw`.
+async fn chat(gw: &Gateway, stream: bool) -> common::http_client::Response {
+    gw.send(&authed("openai", "/v1/chat/completions", KEY, &ask(stream)))
+        .await
+}
+
 fn whole(body: &str, extra_headers: &str) -> Vec<u8> {
     format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra_headers}content-length: {}\r\n\r\n{body}",
@@ -164,14 +170,10 @@ async fn a_pooled_connection_closed_while_idle_is_replaced_without_an_error() {
     ])
     .await;
     let gw = gateway(&up).await;
-    let r = gw
-        .send(&authed("openai", "/v1/chat/completions", KEY, &ask(false)))
-        .await;
+    let r = chat(&gw, false).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(text_of(&r.json()), "first");
-    let r = gw
-        .send(&authed("openai", "/v1/chat/completions", KEY, &ask(false)))
-        .await;
+    let r = chat(&gw, false).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(text_of(&r.json()), "second");
     assert_eq!(up.requests.load(Ordering::SeqCst), 3);
@@ -196,9 +198,7 @@ async fn chunked_bodies_with_extensions_and_trailers_cut_anywhere_are_read_whole
         .await;
         let gw = gateway(&up).await;
         for _ in 0..2 {
-            let r = gw
-                .send(&authed("openai", "/v1/chat/completions", KEY, &ask(false)))
-                .await;
+            let r = chat(&gw, false).await;
             assert_eq!(r.status, 200, "piece {piece}: {}", r.text());
             assert_eq!(
                 text_of(&r.json()),
@@ -225,9 +225,7 @@ async fn a_body_delimited_by_close_is_read_to_the_end_and_not_reused() {
     .await;
     let gw = gateway(&up).await;
     for _ in 0..2 {
-        let r = gw
-            .send(&authed("openai", "/v1/chat/completions", KEY, &ask(false)))
-            .await;
+        let r = chat(&gw, false).await;
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(text_of(&r.json()), "until close");
     }
@@ -261,9 +259,7 @@ async fn a_stream_split_at_every_few_bytes_is_relayed_whole() {
     }])
     .await;
     let gw = gateway(&up).await;
-    let r = gw
-        .send(&authed("openai", "/v1/chat/completions", KEY, &ask(true)))
-        .await;
+    let r = chat(&gw, true).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let text: String = r
         .text()
@@ -290,9 +286,7 @@ async fn a_head_cut_short_on_a_new_connection_is_a_502_and_not_sent_again() {
     }])
     .await;
     let gw = gateway(&up).await;
-    let r = gw
-        .send(&authed("openai", "/v1/chat/completions", KEY, &ask(false)))
-        .await;
+    let r = chat(&gw, false).await;
     assert_eq!(r.status, 502, "{}", r.text());
     assert!(r.text().contains("unreachable"), "{}", r.text());
     assert_eq!(

@@ -425,6 +425,19 @@ fn skipped(request_id: &str, fb: &Model, e: &GatewayError) {
     );
 }
 
+/// `dispatch::call`, boxed: its future (connect, write, read, deadlines)
+/// is large, and inline it would stay in the request's state for a whole
+/// stream.
+async fn call_upstreams<'s>(
+    gw: &Gateway,
+    call: &Call<'_, 's>,
+    tried: &mut dispatch::Tried<'s>,
+    attempts_left: &mut u32,
+    panic: bool,
+) -> Result<dispatch::Answer<'s>, Failed> {
+    Box::pin(dispatch::call(gw, call, tried, attempts_left, panic)).await
+}
+
 /// Moves what `dispatch` tried into the context (access log, metrics).
 fn note_tried(ctx: &mut RequestCtx, tried: &mut dispatch::Tried<'_>) {
     ctx.attempts = tried.attempts;
@@ -578,15 +591,7 @@ async fn run(
         deadline,
         &tracing,
     )?;
-    match Box::pin(dispatch::call(
-        gw,
-        &call,
-        &mut tried,
-        &mut attempts_left,
-        false,
-    ))
-    .await
-    {
+    match call_upstreams(gw, &call, &mut tried, &mut attempts_left, false).await {
         Ok(a) => answered = Some((a, model, None)),
         Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
         Err(Failed::Exhausted(e)) => last = e.or(last),
@@ -657,15 +662,7 @@ async fn run(
                 deadline,
                 &tracing,
             )?;
-            match Box::pin(dispatch::call(
-                gw,
-                &call,
-                &mut tried,
-                &mut attempts_left,
-                false,
-            ))
-            .await
-            {
+            match call_upstreams(gw, &call, &mut tried, &mut attempts_left, false).await {
                 Ok(a) => {
                     gw.metrics.fallback(&model.qualified_id, &fb.qualified_id);
                     ctx.fallback_from = Some(model.qualified_id.clone());
@@ -684,15 +681,7 @@ async fn run(
     // passive health signal must not become an outage of its own: the
     // model's upstream that recovers first is tried anyway.
     if answered.is_none() && tried.attempts == 0 {
-        match Box::pin(dispatch::call(
-            gw,
-            &call,
-            &mut tried,
-            &mut attempts_left,
-            true,
-        ))
-        .await
-        {
+        match call_upstreams(gw, &call, &mut tried, &mut attempts_left, true).await {
             Ok(a) => answered = Some((a, model, None)),
             Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
             Err(Failed::Exhausted(e)) => last = e.or(last),
