@@ -5,6 +5,7 @@
 //! to the next upstream on a connect failure, a first-token timeout, a 429 or
 //! a 5xx, before anything reached the client, cooling the one that failed.
 
+use super::gather::Gathered;
 use super::h1::RequestHead;
 use super::upstream::{bound, deadline_error, Exchange, Message, ReadFault, UpstreamClient};
 use super::Gateway;
@@ -432,9 +433,7 @@ async fn read_to_first_token(
     ex: &mut Exchange,
     started: fn(&[u8]) -> bool,
 ) -> Result<Option<Bytes>, GatewayError> {
-    // The first chunk is kept as it came; later ones are appended to a copy.
-    let mut first: Option<Bytes> = None;
-    let mut joined = bytes::BytesMut::new();
+    let mut held = Gathered::default();
     loop {
         let Some(chunk) = UpstreamClient::read_chunk(ex, None, None)
             .await
@@ -442,23 +441,16 @@ async fn read_to_first_token(
         else {
             break;
         };
-        let scanned = first.as_ref().map_or(joined.len(), Bytes::len);
-        if first.is_none() && joined.is_empty() {
-            first = Some(chunk);
-        } else {
-            if let Some(f) = first.take() {
-                joined.extend_from_slice(&f);
-            }
-            joined.extend_from_slice(&chunk);
-        }
-        let all: &[u8] = first.as_deref().unwrap_or(&joined);
+        let scanned = held.len();
+        held.push(chunk);
+        let all = held.as_slice();
         // Only the new bytes need a look, with enough before them for a
         // marker split across chunks.
         if started(&all[scanned.saturating_sub(64)..]) || all.len() > MAX_PREAMBLE {
             break;
         }
     }
-    Ok(first.or_else(|| (!joined.is_empty()).then(|| joined.freeze())))
+    Ok((!held.is_empty()).then(|| held.finish()))
 }
 
 /// `retry-after` as seconds, or as an HTTP date (IMF-fixdate) from now.
@@ -714,28 +706,17 @@ pub async fn read_body(
     idle: Option<Duration>,
     deadline: Option<Instant>,
 ) -> Result<Bytes, BodyFault> {
-    let mut first: Option<Bytes> = None;
-    let mut joined = bytes::BytesMut::new();
-    let mut len = 0;
+    let mut body = Gathered::default();
     while let Some(chunk) = UpstreamClient::read_chunk(ex, idle, deadline)
         .await
         .map_err(BodyFault::Read)?
     {
-        len += chunk.len();
-        if len > limit {
+        if body.len() + chunk.len() > limit {
             return Err(BodyFault::TooLarge(limit));
         }
-        match first.take() {
-            None if joined.is_empty() => first = Some(chunk),
-            f => {
-                if let Some(f) = f {
-                    joined.extend_from_slice(&f);
-                }
-                joined.extend_from_slice(&chunk);
-            }
-        }
+        body.push(chunk);
     }
-    Ok(first.unwrap_or_else(|| joined.freeze()))
+    Ok(body.finish())
 }
 
 /// Turns an upstream error response into the client's error, keeping the upstream's status.

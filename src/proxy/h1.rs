@@ -98,14 +98,9 @@ pub struct ResponseHead {
 impl ResponseHead {
     /// The first value of header `name` (any case), as text.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find_map(|h| {
-            let n = &self.raw[h[0] as usize..h[1] as usize];
-            if n.eq_ignore_ascii_case(name.as_bytes()) {
-                std::str::from_utf8(&self.raw[h[2] as usize..h[3] as usize]).ok()
-            } else {
-                None
-            }
-        })
+        self.headers()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
     }
 
     /// Every `name: value` pair, in order.
@@ -292,15 +287,11 @@ impl Body {
             match self {
                 Body::Done => return Ok(None),
                 Body::Length(left) => {
-                    if buf.is_empty() {
-                        return Ok(None);
-                    }
-                    let take = (*left).min(buf.len() as u64);
-                    *left -= take;
+                    let data = take_data(left, buf);
                     if *left == 0 {
                         *self = Body::Done;
                     }
-                    return Ok(Some(buf.split_to(take as usize).freeze()));
+                    return Ok(data);
                 }
                 Body::UntilClose => {
                     if buf.is_empty() {
@@ -309,15 +300,11 @@ impl Body {
                     return Ok(Some(buf.split().freeze()));
                 }
                 Body::Chunked(Chunk::Data(left)) => {
-                    if buf.is_empty() {
-                        return Ok(None);
-                    }
-                    let take = (*left).min(buf.len() as u64);
-                    *left -= take;
+                    let data = take_data(left, buf);
                     if *left == 0 {
                         *self = Body::Chunked(Chunk::DataEnd);
                     }
-                    return Ok(Some(buf.split_to(take as usize).freeze()));
+                    return Ok(data);
                 }
                 Body::Chunked(Chunk::DataEnd) => match buf.first() {
                     None => return Ok(None),
@@ -357,6 +344,17 @@ impl Body {
             }
         }
     }
+}
+
+/// Takes what `buf` holds of the `left` data bytes still due (`None` when it
+/// holds nothing), counting them off.
+fn take_data(left: &mut u64, buf: &mut BytesMut) -> Option<Bytes> {
+    if buf.is_empty() {
+        return None;
+    }
+    let take = (*left).min(buf.len() as u64);
+    *left -= take;
+    Some(buf.split_to(take as usize).freeze())
 }
 
 /// Takes one line (without its CRLF or LF) off the front of `buf`.

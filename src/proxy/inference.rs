@@ -23,7 +23,7 @@ use crate::runtime::Snapshot;
 use crate::state::limits::{cost_nanos, Ask, Reservation};
 use crate::stream::ClientStream;
 use crate::validate;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use pingora_proxy::Session;
 use std::time::Instant;
 
@@ -139,30 +139,15 @@ async fn read_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
     if expects_continue {
         session.write_continue_response().await.map_err(Stop::Io)?;
     }
-    // A body that arrives in one piece (most do) is kept as it came; pieces
-    // are joined into one buffer sized from content-length.
-    let mut first: Option<Bytes> = None;
-    let mut buf = BytesMut::new();
-    let mut len = 0;
+    // Pieces are joined into one buffer sized from content-length.
+    let mut body = super::gather::Gathered::expecting(declared.unwrap_or(0).min(limit));
     while let Some(chunk) = session.read_request_body().await.map_err(Stop::Io)? {
-        len += chunk.len();
-        if len > limit {
+        if body.len() + chunk.len() > limit {
             return Err(too_large().into());
         }
-        match first.take() {
-            None if buf.is_empty() => first = Some(chunk),
-            held => {
-                if buf.is_empty() {
-                    buf.reserve(declared.unwrap_or(len).clamp(len, limit));
-                }
-                if let Some(f) = held {
-                    buf.extend_from_slice(&f);
-                }
-                buf.extend_from_slice(&chunk);
-            }
-        }
+        body.push(chunk);
     }
-    Ok(first.unwrap_or_else(|| buf.freeze()))
+    Ok(body.finish())
 }
 
 fn not_found_model(family: Family, name: &str) -> GatewayError {

@@ -8,6 +8,7 @@ pub mod access;
 pub mod auth;
 pub mod ctx;
 pub mod dispatch;
+pub mod gather;
 pub mod h1;
 pub mod inference;
 pub mod listings;

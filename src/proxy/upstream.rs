@@ -113,11 +113,6 @@ impl Exchange {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.head.header(name)
     }
-
-    /// Whether the answer's body has been read to its end.
-    pub fn response_done(&self) -> bool {
-        self.body.is_done()
-    }
 }
 
 /// How sending on one connection failed.
