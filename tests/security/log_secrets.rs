@@ -1,0 +1,1 @@
+//! (filled in by the log_secrets work)

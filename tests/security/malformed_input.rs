@@ -1,0 +1,1 @@
+//! (filled in by the malformed_input work)

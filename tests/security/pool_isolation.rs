@@ -1,0 +1,1 @@
+//! (filled in by the pool_isolation work)

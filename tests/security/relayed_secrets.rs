@@ -1,0 +1,1 @@
+//! (filled in by the relayed_secrets work)

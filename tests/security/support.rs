@@ -1,0 +1,2 @@
+//! Raw-socket helpers shared by the threat modules.
+#![allow(dead_code)]
