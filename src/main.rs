@@ -45,7 +45,9 @@ USAGE:
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
               [--redis-fail open|closed] [--responses-ttl-days N]
-              [--otlp-endpoint URL] [--check] [-d] [-u] [-t]
+              [--otlp-endpoint URL] [--max-response-bytes N] [--send-timeout-ms N]
+              [--upstream-keepalive-requests N] [--upstream-idle-timeout-ms N]
+              [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -80,6 +82,14 @@ OPTIONS (environment variable in brackets):
   --responses-ttl-days N  how long a stored response is kept [SWITCHBOARD_RESPONSES_TTL_DAYS] (30)
   --otlp-endpoint URL     export OpenTelemetry traces over OTLP/HTTP to URL (http://host:4318;
                           /v1/traces is appended) [SWITCHBOARD_OTLP_ENDPOINT] (none: no traces)
+  --max-response-bytes N  largest whole (non-stream) upstream answer; a larger one is a 502
+                          [SWITCHBOARD_MAX_RESPONSE_BYTES] (33554432)
+  --send-timeout-ms N     longest a write to a client may wait for it to read; then it is cut
+                          [SWITCHBOARD_SEND_TIMEOUT_MS] (60000)
+  --upstream-keepalive-requests N  requests one upstream connection carries, then it is closed
+                          [SWITCHBOARD_UPSTREAM_KEEPALIVE_REQUESTS] (1000)
+  --upstream-idle-timeout-ms N  how long an idle upstream connection is kept for reuse
+                          [SWITCHBOARD_UPSTREAM_IDLE_TIMEOUT_MS] (60000)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -169,6 +179,17 @@ fn parse_args() -> Result<Args, String> {
         ("--ledger-flush-ms", "SWITCHBOARD_LEDGER_FLUSH_MS"),
         ("--responses-ttl-days", "SWITCHBOARD_RESPONSES_TTL_DAYS"),
         ("--responses-ttl-secs", "SWITCHBOARD_RESPONSES_TTL_SECS"),
+        // Upstream answers and connections, client writes (see `upstream_flag`).
+        ("--max-response-bytes", "SWITCHBOARD_MAX_RESPONSE_BYTES"),
+        ("--send-timeout-ms", "SWITCHBOARD_SEND_TIMEOUT_MS"),
+        (
+            "--upstream-keepalive-requests",
+            "SWITCHBOARD_UPSTREAM_KEEPALIVE_REQUESTS",
+        ),
+        (
+            "--upstream-idle-timeout-ms",
+            "SWITCHBOARD_UPSTREAM_IDLE_TIMEOUT_MS",
+        ),
     ] {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
@@ -208,7 +229,11 @@ fn parse_args() -> Result<Args, String> {
             | "--ledger-batch"
             | "--ledger-flush-ms"
             | "--responses-ttl-days"
-            | "--responses-ttl-secs" => {
+            | "--responses-ttl-secs"
+            | "--max-response-bytes"
+            | "--send-timeout-ms"
+            | "--upstream-keepalive-requests"
+            | "--upstream-idle-timeout-ms" => {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
@@ -229,6 +254,9 @@ fn parse_args() -> Result<Args, String> {
     }
     for (flag, v) in numeric {
         let n = parse_num(&flag, &v)?;
+        if upstream_flag(&mut settings, &flag, n)? {
+            continue;
+        }
         match flag.as_str() {
             "--max-body-bytes" => {
                 settings.max_body_bytes =
@@ -265,6 +293,32 @@ fn parse_args() -> Result<Args, String> {
     }
     a.settings = settings;
     Ok(a)
+}
+
+/// Sets the upstream-side setting `flag` to `n`: false when `flag` is not one.
+///
+/// Defaults, as a production proxy ships them:
+/// - `--max-response-bytes` 32 MiB, the request cap's size: an LLM's whole
+///   JSON answer (even several generated images in base64) is far smaller,
+///   and each answer is held whole in memory while it is rewritten.
+/// - `--send-timeout-ms` 60 s, nginx's `send_timeout`: the longest one write
+///   to a client may wait for it to read.
+/// - `--upstream-keepalive-requests` 1000, nginx's `keepalive_requests`.
+/// - `--upstream-idle-timeout-ms` 60 s, nginx's upstream `keepalive_timeout`.
+fn upstream_flag(settings: &mut Settings, flag: &str, n: u64) -> Result<bool, String> {
+    let too_large = || format!("{flag} too large");
+    match flag {
+        "--max-response-bytes" => {
+            settings.max_response_bytes = usize::try_from(n).map_err(|_| too_large())?
+        }
+        "--send-timeout-ms" => settings.send_timeout = Duration::from_millis(n),
+        "--upstream-keepalive-requests" => {
+            settings.upstream_keepalive_requests = u32::try_from(n).map_err(|_| too_large())?
+        }
+        "--upstream-idle-timeout-ms" => settings.upstream_idle_timeout = Duration::from_millis(n),
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// Pingora's configuration: the file's when given, with our defaults for what it leaves unset.

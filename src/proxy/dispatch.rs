@@ -7,7 +7,9 @@
 
 use super::gather::Gathered;
 use super::h1::RequestHead;
-use super::upstream::{bound, deadline_error, Exchange, Message, ReadFault, UpstreamClient};
+use super::upstream::{
+    bound, deadline_error, Exchange, Message, ReadFault, Resent, UpstreamClient,
+};
 use super::Gateway;
 use crate::adjust::Adjustments;
 use crate::config::{Model, Provider, Upstream};
@@ -193,7 +195,24 @@ pub async fn call<'s>(
         });
         let parent = span.as_ref().map(|s| s.traceparent());
         let traceparent = parent.as_deref().or(c.client_traceparent);
-        let outcome = attempt(gw, c, up, member.start(), traceparent).await;
+        let mut resent = None;
+        let outcome = attempt(gw, c, up, member.start(), traceparent, &mut resent).await;
+        if let Some(r) = resent {
+            // The request went out twice: a pooled connection failed before
+            // any byte of the answer and it was sent once more on a new one.
+            tried.attempts += 1;
+            gw.metrics
+                .upstream_attempt(&c.provider.id, &up.id, "stale_connection");
+            tried.notes.push(AttemptNote {
+                provider: c.provider.id.clone(),
+                model: c.model.id.clone(),
+                upstream: up.id.clone(),
+                status: None,
+                failure: Some("stale_connection"),
+                cooled_ms: None,
+                ms: r.after.as_millis() as u64,
+            });
+        }
         let mut note = AttemptNote {
             provider: c.provider.id.clone(),
             model: c.model.id.clone(),
@@ -293,13 +312,16 @@ enum Outcome<'s> {
     Expired(GatewayError),
 }
 
-/// One attempt at one upstream, bounded by the provider's deadlines.
+/// One attempt at one upstream, bounded by the provider's deadlines;
+/// `resent` says whether the request had to be sent a second time (a pooled
+/// connection that failed before the answer).
 async fn attempt<'s>(
     gw: &Gateway,
     c: &Call<'_, 's>,
     up: &'s Upstream,
     in_flight: InFlight,
     traceparent: Option<&str>,
+    resent: &mut Option<Resent>,
 ) -> Outcome<'s> {
     let (body, adjusted, usage_injected) = match request_for(c, up).await {
         Ok(r) => r,
@@ -312,13 +334,20 @@ async fn attempt<'s>(
         Err(e) => return Outcome::Final(e, None),
     };
     drop(body);
+    // Connections are pooled per provider, base URL and credential.
+    let identity =
+        gw.upstream
+            .identity(&c.provider.id, &up.url, up.api_key.as_deref().unwrap_or(""));
     let timeouts = c.provider.timeouts;
     let stream = c.req.stream;
     // Until the first byte of the answer (a stream: its first chunk):
     // bounded by `first_token` and the total deadline.
     let first_wait = bound(timeouts.first_token, c.deadline);
     let exchange = async {
-        let mut ex = gw.upstream.send(&up.url, timeouts.connect, &msg).await?;
+        let mut ex = gw
+            .upstream
+            .send(&up.url, identity, timeouts.connect, &msg, resent)
+            .await?;
         let status = ex.status();
         let first = if !stream || status >= 400 {
             None
@@ -397,6 +426,13 @@ async fn attempt<'s>(
                 let e = f.error();
                 if matches!(f, BodyFault::Read(ReadFault::Deadline)) {
                     return Outcome::Expired(e);
+                }
+                if matches!(f, BodyFault::TooLarge(_)) {
+                    // The upstream is healthy and another would answer the
+                    // same: the client learns the limit. The connection is
+                    // closed (dropped with the exchange), its rest unread.
+                    gw.metrics.upstream_error(&c.provider.id, "too_large");
+                    return Outcome::Final(e, Some(status));
                 }
                 let cause = if f.is_timeout() {
                     Cause::Timeout
@@ -687,7 +723,9 @@ impl BodyFault {
             BodyFault::Read(f) => f.error(),
             BodyFault::TooLarge(limit) => GatewayError::new(
                 ErrorKind::BadGateway,
-                format!("upstream response is larger than {limit} bytes"),
+                format!(
+                    "the upstream's answer is larger than the gateway's limit of {limit} bytes (--max-response-bytes)"
+                ),
             ),
         }
     }
@@ -698,14 +736,25 @@ impl BodyFault {
 }
 
 /// Reads at most `limit` bytes of the upstream body, each chunk within
-/// `idle`, all of it before `deadline`. A body that came in one piece is
-/// handed on as it is; pieces are joined.
+/// `idle`, all of it before `deadline`. A declared length above `limit` is
+/// refused before a byte of the body is read; within it, the body is read
+/// into one buffer of that size. A chunked or close-delimited body is read
+/// until it passes `limit`, then refused: what the gateway holds of it
+/// stays within the limit and one read.
 pub async fn read_body(
     ex: &mut Exchange,
     limit: usize,
     idle: Option<Duration>,
     deadline: Option<Instant>,
 ) -> Result<Bytes, BodyFault> {
+    if let Some(len) = ex.length_left() {
+        if len > limit as u64 {
+            return Err(BodyFault::TooLarge(limit));
+        }
+        return UpstreamClient::read_sized(ex, idle, deadline)
+            .await
+            .map_err(BodyFault::Read);
+    }
     let mut body = Gathered::default();
     while let Some(chunk) = UpstreamClient::read_chunk(ex, idle, deadline)
         .await

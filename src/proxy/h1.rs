@@ -130,8 +130,32 @@ impl ResponseHead {
         self.http11 || self.lists("connection", "keep-alive")
     }
 
+    /// Whether header `name` is present.
+    fn has(&self, name: &str) -> bool {
+        self.headers()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    /// Whether the connection may carry another request once this answer's
+    /// body has been read to its end: keep-alive, and no framing anomaly
+    /// that leaves where the answer ends in doubt. Content-length together
+    /// with transfer-encoding is read as chunked and then closed (RFC 9112,
+    /// section 6.3, item 3); framing headers on a 204 or 304, which carry no
+    /// body, mean the upstream may send one anyway.
+    pub fn reusable(&self) -> bool {
+        let te = self.has("transfer-encoding");
+        let cl = self.has("content-length");
+        let bodiless = self.status == 204 || self.status == 304;
+        self.keep_alive() && !(te && cl) && !(bodiless && (te || cl))
+    }
+
     /// How this answer's body is framed (RFC 9112, section 6.3).
     pub fn body(&self) -> Result<Body, WireError> {
+        if self.status == 101 {
+            // Nothing the gateway sends asks to switch protocols; what
+            // follows on the connection is not HTTP/1.1.
+            return Err(WireError("the upstream switched protocols (101) unasked"));
+        }
         if (100..200).contains(&self.status) || self.status == 204 || self.status == 304 {
             return Ok(Body::Done);
         }
@@ -490,6 +514,27 @@ mod tests {
         assert!(!h.keep_alive());
         let (h, _) = head("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n");
         assert!(h.keep_alive());
+    }
+
+    #[test]
+    fn framing_anomalies_make_a_connection_unfit_for_reuse() {
+        let (h, _) = head("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n");
+        assert!(h.reusable());
+        let (h, _) = head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        assert_eq!(h.body(), Ok(Body::Chunked(Chunk::Size)));
+        assert!(!h.reusable());
+        let (h, _) = head("HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n");
+        assert!(!h.reusable());
+        let (h, _) = head("HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(!h.reusable());
+        let (h, _) = head("HTTP/1.1 204 No Content\r\n\r\n");
+        assert!(h.reusable());
+        let (h, _) = head("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+        assert!(!h.reusable());
+        let (h, _) = head("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n");
+        assert!(h.body().is_err());
     }
 
     #[test]

@@ -38,7 +38,9 @@ use std::time::Duration;
 pub struct Settings {
     /// Largest accepted request body; above it 413.
     pub max_body_bytes: usize,
-    /// Largest accepted non-stream upstream response body.
+    /// Largest accepted non-stream upstream response body; a larger answer
+    /// is refused with a 502 (by its content-length before it is read, or
+    /// as soon as a chunked or close-delimited one passes it).
     pub max_response_bytes: usize,
     /// TCP (+TLS) connect timeout to an upstream.
     pub connect_timeout: Duration,
@@ -48,17 +50,27 @@ pub struct Settings {
     pub max_frame_bytes: usize,
     /// Token counts run at once (the rest wait their turn).
     pub token_workers: usize,
+    /// Requests one upstream connection carries before it is closed.
+    pub upstream_keepalive_requests: u32,
+    /// How long an idle upstream connection is kept in the pool.
+    pub upstream_idle_timeout: Duration,
+    /// Longest wait for one write to the client to make progress (a client
+    /// that stops reading is cut after it).
+    pub send_timeout: Duration,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
             max_body_bytes: 32 * 1024 * 1024,
-            max_response_bytes: 64 * 1024 * 1024,
+            max_response_bytes: 32 * 1024 * 1024,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(300),
             max_frame_bytes: 16 * 1024 * 1024,
             token_workers: tokenize::default_workers(),
+            upstream_keepalive_requests: 1000,
+            upstream_idle_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -185,6 +197,11 @@ impl ProxyHttp for Gateway {
             .get("x-request-id")
             .and_then(|v| ctx::client_request_id(v.as_bytes()))
             .unwrap_or_else(ctx::new_request_id);
+        // Every write to the client (answers, stream frames, errors) must
+        // make progress within the send timeout (nginx's `send_timeout`).
+        session
+            .as_downstream_mut()
+            .set_write_timeout(Some(self.settings.send_timeout));
         self.serve(session, ctx).await?;
         Ok(true)
     }

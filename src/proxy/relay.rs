@@ -2,7 +2,11 @@
 //! chunk goes through the stream translator and is written at once, while the
 //! client connection is watched so a client that goes away drops the upstream
 //! request immediately. Failures end the client's stream with its family's
-//! error event.
+//! error event. Writes to the client are bounded too: each by the send
+//! timeout (set on the session, `--send-timeout-ms`) and all of them by the
+//! provider's `total` deadline, so a client that reads slowly or not at all
+//! cannot keep a stream, or its upstream connection, past either; the
+//! upstream connection is closed with the client's.
 
 use super::ctx::RequestCtx;
 use super::dispatch::Answer;
@@ -15,15 +19,39 @@ use crate::passthrough::Framing;
 use crate::pool::Cause;
 use crate::stream::ClientStream;
 use bytes::Bytes;
+use pingora_core::{Error, ErrorType};
 use pingora_proxy::Session;
+use std::time::Instant;
 
 /// The client-bound buffer's first size (a few frames; it grows as needed).
 const OUT_START: usize = 1024;
 /// Output at least this large is handed over rather than copied.
 const HAND_OVER: usize = 2048;
 
-/// Why the relay stopped early: the downstream connection failed.
+/// Why the relay stopped early: the downstream connection failed, or a
+/// write to it could not finish within the send timeout or the deadline.
 pub type RelayError = Box<pingora_core::Error>;
+
+/// Writes `data` (None with `end`: the body's end) to the client, bounded
+/// by `deadline` (the session's own write timeout bounds each write too).
+async fn write(
+    session: &mut Session,
+    data: Option<Bytes>,
+    end: bool,
+    deadline: Option<Instant>,
+) -> Result<(), RelayError> {
+    let Some(deadline) = deadline else {
+        return session.write_response_body(data, end).await;
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(left, session.write_response_body(data, end)).await {
+        Ok(r) => r,
+        Err(_) => Error::e_explain(
+            ErrorType::WriteTimedout,
+            "the provider's total deadline passed while the client was not reading the stream",
+        ),
+    }
+}
 
 /// How a relayed stream ended.
 pub enum StreamEnd {
@@ -137,13 +165,13 @@ pub async fn relay_stream(
             } else {
                 Bytes::copy_from_slice(&out)
             };
-            session.write_response_body(Some(data), false).await?;
+            write(session, Some(data), false, deadline).await?;
         }
         if done {
             break;
         }
     }
-    session.write_response_body(None, true).await?;
+    write(session, None, true, deadline).await?;
     if matches!(end, StreamEnd::Complete) {
         // Closed instead when its body was not read to the end.
         gw.upstream.release(ex);

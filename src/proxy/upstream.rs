@@ -3,8 +3,20 @@
 //! connector, our own keep-alive pool of idle connections, and one HTTP/1.1
 //! exchange per request over them (`h1`): the head and a small body go out in
 //! one write, the answer's head and body are read into one buffer and body
-//! chunks are handed on as slices of it. A request whose pooled connection
-//! turns out to be stale is sent again on a new one.
+//! chunks are handed on as slices of it.
+//!
+//! Isolation: idle connections are pooled per upstream identity (provider,
+//! base URL, a keyed hash of the credential, resolved address), so two
+//! providers at one address never share a connection. A connection goes
+//! back to the pool only after a clean answer (keep-alive, body read to its
+//! declared end and not a byte more, no framing anomaly: content-length
+//! with transfer-encoding, framing on a 204/304, a body delimited by close),
+//! while it carried fewer than `keepalive_requests` requests; a pooled
+//! connection that turned readable while idle (a stray answer, a close) is
+//! closed when taken, checked with a non-blocking `MSG_PEEK` on the socket
+//! itself, not through the reactor's cached readiness. A request whose
+//! pooled connection fails before any byte of the answer is sent once more,
+//! on a new connection, and only once (a POST is not idempotent).
 //!
 //! Why not pingora-core's HTTP session: it writes the head and the body with
 //! a flush each (two `sendto` per request where one does), reads the head and
@@ -32,10 +44,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a resolved address is reused.
 const DNS_TTL: Duration = Duration::from_secs(30);
-/// How long an idle pooled connection is kept.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Attempts when a pooled connection fails before any response byte.
-const STALE_RETRIES: usize = 2;
 /// Room for each read: a response head and a small body, or a few frames;
 /// held by every open stream, so small.
 const READ_CHUNK: usize = 4 * 1024;
@@ -45,16 +53,18 @@ const READ_LARGE: usize = 64 * 1024;
 pub const JOINED_BODY: usize = 64 * 1024;
 /// Idle connections kept per upstream address, at most.
 const IDLE_PER_PEER: usize = 256;
-/// How often every idle list is swept of connections past `IDLE_TIMEOUT`.
+/// How often every idle list is swept of connections past the idle timeout.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// An idle connection in the pool.
 struct Idle {
     stream: Stream,
     since: Instant,
+    /// Requests it has carried.
+    uses: u32,
 }
 
-/// Idle connections by upstream (address, TLS, server name), newest last.
+/// Idle connections by upstream identity and address, newest last.
 struct Pool {
     idle: HashMap<u64, VecDeque<Idle>>,
     swept: Instant,
@@ -68,7 +78,19 @@ pub struct UpstreamClient {
     dns: Mutex<HashMap<String, (SocketAddr, Instant)>>,
     connect_timeout: Duration,
     read_timeout: Duration,
+    /// How long an idle pooled connection is kept.
+    idle_timeout: Duration,
+    /// Requests one connection carries at most.
+    keepalive_requests: u32,
+    /// The keys of the identity hash (random per process): a credential is
+    /// never kept, only this hash of it.
+    hasher: std::collections::hash_map::RandomState,
 }
+
+/// Who a pooled connection belongs to: a keyed hash of the provider, the
+/// base URL and the credential (see [`UpstreamClient::identity`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Identity(u64);
 
 /// A request as it goes on the wire: the head (with the body when it is
 /// small enough to share its write), and a larger body written after it.
@@ -96,6 +118,11 @@ pub struct Exchange {
     head: ResponseHead,
     body: Body,
     key: u64,
+    /// Requests this connection has carried, this one included.
+    uses: u32,
+    /// Whether the answer's framing allows another request on the
+    /// connection (keep-alive, no anomaly, not delimited by close).
+    reusable: bool,
     read_timeout: Duration,
     /// How much the next read asks for: doubled after a read that filled
     /// its room (a fast upstream, a burst of frames), halved after one that
@@ -113,6 +140,21 @@ impl Exchange {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.head.header(name)
     }
+
+    /// The body's declared length still to come (content-length framing).
+    pub fn length_left(&self) -> Option<u64> {
+        match self.body {
+            Body::Length(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// A pooled connection failed before any byte of the answer and the request
+/// was sent once more on a new connection: how long the failed send took.
+#[derive(Debug, Clone, Copy)]
+pub struct Resent {
+    pub after: Duration,
 }
 
 /// How sending on one connection failed.
@@ -214,28 +256,60 @@ fn wire_error(e: WireError) -> GatewayError {
     )
 }
 
-/// Whether an idle connection is still open: a read that would block says
-/// so; end of file, an error or unexpected bytes say it is not.
+/// Whether an idle connection is still open and quiet: nothing buffered in
+/// the stream's layers (a poll of its read that would block) and nothing on
+/// the socket itself (a non-blocking `MSG_PEEK`, which sees bytes and a
+/// close that arrived while no task watched the connection, whatever the
+/// reactor has noticed). Any byte while idle is an answer to no request: the
+/// connection is not used again.
 fn still_open(stream: &mut Stream) -> bool {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     let mut byte = [0u8; 1];
     let read = tokio::task::unconstrained(stream.read(&mut byte));
     let mut read = std::pin::pin!(read);
-    matches!(
+    let pending = matches!(
         read.as_mut().poll(&mut Context::from_waker(Waker::noop())),
         Poll::Pending
-    )
+    );
+    pending && socket_quiet(stream)
 }
 
-/// The pool's key for a connection to `addr` (TLS with server name `host`).
-fn pool_key(addr: SocketAddr, tls: bool, host: &str) -> u64 {
+/// Whether the connection's socket has nothing to read and is not closed.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn socket_quiet(stream: &Stream) -> bool {
+    use pingora_core::protocols::UniqueID;
+    // pingora-core's TCP and TLS streams identify themselves by their
+    // socket's file descriptor.
+    let Ok(fd) = libc::c_int::try_from(stream.id()) else {
+        return false;
+    };
+    let mut byte = 0u8;
+    // SAFETY: `fd` is the socket `stream` owns, open for this call (we hold
+    // the stream); `recv` writes at most 1 byte into `byte`, and with
+    // MSG_PEEK | MSG_DONTWAIT it neither consumes data nor blocks.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            std::ptr::addr_of_mut!(byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+}
+
+#[cfg(not(unix))]
+fn socket_quiet(_stream: &Stream) -> bool {
+    true
+}
+
+/// The pool's key for a connection of `identity` to `addr`.
+fn pool_key(identity: Identity, addr: SocketAddr) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    identity.hash(&mut h);
     addr.hash(&mut h);
-    tls.hash(&mut h);
-    if tls {
-        host.hash(&mut h);
-    }
     h.finish()
 }
 
@@ -251,7 +325,26 @@ impl UpstreamClient {
             dns: Mutex::new(HashMap::new()),
             connect_timeout: settings.connect_timeout,
             read_timeout: settings.read_timeout,
+            idle_timeout: settings.upstream_idle_timeout,
+            keepalive_requests: settings.upstream_keepalive_requests.max(1),
+            hasher: std::collections::hash_map::RandomState::new(),
         }
+    }
+
+    /// The identity of `provider`'s upstream at `url` called with
+    /// `credential`: connections are pooled per identity, never shared
+    /// across providers, base URLs or credentials. The credential goes into
+    /// a hash keyed at random per process and is not kept.
+    pub fn identity(&self, provider: &str, url: &BaseUrl, credential: &str) -> Identity {
+        use std::hash::BuildHasher;
+        let mut h = self.hasher.build_hasher();
+        provider.hash(&mut h);
+        (url.scheme == Scheme::Https).hash(&mut h);
+        url.host.hash(&mut h);
+        url.port.hash(&mut h);
+        url.path.hash(&mut h);
+        credential.hash(&mut h);
+        Identity(h.finish())
     }
 
     async fn resolve(&self, url: &BaseUrl) -> Result<SocketAddr, GatewayError> {
@@ -308,46 +401,54 @@ impl UpstreamClient {
             .map_err(|e| transport_error("connection", &e))
     }
 
-    /// The newest idle connection for `key` that is still open.
-    fn take_idle(&self, key: u64) -> Option<Stream> {
+    /// The newest idle connection for `key` that is still open and quiet,
+    /// with the requests it has carried.
+    fn take_idle(&self, key: u64) -> Option<(Stream, u32)> {
         loop {
             let idle = {
                 let mut pool = self.pool.lock().ok()?;
                 pool.idle.get_mut(&key)?.pop_back()?
             };
             let mut stream = idle.stream;
-            if idle.since.elapsed() < IDLE_TIMEOUT && still_open(&mut stream) {
-                return Some(stream);
+            if idle.since.elapsed() < self.idle_timeout && still_open(&mut stream) {
+                return Some((stream, idle.uses));
             }
         }
     }
 
-    /// Sends `msg` to `url` and reads the response head; a pooled
-    /// connection that proves stale (closed or reset before any byte of the
-    /// answer) is replaced by a new one. `connect` bounds a new connection.
+    /// Sends `msg` to `url` for `identity` and reads the response head.
+    /// A pooled connection that fails before any byte of the answer (closed
+    /// or reset by the upstream while idle) is replaced by a new one and the
+    /// request sent once more, at most once: `resent` says so. A new
+    /// connection that fails is never resent. `connect` bounds a new
+    /// connection.
     pub async fn send(
         &self,
         url: &BaseUrl,
+        identity: Identity,
         connect: Option<Duration>,
         msg: &Message,
+        resent: &mut Option<Resent>,
     ) -> Result<Exchange, GatewayError> {
         let addr = self.resolve(url).await?;
-        let key = pool_key(addr, url.scheme == Scheme::Https, &url.host);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let (stream, reused) = match self.take_idle(key) {
-                Some(s) => (s, true),
-                None => (self.connect(url, addr, connect).await?, false),
-            };
-            match self.exchange(stream, msg, key, reused).await {
+        let key = pool_key(identity, addr);
+        let started = Instant::now();
+        if let Some((stream, uses)) = self.take_idle(key) {
+            match self.exchange(stream, msg, key, uses + 1, true).await {
                 Ok(ex) => return Ok(ex),
-                Err(Fault::Stale(e)) if attempt <= STALE_RETRIES => {
-                    log::debug!("pooled upstream connection failed ({e}); retrying on a new one");
-                    continue;
+                Err(Fault::Stale(e)) => {
+                    log::debug!("pooled upstream connection failed ({e}); sending once more on a new one");
+                    *resent = Some(Resent {
+                        after: started.elapsed(),
+                    });
                 }
-                Err(Fault::Stale(e) | Fault::Other(e)) => return Err(e),
+                Err(Fault::Other(e)) => return Err(e),
             }
+        }
+        let stream = self.connect(url, addr, connect).await?;
+        match self.exchange(stream, msg, key, 1, false).await {
+            Ok(ex) => Ok(ex),
+            Err(Fault::Stale(e) | Fault::Other(e)) => Err(e),
         }
     }
 
@@ -357,6 +458,7 @@ impl UpstreamClient {
         mut stream: Stream,
         msg: &Message,
         key: u64,
+        uses: u32,
         reused: bool,
     ) -> Result<Exchange, Fault> {
         // Only a pooled connection that fails before the answer starts is
@@ -407,12 +509,15 @@ impl UpstreamClient {
             }
         };
         let body = head.body().map_err(|e| Fault::Other(wire_error(e)))?;
+        let reusable = head.reusable() && body != Body::UntilClose;
         Ok(Exchange {
             stream,
             buf,
             head,
             body,
             key,
+            uses,
+            reusable,
             read_timeout: self.read_timeout,
             read_size: READ_CHUNK,
         })
@@ -426,8 +531,6 @@ impl UpstreamClient {
         idle: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<Bytes>, ReadFault> {
-        let per_read = idle.map_or(ex.read_timeout, |i| i.min(ex.read_timeout));
-        let idle_rules = idle.is_some_and(|i| i <= ex.read_timeout);
         loop {
             if let Some(data) = ex
                 .body
@@ -450,14 +553,7 @@ impl UpstreamClient {
                 ex.buf.reserve(want);
             }
             let room = ex.buf.capacity() - ex.buf.len();
-            let (wait, by_deadline) = bound(Some(per_read), deadline).unwrap_or((per_read, false));
-            let n = match tokio::time::timeout(wait, ex.stream.read_buf(&mut ex.buf)).await {
-                Ok(Ok(n)) => n,
-                Ok(Err(e)) => return Err(ReadFault::Transport(io_error("response", &e))),
-                Err(_) if by_deadline => return Err(ReadFault::Deadline),
-                Err(_) if idle_rules => return Err(ReadFault::Idle(wait)),
-                Err(_) => return Err(ReadFault::Transport(read_timed_out())),
-            };
+            let n = Self::fill(ex, idle, deadline).await?;
             ex.read_size = if n == room {
                 (ex.read_size * 2).min(READ_LARGE)
             } else if n < ex.read_size / 4 {
@@ -478,21 +574,81 @@ impl UpstreamClient {
         }
     }
 
-    /// Returns a finished exchange's connection to the pool, when it can
-    /// carry another request (body read to its end, nothing more sent,
-    /// keep-alive); otherwise it is closed.
+    /// Reads a body of declared length (content-length) whole into one
+    /// buffer sized for it: no doubling, no joining of pieces; the caller
+    /// checks the length against its limit first. Each read waits at most `idle`, all
+    /// of them end by `deadline`.
+    pub async fn read_sized(
+        ex: &mut Exchange,
+        idle: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Bytes, ReadFault> {
+        let Body::Length(left) = ex.body else {
+            return Err(ReadFault::Transport(GatewayError::new(
+                ErrorKind::Internal,
+                "read_sized on a body without a length",
+            )));
+        };
+        let left = usize::try_from(left).unwrap_or(usize::MAX);
+        ex.buf.reserve(left.saturating_sub(ex.buf.len()));
+        while ex.buf.len() < left {
+            if Self::fill(ex, idle, deadline).await? == 0 {
+                return Err(ReadFault::Transport(GatewayError::new(
+                    ErrorKind::BadGateway,
+                    "upstream response unreachable: the connection closed mid-body",
+                )));
+            }
+        }
+        let body = ex
+            .body
+            .decode(&mut ex.buf)
+            .map_err(|e| ReadFault::Transport(wire_error(e)))?;
+        Ok(body.unwrap_or_default())
+    }
+
+    /// One read into the exchange's buffer (its spare room), waiting at most
+    /// `idle` (never longer than the gateway's read timeout) and never past
+    /// `deadline`: the bytes read, 0 at end of input.
+    async fn fill(
+        ex: &mut Exchange,
+        idle: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<usize, ReadFault> {
+        let per_read = idle.map_or(ex.read_timeout, |i| i.min(ex.read_timeout));
+        let idle_rules = idle.is_some_and(|i| i <= ex.read_timeout);
+        let (wait, by_deadline) = bound(Some(per_read), deadline).unwrap_or((per_read, false));
+        match tokio::time::timeout(wait, ex.stream.read_buf(&mut ex.buf)).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(ReadFault::Transport(io_error("response", &e))),
+            Err(_) if by_deadline => Err(ReadFault::Deadline),
+            Err(_) if idle_rules => Err(ReadFault::Idle(wait)),
+            Err(_) => Err(ReadFault::Transport(read_timed_out())),
+        }
+    }
+
+    /// Returns a finished exchange's connection to the pool when it can
+    /// carry another request: a clean answer (keep-alive, no framing
+    /// anomaly), its body read to its declared end and not a byte more (in
+    /// the buffer or already on the socket), fewer than `keepalive_requests`
+    /// carried. Otherwise the connection is closed.
     pub fn release(&self, ex: Exchange) {
-        if !ex.body.is_done() || !ex.buf.is_empty() || !ex.head.keep_alive() {
+        if !ex.reusable
+            || !ex.body.is_done()
+            || !ex.buf.is_empty()
+            || ex.uses >= self.keepalive_requests
+            || !socket_quiet(&ex.stream)
+        {
             return;
         }
         let Ok(mut pool) = self.pool.lock() else {
             return;
         };
         let now = Instant::now();
+        let idle_timeout = self.idle_timeout;
         let list = pool.idle.entry(ex.key).or_default();
         while list
             .front()
-            .is_some_and(|i| now.duration_since(i.since) >= IDLE_TIMEOUT)
+            .is_some_and(|i| now.duration_since(i.since) >= idle_timeout)
             || list.len() >= IDLE_PER_PEER
         {
             list.pop_front();
@@ -500,11 +656,12 @@ impl UpstreamClient {
         list.push_back(Idle {
             stream: ex.stream,
             since: now,
+            uses: ex.uses,
         });
         if now.duration_since(pool.swept) >= SWEEP_EVERY {
             pool.swept = now;
             pool.idle.retain(|_, list| {
-                list.retain(|i| now.duration_since(i.since) < IDLE_TIMEOUT);
+                list.retain(|i| now.duration_since(i.since) < idle_timeout);
                 !list.is_empty()
             });
         }
