@@ -279,12 +279,9 @@ fn still_open(stream: &mut Stream) -> bool {
 #[cfg(unix)]
 #[allow(unsafe_code)]
 fn socket_quiet(stream: &Stream) -> bool {
-    use pingora_core::protocols::UniqueID;
     // pingora-core's TCP and TLS streams identify themselves by their
     // socket's file descriptor.
-    let Ok(fd) = libc::c_int::try_from(stream.id()) else {
-        return false;
-    };
+    let fd: libc::c_int = stream.id();
     let mut byte = 0u8;
     // SAFETY: `fd` is the socket `stream` owns, open for this call (we hold
     // the stream); `recv` writes at most 1 byte into `byte`, and with

@@ -239,7 +239,7 @@ async fn a_client_that_stops_reading_is_cut_at_the_send_timeout() {
 async fn ask(gw: &Gateway, family: &str, marker: &str) -> Response {
     let (path, body) = match family {
         "anthropic" => (
-            "/v1/messages",
+            "/anthropic/v1/messages",
             json!({"model": "scripted/m", "max_tokens": 16, "messages": [{"role": "user", "content": marker}]}),
         ),
         _ => (
