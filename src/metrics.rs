@@ -324,7 +324,7 @@ impl Metrics {
                     esc(k)
                 );
             }
-            out.push_str("# HELP switchboard_upstream_attempts_total Upstream attempts by provider, upstream and outcome (ok; error: a 4xx passed to the client; rate_limited, status_5xx, timeout, unreachable, invalid: failed and cooled; skipped: no key; unfit: the request cannot be translated for it).\n# TYPE switchboard_upstream_attempts_total counter\n");
+            out.push_str("# HELP switchboard_upstream_attempts_total Upstream attempts by provider, upstream and outcome (ok; error: a 4xx passed to the client; rate_limited, status_5xx, timeout, unreachable, invalid: failed and cooled; skipped: no key; unfit: the request cannot be translated for it; stale_connection: a pooled connection failed before the answer and the request was sent once more on a new one).\n# TYPE switchboard_upstream_attempts_total counter\n");
             for ((p, u, o), n) in &s.attempts {
                 let _ = writeln!(
                     out,

@@ -520,9 +520,8 @@ mod tests {
     fn framing_anomalies_make_a_connection_unfit_for_reuse() {
         let (h, _) = head("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n");
         assert!(h.reusable());
-        let (h, _) = head(
-            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-        );
+        let (h, _) =
+            head("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n");
         assert_eq!(h.body(), Ok(Body::Chunked(Chunk::Size)));
         assert!(!h.reusable());
         let (h, _) = head("HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n");

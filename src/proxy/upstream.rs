@@ -434,7 +434,9 @@ impl UpstreamClient {
             match self.exchange(stream, msg, key, uses + 1, true).await {
                 Ok(ex) => return Ok(ex),
                 Err(Fault::Stale(e)) => {
-                    log::debug!("pooled upstream connection failed ({e}); sending once more on a new one");
+                    log::debug!(
+                        "pooled upstream connection failed ({e}); sending once more on a new one"
+                    );
                     *resent = Some(Resent {
                         after: started.elapsed(),
                     });

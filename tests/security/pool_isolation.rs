@@ -80,7 +80,9 @@ async fn read_request(s: &mut TcpStream) -> Option<(String, String)> {
                 head.lines()
                     .find_map(|l| {
                         let (n, v) = l.split_once(':')?;
-                        n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+                        n.trim()
+                            .eq_ignore_ascii_case(name)
+                            .then(|| v.trim().to_string())
                     })
                     .unwrap_or_default()
             };
@@ -218,7 +220,11 @@ async fn ask(gw: &Gateway, key: &str, model: &str, text: &str) -> (u16, String) 
     let said = r
         .try_json()
         .ok()
-        .and_then(|v| v["choices"][0]["message"]["content"].as_str().map(str::to_string))
+        .and_then(|v| {
+            v["choices"][0]["message"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| r.text());
     (r.status, said)
 }
@@ -242,7 +248,10 @@ async fn a_stray_answer_after_a_complete_one_never_reaches_a_later_request() {
     }))
     .await;
     let gw = gateway(&up, 0, &[]).await;
-    assert_eq!(ask(&gw, KEY, "first/m1", "first").await, (200, "first".into()));
+    assert_eq!(
+        ask(&gw, KEY, "first/m1", "first").await,
+        (200, "first".into())
+    );
     // At once, while the stray is still to come: another provider at the
     // same address must not take the first one's connection.
     assert_eq!(
@@ -254,7 +263,11 @@ async fn a_stray_answer_after_a_complete_one_never_reaches_a_later_request() {
         .await
         .expect("the upstream never sent its stray answer");
     for i in 0..4 {
-        for (key, model) in [(KEY, "first/m1"), (OTHER_KEY, "second/m2"), (OTHER_KEY, "first/m1")] {
+        for (key, model) in [
+            (KEY, "first/m1"),
+            (OTHER_KEY, "second/m2"),
+            (OTHER_KEY, "first/m1"),
+        ] {
             let want = format!("{model}-{i}");
             let got = ask(&gw, key, model, &want).await;
             assert_eq!(got, (200, want), "a later request read another answer");
@@ -264,7 +277,10 @@ async fn a_stray_answer_after_a_complete_one_never_reaches_a_later_request() {
 
 #[tokio::test]
 async fn two_providers_at_one_address_never_share_a_connection() {
-    let up = scripted(Arc::new(|r: &Seen| vec![Step::Write(answer(&said(&r.body)))])).await;
+    let up = scripted(Arc::new(|r: &Seen| {
+        vec![Step::Write(answer(&said(&r.body)))]
+    }))
+    .await;
     let gw = gateway(&up, 0, &[]).await;
     // Alternating, one at a time (a shared pool would hand each provider's
     // request the other's idle connection) ...
@@ -371,7 +387,10 @@ async fn a_connection_whose_answer_had_a_framing_anomaly_is_not_reused() {
 
 #[tokio::test]
 async fn requests_per_upstream_connection_are_capped() {
-    let up = scripted(Arc::new(|r: &Seen| vec![Step::Write(answer(&said(&r.body)))])).await;
+    let up = scripted(Arc::new(|r: &Seen| {
+        vec![Step::Write(answer(&said(&r.body)))]
+    }))
+    .await;
     let gw = gateway(&up, 0, &["--upstream-keepalive-requests", "3"]).await;
     for i in 0..10 {
         let want = format!("r{i}");
@@ -399,7 +418,11 @@ async fn access_line(gw: &Gateway, status: u16) -> Value {
         if let Some(v) = found {
             return v;
         }
-        assert!(Instant::now() < deadline, "no access line with {status}:\n{}", gw.access_log());
+        assert!(
+            Instant::now() < deadline,
+            "no access line with {status}:\n{}",
+            gw.access_log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -416,7 +439,10 @@ async fn resetting_upstream() -> Scripted {
 }
 
 fn resets(up: &Scripted) -> usize {
-    up.seen().iter().filter(|s| said(&s.body) == "reset").count()
+    up.seen()
+        .iter()
+        .filter(|s| said(&s.body) == "reset")
+        .count()
 }
 
 #[tokio::test]
