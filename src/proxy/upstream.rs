@@ -575,8 +575,8 @@ impl UpstreamClient {
 
     /// Reads a body of declared length (content-length) whole into one
     /// buffer sized for it: no doubling, no joining of pieces; the caller
-    /// checks the length against its limit first. Each read waits at most `idle`, all
-    /// of them end by `deadline`.
+    /// checks the length against its limit first. Each read waits at most
+    /// `idle`, all of them end by `deadline`.
     pub async fn read_sized(
         ex: &mut Exchange,
         idle: Option<Duration>,
@@ -664,5 +664,39 @@ impl UpstreamClient {
                 !list.is_empty()
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    /// A connected pair: the gateway's side as pingora-core's stream, the
+    /// upstream's as a blocking std socket (its writes need no reactor).
+    async fn pair() -> (Stream, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let stream: Stream = Box::new(pingora_core::protocols::l4::stream::Stream::from(client));
+        (stream, server)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_or_a_close_while_idle_are_seen_without_the_reactor() {
+        // No await between the upstream's write and the check: the reactor
+        // has not seen the bytes, only the socket has.
+        let (mut stream, mut server) = pair().await;
+        assert!(still_open(&mut stream));
+        server.write_all(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
+        assert!(!socket_quiet(&stream));
+        assert!(!still_open(&mut stream));
+
+        let (mut stream, server) = pair().await;
+        assert!(still_open(&mut stream));
+        drop(server);
+        assert!(!still_open(&mut stream));
     }
 }
