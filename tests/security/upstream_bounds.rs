@@ -6,6 +6,9 @@
 //!   `total` deadline, or without one at the send timeout
 //!   (`--send-timeout-ms`): the upstream sees its connection closed and the
 //!   client, when it finally reads, reaches the end;
+//! - one SSE frame that never ends is cut at the frame limit (16 MiB): the
+//!   client's stream ends with its family's error event, the upstream
+//!   connection is closed;
 //! - a whole answer larger than `--max-response-bytes` is a 502 in the
 //!   client's family shape naming the limit, whether framed by
 //!   content-length (refused before it is read) or chunked (refused as soon
@@ -111,7 +114,22 @@ async fn upstream() -> Upstream {
             let (c, e, big) = (c.clone(), e.clone(), big.clone());
             tokio::spawn(async move {
                 while let Some(body) = read_request(&mut s).await {
-                    if body.contains("[[endless]]") {
+                    if body.contains("[[endless-frame]]") {
+                        // One SSE frame that never ends: no line break, ever.
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n8\r\ndata: xx\r\n";
+                        if s.write_all(head.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        let x = "x".repeat(64 << 10);
+                        let piece = format!("{:x}\r\n{x}\r\n", x.len());
+                        loop {
+                            if s.write_all(piece.as_bytes()).await.is_err() {
+                                c.fetch_add(1, Ordering::SeqCst);
+                                e.notify_one();
+                                return;
+                            }
+                        }
+                    } else if body.contains("[[endless]]") {
                         let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
                         if s.write_all(head.as_bytes()).await.is_err() {
                             return;
@@ -312,4 +330,34 @@ async fn oversized_answers_at_once_keep_the_gateway_s_memory_flat() {
         grown >> 20,
         total >> 20
     );
+}
+
+#[tokio::test]
+async fn a_stream_frame_that_never_ends_is_cut_at_the_frame_limit() {
+    let up = upstream().await;
+    let gw = gateway(&up, json!({}), &[]).await;
+    let body = json!({"model": "scripted/m", "stream": true,
+        "messages": [{"role": "user", "content": "[[endless-frame]]"}]});
+    let r = gw
+        .send(&authed("openai", "/v1/chat/completions", KEY, &body))
+        .await;
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    let tail = &text[text.len().saturating_sub(600)..];
+    assert!(
+        tail.contains("\"error\""),
+        "the stream did not end with an error event: {tail}"
+    );
+    assert!(
+        text.len() < 1 << 20,
+        "the unfinished frame reached the client ({} bytes)",
+        text.len()
+    );
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while up.closed.load(Ordering::SeqCst) == 0 {
+            up.closed_event.notified().await;
+        }
+    })
+    .await
+    .expect("the upstream connection of the cut stream stayed open");
 }
