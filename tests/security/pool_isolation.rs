@@ -469,6 +469,27 @@ async fn a_post_reset_on_a_pooled_connection_is_sent_at_most_once_more() {
         Some(received as u64),
         "the access log's attempts must count every request sent: {line}"
     );
+    // The metrics count the resend as an attempt of its own.
+    let metrics = crate::common::http_client::send(
+        gw.metrics,
+        &crate::common::http_client::Request::get("/metrics"),
+    )
+    .await
+    .unwrap()
+    .text();
+    let attempts: u64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("switchboard_upstream_attempts_total{")
+                && l.contains("provider=\"first\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(
+        attempts,
+        2 + received as u64,
+        "two warm-up attempts and every send of the reset POST:\n{metrics}"
+    );
 }
 
 #[tokio::test]
