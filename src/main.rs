@@ -45,7 +45,7 @@ USAGE:
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
               [--redis-fail open|closed] [--responses-ttl-days N]
-              [--otlp-endpoint URL] [--max-response-bytes N] [--send-timeout-ms N]
+              [--otlp-endpoint URL] [--max-response-bytes N] [--write-timeout-ms N]
               [--upstream-keepalive-requests N] [--upstream-idle-timeout-ms N]
               [--check] [-d] [-u] [-t]
   switchboard --version
@@ -84,8 +84,8 @@ OPTIONS (environment variable in brackets):
                           /v1/traces is appended) [SWITCHBOARD_OTLP_ENDPOINT] (none: no traces)
   --max-response-bytes N  largest whole (non-stream) upstream answer; a larger one is a 502
                           [SWITCHBOARD_MAX_RESPONSE_BYTES] (33554432)
-  --send-timeout-ms N     longest a write to a client may wait for it to read; then it is cut
-                          [SWITCHBOARD_SEND_TIMEOUT_MS] (60000)
+  --write-timeout-ms N    longest a write to a client may wait for it to read; then it is cut
+                          [SWITCHBOARD_WRITE_TIMEOUT_MS] (60000)
   --upstream-keepalive-requests N  requests one upstream connection carries, then it is closed
                           [SWITCHBOARD_UPSTREAM_KEEPALIVE_REQUESTS] (1000)
   --upstream-idle-timeout-ms N  how long an idle upstream connection is kept for reuse
@@ -181,7 +181,7 @@ fn parse_args() -> Result<Args, String> {
         ("--responses-ttl-secs", "SWITCHBOARD_RESPONSES_TTL_SECS"),
         // Upstream answers and connections, client writes (see `upstream_flag`).
         ("--max-response-bytes", "SWITCHBOARD_MAX_RESPONSE_BYTES"),
-        ("--send-timeout-ms", "SWITCHBOARD_SEND_TIMEOUT_MS"),
+        ("--write-timeout-ms", "SWITCHBOARD_WRITE_TIMEOUT_MS"),
         (
             "--upstream-keepalive-requests",
             "SWITCHBOARD_UPSTREAM_KEEPALIVE_REQUESTS",
@@ -231,7 +231,7 @@ fn parse_args() -> Result<Args, String> {
             | "--responses-ttl-days"
             | "--responses-ttl-secs"
             | "--max-response-bytes"
-            | "--send-timeout-ms"
+            | "--write-timeout-ms"
             | "--upstream-keepalive-requests"
             | "--upstream-idle-timeout-ms" => {
                 let v = value(&mut it)?;
@@ -301,7 +301,7 @@ fn parse_args() -> Result<Args, String> {
 /// - `--max-response-bytes` 32 MiB, the request cap's size: an LLM's whole
 ///   JSON answer (even several generated images in base64) is far smaller,
 ///   and each answer is held whole in memory while it is rewritten.
-/// - `--send-timeout-ms` 60 s, nginx's `send_timeout`: the longest one write
+/// - `--write-timeout-ms` 60 s, nginx's `send_timeout`: the longest one write
 ///   to a client may wait for it to read.
 /// - `--upstream-keepalive-requests` 1000, nginx's `keepalive_requests`.
 /// - `--upstream-idle-timeout-ms` 60 s, nginx's upstream `keepalive_timeout`.
@@ -311,7 +311,7 @@ fn upstream_flag(settings: &mut Settings, flag: &str, n: u64) -> Result<bool, St
         "--max-response-bytes" => {
             settings.max_response_bytes = usize::try_from(n).map_err(|_| too_large())?
         }
-        "--send-timeout-ms" => settings.send_timeout = Duration::from_millis(n),
+        "--write-timeout-ms" => settings.write_timeout = Duration::from_millis(n),
         "--upstream-keepalive-requests" => {
             settings.upstream_keepalive_requests = u32::try_from(n).map_err(|_| too_large())?
         }

@@ -56,7 +56,7 @@ pub struct Settings {
     pub upstream_idle_timeout: Duration,
     /// Longest wait for one write to the client to make progress (a client
     /// that stops reading is cut after it).
-    pub send_timeout: Duration,
+    pub write_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -70,7 +70,7 @@ impl Default for Settings {
             token_workers: tokenize::default_workers(),
             upstream_keepalive_requests: 1000,
             upstream_idle_timeout: Duration::from_secs(60),
-            send_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -198,10 +198,10 @@ impl ProxyHttp for Gateway {
             .and_then(|v| ctx::client_request_id(v.as_bytes()))
             .unwrap_or_else(ctx::new_request_id);
         // Every write to the client (answers, stream frames, errors) must
-        // make progress within the send timeout (nginx's `send_timeout`).
+        // make progress within the write timeout (nginx's `send_timeout`).
         session
             .as_downstream_mut()
-            .set_write_timeout(Some(self.settings.send_timeout));
+            .set_write_timeout(Some(self.settings.write_timeout));
         self.serve(session, ctx).await?;
         Ok(true)
     }

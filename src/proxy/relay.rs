@@ -3,7 +3,7 @@
 //! client connection is watched so a client that goes away drops the upstream
 //! request immediately. Failures end the client's stream with its family's
 //! error event. Writes to the client are bounded too: each by the send
-//! timeout (set on the session, `--send-timeout-ms`) and all of them by the
+//! timeout (set on the session, `--write-timeout-ms`) and all of them by the
 //! provider's `total` deadline, so a client that reads slowly or not at all
 //! cannot keep a stream, or its upstream connection, past either; the
 //! upstream connection is closed with the client's.
@@ -29,7 +29,7 @@ const OUT_START: usize = 1024;
 const HAND_OVER: usize = 2048;
 
 /// Why the relay stopped early: the downstream connection failed, or a
-/// write to it could not finish within the send timeout or the deadline.
+/// write to it could not finish within the write timeout (`--write-timeout-ms`) or the deadline.
 pub type RelayError = Box<pingora_core::Error>;
 
 /// Writes `data` (None with `end`: the body's end) to the client, bounded

@@ -3,8 +3,8 @@
 //! socket:
 //!
 //! - an endless stream to a client that does not read ends at the provider's
-//!   `total` deadline, or without one at the send timeout
-//!   (`--send-timeout-ms`): the upstream sees its connection closed and the
+//!   `total` deadline, or without one at the write timeout
+//!   (`--write-timeout-ms`): the upstream sees its connection closed and the
 //!   client, when it finally reads, reaches the end;
 //! - one SSE frame that never ends is cut at the frame limit (16 MiB): the
 //!   client's stream ends with its family's error event, the upstream
@@ -246,9 +246,9 @@ async fn an_endless_stream_to_a_client_that_does_not_read_ends_at_the_total_dead
 }
 
 #[tokio::test]
-async fn a_client_that_stops_reading_is_cut_at_the_send_timeout() {
+async fn a_client_that_stops_reading_is_cut_at_the_write_timeout() {
     let up = upstream().await;
-    let gw = gateway(&up, json!({}), &["--send-timeout-ms", "1000"]).await;
+    let gw = gateway(&up, json!({}), &["--write-timeout-ms", "1000"]).await;
     let client = stalled_stream_client(&gw).await;
     upstream_closed_then_client_reaches_eof(&up, client).await;
 }
