@@ -42,3 +42,4 @@ mod metrics_cardinality;
 /// Stored responses without a quota (item 14).
 #[path = "security/stored_quota.rs"]
 mod stored_quota;
+#[path = "security/stream_utf8.rs"] mod stream_utf8;
