@@ -45,6 +45,7 @@ USAGE:
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
               [--redis-fail open|closed] [--responses-ttl-days N]
+              [--responses-max-record-bytes N] [--responses-key-quota-bytes N]
               [--otlp-endpoint URL] [--check] [-d] [-u] [-t]
   switchboard --version
 
@@ -78,6 +79,11 @@ OPTIONS (environment variable in brackets):
   --redis-fail MODE       Redis unreachable: open admits unchecked, closed refuses with 503
                           [SWITCHBOARD_REDIS_FAIL] (open)
   --responses-ttl-days N  how long a stored response is kept [SWITCHBOARD_RESPONSES_TTL_DAYS] (30)
+  --responses-max-record-bytes N  largest stored response (its input, instructions and answer);
+                          a request whose input alone is larger is refused with 400 unless it sends
+                          store: false [SWITCHBOARD_RESPONSES_MAX_RECORD_BYTES] (8388608)
+  --responses-key-quota-bytes N  what one key's stored responses may hold in all; past it a request
+                          to store is refused with 429 [SWITCHBOARD_RESPONSES_KEY_QUOTA_BYTES] (67108864)
   --otlp-endpoint URL     export OpenTelemetry traces over OTLP/HTTP to URL (http://host:4318;
                           /v1/traces is appended) [SWITCHBOARD_OTLP_ENDPOINT] (none: no traces)
   --check                 validate the catalog and keys files, print a summary and exit
@@ -110,6 +116,9 @@ struct Args {
     /// How long stored responses are kept (`--responses-ttl-days`; the
     /// hidden `--responses-ttl-secs` for tests).
     responses_ttl: Duration,
+    /// `--responses-max-record-bytes`, `--responses-key-quota-bytes`.
+    responses_max_record_bytes: u64,
+    responses_key_quota_bytes: u64,
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -153,6 +162,10 @@ fn parse_args() -> Result<Args, String> {
             .filter(|v| !v.is_empty()),
         ledger: LedgerSettings::default(),
         responses_ttl: switchboard::state::responses::DEFAULT_TTL,
+        // Why these defaults: `state::responses::DEFAULT_MAX_RECORD_BYTES`
+        // and `DEFAULT_KEY_QUOTA_BYTES`.
+        responses_max_record_bytes: switchboard::state::responses::DEFAULT_MAX_RECORD_BYTES,
+        responses_key_quota_bytes: switchboard::state::responses::DEFAULT_KEY_QUOTA_BYTES,
     };
     let mut numeric: Vec<(String, String)> = Vec::new();
     for (flag, var) in [
@@ -169,6 +182,14 @@ fn parse_args() -> Result<Args, String> {
         ("--ledger-flush-ms", "SWITCHBOARD_LEDGER_FLUSH_MS"),
         ("--responses-ttl-days", "SWITCHBOARD_RESPONSES_TTL_DAYS"),
         ("--responses-ttl-secs", "SWITCHBOARD_RESPONSES_TTL_SECS"),
+        (
+            "--responses-max-record-bytes",
+            "SWITCHBOARD_RESPONSES_MAX_RECORD_BYTES",
+        ),
+        (
+            "--responses-key-quota-bytes",
+            "SWITCHBOARD_RESPONSES_KEY_QUOTA_BYTES",
+        ),
     ] {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
@@ -208,7 +229,9 @@ fn parse_args() -> Result<Args, String> {
             | "--ledger-batch"
             | "--ledger-flush-ms"
             | "--responses-ttl-days"
-            | "--responses-ttl-secs" => {
+            | "--responses-ttl-secs"
+            | "--responses-max-record-bytes"
+            | "--responses-key-quota-bytes" => {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
@@ -254,6 +277,8 @@ fn parse_args() -> Result<Args, String> {
                 a.responses_ttl = Duration::from_secs(n.saturating_mul(24 * 3600))
             }
             "--responses-ttl-secs" => a.responses_ttl = Duration::from_secs(n),
+            "--responses-max-record-bytes" => a.responses_max_record_bytes = n,
+            "--responses-key-quota-bytes" => a.responses_key_quota_bytes = n,
             _ => settings.read_timeout = Duration::from_millis(n),
         }
     }
@@ -313,14 +338,20 @@ fn responses_store(
         }
     };
     log::info!(
-        "stored responses: {} (kept {}s)",
+        "stored responses: {} (kept {}s, {} bytes a record, {} bytes a key)",
         match &args.redis {
             Some(_) => "redis".to_string(),
             None => format!("{}/{}", args.data, responses_sqlite::FILE),
         },
-        args.responses_ttl.as_secs()
+        args.responses_ttl.as_secs(),
+        args.responses_max_record_bytes,
+        args.responses_key_quota_bytes
     );
     Ok(responses::ResponseStore::new(backend, args.responses_ttl)
+        .with_limits(
+            args.responses_max_record_bytes,
+            args.responses_key_quota_bytes,
+        )
         .count_failures_in(gateway.metrics.responses_store_failures.clone()))
 }
 
