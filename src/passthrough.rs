@@ -340,6 +340,37 @@ mod tests {
     }
 
     #[test]
+    fn invalid_utf8_anywhere_in_an_event_is_a_fault_and_comments_are_cleaned() {
+        for (family, input) in [
+            (
+                Family::Anthropic,
+                &b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"a\xff\"}}\n\n"[..],
+            ),
+            (Family::OpenAi, &b"data: {\"x_note\":\"\xc3(\",\"choices\":[]}\n\n"[..]),
+            (Family::Responses, &b"event: r\xff\ndata: {\"type\":\"response.in_progress\"}\n\n"[..]),
+        ] {
+            let mut s = PassthroughStream::new(family, Framing::Sse, model_json("m"), 1 << 20);
+            let mut out = Vec::new();
+            let r = s.push(input, &mut out);
+            assert!(
+                matches!(&r, Err(StreamFault::Malformed(m)) if m.contains("UTF-8")),
+                "{family}: {r:?}"
+            );
+            assert!(out.is_empty(), "{family}: nothing of the frame relayed");
+        }
+        let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
+        let mut out = Vec::new();
+        s.push(b": ping \xff\n\n", &mut out).unwrap();
+        assert_eq!(std::str::from_utf8(&out).unwrap(), ": ping \u{fffd}\n\n");
+        assert!(rewrite_body(
+            Family::Anthropic,
+            b"{\"content\":[{\"text\":\"\xff\"}]}",
+            b"\"m\""
+        )
+        .is_none());
+    }
+
+    #[test]
     fn withheld_usage_chunk_is_metered_not_sent() {
         let input = b"data: {\"model\":\"up\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\ndata: {\"model\":\"up\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
         let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);

@@ -29,8 +29,9 @@
 //!   is over its quota is a 429 `stored_responses_quota_exceeded`. A record
 //!   that only its answer makes too large is answered, not kept (the whole
 //!   answer says `store: false`; a stream's already went), logged and
-//!   counted as a store failure. The quota is checked at admission, so
-//!   concurrent requests of one key may pass it by at most their own records.
+//!   counted as a store failure. The quota is checked at admission, and a
+//!   record counts once its write lands (milliseconds after the answer), so
+//!   requests of one key in flight together may pass it by their own records.
 
 use crate::error::{ErrorKind, GatewayError};
 use async_trait::async_trait;
@@ -322,13 +323,6 @@ impl ResponseStore {
                 return Ok(());
             }
         };
-        let pending: u64 = self.pending(|p| {
-            p.values()
-                .filter(|x| !x.deleted && x.rec.key_id == key_id)
-                .map(|x| x.rec.bytes())
-                .sum()
-        });
-        let used = used.saturating_add(pending);
         if used.saturating_add(known) > self.key_quota_bytes {
             let mut e = GatewayError::new(
                 ErrorKind::RateLimited,
@@ -846,6 +840,34 @@ mod tests {
         }
         assert!(store.lookup("k", "r1").await.unwrap().is_none());
         assert!(store.chain("k", "r2").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn records_are_admitted_within_the_record_limit_and_the_key_quota() {
+        let store = Arc::new(ResponseStore::memory().with_limits(1000, 2500));
+        let e = store.admit("k", 1001).await.unwrap_err();
+        assert_eq!((e.status, e.param.as_deref()), (400, Some("store")));
+        let mut big = rec(&store, "r1", "k", None);
+        big.response = rawv(&format!("\"{}\"", "x".repeat(1000)));
+        assert!(!store.save(big), "a record over the limit is not kept");
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let mut r = rec(&store, &format!("r{i}"), "k", None);
+            r.response = rawv(&format!("\"{}\"", "x".repeat(700)));
+            ids.push(r.id.clone());
+            assert!(store.save(r));
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let used = store.backend.usage("k").await.unwrap();
+        assert!(used > 2100 && used < 2500, "{used}");
+        let e = store.admit("k", 500).await.unwrap_err();
+        assert_eq!(e.status, 429);
+        assert_eq!(e.code, Some("stored_responses_quota_exceeded"));
+        store.admit("other", 500).await.unwrap();
+        assert!(store.delete("k", &ids[0]).await.unwrap());
+        store.admit("k", 500).await.unwrap();
     }
 
     #[tokio::test]

@@ -229,13 +229,21 @@ mod tests {
         drop(db);
         let db = Sqlite::open(&dir).unwrap();
         assert!(db.get("resp_a").await.unwrap().is_some());
-        assert_eq!(db.usage("k").await.unwrap(), rec.bytes(), "kept across a reopen");
+        assert_eq!(
+            db.usage("k").await.unwrap(),
+            rec.bytes(),
+            "kept across a reopen"
+        );
         let live = rec.bytes();
         rec.id = "resp_old".into();
         rec.expires_at_ms = now_ms() - 1;
         db.put(&rec).await.unwrap();
         assert!(db.get("resp_old").await.unwrap().is_none());
-        assert_eq!(db.usage("k").await.unwrap(), live, "expired rows do not count");
+        assert_eq!(
+            db.usage("k").await.unwrap(),
+            live,
+            "expired rows do not count"
+        );
         assert_eq!(db.purge().unwrap(), 1);
         assert!(db.delete("k", "resp_a").await.unwrap());
         assert!(!db.delete("k", "resp_a").await.unwrap());

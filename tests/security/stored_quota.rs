@@ -49,11 +49,49 @@ fn d3(method: &str, id: &str, key: &str) -> Request {
         .header("authorization", &format!("Bearer {key}"))
 }
 
-/// Waits until `id` is readable (stored responses are written off the response path).
-async fn landed(gw: &Gateway, id: &str) {
-    eventually(Duration::from_secs(5), "the stored response", || async {
-        (gw.send(&d3("GET", id, KEY)).await.status == 200).then_some(())
-    })
+/// Where a gateway keeps its stored responses.
+enum Store {
+    /// `DIR/responses.sqlite`.
+    Sqlite(std::path::PathBuf),
+    /// Redis, under this key prefix.
+    Redis(String),
+}
+
+impl Store {
+    /// Whether the record `id` is in the backend.
+    async fn holds(&self, id: &str) -> bool {
+        match self {
+            Store::Sqlite(dir) => {
+                let Ok(c) = rusqlite::Connection::open(dir.join("responses.sqlite")) else {
+                    return false;
+                };
+                c.query_row("SELECT COUNT(*) FROM responses WHERE id = ?1", [id], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .is_ok_and(|n| n == 1)
+            }
+            Store::Redis(prefix) => {
+                let client = redis::Client::open(REDIS).unwrap();
+                let mut c = client.get_multiplexed_async_connection().await.unwrap();
+                let n: i64 = redis::cmd("EXISTS")
+                    .arg(format!("{prefix}response:{id}"))
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                n == 1
+            }
+        }
+    }
+}
+
+/// Waits until the record `id` is in the backend (stored responses are
+/// written off the response path, and count once written).
+async fn landed(store: &Store, id: &str) {
+    eventually(
+        Duration::from_secs(5),
+        "the stored response's write",
+        || async { store.holds(id).await.then_some(()) },
+    )
     .await;
 }
 
@@ -63,13 +101,13 @@ fn text(n: usize) -> Value {
 }
 
 /// Stores a turn of about 21 KB (10 KB asked, quoted back by the mock) for `KEY`; its id once readable.
-async fn store_one(gw: &Gateway) -> String {
+async fn store_one(gw: &Gateway, store: &Store) -> String {
     let r = post(gw, KEY, text(10_000), None).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_eq!(v["store"], true, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
-    landed(gw, &id).await;
+    landed(store, &id).await;
     id
 }
 
@@ -86,10 +124,10 @@ fn assert_over_quota(r: &Response) {
 
 /// Three turns of ~21 KB fill a 70,000-byte quota: the fourth is refused
 /// before the upstream is called, while another key is not affected.
-async fn fill(gw: &Gateway, mock: &MockUpstream) -> Vec<String> {
+async fn fill(gw: &Gateway, mock: &MockUpstream, store: &Store) -> Vec<String> {
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.push(store_one(gw).await);
+        ids.push(store_one(gw, store).await);
     }
     let upstream_calls = mock.requests().len();
     let r = post(gw, KEY, text(10_000), None).await;
@@ -141,11 +179,7 @@ async fn a_large_inline_image_is_not_stored_whole() {
     let id = v["id"].as_str().unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(gw.send(&d3("GET", id, KEY)).await.status, 404);
-    assert!(
-        gw.log().contains("answered but not stored"),
-        "{}",
-        gw.log()
-    );
+    assert!(gw.log().contains("answered but not stored"), "{}", gw.log());
 }
 
 #[tokio::test]
@@ -154,14 +188,9 @@ async fn a_key_over_its_quota_is_refused_until_a_response_is_deleted_or_expires(
     let data = TempDir::new();
     let data_dir = data.file("data");
     let data_arg = data_dir.to_str().unwrap();
-    let args = [
-        "--responses-key-quota-bytes",
-        "70000",
-        "--data",
-        data_arg,
-    ];
+    let args = ["--responses-key-quota-bytes", "70000", "--data", data_arg];
     let gw = start(&mock, &args).await;
-    let ids = fill(&gw, &mock).await;
+    let ids = fill(&gw, &mock, &Store::Sqlite(data_dir.clone())).await;
 
     // The usage is in the file: a restarted gateway still refuses.
     drop(gw);
@@ -177,16 +206,20 @@ async fn a_key_over_its_quota_is_refused_until_a_response_is_deleted_or_expires(
 
     // Expiry frees it too.
     let mut short = args.to_vec();
-    short.extend_from_slice(&["--responses-ttl-secs", "2"]);
+    short.extend_from_slice(&["--responses-ttl-secs", "5"]);
     let dir = TempDir::new();
     let fresh = dir.file("data");
     short[3] = fresh.to_str().unwrap();
     let gw = start(&mock, &short).await;
-    fill(&gw, &mock).await;
-    eventually(Duration::from_secs(10), "expired records freeing the quota", || async {
-        let r = post(&gw, KEY, text(10_000), Some(true)).await;
-        (r.status == 200).then_some(())
-    })
+    fill(&gw, &mock, &Store::Sqlite(fresh.clone())).await;
+    eventually(
+        Duration::from_secs(30),
+        "expired records freeing the quota",
+        || async {
+            let r = post(&gw, KEY, text(10_000), Some(true)).await;
+            (r.status == 200).then_some(())
+        },
+    )
     .await;
 }
 
@@ -249,7 +282,7 @@ async fn redis_tracks_a_keys_usage_across_instances_and_deletes() {
         "70000",
     ];
     let gw = start(&mock, &args).await;
-    let ids = fill(&gw, &mock).await;
+    let ids = fill(&gw, &mock, &Store::Redis(prefix.clone())).await;
     // A second instance on the same Redis (or this one restarted) sees the usage.
     let other = start(&mock, &args).await;
     assert_over_quota(&post(&other, KEY, text(10_000), None).await);

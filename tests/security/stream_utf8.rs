@@ -73,19 +73,27 @@ fn bad_stream(p: Protocol) -> Vec<u8> {
 /// A whole upstream answer in protocol `p` whose text holds [`BAD`].
 fn bad_whole(p: Protocol) -> Vec<u8> {
     let v = match p {
-        Protocol::OpenAi => json!({"id": "c1", "object": "chat.completion", "created": 1, "model": "up",
+        Protocol::OpenAi => {
+            json!({"id": "c1", "object": "chat.completion", "created": 1, "model": "up",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello @"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}),
-        Protocol::Anthropic => json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "up",
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+        }
+        Protocol::Anthropic => {
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "up",
             "content": [{"type": "text", "text": "Hello @"}], "stop_reason": "end_turn", "stop_sequence": null,
-            "usage": {"input_tokens": 3, "output_tokens": 2}}),
-        Protocol::Gemini => json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hello @"}]},
+            "usage": {"input_tokens": 3, "output_tokens": 2}})
+        }
+        Protocol::Gemini => {
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hello @"}]},
             "finishReason": "STOP", "index": 0}], "modelVersion": "up",
-            "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}}),
-        Protocol::Responses => json!({"id": "resp_up", "object": "response", "created_at": 1, "status": "completed",
+            "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}})
+        }
+        Protocol::Responses => {
+            json!({"id": "resp_up", "object": "response", "created_at": 1, "status": "completed",
             "model": "up", "output": [{"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
             "content": [{"type": "output_text", "text": "Hello @", "annotations": []}]}],
-            "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}}),
+            "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}})
+        }
     };
     with_bad(&v.to_string())
 }
@@ -177,7 +185,11 @@ async fn gateway() -> Gateway {
         let id = format!("p-{}", p.name());
         providers.push(json!({"id": id, "families": all, "upstreams": [
             {"protocol": p.name(), "base_url": base_url(p, port), "api_key_env": format!("SB_TEST_KEY_{}", p.name().to_uppercase())}]}));
-        models.push(model(&format!("m-{}", p.name()), &id, json!({"upstream_model": "up"})));
+        models.push(model(
+            &format!("m-{}", p.name()),
+            &id,
+            json!({"upstream_model": "up"}),
+        ));
     }
     let port = scripted(Protocol::Anthropic).await;
     providers.push(json!({"id": "x-anthropic", "families": all, "upstreams": [
