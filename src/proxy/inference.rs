@@ -713,7 +713,7 @@ async fn run(
         } else {
             translate_response(answer.up.protocol, family, &raw, client_model)
         };
-        let (out, usage) = rewritten.map_err(|e| {
+        let (out, usage) = rewritten.inspect_err(|e| {
             if e.kind == ErrorKind::BadGateway {
                 gw.metrics.upstream_error(&model.provider, "invalid");
                 answer
@@ -723,7 +723,6 @@ async fn run(
                 gw.metrics
                     .upstream_cooled(&model.provider, &answer.up.id, "invalid");
             }
-            e
         })?;
         let out = match turn {
             Some(t) => super::stored::finish_body(gw, &key.id, t, out),
