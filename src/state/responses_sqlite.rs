@@ -205,6 +205,31 @@ mod tests {
     use serde_json::value::RawValue;
 
     #[tokio::test]
+    async fn a_file_from_before_the_quota_gets_its_sizes() {
+        let dir = std::env::temp_dir().join(format!("sb-resp-sqlite-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = Connection::open(dir.join(FILE)).unwrap();
+        c.execute_batch(
+            "CREATE TABLE responses (id TEXT PRIMARY KEY, key_id TEXT NOT NULL, created_at INTEGER NOT NULL,
+                 expires_at_ms INTEGER NOT NULL, record TEXT NOT NULL);",
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO responses VALUES ('resp_x', 'k', 1, ?1, 'héllo')",
+            params![i64::try_from(now_ms() + 60_000).unwrap()],
+        )
+        .unwrap();
+        drop(c);
+        let db = Sqlite::open(&dir).unwrap();
+        assert_eq!(db.usage("k").await.unwrap(), 6, "bytes, not characters");
+        drop(db);
+        let db = Sqlite::open(&dir).unwrap();
+        assert_eq!(db.usage("k").await.unwrap(), 6, "migrated once");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
     async fn put_get_delete_purge_and_reopen() {
         let dir = std::env::temp_dir().join(format!("sb-resp-sqlite-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
