@@ -45,6 +45,7 @@ USAGE:
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
               [--redis-fail open|closed] [--responses-ttl-days N]
+              [--responses-max-record-bytes N] [--responses-key-quota-bytes N]
               [--otlp-endpoint URL] [--max-response-bytes N] [--write-timeout-ms N]
               [--upstream-keepalive-requests N] [--upstream-idle-timeout-ms N]
               [--check] [-d] [-u] [-t]
@@ -80,6 +81,11 @@ OPTIONS (environment variable in brackets):
   --redis-fail MODE       Redis unreachable: open admits unchecked, closed refuses with 503
                           [SWITCHBOARD_REDIS_FAIL] (open)
   --responses-ttl-days N  how long a stored response is kept [SWITCHBOARD_RESPONSES_TTL_DAYS] (30)
+  --responses-max-record-bytes N  largest stored response (its input, instructions and answer);
+                          a request whose input alone is larger is refused with 400 unless it sends
+                          store: false [SWITCHBOARD_RESPONSES_MAX_RECORD_BYTES] (8388608)
+  --responses-key-quota-bytes N  what one key's stored responses may hold in all; past it a request
+                          to store is refused with 429 [SWITCHBOARD_RESPONSES_KEY_QUOTA_BYTES] (67108864)
   --otlp-endpoint URL     export OpenTelemetry traces over OTLP/HTTP to URL (http://host:4318;
                           /v1/traces is appended) [SWITCHBOARD_OTLP_ENDPOINT] (none: no traces)
   --max-response-bytes N  largest whole (non-stream) upstream answer; a larger one is a 502
@@ -120,6 +126,9 @@ struct Args {
     /// How long stored responses are kept (`--responses-ttl-days`; the
     /// hidden `--responses-ttl-secs` for tests).
     responses_ttl: Duration,
+    /// `--responses-max-record-bytes`, `--responses-key-quota-bytes`.
+    responses_max_record_bytes: u64,
+    responses_key_quota_bytes: u64,
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -163,6 +172,10 @@ fn parse_args() -> Result<Args, String> {
             .filter(|v| !v.is_empty()),
         ledger: LedgerSettings::default(),
         responses_ttl: switchboard::state::responses::DEFAULT_TTL,
+        // Why these defaults: `state::responses::DEFAULT_MAX_RECORD_BYTES`
+        // and `DEFAULT_KEY_QUOTA_BYTES`.
+        responses_max_record_bytes: switchboard::state::responses::DEFAULT_MAX_RECORD_BYTES,
+        responses_key_quota_bytes: switchboard::state::responses::DEFAULT_KEY_QUOTA_BYTES,
     };
     let mut numeric: Vec<(String, String)> = Vec::new();
     for (flag, var) in [
@@ -179,6 +192,14 @@ fn parse_args() -> Result<Args, String> {
         ("--ledger-flush-ms", "SWITCHBOARD_LEDGER_FLUSH_MS"),
         ("--responses-ttl-days", "SWITCHBOARD_RESPONSES_TTL_DAYS"),
         ("--responses-ttl-secs", "SWITCHBOARD_RESPONSES_TTL_SECS"),
+        (
+            "--responses-max-record-bytes",
+            "SWITCHBOARD_RESPONSES_MAX_RECORD_BYTES",
+        ),
+        (
+            "--responses-key-quota-bytes",
+            "SWITCHBOARD_RESPONSES_KEY_QUOTA_BYTES",
+        ),
         // Upstream answers and connections, client writes (see `upstream_flag`).
         ("--max-response-bytes", "SWITCHBOARD_MAX_RESPONSE_BYTES"),
         ("--write-timeout-ms", "SWITCHBOARD_WRITE_TIMEOUT_MS"),
@@ -230,6 +251,8 @@ fn parse_args() -> Result<Args, String> {
             | "--ledger-flush-ms"
             | "--responses-ttl-days"
             | "--responses-ttl-secs"
+            | "--responses-max-record-bytes"
+            | "--responses-key-quota-bytes"
             | "--max-response-bytes"
             | "--write-timeout-ms"
             | "--upstream-keepalive-requests"
@@ -282,6 +305,8 @@ fn parse_args() -> Result<Args, String> {
                 a.responses_ttl = Duration::from_secs(n.saturating_mul(24 * 3600))
             }
             "--responses-ttl-secs" => a.responses_ttl = Duration::from_secs(n),
+            "--responses-max-record-bytes" => a.responses_max_record_bytes = n,
+            "--responses-key-quota-bytes" => a.responses_key_quota_bytes = n,
             _ => settings.read_timeout = Duration::from_millis(n),
         }
     }
@@ -367,14 +392,20 @@ fn responses_store(
         }
     };
     log::info!(
-        "stored responses: {} (kept {}s)",
+        "stored responses: {} (kept {}s, {} bytes a record, {} bytes a key)",
         match &args.redis {
             Some(_) => "redis".to_string(),
             None => format!("{}/{}", args.data, responses_sqlite::FILE),
         },
-        args.responses_ttl.as_secs()
+        args.responses_ttl.as_secs(),
+        args.responses_max_record_bytes,
+        args.responses_key_quota_bytes
     );
     Ok(responses::ResponseStore::new(backend, args.responses_ttl)
+        .with_limits(
+            args.responses_max_record_bytes,
+            args.responses_key_quota_bytes,
+        )
         .count_failures_in(gateway.metrics.responses_store_failures.clone()))
 }
 

@@ -3,9 +3,16 @@
 //! spliced in place (no re-serialisation, unknown fields and key order kept).
 //! Usage and the stream's terminal event are read on the way for accounting and
 //! to tell a complete stream from a truncated one.
+//!
+//! Bytes that are not UTF-8 inside an upstream's JSON (a whole body or any
+//! stream event's data or name) make the answer invalid (RFC 8259 §8.1): a
+//! whole body is refused (502) and a stream ends with the family's error
+//! event, as on translated routes, and the upstream is cooled like any other
+//! broken answer. SSE comments carry no JSON: their invalid bytes are
+//! replaced by U+FFFD, as a client's SSE decoder would.
 
 use crate::family::Family;
-pub use crate::protocol::framing::{Framing, StreamFault};
+pub use crate::protocol::framing::{check_utf8, Framing, StreamFault};
 pub use crate::protocol::peek::Usage;
 use crate::protocol::responses::envelope::{event_response, Envelope};
 use crate::protocol::spoke::{spoke, Spoke};
@@ -32,6 +39,8 @@ pub fn model_json(name: &str) -> Vec<u8> {
 /// Rewrites a non-stream response body; returns the new body and its usage,
 /// or `None` when the body is not a JSON object.
 pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> Option<(Vec<u8>, Usage)> {
+    // The peek skips members it does not read without validating them.
+    std::str::from_utf8(body).ok()?;
     let p = (spoke(family).peek_response)(body)?;
     let mut out = Vec::with_capacity(body.len() + model_json.len());
     splice(body, p.span.as_ref(), model_json, &mut out);
@@ -137,10 +146,14 @@ impl PassthroughStream {
             match item {
                 SseItem::Comment(c) => {
                     if *framing == Framing::Sse {
-                        encode_comment(out, c);
+                        encode_comment(out, String::from_utf8_lossy(c).as_bytes());
                     }
                 }
                 SseItem::Event(ev) => {
+                    if let Err(f) = check_utf8(ev.event, ev.data) {
+                        fault = Some(f);
+                        return;
+                    }
                     let data = ev.data;
                     if spoke.stream_done == Some(data) {
                         *complete = true;
@@ -324,6 +337,37 @@ mod tests {
             s.push(b"data: {oops\n\n", &mut out),
             Err(StreamFault::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn invalid_utf8_anywhere_in_an_event_is_a_fault_and_comments_are_cleaned() {
+        for (family, input) in [
+            (
+                Family::Anthropic,
+                &b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"a\xff\"}}\n\n"[..],
+            ),
+            (Family::OpenAi, &b"data: {\"x_note\":\"\xc3(\",\"choices\":[]}\n\n"[..]),
+            (Family::Responses, &b"event: r\xff\ndata: {\"type\":\"response.in_progress\"}\n\n"[..]),
+        ] {
+            let mut s = PassthroughStream::new(family, Framing::Sse, model_json("m"), 1 << 20);
+            let mut out = Vec::new();
+            let r = s.push(input, &mut out);
+            assert!(
+                matches!(&r, Err(StreamFault::Malformed(m)) if m.contains("UTF-8")),
+                "{family}: {r:?}"
+            );
+            assert!(out.is_empty(), "{family}: nothing of the frame relayed");
+        }
+        let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
+        let mut out = Vec::new();
+        s.push(b": ping \xff\n\n", &mut out).unwrap();
+        assert_eq!(std::str::from_utf8(&out).unwrap(), ": ping \u{fffd}\n\n");
+        assert!(rewrite_body(
+            Family::Anthropic,
+            b"{\"content\":[{\"text\":\"\xff\"}]}",
+            b"\"m\""
+        )
+        .is_none());
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! every complete upstream frame in the chunk and appends the client's bytes
 //! to `out`, so the first token leaves as soon as it arrives.
 //!
+//! Both paths treat an upstream event whose data or name is not UTF-8 the
+//! same way: a malformed frame (`passthrough::check_utf8`), which ends the
+//! client's stream with its family's error event and cools the upstream.
+//!
 //! ```
 //! use switchboard::family::Family;
 //! use switchboard::passthrough::Framing;
@@ -118,8 +122,16 @@ impl StreamTranslator {
                 return;
             }
             match item {
-                SseItem::Comment(text) => encoder.comment(text, out),
+                SseItem::Comment(text) => {
+                    encoder.comment(String::from_utf8_lossy(text).as_bytes(), out)
+                }
                 SseItem::Event(ev) => {
+                    // Invalid UTF-8 in a member the parser skips would
+                    // otherwise pass unnoticed (see `check_utf8`).
+                    if let Err(f) = crate::protocol::framing::check_utf8(ev.event, ev.data) {
+                        fault = Some(f);
+                        return;
+                    }
                     let mut sink = |e: &StreamEvent| {
                         track(usage, e);
                         encoder.event(e, out);

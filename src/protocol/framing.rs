@@ -19,6 +19,28 @@ pub enum StreamFault {
     Truncated,
 }
 
+/// Checks that an upstream event's name and data are UTF-8, as JSON must be
+/// (RFC 8259 §8.1) and SSE is: every stream path, passed through or
+/// translated, runs this on each event before reading it, so invalid bytes
+/// anywhere in an event (even in a member nobody reads) end the stream with
+/// the client family's error event instead of reaching the client raw. One
+/// linear validation of the payload (std's, with its ASCII fast path); no
+/// re-parse, no copy. The bytes themselves are not echoed.
+pub fn check_utf8(event: Option<&[u8]>, data: &[u8]) -> Result<(), StreamFault> {
+    if let Err(e) = std::str::from_utf8(data) {
+        return Err(StreamFault::Malformed(format!(
+            "invalid UTF-8 at byte {} of an event's JSON data (JSON must be UTF-8, RFC 8259 section 8.1)",
+            e.valid_up_to()
+        )));
+    }
+    if event.is_some_and(|e| std::str::from_utf8(e).is_err()) {
+        return Err(StreamFault::Malformed(
+            "invalid UTF-8 in an event's name".to_string(),
+        ));
+    }
+    Ok(())
+}
+
 impl std::fmt::Display for StreamFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -696,25 +696,34 @@ async fn run(
     let client_model = client_model_name(family, model);
     if !stream {
         let raw = answer.first.take().unwrap_or_default();
-        let (out, usage) = if answer.translated {
-            translate_response(answer.up.protocol, family, &raw, client_model)?
-        } else {
-            // A 200 whose body is not a JSON document is a broken upstream, not an answer.
-            passthrough::rewrite_body(family, &raw, &passthrough::model_json(client_model))
-                .ok_or_else(|| {
-                    gw.metrics.upstream_error(&model.provider, "invalid");
-                    answer
-                        .in_flight
-                        .member()
-                        .failed(Cause::Invalid, Instant::now());
-                    gw.metrics
-                        .upstream_cooled(&model.provider, &answer.up.id, "invalid");
-                    GatewayError::new(
-                        ErrorKind::BadGateway,
-                        "upstream sent a response body that is not valid JSON",
-                    )
-                })?
+        // A 200 whose body is not a JSON document (UTF-8 included, RFC 8259
+        // §8.1; the decoders skip unread members unchecked) is a broken
+        // upstream, not an answer: 502, and the upstream cooled, on every route.
+        let not_json = || {
+            GatewayError::new(
+                ErrorKind::BadGateway,
+                "upstream sent a response body that is not valid JSON",
+            )
         };
+        let rewritten = if !answer.translated {
+            passthrough::rewrite_body(family, &raw, &passthrough::model_json(client_model))
+                .ok_or_else(not_json)
+        } else if std::str::from_utf8(&raw).is_err() {
+            Err(not_json())
+        } else {
+            translate_response(answer.up.protocol, family, &raw, client_model)
+        };
+        let (out, usage) = rewritten.inspect_err(|e| {
+            if e.kind == ErrorKind::BadGateway {
+                gw.metrics.upstream_error(&model.provider, "invalid");
+                answer
+                    .in_flight
+                    .member()
+                    .failed(Cause::Invalid, Instant::now());
+                gw.metrics
+                    .upstream_cooled(&model.provider, &answer.up.id, "invalid");
+            }
+        })?;
         let out = match turn {
             Some(t) => super::stored::finish_body(gw, &key.id, t, out),
             None => out,

@@ -3,6 +3,12 @@
 //! response), the continuation's expanded input, the envelope of a stored
 //! response, its write once answered, and the D3 routes
 //! (`GET`/`DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`).
+//!
+//! Quota (`state::responses`): a request asking to be stored is admitted
+//! against the record limit and its key's quota before it goes upstream
+//! (400 naming `store`, or 429 `stored_responses_quota_exceeded`); a whole
+//! answer that makes its record too large is sent with `store: false` and
+//! not kept.
 
 use super::ctx::RequestCtx;
 use super::respond;
@@ -31,6 +37,8 @@ pub struct Turn {
     pub instructions: Option<Box<RawValue>>,
     /// The request's own input in item form (only when stored).
     pub input_items: Vec<Box<RawValue>>,
+    /// The record's bytes known before the answer: input items and instructions.
+    pub known_bytes: u64,
 }
 
 impl Turn {
@@ -38,7 +46,7 @@ impl Turn {
     /// `previous_response_id` and `instructions`; `None` for a response that
     /// is neither stored nor a continuation (left as it was).
     pub fn envelope(&self) -> Option<Envelope> {
-        if !self.store && self.previous.is_none() {
+        if !self.store && self.previous.is_none() && self.id.is_none() {
             return None;
         }
         let mut fields = Vec::new();
@@ -50,6 +58,9 @@ impl Turn {
         }
         if self.store {
             fields.push(("store", b"true".to_vec()));
+        } else if self.id.is_some() {
+            // Meant to be stored, but too large to keep: say so.
+            fields.push(("store", b"false".to_vec()));
         }
         if let Some(i) = &self.instructions {
             fields.push(("instructions", i.get().as_bytes().to_vec()));
@@ -104,6 +115,15 @@ pub async fn prepare(
         _ => Vec::new(),
     };
     let instructions = p.instructions.map(RawValue::to_owned);
+    let known_bytes = if store {
+        let items: usize = own_items.iter().map(|i| i.get().len()).sum();
+        let known = items + instructions.as_ref().map_or(0, |i| i.get().len());
+        let known = u64::try_from(known).unwrap_or(u64::MAX);
+        gw.responses.admit(key_id, known).await?;
+        known
+    } else {
+        0
+    };
     let mut body = body.clone();
     if let Some(prev) = &previous {
         let chain = gw.responses.chain(key_id, prev).await?;
@@ -146,19 +166,34 @@ pub async fn prepare(
         previous,
         instructions,
         input_items: if store { own_items } else { Vec::new() },
+        known_bytes,
     };
     Ok((body, Some(turn)))
 }
 
 /// A whole response body for a client of this turn: the envelope applied,
-/// and, when stored, its write started (off the response path).
-pub fn finish_body(gw: &Gateway, key_id: &str, turn: Turn, body: Vec<u8>) -> Vec<u8> {
-    let body = match turn.envelope() {
-        Some(env) => env.apply(&body).unwrap_or(body),
-        None => body,
+/// and, when stored, its write started (off the response path). A record
+/// the answer makes too large is not kept, and the body says `store: false`.
+pub fn finish_body(gw: &Gateway, key_id: &str, mut turn: Turn, body: Vec<u8>) -> Vec<u8> {
+    let Some(env) = turn.envelope() else {
+        return body;
     };
-    commit(gw, key_id, turn, &body);
-    body
+    let out = env.apply(&body).unwrap_or_else(|| body.clone());
+    let bytes = turn
+        .known_bytes
+        .saturating_add(u64::try_from(out.len()).unwrap_or(u64::MAX));
+    if turn.store && bytes > gw.responses.max_record_bytes() {
+        if let Some(id) = &turn.id {
+            gw.responses.not_kept(id, bytes);
+        }
+        turn.store = false;
+        return match turn.envelope() {
+            Some(env) => env.apply(&body).unwrap_or(body),
+            None => body,
+        };
+    }
+    commit(gw, key_id, turn, &out);
+    out
 }
 
 /// Stores `response` (the object the client received) for this turn, if it

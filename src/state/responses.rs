@@ -17,6 +17,21 @@
 //!   counted, never sent to the client.
 //! - Backends: [`Memory`] (tests, benches), the embedded SQLite file
 //!   (`responses_sqlite`) and Redis (`responses_redis`), behind [`Backend`].
+//! - Quota: a record's size ([`StoredResponse::bytes`]: its response object,
+//!   input items and instructions as JSON text) is capped per record
+//!   (`--responses-max-record-bytes`) and the records a key holds, summed,
+//!   per key (`--responses-key-quota-bytes`). Every backend tracks a key's
+//!   usage ([`Backend::usage`]): it grows with each write, shrinks when a
+//!   record is deleted or expires, and the persistent backends keep it
+//!   across restarts. [`ResponseStore::admit`] checks a request that asks
+//!   to be stored before it goes upstream: its own input already over the
+//!   record limit is a 400 naming `store`; a key whose usage plus that input
+//!   is over its quota is a 429 `stored_responses_quota_exceeded`. A record
+//!   that only its answer makes too large is answered, not kept (the whole
+//!   answer says `store: false`; a stream's already went), logged and
+//!   counted as a store failure. The quota is checked at admission, and a
+//!   record counts once its write lands (milliseconds after the answer), so
+//!   requests of one key in flight together may pass it by their own records.
 
 use crate::error::{ErrorKind, GatewayError};
 use async_trait::async_trait;
@@ -33,6 +48,21 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// The longest chain of `previous_response_id` links followed.
 pub const MAX_CHAIN: usize = 1000;
+
+/// The largest record kept by default (`--responses-max-record-bytes`),
+/// 8 MiB. A record is read whole on every continuation and D3 read and held
+/// in memory while its write is in flight; text turns are kilobytes, so
+/// this is three orders of magnitude above them and still fits a few inline
+/// images (a quarter of the default `--max-body-bytes`), while a Redis value
+/// much larger stalls the server for every other client while it is copied.
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 8 << 20;
+
+/// What one key may keep stored by default (`--responses-key-quota-bytes`),
+/// 64 MiB: thousands of text turns (a turn is kilobytes to tens of them) or
+/// eight records at the record limit within the TTL, and usage frees itself
+/// as records expire; a thousand keys at quota (64 GB) still fit one large
+/// Redis node or a modest disk.
+pub const DEFAULT_KEY_QUOTA_BYTES: u64 = 64 << 20;
 
 /// One stored response.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +85,15 @@ pub struct StoredResponse {
 }
 
 impl StoredResponse {
+    /// Its size as the quota counts it: the JSON text of its response
+    /// object, input items and instructions (what every backend keeps, give
+    /// or take a few bytes of framing).
+    pub fn bytes(&self) -> u64 {
+        let items: usize = self.input_items.iter().map(|i| i.get().len()).sum();
+        let instructions = self.instructions.as_ref().map_or(0, |i| i.get().len());
+        u64::try_from(self.response.get().len() + items + instructions).unwrap_or(u64::MAX)
+    }
+
     /// Whether it has expired at `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expires_at_ms <= now_ms
@@ -119,8 +158,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError>;
     /// The record `id`, if stored and not expired.
     async fn get(&self, id: &str) -> Result<Option<StoredResponse>, StoreError>;
-    /// Removes `id`; whether it was there.
-    async fn delete(&self, id: &str) -> Result<bool, StoreError>;
+    /// Removes `id` (a record of `key_id`); whether it was there.
+    async fn delete(&self, key_id: &str, id: &str) -> Result<bool, StoreError>;
+    /// The bytes ([`StoredResponse::bytes`]) of `key_id`'s records that have
+    /// not expired.
+    async fn usage(&self, key_id: &str) -> Result<u64, StoreError>;
     /// A short name for logs (`memory`, `sqlite`, `redis`).
     fn name(&self) -> &'static str;
 }
@@ -155,8 +197,17 @@ impl Backend for Memory {
         let now = now_ms();
         Ok(self.with(|m| m.get(id).filter(|r| !r.expired(now)).cloned()))
     }
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+    async fn delete(&self, _key_id: &str, id: &str) -> Result<bool, StoreError> {
         Ok(self.with(|m| m.remove(id)).is_some())
+    }
+    async fn usage(&self, key_id: &str) -> Result<u64, StoreError> {
+        let now = now_ms();
+        Ok(self.with(|m| {
+            m.values()
+                .filter(|r| r.key_id == key_id && !r.expired(now))
+                .map(StoredResponse::bytes)
+                .sum()
+        }))
     }
     fn name(&self) -> &'static str {
         "memory"
@@ -177,8 +228,13 @@ pub struct ResponseStore {
     backend: Arc<dyn Backend>,
     ttl: Duration,
     pending: Mutex<HashMap<String, Pending>>,
-    /// Writes (and undo-deletes) that failed; shared with the metrics.
+    /// Writes (and undo-deletes) that failed, and records not kept for
+    /// their size; shared with the metrics.
     failures: Arc<AtomicU64>,
+    /// The largest record kept ([`StoredResponse::bytes`]).
+    max_record_bytes: u64,
+    /// What one key's records may hold, summed.
+    key_quota_bytes: u64,
 }
 
 /// Why a continuation could not be built.
@@ -212,7 +268,74 @@ impl ResponseStore {
             ttl: ttl.max(Duration::from_secs(1)),
             pending: Mutex::new(HashMap::new()),
             failures: Arc::new(AtomicU64::new(0)),
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            key_quota_bytes: DEFAULT_KEY_QUOTA_BYTES,
         }
+    }
+
+    /// Sets the largest record kept and what one key may keep in all.
+    #[must_use]
+    pub fn with_limits(mut self, max_record_bytes: u64, key_quota_bytes: u64) -> Self {
+        self.max_record_bytes = max_record_bytes;
+        self.key_quota_bytes = key_quota_bytes;
+        self
+    }
+
+    /// The largest record kept.
+    pub fn max_record_bytes(&self) -> u64 {
+        self.max_record_bytes
+    }
+
+    /// Logs and counts a response answered but not stored: its record
+    /// (`bytes`) is over the record limit.
+    pub fn not_kept(&self, id: &str, bytes: u64) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        log::warn!(
+            "stored response {id}: {bytes} bytes, more than --responses-max-record-bytes ({}); answered but not stored",
+            self.max_record_bytes
+        );
+    }
+
+    /// Whether a request that asks to be stored, whose own part of the
+    /// record (input items and instructions) is `known` bytes, may go on:
+    /// a 400 naming `store` when that part alone is over the record limit,
+    /// a 429 when the key's records and it would pass the key's quota. A
+    /// backend that cannot say is not a reason to refuse an answer (the
+    /// write would fail the same way, logged and counted): admitted, logged.
+    pub async fn admit(&self, key_id: &str, known: u64) -> Result<(), GatewayError> {
+        if known > self.max_record_bytes {
+            return Err(GatewayError::invalid_param(
+                "store",
+                format!(
+                    "this response cannot be stored: its input alone is {known} bytes, more than the {} bytes a stored response may hold on this gateway (--responses-max-record-bytes); send \"store\": false (and the conversation itself) or a smaller input",
+                    self.max_record_bytes
+                ),
+            )
+            .with_code("stored_response_too_large"));
+        }
+        let used = match self.backend.usage(key_id).await {
+            Ok(n) => n,
+            Err(e) => {
+                log::warn!(
+                    "stored responses: the {} backend cannot tell a key's usage ({e}); admitting the request unchecked",
+                    self.backend.name()
+                );
+                return Ok(());
+            }
+        };
+        if used.saturating_add(known) > self.key_quota_bytes {
+            let mut e = GatewayError::new(
+                ErrorKind::RateLimited,
+                format!(
+                    "this key's stored responses hold {used} bytes of the {} it may keep (--responses-key-quota-bytes), and this one needs at least {known} more: delete stored responses (DELETE /v1/responses/{{id}}), wait for them to expire, or send \"store\": false",
+                    self.key_quota_bytes
+                ),
+            )
+            .with_code("stored_responses_quota_exceeded");
+            e.param = Some("store".to_string());
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Counts failed writes in `counter` (the metrics' own).
@@ -280,8 +403,14 @@ impl ResponseStore {
     }
 
     /// Stores `rec` off the caller's path: served from memory at once, written
-    /// by a spawned task; a failure is logged and counted.
-    pub fn save(self: &Arc<Self>, rec: StoredResponse) {
+    /// by a spawned task; a failure is logged and counted. A record over the
+    /// record limit is not kept (logged and counted); whether it was.
+    pub fn save(self: &Arc<Self>, rec: StoredResponse) -> bool {
+        let bytes = rec.bytes();
+        if bytes > self.max_record_bytes {
+            self.not_kept(&rec.id, bytes);
+            return false;
+        }
         let rec = Arc::new(rec);
         let id = rec.id.clone();
         self.pending(|p| {
@@ -307,7 +436,7 @@ impl ResponseStore {
             }
             let deleted = store.pending(|p| p.remove(&id).is_some_and(|x| x.deleted));
             if deleted && r.is_ok() {
-                if let Err(e) = store.backend.delete(&id).await {
+                if let Err(e) = store.backend.delete(&rec.key_id, &id).await {
                     store.failures.fetch_add(1, Ordering::Relaxed);
                     log::error!("stored response {id}: deleting it failed: {e}");
                 }
@@ -316,11 +445,13 @@ impl ResponseStore {
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
                 h.spawn(write);
+                true
             }
             Err(_) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
                 self.pending(|p| p.remove(&key));
                 log::error!("stored response {key}: no runtime to write it on");
+                false
             }
         }
     }
@@ -361,7 +492,10 @@ impl ResponseStore {
         if was_pending {
             return Ok(true);
         }
-        self.backend.delete(id).await.map_err(|e| unavailable(&e))?;
+        self.backend
+            .delete(key_id, id)
+            .await
+            .map_err(|e| unavailable(&e))?;
         Ok(true)
     }
 
@@ -706,6 +840,34 @@ mod tests {
         }
         assert!(store.lookup("k", "r1").await.unwrap().is_none());
         assert!(store.chain("k", "r2").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn records_are_admitted_within_the_record_limit_and_the_key_quota() {
+        let store = Arc::new(ResponseStore::memory().with_limits(1000, 2500));
+        let e = store.admit("k", 1001).await.unwrap_err();
+        assert_eq!((e.status, e.param.as_deref()), (400, Some("store")));
+        let mut big = rec(&store, "r1", "k", None);
+        big.response = rawv(&format!("\"{}\"", "x".repeat(1000)));
+        assert!(!store.save(big), "a record over the limit is not kept");
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let mut r = rec(&store, &format!("r{i}"), "k", None);
+            r.response = rawv(&format!("\"{}\"", "x".repeat(700)));
+            ids.push(r.id.clone());
+            assert!(store.save(r));
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let used = store.backend.usage("k").await.unwrap();
+        assert!(used > 2100 && used < 2500, "{used}");
+        let e = store.admit("k", 500).await.unwrap_err();
+        assert_eq!(e.status, 429);
+        assert_eq!(e.code, Some("stored_responses_quota_exceeded"));
+        store.admit("other", 500).await.unwrap();
+        assert!(store.delete("k", &ids[0]).await.unwrap());
+        store.admit("k", 500).await.unwrap();
     }
 
     #[tokio::test]

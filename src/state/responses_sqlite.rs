@@ -1,7 +1,10 @@
 //! Stored responses in the data directory: `DIR/responses.sqlite` (SQLite,
-//! WAL), one row per response (the record as JSON, its owner and expiry).
-//! Calls run on the blocking pool; expired rows are skipped by reads and
-//! purged by a background thread.
+//! WAL), one row per response (the record as JSON, its owner, expiry and
+//! size). Calls run on the blocking pool; expired rows are skipped by reads
+//! and purged by a background thread. A key's usage is the sum of its live
+//! rows' sizes, read from a covering index (`key_id, expires_at_ms, bytes`),
+//! so it shrinks as rows expire or are deleted and survives restarts; a file
+//! from before the size column gets it on open, filled from each record.
 
 use super::responses::{now_ms, Backend, StoreError, StoredResponse};
 use async_trait::async_trait;
@@ -41,9 +44,26 @@ impl Sqlite {
                  key_id TEXT NOT NULL,
                  created_at INTEGER NOT NULL,
                  expires_at_ms INTEGER NOT NULL,
-                 record TEXT NOT NULL
+                 record TEXT NOT NULL,
+                 bytes INTEGER NOT NULL DEFAULT 0
              );
              CREATE INDEX IF NOT EXISTS responses_expiry ON responses(expires_at_ms);",
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        let sized: bool = conn
+            .prepare("SELECT 1 FROM pragma_table_info('responses') WHERE name = 'bytes'")
+            .and_then(|mut st| st.exists([]))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if !sized {
+            // A file from before the quota: each row's size from its record.
+            conn.execute_batch(
+                "ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+                 UPDATE responses SET bytes = length(CAST(record AS BLOB));",
+            )
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS responses_key ON responses(key_id, expires_at_ms, bytes);",
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Sqlite {
@@ -110,18 +130,19 @@ impl Sqlite {
 impl Backend for Sqlite {
     async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError> {
         let text = serde_json::to_string(rec).map_err(err)?;
-        let (id, key, created, expires) = (
+        let (id, key, created, expires, bytes) = (
             rec.id.clone(),
             rec.key_id.clone(),
             i64::try_from(rec.created_at).unwrap_or(i64::MAX),
             i64::try_from(rec.expires_at_ms).unwrap_or(i64::MAX),
+            i64::try_from(rec.bytes()).unwrap_or(i64::MAX),
         );
         self.blocking(move |c| {
             // Prepared once per connection, not compiled per response.
             c.prepare_cached(
-                "INSERT OR REPLACE INTO responses (id, key_id, created_at, expires_at_ms, record) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT OR REPLACE INTO responses (id, key_id, created_at, expires_at_ms, record, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
-            .and_then(|mut st| st.execute(params![id, key, created, expires, text]))
+            .and_then(|mut st| st.execute(params![id, key, created, expires, text, bytes]))
             .map(|_| ())
             .map_err(err)
         })
@@ -148,7 +169,7 @@ impl Backend for Sqlite {
         }
     }
 
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+    async fn delete(&self, _key_id: &str, id: &str) -> Result<bool, StoreError> {
         let id = id.to_string();
         self.blocking(move |c| {
             c.execute("DELETE FROM responses WHERE id = ?1", params![id])
@@ -156,6 +177,21 @@ impl Backend for Sqlite {
                 .map_err(err)
         })
         .await
+    }
+
+    async fn usage(&self, key_id: &str) -> Result<u64, StoreError> {
+        let key = key_id.to_string();
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        let n: i64 = self
+            .blocking(move |c| {
+                c.prepare_cached(
+                    "SELECT COALESCE(SUM(bytes), 0) FROM responses WHERE key_id = ?1 AND expires_at_ms > ?2",
+                )
+                .and_then(|mut st| st.query_row(params![key, now], |row| row.get(0)))
+                .map_err(err)
+            })
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     fn name(&self) -> &'static str {
@@ -167,6 +203,31 @@ impl Backend for Sqlite {
 mod tests {
     use super::*;
     use serde_json::value::RawValue;
+
+    #[tokio::test]
+    async fn a_file_from_before_the_quota_gets_its_sizes() {
+        let dir = std::env::temp_dir().join(format!("sb-resp-sqlite-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = Connection::open(dir.join(FILE)).unwrap();
+        c.execute_batch(
+            "CREATE TABLE responses (id TEXT PRIMARY KEY, key_id TEXT NOT NULL, created_at INTEGER NOT NULL,
+                 expires_at_ms INTEGER NOT NULL, record TEXT NOT NULL);",
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO responses VALUES ('resp_x', 'k', 1, ?1, 'héllo')",
+            params![i64::try_from(now_ms() + 60_000).unwrap()],
+        )
+        .unwrap();
+        drop(c);
+        let db = Sqlite::open(&dir).unwrap();
+        assert_eq!(db.usage("k").await.unwrap(), 6, "bytes, not characters");
+        drop(db);
+        let db = Sqlite::open(&dir).unwrap();
+        assert_eq!(db.usage("k").await.unwrap(), 6, "migrated once");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[tokio::test]
     async fn put_get_delete_purge_and_reopen() {
@@ -185,19 +246,33 @@ mod tests {
             response: raw(r#"{"id":"resp_a","output":[]}"#),
         };
         db.put(&rec).await.unwrap();
+        assert_eq!(db.usage("k").await.unwrap(), rec.bytes());
+        assert_eq!(db.usage("other").await.unwrap(), 0);
         let got = db.get("resp_a").await.unwrap().unwrap();
         assert_eq!(got.response.get(), r#"{"id":"resp_a","output":[]}"#);
         assert_eq!(got.instructions.unwrap().get(), "\"be brief\"");
         drop(db);
         let db = Sqlite::open(&dir).unwrap();
         assert!(db.get("resp_a").await.unwrap().is_some());
+        assert_eq!(
+            db.usage("k").await.unwrap(),
+            rec.bytes(),
+            "kept across a reopen"
+        );
+        let live = rec.bytes();
         rec.id = "resp_old".into();
         rec.expires_at_ms = now_ms() - 1;
         db.put(&rec).await.unwrap();
         assert!(db.get("resp_old").await.unwrap().is_none());
+        assert_eq!(
+            db.usage("k").await.unwrap(),
+            live,
+            "expired rows do not count"
+        );
         assert_eq!(db.purge().unwrap(), 1);
-        assert!(db.delete("resp_a").await.unwrap());
-        assert!(!db.delete("resp_a").await.unwrap());
+        assert!(db.delete("k", "resp_a").await.unwrap());
+        assert!(!db.delete("k", "resp_a").await.unwrap());
+        assert_eq!(db.usage("k").await.unwrap(), 0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
