@@ -695,7 +695,12 @@ async fn run(
     ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
     let client_model = client_model_name(family, model);
     if !stream {
-        let raw = answer.first.take().unwrap_or_default();
+        // An answer that quotes the answering upstream's own key loses it
+        // (one memmem pass, no copy when absent; `crate::secrets`).
+        let raw = crate::secrets::redact_key(
+            answer.first.take().unwrap_or_default(),
+            answer.up.api_key.as_deref(),
+        );
         let (out, usage) = if answer.translated {
             translate_response(answer.up.protocol, family, &raw, client_model)?
         } else {
