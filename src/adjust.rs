@@ -222,8 +222,14 @@ mod tests {
         for known in crate::policy::DROPPABLE {
             assert_eq!(metric_label(known), known);
         }
-        assert_eq!(metric_label("generationConfig.maxOutputTokens"), "generationConfig.maxOutputTokens");
-        assert_eq!(metric_label("tools.web_search_preview"), "tools.web_search_preview");
+        assert_eq!(
+            metric_label("generationConfig.maxOutputTokens"),
+            "generationConfig.maxOutputTokens"
+        );
+        assert_eq!(
+            metric_label("tools.web_search_preview"),
+            "tools.web_search_preview"
+        );
         assert_eq!(metric_label("x_unknown_17"), "other");
         assert_eq!(metric_label("tools.invented_kind"), "other");
         assert_eq!(metric_label(""), "other");

@@ -250,7 +250,9 @@ mod tests {
         assert_eq!(s.len(), 2, "short secrets are not searched for");
         assert!(matches!(s.scrub("nothing here"), Cow::Borrowed(_)));
         assert_eq!(
-            s.scrub("Incorrect API key provided: sk-live-0123456789. Also admin-key-xyzadmin-key-xyz"),
+            s.scrub(
+                "Incorrect API key provided: sk-live-0123456789. Also admin-key-xyzadmin-key-xyz"
+            ),
             "Incorrect API key provided: [redacted]. Also [redacted][redacted]"
         );
         assert!(matches!(Secrets::default().scrub("x"), Cow::Borrowed(_)));
@@ -272,7 +274,10 @@ mod tests {
             s.scrub_upstream("wait... ** bold ** é… done. v1.2.3 a.b"),
             "wait... ** bold ** é… done. v1.2.3 a.b"
         );
-        assert_eq!(s.scrub_upstream("exact sk-abc123456789wxyz!"), "exact [redacted]!");
+        assert_eq!(
+            s.scrub_upstream("exact sk-abc123456789wxyz!"),
+            "exact [redacted]!"
+        );
     }
 
     #[test]

@@ -636,7 +636,10 @@ fn upstream_header(
         // Family B to family B only (README): a translated request is the
         // gateway's own, and a beta flag could change what the upstream
         // answers in ways the translation does not know.
-        anthropic_beta: c.anthropic_beta.as_deref().filter(|_| up.protocol == c.family),
+        anthropic_beta: c
+            .anthropic_beta
+            .as_deref()
+            .filter(|_| up.protocol == c.family),
     };
     let sp = spoke(up.protocol);
     let path = (sp.upstream_path)(&target);
@@ -749,7 +752,11 @@ fn refused(
             "upstream_credential_refused",
             Cause::Credential,
         ),
-        300..=399 => ("answered with a redirect", "upstream_redirect", Cause::Invalid),
+        300..=399 => (
+            "answered with a redirect",
+            "upstream_redirect",
+            Cause::Invalid,
+        ),
         _ => return None,
     };
     log::warn!(

@@ -40,8 +40,14 @@ async fn distinct_unknown_fields_and_models_add_no_series() {
     for i in 0..3 {
         let r = gw.send(&send(i, "claude-sonnet-4.7".into())).await;
         assert_eq!(r.status, 200, "{}", r.text());
-        let adjusted = r.header("x-switchboard-adjusted").unwrap_or_default().to_string();
-        assert!(adjusted.contains(&format!("x_probe_field_{i}")), "{adjusted}");
+        let adjusted = r
+            .header("x-switchboard-adjusted")
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            adjusted.contains(&format!("x_probe_field_{i}")),
+            "{adjusted}"
+        );
         let r = gw.send(&send(i, format!("no-such-model-{i}"))).await;
         assert_eq!(r.status, 404, "{}", r.text());
     }
@@ -49,7 +55,10 @@ async fn distinct_unknown_fields_and_models_add_no_series() {
     for batch in (3..300).collect::<Vec<_>>().chunks(10) {
         let mut tasks = Vec::new();
         for &i in batch {
-            let (a, b) = (send(i, "claude-sonnet-4.7".into()), send(i, format!("no-such-model-{i}")));
+            let (a, b) = (
+                send(i, "claude-sonnet-4.7".into()),
+                send(i, format!("no-such-model-{i}")),
+            );
             let addr = gw.addr;
             tasks.push(tokio::spawn(async move {
                 let ra = http_client::send(addr, &a).await.unwrap();
@@ -70,12 +79,16 @@ async fn distinct_unknown_fields_and_models_add_no_series() {
         after.join("\n")
     );
     assert!(
-        !after.iter().any(|l| l.contains("x_probe_field") || l.contains("no-such-model")),
+        !after
+            .iter()
+            .any(|l| l.contains("x_probe_field") || l.contains("no-such-model")),
         "a client-chosen name became a label"
     );
     assert!(
-        after.iter().any(|l| l
-            == "switchboard_adaptations_total{model=\"claude-sonnet-4.7\",parameter=\"other\"} 300"),
+        after.iter().any(|l| {
+            l
+            == "switchboard_adaptations_total{model=\"claude-sonnet-4.7\",parameter=\"other\"} 300"
+        }),
         "{}",
         after
             .iter()

@@ -125,7 +125,10 @@ pub(crate) async fn scripted(
 
 /// A whole HTTP/1.1 response that closes its connection.
 pub(crate) fn http(status: u16, headers: &[(&str, &str)], body: &str) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+    let mut out = format!(
+        "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         out.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -178,19 +181,41 @@ fn answer_for(protocol: &'static str) -> impl Fn(&Recorded) -> Vec<u8> + Send + 
             masked(&key)
         );
         let (status, body) = match (protocol, case) {
-            ("openai", "case-200") => (200, json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up",
+            ("openai", "case-200") => (
+                200,
+                json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("your key is {key}")}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})),
-            ("openai", c) => (if c == "case-401" { 401 } else { 400 }, json!({"error": {"message": text, "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}})),
-            ("anthropic", "case-200") => (200, json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "up",
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}),
+            ),
+            ("openai", c) => (
+                if c == "case-401" { 401 } else { 400 },
+                json!({"error": {"message": text, "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}}),
+            ),
+            ("anthropic", "case-200") => (
+                200,
+                json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "up",
                 "content": [{"type": "text", "text": format!("your key is {key}")}], "stop_reason": "end_turn", "stop_sequence": null,
-                "usage": {"input_tokens": 3, "output_tokens": 2}})),
-            ("anthropic", c) => (if c == "case-401" { 401 } else { 400 }, json!({"type": "error", "error": {"type": "authentication_error", "message": text}})),
-            ("gemini", "case-200") => (200, json!({"candidates": [{"content": {"role": "model", "parts": [{"text": format!("your key is {key}")}]}, "finishReason": "STOP", "index": 0}],
-                "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}})),
-            (_, c) => (if c == "case-401" { 401 } else { 400 }, json!({"error": {"code": 400, "message": text, "status": "INVALID_ARGUMENT"}})),
+                "usage": {"input_tokens": 3, "output_tokens": 2}}),
+            ),
+            ("anthropic", c) => (
+                if c == "case-401" { 401 } else { 400 },
+                json!({"type": "error", "error": {"type": "authentication_error", "message": text}}),
+            ),
+            ("gemini", "case-200") => (
+                200,
+                json!({"candidates": [{"content": {"role": "model", "parts": [{"text": format!("your key is {key}")}]}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}}),
+            ),
+            (_, c) => (
+                if c == "case-401" { 401 } else { 400 },
+                json!({"error": {"code": 400, "message": text, "status": "INVALID_ARGUMENT"}}),
+            ),
         };
-        http(status, &[("content-type", "application/json")], &body.to_string())
+        http(
+            status,
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        )
     }
 }
 
@@ -264,7 +289,10 @@ async fn provider_keys_echoed_by_upstreams_reach_no_client_and_no_log() {
                 }
                 if case == "case-400" {
                     // The upstream's message still reaches the client, scrubbed.
-                    assert!(text.contains("Incorrect API key provided: [redacted]"), "{cell}");
+                    assert!(
+                        text.contains("Incorrect API key provided: [redacted]"),
+                        "{cell}"
+                    );
                 }
             }
         }
@@ -286,7 +314,10 @@ async fn provider_keys_echoed_by_upstreams_reach_no_client_and_no_log() {
     assert!(access.contains("[redacted]"), "{access}");
     for key in [OPENAI_KEY, ANTHROPIC_KEY, GEMINI_KEY] {
         for f in fragments(key) {
-            assert!(!access.contains(&f), "the access log carries {f:?}:\n{access}");
+            assert!(
+                !access.contains(&f),
+                "the access log carries {f:?}:\n{access}"
+            );
             assert!(!log.contains(&f), "the log carries {f:?}:\n{log}");
         }
     }

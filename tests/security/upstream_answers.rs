@@ -22,7 +22,11 @@ mod credentials {
         move |_: &Recorded| {
             let body = json!({"error": {"message": format!("Incorrect API key provided: {REFUSED_KEY}."),
                 "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}});
-            http(status, &[("content-type", "application/json")], &body.to_string())
+            http(
+                status,
+                &[("content-type", "application/json")],
+                &body.to_string(),
+            )
         }
     }
 
@@ -58,7 +62,9 @@ mod credentials {
             ("responses", "/v1/responses", &responses),
         ] {
             let r = gw.send(&authed(family, path, KEY, body)).await;
-            let v = r.try_json().unwrap_or_else(|_| panic!("{family}: {}", r.text()));
+            let v = r
+                .try_json()
+                .unwrap_or_else(|_| panic!("{family}: {}", r.text()));
             out.push((family, r.status, v));
         }
         out
@@ -136,8 +142,11 @@ mod credentials {
         let up = scripted(|_: &Recorded| {
             http(
                 301,
-                &[("location", "https://elsewhere.example/v1/chat/completions"), ("content-type", "text/html")],
-                "<html>moved permanently to elsewhere</html>",
+                &[
+                    ("location", "https://elsewhere.example/v1/chat/completions"),
+                    ("content-type", "application/json"),
+                ],
+                r#"{"message":"moved permanently to elsewhere"}"#,
             )
         })
         .await;
@@ -203,9 +212,24 @@ mod beta_header {
         let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
         let responses = json!({"model": "claude-sonnet-4.7", "input": "hi"});
         let cases = [
-            ("anthropic", "/anthropic/v1/messages", chat("claude-sonnet-4.7"), true),
-            ("openai", "/v1/chat/completions", chat("claude-sonnet-4.7"), false),
-            ("gemini", "/google/v1beta/models/kimi/kimi-2.6:generateContent", gemini, false),
+            (
+                "anthropic",
+                "/anthropic/v1/messages",
+                chat("claude-sonnet-4.7"),
+                true,
+            ),
+            (
+                "openai",
+                "/v1/chat/completions",
+                chat("claude-sonnet-4.7"),
+                false,
+            ),
+            (
+                "gemini",
+                "/google/v1beta/models/kimi/kimi-2.6:generateContent",
+                gemini,
+                false,
+            ),
             ("responses", "/v1/responses", responses, false),
         ];
         for (family, path, body, forwarded) in cases {
@@ -220,7 +244,10 @@ mod beta_header {
             if forwarded {
                 assert_eq!(seen, Some(BETA), "{family}");
             } else {
-                assert_eq!(seen, None, "{family}: a translated request carried anthropic-beta");
+                assert_eq!(
+                    seen, None,
+                    "{family}: a translated request carried anthropic-beta"
+                );
             }
         }
     }
