@@ -75,13 +75,123 @@ impl Adjustments {
         out
     }
 
-    /// Each adjusted parameter's name, for the metric's `parameter` label.
+    /// Each adjusted parameter's name (the metric's label is
+    /// [`metric_label`] of it).
     pub fn parameters(&self) -> impl Iterator<Item = &str> {
         self.clamped
             .iter()
             .map(|c| c.param.as_str())
             .chain(self.dropped.iter().map(String::as_str))
     }
+}
+
+/// Every value the adaptations metric's `parameter` label may take: the
+/// names the gateway itself reports (the catalog's parameter vocabulary,
+/// output caps, each protocol's name for a canonical setting, Responses'
+/// hosted tool kinds) and the protocols' well-known fields a translation
+/// drops. Anything else a client sent (an unknown field, an invented tool
+/// type) is counted under `other`: a label value taken from requests would
+/// let any key holder grow the metrics page without bound. Sorted (binary
+/// search).
+const METRIC_LABELS: [&str; 90] = [
+    "audio",
+    "background",
+    "cache_control",
+    "cachedContent",
+    "container",
+    "context_management",
+    "conversation",
+    "frequency_penalty",
+    "function_call",
+    "functions",
+    "generationConfig.candidateCount",
+    "generationConfig.frequencyPenalty",
+    "generationConfig.logprobs",
+    "generationConfig.maxOutputTokens",
+    "generationConfig.mediaResolution",
+    "generationConfig.presencePenalty",
+    "generationConfig.responseJsonSchema",
+    "generationConfig.responseLogprobs",
+    "generationConfig.responseMimeType",
+    "generationConfig.responseModalities",
+    "generationConfig.responseSchema",
+    "generationConfig.seed",
+    "generationConfig.speechConfig",
+    "generationConfig.stopSequences",
+    "generationConfig.temperature",
+    "generationConfig.thinkingConfig",
+    "generationConfig.thinkingConfig.thinkingLevel",
+    "generationConfig.topK",
+    "generationConfig.topP",
+    "include",
+    "labels",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_output_tokens",
+    "max_tokens",
+    "max_tool_calls",
+    "mcp_servers",
+    "metadata",
+    "metadata.user_id",
+    "modalities",
+    "n",
+    "output_config.effort",
+    "output_config.format",
+    "output_format",
+    "parallel_tool_calls",
+    "prediction",
+    "presence_penalty",
+    "prompt",
+    "prompt_cache_key",
+    "reasoning",
+    "reasoning.effort",
+    "reasoning_effort",
+    "response_format",
+    "safetySettings",
+    "safety_identifier",
+    "seed",
+    "service_tier",
+    "stop",
+    "stop_sequences",
+    "store",
+    "stream",
+    "stream_options.include_obfuscation",
+    "temperature",
+    "text.format",
+    "text.verbosity",
+    "thinking",
+    "thinking.budget_tokens",
+    "toolConfig",
+    "tool_choice",
+    "tool_choice.disable_parallel_tool_use",
+    "tools",
+    "tools.code_interpreter",
+    "tools.computer_use_preview",
+    "tools.file_search",
+    "tools.image_generation",
+    "tools.local_shell",
+    "tools.mcp",
+    "tools.untyped",
+    "tools.web_search",
+    "tools.web_search_preview",
+    "tools[].function.strict",
+    "tools[].strict",
+    "top_k",
+    "top_logprobs",
+    "top_p",
+    "truncation",
+    "user",
+    "verbosity",
+    "web_search_options",
+];
+
+/// The `parameter` label for an adjusted field: itself when it is in the
+/// fixed vocabulary, else `other`.
+pub fn metric_label(name: &str) -> &'static str {
+    METRIC_LABELS
+        .binary_search(&name)
+        .map_or("other", |i| METRIC_LABELS[i])
 }
 
 #[cfg(test)]
@@ -104,5 +214,24 @@ mod tests {
             a.parameters().collect::<Vec<_>>(),
             ["max_tokens", "thinking", "context_management"]
         );
+    }
+
+    #[test]
+    fn metric_labels_come_from_a_fixed_vocabulary() {
+        assert!(METRIC_LABELS.windows(2).all(|w| w[0] < w[1]), "sorted");
+        for known in crate::policy::DROPPABLE {
+            assert_eq!(metric_label(known), known);
+        }
+        assert_eq!(
+            metric_label("generationConfig.maxOutputTokens"),
+            "generationConfig.maxOutputTokens"
+        );
+        assert_eq!(
+            metric_label("tools.web_search_preview"),
+            "tools.web_search_preview"
+        );
+        assert_eq!(metric_label("x_unknown_17"), "other");
+        assert_eq!(metric_label("tools.invented_kind"), "other");
+        assert_eq!(metric_label(""), "other");
     }
 }

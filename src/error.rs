@@ -1,6 +1,7 @@
 //! The gateway's error value: an HTTP status, a protocol-neutral kind, a message
 //! and the offending parameter. Each family renders it in its own shape
 //! (`protocol::*::error`); nothing below `proxy/` knows about HTTP types.
+//! Every message is scrubbed of the gateway's secrets when it is made.
 
 use std::fmt;
 
@@ -17,6 +18,17 @@ pub fn quote(s: &str) -> String {
     match s.char_indices().nth(QUOTE_CHARS) {
         None => format!("{s:?}"),
         Some((cut, _)) => format!("{:?}… ({} bytes)", &s[..cut], s.len()),
+    }
+}
+
+/// `message` without any secret the gateway holds (`crate::secrets`):
+/// every error message passes here, so no answer, access-log line or log
+/// line that prints an error carries one. Before [`bounded`], so a cut never
+/// leaves part of a key.
+fn scrubbed(message: String) -> String {
+    match crate::secrets::scrub(&message) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(s) => s,
     }
 }
 
@@ -143,7 +155,7 @@ impl GatewayError {
         GatewayError {
             status,
             kind,
-            message: bounded(message.into()),
+            message: bounded(scrubbed(message.into())),
             param: None,
             code: None,
             retry_after: None,

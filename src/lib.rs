@@ -30,6 +30,7 @@
 //!   settle; embedded or in Redis), stored responses.
 //! - [`admin`]: the admin API (`/admin/*` on the metrics listener, behind `--admin-key`).
 //! - [`admin_keys`]: `GET /admin/keys/{id}`: a key's limits and their live use.
+//! - [`secrets`]: every secret the gateway holds, scrubbed from what it relays and logs.
 //! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -55,6 +56,7 @@ pub mod proxy;
 pub mod reload;
 pub mod rfc3339;
 pub mod runtime;
+pub mod secrets;
 pub mod sse;
 pub mod state;
 pub mod stream;

@@ -472,6 +472,10 @@ fn main() {
     };
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
+    if let Some(k) = &args.admin_key {
+        // Scrubbed from everything relayed or logged, like the configured keys.
+        switchboard::secrets::hold_process_secret(k);
+    }
     let rt = Arc::new(Runtime::new(
         snapshot,
         ConfigPaths {

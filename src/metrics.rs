@@ -1,6 +1,13 @@
 //! Prometheus metrics: per-request counters and histograms recorded once per
 //! request (in the logging phase), an active-streams gauge, and the text
 //! exposition served on `--metrics`.
+//!
+//! Label values come from the catalog (provider, model and upstream ids:
+//! a request names a model only after it resolved to a catalog entry), from
+//! fixed sets (family, outcome, cause, direction), from statuses (three
+//! digits) or, for the one label a request can name, the adjusted
+//! `parameter`, from a fixed vocabulary with `other` for the rest: no
+//! client can add series beyond those.
 
 use crate::family::Family;
 use crate::runtime::Runtime;
@@ -77,8 +84,9 @@ struct Series {
     cooldowns: BTreeMap<(String, String, &'static str), u64>,
     /// Requests answered by a fallback model, by (requested, answering) model.
     fallbacks: BTreeMap<(String, String), u64>,
-    /// Adaptations (CONTRACT 5.1) by model and parameter.
-    adaptations: BTreeMap<(String, String), u64>,
+    /// Adaptations (CONTRACT 5.1) by model and parameter (a fixed
+    /// vocabulary, `crate::adjust::metric_label`).
+    adaptations: BTreeMap<(String, &'static str), u64>,
 }
 
 fn slot(f: Family) -> usize {
@@ -197,12 +205,14 @@ impl Metrics {
         });
     }
 
-    /// Counts one adaptation of each of `parameters` in a request to `model`.
+    /// Counts one adaptation of each of `parameters` in a request to
+    /// `model` (a catalog id). A parameter outside the fixed vocabulary
+    /// counts as `other`: the client chose its name.
     pub fn adapted<'p>(&self, model: &str, parameters: impl Iterator<Item = &'p str>) {
         self.with(|s| {
             for p in parameters {
                 *s.adaptations
-                    .entry((model.to_string(), p.to_string()))
+                    .entry((model.to_string(), crate::adjust::metric_label(p)))
                     .or_default() += 1;
             }
         });
@@ -324,7 +334,7 @@ impl Metrics {
                     esc(k)
                 );
             }
-            out.push_str("# HELP switchboard_upstream_attempts_total Upstream attempts by provider, upstream and outcome (ok; error: a 4xx passed to the client; rate_limited, status_5xx, timeout, unreachable, invalid: failed and cooled; skipped: no key; unfit: the request cannot be translated for it; stale_connection: a pooled connection failed before the answer and the request was sent once more on a new one).\n# TYPE switchboard_upstream_attempts_total counter\n");
+            out.push_str("# HELP switchboard_upstream_attempts_total Upstream attempts by provider, upstream and outcome (ok; error: a 4xx passed to the client; rate_limited, status_5xx, timeout, unreachable, invalid, credential_refused: failed and cooled; skipped: no key; unfit: the request cannot be translated for it; stale_connection: a pooled connection failed before the answer and the request was sent once more on a new one).\n# TYPE switchboard_upstream_attempts_total counter\n");
             for ((p, u, o), n) in &s.attempts {
                 let _ = writeln!(
                     out,

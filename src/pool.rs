@@ -1,5 +1,6 @@
 //! Upstream pools (CONTRACT 4.1): each upstream's passive health (cooled down
-//! after a 429, a 5xx, a timeout or a refused connection, for its
+//! after a 429, a 5xx, a timeout, a refused connection or a refused
+//! credential, for its
 //! `retry-after` or a growing back-off), its requests in flight, and the
 //! weighted choice among a provider's healthy upstreams (smooth weighted
 //! round-robin, the least loaded among equals).
@@ -33,8 +34,13 @@ pub enum Cause {
     Timeout,
     /// Refused, reset or unresolvable.
     Unreachable,
-    /// A broken answer (invalid body or stream).
+    /// A broken answer (invalid body or stream, a redirect).
     Invalid,
+    /// 401 or 403: the provider refused the gateway's own credential.
+    /// Nothing the client can fix and nothing a retry on this upstream
+    /// soon will: it cools with the doubling back-off, and the request
+    /// moves on to the next upstream or fallback.
+    Credential,
 }
 
 impl Cause {
@@ -46,6 +52,7 @@ impl Cause {
             Cause::Timeout => "timeout",
             Cause::Unreachable => "unreachable",
             Cause::Invalid => "invalid",
+            Cause::Credential => "credential_refused",
         }
     }
 

@@ -178,6 +178,7 @@ impl Runtime {
     pub fn new(snapshot: Snapshot, paths: ConfigPaths) -> Runtime {
         let registry = Registry::default();
         registry.remember(&snapshot.pools);
+        crate::secrets::install_config(&snapshot.catalog, &snapshot.keys);
         Runtime {
             registry,
             snapshot: ArcSwap::from_pointee(snapshot),
@@ -199,6 +200,9 @@ impl Runtime {
         });
         match loaded {
             Ok(s) => {
+                // The scrubber first: a request on the new snapshot may
+                // already meet a new key.
+                crate::secrets::install_config(&s.catalog, &s.keys);
                 self.snapshot.store(Arc::new(s));
                 self.reloads.fetch_add(1, Ordering::Relaxed);
                 Ok(())

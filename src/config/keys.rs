@@ -164,6 +164,18 @@ fn opt_budget(o: &Obj<'_>) -> Result<Option<Budget>, ConfigError> {
 #[derive(Debug, Clone, Default)]
 pub struct KeyStore {
     keys: Vec<ApiKey>,
+    /// The keys given in plain (`key`), for the secret scrubber only.
+    plain: Plaintext,
+}
+
+/// Client keys in plain; `Debug` shows only how many.
+#[derive(Clone, Default)]
+struct Plaintext(Vec<String>);
+
+impl std::fmt::Debug for Plaintext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Plaintext({} keys)", self.0.len())
+    }
 }
 
 /// The largest `tpm` accepted (token sums stay exact in Redis' Lua numbers).
@@ -201,6 +213,7 @@ impl KeyStore {
         let root = Obj::new(file, "$".into(), &doc)?;
         root.only(&["keys"])?;
         let mut keys: Vec<ApiKey> = Vec::new();
+        let mut plain = Vec::new();
         for (path, v) in root.array("keys")? {
             let o = Obj::new(file, path, v)?;
             o.only(&[
@@ -211,7 +224,10 @@ impl KeyStore {
                 return Err(o.err("id", format!("duplicate key id {id:?}")));
             }
             let digest = match (o.opt_str("key")?, o.opt_str("sha256")?) {
-                (Some(k), None) if !k.is_empty() => sha256(k.as_bytes()),
+                (Some(k), None) if !k.is_empty() => {
+                    plain.push(k.to_string());
+                    sha256(k.as_bytes())
+                }
                 (None, Some(h)) => hex32(&h.to_ascii_lowercase())
                     .ok_or_else(|| o.err("sha256", "expected 64 hexadecimal digits"))?,
                 (Some(_), Some(_)) => {
@@ -246,7 +262,10 @@ impl KeyStore {
                 policy,
             });
         }
-        Ok(KeyStore { keys })
+        Ok(KeyStore {
+            keys,
+            plain: Plaintext(plain),
+        })
     }
 
     /// The key whose secret is `presented`, compared in constant time against all keys.
@@ -264,6 +283,12 @@ impl KeyStore {
     /// The key named `id` (its `id`, not its secret): admin lookups.
     pub fn by_id(&self, id: &str) -> Option<&ApiKey> {
         self.keys.iter().find(|k| k.id == id)
+    }
+
+    /// The keys the file gives in plain (not its `sha256` entries): what the
+    /// secret scrubber looks for.
+    pub fn plaintext_keys(&self) -> impl Iterator<Item = &str> {
+        self.plain.0.iter().map(String::as_str)
     }
 
     /// Number of keys.

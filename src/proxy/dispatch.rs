@@ -2,8 +2,10 @@
 //! by weight, the client's protocol first), the request body for each
 //! (passthrough splice or translation), its URL and headers with the provider
 //! key, the provider's deadlines (connect, first token, total), and moving on
-//! to the next upstream on a connect failure, a first-token timeout, a 429 or
-//! a 5xx, before anything reached the client, cooling the one that failed.
+//! to the next upstream on a connect failure, a first-token timeout, a 429,
+//! a 5xx, a refused credential (401/403) or a redirect, before anything
+//! reached the client, cooling the one that failed. Upstream error text is
+//! scrubbed of secrets before it is quoted (`crate::secrets`).
 
 use super::gather::Gathered;
 use super::h1::RequestHead;
@@ -394,13 +396,20 @@ async fn attempt<'s>(
             return Outcome::Retry(e, cause, None);
         }
     };
-    if status >= 400 {
+    if status >= 300 {
         gw.metrics
             .upstream_error(&c.provider.id, &status.to_string());
         let retry_after = ex.header("retry-after").and_then(parse_retry_after);
-        let raw = read_body(&mut ex, MAX_ERROR_BODY, timeouts.idle, c.deadline)
-            .await
-            .unwrap_or_default();
+        let raw = if status >= 400 {
+            read_body(&mut ex, MAX_ERROR_BODY, timeouts.idle, c.deadline)
+                .await
+                .unwrap_or_default()
+        } else {
+            Bytes::new()
+        };
+        if let Some((e, cause)) = refused(c, up, status, &raw) {
+            return Outcome::Retry(e, cause, Some(status));
+        }
         let mut e = upstream_failure(up.protocol, status, &raw, retry_after);
         e.retry_after = retry_after.map(|d| d.as_secs().max(1));
         return match status {
@@ -660,7 +669,13 @@ fn upstream_header(
         upstream_model: &model.upstream_model,
         stream,
         beta_query: up.protocol == c.family && c.beta_query,
-        anthropic_beta: c.anthropic_beta.as_deref(),
+        // Family B to family B only (README): a translated request is the
+        // gateway's own, and a beta flag could change what the upstream
+        // answers in ways the translation does not know.
+        anthropic_beta: c
+            .anthropic_beta
+            .as_deref()
+            .filter(|_| up.protocol == c.family),
     };
     let sp = spoke(up.protocol);
     let path = (sp.upstream_path)(&target);
@@ -768,18 +783,85 @@ pub async fn read_body(
     Ok(body.finish())
 }
 
-/// Turns an upstream error response into the client's error, keeping the upstream's status.
+/// An upstream answer that is no fault of the client's: a 401 or 403 (the
+/// provider refused the gateway's credential) or a 3xx (a redirect, which
+/// an API call never follows: the catalog's `base_url` is wrong). The client
+/// gets a 502 naming the provider, never the upstream's status (a 401 would
+/// read as its own key being wrong); the operator gets a warning with the
+/// upstream's message, scrubbed. The upstream cools and the request moves on.
+fn refused(
+    c: &Call<'_, '_>,
+    up: &Upstream,
+    status: u16,
+    raw: &[u8],
+) -> Option<(GatewayError, Cause)> {
+    let (what, code, cause) = match status {
+        401 | 403 => (
+            "refused the gateway's credential",
+            "upstream_credential_refused",
+            Cause::Credential,
+        ),
+        300..=399 => (
+            "answered with a redirect",
+            "upstream_redirect",
+            Cause::Invalid,
+        ),
+        _ => return None,
+    };
+    log::warn!(
+        "{}: upstream {} of provider {} {what} (status {status}): {}",
+        c.request_id,
+        up.id,
+        c.provider.id,
+        upstream_text(up.protocol, raw)
+    );
+    let e = GatewayError::new(
+        ErrorKind::BadGateway,
+        format!(
+            "provider {} {what} (upstream status {status}); the gateway's configuration needs fixing, not the request",
+            c.provider.id
+        ),
+    )
+    .with_code(code);
+    Some((e, cause))
+}
+
+/// The message of an upstream error body (its protocol's `message`, else the
+/// body's first bytes), scrubbed of every secret and masked key before it is
+/// cut, so no cut leaves part of a key.
+fn upstream_text(upstream: Family, body: &[u8]) -> String {
+    if body.is_empty() {
+        return String::from("(no body)");
+    }
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let message = parsed
+        .as_ref()
+        .and_then(|v| (spoke(upstream).upstream_message)(v));
+    let mut text = match message {
+        Some(m) => crate::secrets::scrub_upstream(&m),
+        None => crate::secrets::scrub_upstream(&String::from_utf8_lossy(
+            &body[..body.len().min(64 * 1024)],
+        )),
+    };
+    if parsed.is_none() && text.len() > 300 {
+        let mut cut = 300;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+/// Turns an upstream error response into the client's error, keeping the
+/// upstream's status; its message is scrubbed (`upstream_text`).
 fn upstream_failure(
     upstream: Family,
     status: u16,
     body: &[u8],
     retry_after: Option<Duration>,
 ) -> GatewayError {
-    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let message = parsed
-        .as_ref()
-        .and_then(|v| (spoke(upstream).upstream_message)(v))
-        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
+    let message = upstream_text(upstream, body);
     let mut e = GatewayError::new(
         GatewayError::kind_for_status(status),
         format!("upstream error ({status}): {message}"),

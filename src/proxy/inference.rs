@@ -695,7 +695,12 @@ async fn run(
     ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
     let client_model = client_model_name(family, model);
     if !stream {
-        let raw = answer.first.take().unwrap_or_default();
+        // An answer that quotes the answering upstream's own key loses it
+        // (one memmem pass, no copy when absent; `crate::secrets`).
+        let raw = crate::secrets::redact_key(
+            answer.first.take().unwrap_or_default(),
+            answer.up.api_key.as_deref(),
+        );
         // A 200 whose body is not a JSON document (UTF-8 included, RFC 8259
         // §8.1; the decoders skip unread members unchecked) is a broken
         // upstream, not an answer: 502, and the upstream cooled, on every route.
