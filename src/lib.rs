@@ -31,6 +31,8 @@
 //! - [`admin`]: the admin API (`/admin/*` on the metrics listener, behind `--admin-key`).
 //! - [`admin_keys`]: `GET /admin/keys/{id}`: a key's limits and their live use.
 //! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
+//! - [`listener`]: what a client connection may hold on either listener (head, body and keep-alive
+//!   deadlines, the connection cap).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -46,6 +48,7 @@ pub mod family;
 pub mod ir;
 pub mod json_depth;
 pub mod jsonedit;
+pub mod listener;
 pub mod metrics;
 pub mod passthrough;
 pub mod policy;

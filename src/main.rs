@@ -5,6 +5,7 @@ use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard::listener::{ClientLimits, Guarded, Served};
 use switchboard::proxy::{Gateway, Settings};
 use switchboard::runtime::{ConfigPaths, Runtime, Snapshot};
 use switchboard::state::ledger::{self, LedgerSettings};
@@ -45,7 +46,10 @@ USAGE:
               [--ledger-retention-days N] [--ledger-queue N] [--ledger-batch N]
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
               [--redis-fail open|closed] [--responses-ttl-days N]
-              [--otlp-endpoint URL] [--check] [-d] [-u] [-t]
+              [--otlp-endpoint URL] [--client-header-timeout-ms N]
+              [--client-body-timeout-ms N] [--keepalive-timeout-ms N]
+              [--max-client-connections N] [--metrics-max-connections N]
+              [--check] [-d] [-u] [-t]
   switchboard --version
 
 OPTIONS (environment variable in brackets):
@@ -80,6 +84,18 @@ OPTIONS (environment variable in brackets):
   --responses-ttl-days N  how long a stored response is kept [SWITCHBOARD_RESPONSES_TTL_DAYS] (30)
   --otlp-endpoint URL     export OpenTelemetry traces over OTLP/HTTP to URL (http://host:4318;
                           /v1/traces is appended) [SWITCHBOARD_OTLP_ENDPOINT] (none: no traces)
+  --client-header-timeout-ms N  a request head must arrive whole within N ms of the
+                          connection (or of its first byte on a kept-alive one), else the
+                          connection is closed [SWITCHBOARD_CLIENT_HEADER_TIMEOUT_MS] (60000)
+  --client-body-timeout-ms N  longest wait for any read of a request body; then 408
+                          [SWITCHBOARD_CLIENT_BODY_TIMEOUT_MS] (60000)
+  --keepalive-timeout-ms N  an idle keep-alive connection is closed after N ms
+                          [SWITCHBOARD_KEEPALIVE_TIMEOUT_MS] (75000)
+  --max-client-connections N  open client connections at most; past it the longest-idle one
+                          is closed, or with none idle the new one gets 503
+                          [SWITCHBOARD_MAX_CLIENT_CONNECTIONS] ((open-files limit - 256) / 2)
+  --metrics-max-connections N  the same cap on the metrics / admin listener
+                          [SWITCHBOARD_METRICS_MAX_CONNECTIONS] (64)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -107,6 +123,9 @@ struct Args {
     admin_key: Option<String>,
     otlp_endpoint: Option<String>,
     ledger: LedgerSettings,
+    /// Client connection limits of the gateway's listener and the metrics one.
+    clients: ClientLimits,
+    metrics_clients: ClientLimits,
     /// How long stored responses are kept (`--responses-ttl-days`; the
     /// hidden `--responses-ttl-secs` for tests).
     responses_ttl: Duration,
@@ -152,6 +171,11 @@ fn parse_args() -> Result<Args, String> {
             .ok()
             .filter(|v| !v.is_empty()),
         ledger: LedgerSettings::default(),
+        clients: ClientLimits::default(),
+        metrics_clients: ClientLimits {
+            max_connections: METRICS_MAX_CONNECTIONS,
+            ..ClientLimits::default()
+        },
         responses_ttl: switchboard::state::responses::DEFAULT_TTL,
     };
     let mut numeric: Vec<(String, String)> = Vec::new();
@@ -170,6 +194,11 @@ fn parse_args() -> Result<Args, String> {
         ("--responses-ttl-days", "SWITCHBOARD_RESPONSES_TTL_DAYS"),
         ("--responses-ttl-secs", "SWITCHBOARD_RESPONSES_TTL_SECS"),
     ] {
+        if let Ok(v) = std::env::var(var) {
+            numeric.push((flag.to_string(), v));
+        }
+    }
+    for (flag, var) in CLIENT_FLAGS {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
         }
@@ -212,6 +241,10 @@ fn parse_args() -> Result<Args, String> {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
+            f if CLIENT_FLAGS.iter().any(|(c, _)| *c == f) => {
+                let v = value(&mut it)?;
+                numeric.push((flag.clone(), v));
+            }
             "--check" => a.check = true,
             "-d" | "--daemon" => a.daemon = true,
             "-u" | "--upgrade" => a.upgrade = true,
@@ -229,6 +262,9 @@ fn parse_args() -> Result<Args, String> {
     }
     for (flag, v) in numeric {
         let n = parse_num(&flag, &v)?;
+        if client_flag(&mut a, &flag, n)? {
+            continue;
+        }
         match flag.as_str() {
             "--max-body-bytes" => {
                 settings.max_body_bytes =
@@ -265,6 +301,59 @@ fn parse_args() -> Result<Args, String> {
     }
     a.settings = settings;
     Ok(a)
+}
+
+/// The client-connection flags (`listener::ClientLimits`), with their
+/// environment variables. Defaults are nginx's: `client_header_timeout`
+/// and `client_body_timeout` 60 s, `keepalive_timeout` 75 s; the connection
+/// cap follows the open-files limit (`listener::default_max_connections`).
+const CLIENT_FLAGS: [(&str, &str); 5] = [
+    (
+        "--client-header-timeout-ms",
+        "SWITCHBOARD_CLIENT_HEADER_TIMEOUT_MS",
+    ),
+    (
+        "--client-body-timeout-ms",
+        "SWITCHBOARD_CLIENT_BODY_TIMEOUT_MS",
+    ),
+    ("--keepalive-timeout-ms", "SWITCHBOARD_KEEPALIVE_TIMEOUT_MS"),
+    (
+        "--max-client-connections",
+        "SWITCHBOARD_MAX_CLIENT_CONNECTIONS",
+    ),
+    (
+        "--metrics-max-connections",
+        "SWITCHBOARD_METRICS_MAX_CONNECTIONS",
+    ),
+];
+
+/// The metrics / admin listener's connection cap: a scraper or two and an
+/// operator's calls; a flood there must not take descriptors from clients.
+const METRICS_MAX_CONNECTIONS: usize = 64;
+
+/// Applies one of [`CLIENT_FLAGS`]; false for any other flag. The
+/// timeouts apply to both listeners.
+fn client_flag(a: &mut Args, flag: &str, n: u64) -> Result<bool, String> {
+    let ms = Duration::from_millis(n);
+    let count = || usize::try_from(n).map_err(|_| format!("{flag} too large"));
+    match flag {
+        "--client-header-timeout-ms" => {
+            a.clients.header_timeout = ms;
+            a.metrics_clients.header_timeout = ms;
+        }
+        "--client-body-timeout-ms" => {
+            a.clients.body_timeout = ms;
+            a.metrics_clients.body_timeout = ms;
+        }
+        "--keepalive-timeout-ms" => {
+            a.clients.keepalive_timeout = ms;
+            a.metrics_clients.keepalive_timeout = ms;
+        }
+        "--max-client-connections" => a.clients.max_connections = count()?,
+        "--metrics-max-connections" => a.metrics_clients.max_connections = count()?,
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// Pingora's configuration: the file's when given, with our defaults for what it leaves unset.
@@ -347,7 +436,12 @@ extern "C" fn tune_allocator() {
 static TUNE_ALLOCATOR: extern "C" fn() = tune_allocator;
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // Pingora's debug and trace lines print whole request heads and bodies
+    // (a family C `?key=`, an Authorization header): never above info.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .filter_module("pingora_core", log::LevelFilter::Info)
+        .filter_module("pingora_proxy", log::LevelFilter::Info)
+        .init();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -459,11 +553,22 @@ fn main() {
     };
     let mut metrics_service = pingora_core::services::listening::Service::new(
         "metrics".to_string(),
-        pingora_core::apps::http_app::HttpServer::new_app(metrics_app),
+        Guarded::new(
+            "metrics listener",
+            Served(metrics_app),
+            args.metrics_clients,
+        ),
     );
     metrics_service.add_tcp(&args.metrics);
     server.add_service(metrics_service);
-    let mut service = pingora_proxy::http_proxy_service(&server.configuration, gateway);
+    let mut service = pingora_core::services::listening::Service::new(
+        "switchboard".to_string(),
+        Guarded::new(
+            "client listener",
+            pingora_proxy::http_proxy(&server.configuration, gateway),
+            args.clients,
+        ),
+    );
     service.add_listener(client_listener(&args.listen));
     server.add_service(service);
     log::info!(
