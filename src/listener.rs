@@ -371,7 +371,12 @@ impl<S: ServeHttp + Send + Sync> HttpServerApp for Served<S> {
             http.set_keepalive(None);
         }
         let (parts, body) = self.0.response(&mut http).await.into_parts();
-        let head: ResponseHeader = parts.into();
+        let mut head: ResponseHeader = parts.into();
+        // A length, so the connection can be kept alive (without one the
+        // body is delimited by closing the connection).
+        if !head.headers.contains_key(http::header::CONTENT_LENGTH) {
+            let _ = head.insert_header(http::header::CONTENT_LENGTH, body.len());
+        }
         // Head and body as Pingora's HttpServer writes them.
         for task in [
             HttpTask::Header(Box::new(head), body.is_empty()),

@@ -163,6 +163,11 @@ async fn idle_keep_alive_connections_are_closed() {
             .await
             .unwrap();
         assert_eq!(read_answer(&mut s).await.0, 200);
+        // Kept alive: the next request within the timeout is served whole.
+        s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(read_answer(&mut s).await.0, 200);
         assert!(
             read_to_close(&mut s, PATIENCE).await.is_some(),
             "an idle keep-alive connection to {path} was kept"
