@@ -18,10 +18,14 @@
 //!   `client_header_timeout`).
 //! - **keep-alive idle timeout**: a connection between requests is closed
 //!   after `keepalive_timeout` without a byte (nginx's `keepalive_timeout`).
-//! - **body idle deadline**: once the head is in, [`head_received`] (called
+//! - **body deadlines**: once the head is in, [`head_received`] (called
 //!   by the application when it starts on a request) sets the session's
 //!   per-read timeout and drain timeout to `body_timeout` (nginx's
-//!   `client_body_timeout`); the gateway answers `408` when it passes.
+//!   `client_body_timeout`), and [`body_deadline`] gives the whole body's:
+//!   `body_timeout` plus one second per `body_min_rate` bytes received
+//!   (Apache's `mod_reqtimeout`, `body=20,MinRate=500`), so a body trickled
+//!   a byte at a time ends while a slow but steady upload does not. The
+//!   gateway answers `408` when either passes.
 //!
 //! [`Served`] is the metrics listener's HTTP application: Pingora's
 //! `HttpServer` without its error lines that print the whole request head
@@ -50,6 +54,8 @@ pub struct ClientLimits {
     pub header_timeout: Duration,
     /// The longest wait for any read of a request body.
     pub body_timeout: Duration,
+    /// Bytes a second a request body must average (past `body_timeout`).
+    pub body_min_rate: u64,
     /// The longest a connection is kept between requests.
     pub keepalive_timeout: Duration,
     /// Open connections at most; past it idle ones are closed, then new ones refused.
@@ -64,6 +70,7 @@ impl Default for ClientLimits {
         ClientLimits {
             header_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(60),
+            body_min_rate: 500,
             keepalive_timeout: Duration::from_secs(75),
             max_connections: default_max_connections(),
         }
@@ -119,6 +126,18 @@ pub fn head_received(session: &mut ServerSession) {
         session.set_read_timeout(Some(c.limits.body_timeout));
         session.set_total_drain_timeout(Some(c.limits.body_timeout));
     });
+}
+
+/// When a request body begun at `started` with `received` bytes so far must
+/// be in whole: `body_timeout` plus one second per `body_min_rate` bytes.
+/// `None` outside a [`Guarded`] connection.
+pub fn body_deadline(started: Instant, received: usize) -> Option<Instant> {
+    CONN.try_with(|c| {
+        let rate = c.limits.body_min_rate.max(1);
+        let earned = Duration::from_secs_f64(received as f64 / rate as f64);
+        started + c.limits.body_timeout + earned
+    })
+    .ok()
 }
 
 /// The open connections of one listener and its idle ones, oldest first.

@@ -47,7 +47,8 @@ USAGE:
               [--ledger-flush-ms N] [--redis URL] [--redis-prefix P]
               [--redis-fail open|closed] [--responses-ttl-days N]
               [--otlp-endpoint URL] [--client-header-timeout-ms N]
-              [--client-body-timeout-ms N] [--keepalive-timeout-ms N]
+              [--client-body-timeout-ms N] [--client-body-min-rate N]
+              [--keepalive-timeout-ms N]
               [--max-client-connections N] [--metrics-max-connections N]
               [--check] [-d] [-u] [-t]
   switchboard --version
@@ -89,6 +90,9 @@ OPTIONS (environment variable in brackets):
                           connection is closed [SWITCHBOARD_CLIENT_HEADER_TIMEOUT_MS] (60000)
   --client-body-timeout-ms N  longest wait for any read of a request body; then 408
                           [SWITCHBOARD_CLIENT_BODY_TIMEOUT_MS] (60000)
+  --client-body-min-rate N  bytes a second a request body must average past its body timeout
+                          (the whole body is due within the timeout + 1 s per N bytes), else 408
+                          [SWITCHBOARD_CLIENT_BODY_MIN_RATE] (500)
   --keepalive-timeout-ms N  an idle keep-alive connection is closed after N ms
                           [SWITCHBOARD_KEEPALIVE_TIMEOUT_MS] (75000)
   --max-client-connections N  open client connections at most; past it the longest-idle one
@@ -305,9 +309,10 @@ fn parse_args() -> Result<Args, String> {
 
 /// The client-connection flags (`listener::ClientLimits`), with their
 /// environment variables. Defaults are nginx's: `client_header_timeout`
-/// and `client_body_timeout` 60 s, `keepalive_timeout` 75 s; the connection
+/// and `client_body_timeout` 60 s, `keepalive_timeout` 75 s; a body's
+/// minimum rate is Apache `mod_reqtimeout`'s (500 bytes/s); the connection
 /// cap follows the open-files limit (`listener::default_max_connections`).
-const CLIENT_FLAGS: [(&str, &str); 5] = [
+const CLIENT_FLAGS: [(&str, &str); 6] = [
     (
         "--client-header-timeout-ms",
         "SWITCHBOARD_CLIENT_HEADER_TIMEOUT_MS",
@@ -316,6 +321,7 @@ const CLIENT_FLAGS: [(&str, &str); 5] = [
         "--client-body-timeout-ms",
         "SWITCHBOARD_CLIENT_BODY_TIMEOUT_MS",
     ),
+    ("--client-body-min-rate", "SWITCHBOARD_CLIENT_BODY_MIN_RATE"),
     ("--keepalive-timeout-ms", "SWITCHBOARD_KEEPALIVE_TIMEOUT_MS"),
     (
         "--max-client-connections",
@@ -344,6 +350,10 @@ fn client_flag(a: &mut Args, flag: &str, n: u64) -> Result<bool, String> {
         "--client-body-timeout-ms" => {
             a.clients.body_timeout = ms;
             a.metrics_clients.body_timeout = ms;
+        }
+        "--client-body-min-rate" => {
+            a.clients.body_min_rate = n;
+            a.metrics_clients.body_min_rate = n;
         }
         "--keepalive-timeout-ms" => {
             a.clients.keepalive_timeout = ms;

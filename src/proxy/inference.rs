@@ -141,11 +141,20 @@ async fn read_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
     }
     // Pieces are joined into one buffer sized from content-length.
     let mut body = super::gather::Gathered::expecting(declared.unwrap_or(0).min(limit));
+    let started = tokio::time::Instant::now();
     loop {
-        let chunk = match session.read_request_body().await {
-            Ok(Some(c)) => c,
-            Ok(None) => break,
-            Err(e) => return Err(body_fault(session, e)),
+        let read = match crate::listener::body_deadline(started, body.len()) {
+            Some(at) => tokio::time::timeout_at(at, session.read_request_body()).await,
+            None => Ok(session.read_request_body().await),
+        };
+        let chunk = match read {
+            Ok(Ok(Some(c))) => c,
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => return Err(body_fault(session, e)),
+            Err(_) => {
+                session.set_keepalive(None);
+                return Err(body_timeout().into());
+            }
         };
         if body.len() + chunk.len() > limit {
             return Err(too_large().into());
@@ -164,13 +173,7 @@ fn body_fault(session: &mut Session, e: Box<pingora_core::Error>) -> Stop {
     use pingora_core::ErrorType;
     session.set_keepalive(None);
     match e.etype() {
-        ErrorType::ReadTimedout => GatewayError::new(
-            ErrorKind::InvalidRequest,
-            "the request body did not arrive in time: nothing was received for the body timeout",
-        )
-        .with_status(408)
-        .with_code("request_timeout")
-        .into(),
+        ErrorType::ReadTimedout => body_timeout().into(),
         ErrorType::InvalidHTTPHeader => GatewayError::new(
             ErrorKind::InvalidRequest,
             "the request body's framing is invalid",
@@ -188,6 +191,17 @@ fn body_fault(session: &mut Session, e: Box<pingora_core::Error>) -> Stop {
         .into(),
         _ => Stop::Io(e),
     }
+}
+
+/// A request body that stopped coming (a read waited the body timeout) or
+/// came too slowly (`listener::body_deadline`).
+fn body_timeout() -> GatewayError {
+    GatewayError::new(
+        ErrorKind::InvalidRequest,
+        "the request body did not arrive in time (the body timeout, or below the minimum rate)",
+    )
+    .with_status(408)
+    .with_code("request_timeout")
 }
 
 fn not_found_model(family: Family, name: &str) -> GatewayError {

@@ -155,6 +155,44 @@ async fn stalled_request_body_gets_408_at_the_body_deadline() {
 }
 
 #[tokio::test]
+async fn trickled_request_body_gets_408_below_the_minimum_rate() {
+    let (_mock, gw) = gateway(&[
+        "--client-body-timeout-ms",
+        "1000",
+        "--client-body-min-rate",
+        "100",
+    ])
+    .await;
+    let mut s = connect(gw.addr).await;
+    s.write_all(
+        format!(
+            "POST {CHAT} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {KEY}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // A byte every 250 ms: each read well within the body timeout, the
+    // whole far below 100 bytes a second. A reader takes the answer.
+    let (mut rd, mut wr) = s.into_split();
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(PATIENCE, rd.read_to_end(&mut got)).await;
+        got
+    });
+    let deadline = Instant::now() + PATIENCE;
+    while !reader.is_finished() && Instant::now() < deadline {
+        if wr.write_all(b" ").await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let answer = reader.await.unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+}
+
+#[tokio::test]
 async fn idle_keep_alive_connections_are_closed() {
     let (_mock, gw) = gateway(&["--keepalive-timeout-ms", "1000"]).await;
     for (addr, path) in [(gw.addr, "/healthz"), (gw.metrics, "/metrics")] {
