@@ -110,6 +110,18 @@ impl Gateway {
     async fn serve(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         let req = session.req_header();
         let routed = route::route(req.method.as_str(), req.uri.path(), req.uri.query());
+        if !crate::listener::host_ok(req) {
+            ctx.family = match &routed {
+                Ok(r) => r.family,
+                Err((family, _)) => *family,
+            };
+            session.set_keepalive(None);
+            let e = GatewayError::invalid_param(
+                "host",
+                "an HTTP/1.1 request needs exactly one Host header",
+            );
+            return respond::error(session, ctx, ctx.family, &e).await;
+        }
         let r = match routed {
             Ok(r) => r,
             Err((family, e)) => {
@@ -118,14 +130,6 @@ impl Gateway {
             }
         };
         ctx.family = r.family;
-        if !crate::listener::host_ok(session.req_header()) {
-            session.set_keepalive(None);
-            let e = GatewayError::invalid_param(
-                "host",
-                "an HTTP/1.1 request needs exactly one Host header",
-            );
-            return respond::error(session, ctx, r.family, &e).await;
-        }
         let snap = self.rt.snapshot();
         match &r.endpoint {
             Endpoint::Health => {

@@ -94,6 +94,7 @@ async fn http11_needs_exactly_one_host() {
     let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
     for (head, want) in [
         ("GET /healthz HTTP/1.1\r\n\r\n", 400),
+        ("GET /no/such/route HTTP/1.1\r\n\r\n", 400),
         ("GET /healthz HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n", 400),
         ("GET /healthz HTTP/1.0\r\n\r\n", 200),
         (
