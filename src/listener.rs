@@ -203,7 +203,8 @@ impl Gate {
         *last = Some(now);
         let n = self.refused.swap(0, Ordering::Relaxed);
         log::warn!(
-            "{listener}: {n} connection(s) refused: {} open, the limit (raise it with the connection-cap flag or the descriptor limit)",
+            "{listener}: {n} connection(s) refused with 503: {} open, none idle (the cap: \
+             --max-client-connections or --metrics-max-connections, and the open-files limit)",
             self.max
         );
     }
