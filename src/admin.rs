@@ -12,6 +12,7 @@
 //! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
 //!   health and load (`admin_upstreams`).
 
+use crate::error::quote;
 use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};
 use http::Response;
 use pingora_core::protocols::http::ServerSession;
@@ -86,13 +87,14 @@ pub fn parse_usage_query(query: Option<&str>) -> Result<UsageQuery, String> {
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
         let value = percent_decode(raw)
-            .ok_or_else(|| format!("{name}: not valid percent-encoded UTF-8"))?;
+            .ok_or_else(|| format!("{}: not valid percent-encoded UTF-8", quote(name)))?;
         let value = Some(value).filter(|v| !v.is_empty());
         let bound = |v: Option<String>| -> Result<Option<Bound>, String> {
             v.map(|v| {
                 Bound::parse(&v).ok_or_else(|| {
                     format!(
-                        "{name}: expected a UTC day (YYYY-MM-DD) or an RFC 3339 instant, got {v:?}"
+                        "{name}: expected a UTC day (YYYY-MM-DD) or an RFC 3339 instant, got {}",
+                        quote(&v)
                     )
                 })
             })
@@ -107,14 +109,15 @@ pub fn parse_usage_query(query: Option<&str>) -> Result<UsageQuery, String> {
                 q.group_by = value
                     .map(|v| {
                         GroupBy::parse(&v).ok_or_else(|| {
-                            format!("group_by: expected key, model or day, got {v:?}")
+                            format!("group_by: expected key, model or day, got {}", quote(&v))
                         })
                     })
                     .transpose()?
             }
             other => {
                 return Err(format!(
-                    "unknown parameter {other:?} (known: key, model, from, to, group_by)"
+                    "unknown parameter {} (known: key, model, from, to, group_by)",
+                    quote(other)
                 ))
             }
         }
@@ -241,7 +244,7 @@ impl Admin {
                 r
             }
             p if p.starts_with("/admin/keys/") => error(405, "method_not_allowed", "use GET"),
-            _ => error(404, "not_found", format!("no admin route {path}")),
+            _ => error(404, "not_found", format!("no admin route {}", quote(path))),
         }
     }
 

@@ -32,6 +32,15 @@ fn scrubbed(message: String) -> String {
     }
 }
 
+/// `s` for a log line: as it is when at most `chars` characters, else its
+/// first `chars` and its real length (a 1 MiB URI must not make a 1 MiB line).
+pub fn cut(s: &str, chars: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(chars) {
+        None => std::borrow::Cow::Borrowed(s),
+        Some((at, _)) => std::borrow::Cow::Owned(format!("{}… ({} bytes)", &s[..at], s.len())),
+    }
+}
+
 /// `message` cut to [`MAX_MESSAGE_BYTES`] at a character boundary.
 fn bounded(mut message: String) -> String {
     if message.len() > MAX_MESSAGE_BYTES {

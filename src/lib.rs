@@ -32,6 +32,8 @@
 //! - [`admin_keys`]: `GET /admin/keys/{id}`: a key's limits and their live use.
 //! - [`secrets`]: every secret the gateway holds, scrubbed from what it relays and logs.
 //! - [`jsonedit`]: surgical edits of raw JSON (remove members, set values) keeping every other byte.
+//! - [`listener`]: what a client connection may hold on either listener (head, body and keep-alive
+//!   deadlines, the connection cap).
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -47,6 +49,7 @@ pub mod family;
 pub mod ir;
 pub mod json_depth;
 pub mod jsonedit;
+pub mod listener;
 pub mod metrics;
 pub mod passthrough;
 pub mod policy;

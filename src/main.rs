@@ -5,6 +5,7 @@ use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard::listener::{ClientLimits, Guarded, Served};
 use switchboard::proxy::{Gateway, Settings};
 use switchboard::runtime::{ConfigPaths, Runtime, Snapshot};
 use switchboard::state::ledger::{self, LedgerSettings};
@@ -48,6 +49,8 @@ USAGE:
               [--responses-max-record-bytes N] [--responses-key-quota-bytes N]
               [--otlp-endpoint URL] [--max-response-bytes N] [--write-timeout-ms N]
               [--upstream-keepalive-requests N] [--upstream-idle-timeout-ms N]
+              [--header-timeout-ms N] [--body-timeout-ms N] [--body-min-rate N]
+              [--keepalive-timeout-ms N] [--max-connections N] [--metrics-max-connections N]
               [--check] [-d] [-u] [-t]
   switchboard --version
 
@@ -96,6 +99,21 @@ OPTIONS (environment variable in brackets):
                           [SWITCHBOARD_UPSTREAM_KEEPALIVE_REQUESTS] (1000)
   --upstream-idle-timeout-ms N  how long an idle upstream connection is kept for reuse
                           [SWITCHBOARD_UPSTREAM_IDLE_TIMEOUT_MS] (60000)
+  --header-timeout-ms N   a request head must arrive whole within N ms of the
+                          connection (or of its first byte on a kept-alive one), else the
+                          connection is closed [SWITCHBOARD_HEADER_TIMEOUT_MS] (60000)
+  --body-timeout-ms N     longest wait for any read of a request body; then 408
+                          [SWITCHBOARD_BODY_TIMEOUT_MS] (60000)
+  --body-min-rate N       bytes a second a request body must average past its body timeout
+                          (the whole body is due within the timeout + 1 s per N bytes), else 408
+                          [SWITCHBOARD_BODY_MIN_RATE] (500)
+  --keepalive-timeout-ms N  an idle keep-alive connection is closed after N ms
+                          [SWITCHBOARD_KEEPALIVE_TIMEOUT_MS] (75000)
+  --max-connections N     open client connections at most; past it the longest-idle one
+                          is closed, or with none idle the new one gets 503
+                          [SWITCHBOARD_MAX_CONNECTIONS] ((open-files limit - 256) / 2)
+  --metrics-max-connections N  the same cap on the metrics / admin listener
+                          [SWITCHBOARD_METRICS_MAX_CONNECTIONS] (64)
   --check                 validate the catalog and keys files, print a summary and exit
   -d, --daemon            run in the background (Pingora)
   -u, --upgrade           take over the listening sockets of a running instance (Pingora)
@@ -123,6 +141,9 @@ struct Args {
     admin_key: Option<String>,
     otlp_endpoint: Option<String>,
     ledger: LedgerSettings,
+    /// Client connection limits of the gateway's listener and the metrics one.
+    clients: ClientLimits,
+    metrics_clients: ClientLimits,
     /// How long stored responses are kept (`--responses-ttl-days`; the
     /// hidden `--responses-ttl-secs` for tests).
     responses_ttl: Duration,
@@ -171,6 +192,11 @@ fn parse_args() -> Result<Args, String> {
             .ok()
             .filter(|v| !v.is_empty()),
         ledger: LedgerSettings::default(),
+        clients: ClientLimits::default(),
+        metrics_clients: ClientLimits {
+            max_connections: METRICS_MAX_CONNECTIONS,
+            ..ClientLimits::default()
+        },
         responses_ttl: switchboard::state::responses::DEFAULT_TTL,
         // Why these defaults: `state::responses::DEFAULT_MAX_RECORD_BYTES`
         // and `DEFAULT_KEY_QUOTA_BYTES`.
@@ -212,6 +238,11 @@ fn parse_args() -> Result<Args, String> {
             "SWITCHBOARD_UPSTREAM_IDLE_TIMEOUT_MS",
         ),
     ] {
+        if let Ok(v) = std::env::var(var) {
+            numeric.push((flag.to_string(), v));
+        }
+    }
+    for (flag, var) in CLIENT_FLAGS {
         if let Ok(v) = std::env::var(var) {
             numeric.push((flag.to_string(), v));
         }
@@ -260,6 +291,10 @@ fn parse_args() -> Result<Args, String> {
                 let v = value(&mut it)?;
                 numeric.push((flag.clone(), v));
             }
+            f if CLIENT_FLAGS.iter().any(|(c, _)| *c == f) => {
+                let v = value(&mut it)?;
+                numeric.push((flag.clone(), v));
+            }
             "--check" => a.check = true,
             "-d" | "--daemon" => a.daemon = true,
             "-u" | "--upgrade" => a.upgrade = true,
@@ -277,7 +312,7 @@ fn parse_args() -> Result<Args, String> {
     }
     for (flag, v) in numeric {
         let n = parse_num(&flag, &v)?;
-        if upstream_flag(&mut settings, &flag, n)? {
+        if upstream_flag(&mut settings, &flag, n)? || client_flag(&mut a, &flag, n)? {
             continue;
         }
         match flag.as_str() {
@@ -341,6 +376,56 @@ fn upstream_flag(settings: &mut Settings, flag: &str, n: u64) -> Result<bool, St
             settings.upstream_keepalive_requests = u32::try_from(n).map_err(|_| too_large())?
         }
         "--upstream-idle-timeout-ms" => settings.upstream_idle_timeout = Duration::from_millis(n),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The client-connection flags (`listener::ClientLimits`), with their
+/// environment variables. Defaults are nginx's: `client_header_timeout`
+/// and `client_body_timeout` 60 s, `keepalive_timeout` 75 s; a body's
+/// minimum rate is Apache `mod_reqtimeout`'s (500 bytes/s); the connection
+/// cap follows the open-files limit (`listener::default_max_connections`).
+const CLIENT_FLAGS: [(&str, &str); 6] = [
+    ("--header-timeout-ms", "SWITCHBOARD_HEADER_TIMEOUT_MS"),
+    ("--body-timeout-ms", "SWITCHBOARD_BODY_TIMEOUT_MS"),
+    ("--body-min-rate", "SWITCHBOARD_BODY_MIN_RATE"),
+    ("--keepalive-timeout-ms", "SWITCHBOARD_KEEPALIVE_TIMEOUT_MS"),
+    ("--max-connections", "SWITCHBOARD_MAX_CONNECTIONS"),
+    (
+        "--metrics-max-connections",
+        "SWITCHBOARD_METRICS_MAX_CONNECTIONS",
+    ),
+];
+
+/// The metrics / admin listener's connection cap: a scraper or two and an
+/// operator's calls; a flood there must not take descriptors from clients.
+const METRICS_MAX_CONNECTIONS: usize = 64;
+
+/// Applies one of [`CLIENT_FLAGS`]; false for any other flag. The
+/// timeouts apply to both listeners.
+fn client_flag(a: &mut Args, flag: &str, n: u64) -> Result<bool, String> {
+    let ms = Duration::from_millis(n);
+    let count = || usize::try_from(n).map_err(|_| format!("{flag} too large"));
+    match flag {
+        "--header-timeout-ms" => {
+            a.clients.header_timeout = ms;
+            a.metrics_clients.header_timeout = ms;
+        }
+        "--body-timeout-ms" => {
+            a.clients.body_timeout = ms;
+            a.metrics_clients.body_timeout = ms;
+        }
+        "--body-min-rate" => {
+            a.clients.body_min_rate = n;
+            a.metrics_clients.body_min_rate = n;
+        }
+        "--keepalive-timeout-ms" => {
+            a.clients.keepalive_timeout = ms;
+            a.metrics_clients.keepalive_timeout = ms;
+        }
+        "--max-connections" => a.clients.max_connections = count()?,
+        "--metrics-max-connections" => a.metrics_clients.max_connections = count()?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -432,7 +517,12 @@ extern "C" fn tune_allocator() {
 static TUNE_ALLOCATOR: extern "C" fn() = tune_allocator;
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // Pingora's debug and trace lines print whole request heads and bodies
+    // (a family C `?key=`, an Authorization header): never above info.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .filter_module("pingora_core", log::LevelFilter::Info)
+        .filter_module("pingora_proxy", log::LevelFilter::Info)
+        .init();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -548,11 +638,22 @@ fn main() {
     };
     let mut metrics_service = pingora_core::services::listening::Service::new(
         "metrics".to_string(),
-        pingora_core::apps::http_app::HttpServer::new_app(metrics_app),
+        Guarded::new(
+            "metrics listener",
+            Served(metrics_app),
+            args.metrics_clients,
+        ),
     );
     metrics_service.add_tcp(&args.metrics);
     server.add_service(metrics_service);
-    let mut service = pingora_proxy::http_proxy_service(&server.configuration, gateway);
+    let mut service = pingora_core::services::listening::Service::new(
+        "switchboard".to_string(),
+        Guarded::new(
+            "client listener",
+            pingora_proxy::http_proxy(&server.configuration, gateway),
+            args.clients,
+        ),
+    );
     service.add_listener(client_listener(&args.listen));
     server.add_service(service);
     log::info!(

@@ -4,7 +4,10 @@
 //! (protobuf) in batches by the SDK's own thread, never on the request path.
 //! The W3C `traceparent` a client sends is continued (the request span is its
 //! child), and each attempt sends its own upstream. Without an endpoint no
-//! span is made and a client's `traceparent` goes upstream unchanged.
+//! span is made and a client's valid `traceparent` goes upstream re-written
+//! in version 00's form. An invalid one (not `00-<32 hex>-<16 hex>-<2 hex>`
+//! with non-zero ids, or longer than [`MAX_TRACEPARENT`]) is never continued
+//! nor forwarded: a new trace starts.
 
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
@@ -74,8 +77,16 @@ impl Telemetry {
     }
 }
 
+/// The longest `traceparent` considered: version 00 is 55 characters; a
+/// later version may append fields, and W3C's `tracestate` caps a header
+/// at 512.
+pub const MAX_TRACEPARENT: usize = 512;
+
 /// A W3C `traceparent` value: trace id, parent span id, flags.
 pub fn parse_traceparent(v: &str) -> Option<SpanContext> {
+    if v.len() > MAX_TRACEPARENT {
+        return None;
+    }
     let mut parts = v.trim().split('-');
     let (version, trace, span, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -258,8 +269,10 @@ mod tests {
         ] {
             assert!(parse_traceparent(bad).is_none(), "{bad}");
         }
-        // A later version may carry more fields.
+        // A later version may carry more fields, within the bound.
         assert!(parse_traceparent(&format!("01-{}-x", &v[3..])).is_some());
+        let long = format!("01-{}-{}", &v[3..], "a".repeat(MAX_TRACEPARENT));
+        assert!(parse_traceparent(&long).is_none());
     }
 
     #[test]

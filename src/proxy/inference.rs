@@ -141,13 +141,67 @@ async fn read_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
     }
     // Pieces are joined into one buffer sized from content-length.
     let mut body = super::gather::Gathered::expecting(declared.unwrap_or(0).min(limit));
-    while let Some(chunk) = session.read_request_body().await.map_err(Stop::Io)? {
+    let started = tokio::time::Instant::now();
+    loop {
+        let read = match crate::listener::body_deadline(started, body.len()) {
+            Some(at) => tokio::time::timeout_at(at, session.read_request_body()).await,
+            None => Ok(session.read_request_body().await),
+        };
+        let chunk = match read {
+            Ok(Ok(Some(c))) => c,
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => return Err(body_fault(session, e)),
+            Err(_) => {
+                session.set_keepalive(None);
+                return Err(body_timeout().into());
+            }
+        };
         if body.len() + chunk.len() > limit {
             return Err(too_large().into());
         }
         body.push(chunk);
     }
     Ok(body.finish())
+}
+
+/// A request body that could not be read: the client's fault, answered in
+/// its family's shape (408 when it stopped sending for the listener's body
+/// timeout, 400 when its framing is broken), and the connection closed after
+/// the answer since the body's end is lost. A client that went away is no
+/// answer at all (`Stop::Io`, in the access log).
+fn body_fault(session: &mut Session, e: Box<pingora_core::Error>) -> Stop {
+    use pingora_core::ErrorType;
+    session.set_keepalive(None);
+    match e.etype() {
+        ErrorType::ReadTimedout => body_timeout().into(),
+        ErrorType::InvalidHTTPHeader => GatewayError::new(
+            ErrorKind::InvalidRequest,
+            "the request body's framing is invalid",
+        )
+        .into(),
+        ErrorType::ConnectionClosed => GatewayError::new(
+            ErrorKind::InvalidRequest,
+            "the request body ended before its declared length",
+        )
+        .into(),
+        t if t.as_str() == "InvalidChunk" => GatewayError::new(
+            ErrorKind::InvalidRequest,
+            "the request body's chunked encoding is invalid",
+        )
+        .into(),
+        _ => Stop::Io(e),
+    }
+}
+
+/// A request body that stopped coming (a read waited the body timeout) or
+/// came too slowly (`listener::body_deadline`).
+fn body_timeout() -> GatewayError {
+    GatewayError::new(
+        ErrorKind::InvalidRequest,
+        "the request body did not arrive in time (the body timeout, or below the minimum rate)",
+    )
+    .with_status(408)
+    .with_code("request_timeout")
 }
 
 fn not_found_model(family: Family, name: &str) -> GatewayError {
@@ -507,7 +561,11 @@ async fn run(
         span.set("switchboard.family", family.name());
         ctx.trace = Some(std::sync::Arc::new(span));
     } else {
-        ctx.traceparent = client_traceparent.map(str::to_string);
+        // Only a valid W3C value goes on, re-written in version 00's form;
+        // anything else is dropped (the upstream starts its own trace).
+        ctx.traceparent = client_traceparent
+            .and_then(crate::telemetry::parse_traceparent)
+            .map(|sc| crate::telemetry::traceparent(&sc));
     }
     super::auth::authorize(key, &model.qualified_id)?;
 

@@ -33,6 +33,9 @@ use route::Endpoint;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Longest client-supplied string in a log line (characters; the line says the real length).
+const LOGGED_CHARS: usize = 256;
+
 /// Tunables of the inference path.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -119,6 +122,18 @@ impl Gateway {
     async fn serve(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         let req = session.req_header();
         let routed = route::route(req.method.as_str(), req.uri.path(), req.uri.query());
+        if !crate::listener::host_ok(req) {
+            ctx.family = match &routed {
+                Ok(r) => r.family,
+                Err((family, _)) => *family,
+            };
+            session.set_keepalive(None);
+            let e = GatewayError::invalid_param(
+                "host",
+                "an HTTP/1.1 request needs exactly one Host header",
+            );
+            return respond::error(session, ctx, ctx.family, &e).await;
+        }
         let r = match routed {
             Ok(r) => r,
             Err((family, e)) => {
@@ -191,6 +206,7 @@ impl ProxyHttp for Gateway {
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        crate::listener::head_received(session);
         ctx.request_id = session
             .req_header()
             .headers
@@ -247,14 +263,41 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// What Pingora's own log lines name the request by: the method and the
+    /// path, cut short (a long URI must not make a long line), without the
+    /// query (family C's `?key=`) and without the Host header.
+    fn request_summary(&self, session: &Session, ctx: &RequestCtx) -> String {
+        let req = session.req_header();
+        format!(
+            "{} {}, request {}",
+            crate::error::cut(req.method.as_str(), LOGGED_CHARS),
+            crate::error::cut(req.uri.path(), LOGGED_CHARS),
+            ctx.request_id
+        )
+    }
+
+    /// A client's own fault (it went away, stopped sending, sent a broken
+    /// head) is in the access log line; it is no ERROR for the operator.
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
+        matches!(
+            e.etype(),
+            ErrorType::ReadError
+                | ErrorType::ReadTimedout
+                | ErrorType::WriteError
+                | ErrorType::WriteTimedout
+                | ErrorType::ConnectionClosed
+                | ErrorType::InvalidHTTPHeader
+        )
+    }
+
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         if log::log_enabled!(target: "access", log::Level::Info) {
             let req = session.req_header();
-            let failure = e.map(ToString::to_string);
+            let failure = e.map(|e| crate::error::cut(&e.to_string(), LOGGED_CHARS).into_owned());
             access::write(&access::AccessLine::new(
                 ctx,
-                req.method.as_str(),
-                req.uri.path(),
+                &crate::error::cut(req.method.as_str(), LOGGED_CHARS),
+                &crate::error::cut(req.uri.path(), LOGGED_CHARS),
                 failure.as_deref(),
             ));
         }

@@ -169,7 +169,11 @@ fn not_found(path: &str) -> GatewayError {
 fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> GatewayError {
     let mut e = GatewayError::new(
         ErrorKind::MethodNotAllowed,
-        format!("method {method} is not allowed on {path}; use {allowed}"),
+        format!(
+            "method {} is not allowed on {}; use {allowed}",
+            crate::error::quote(method),
+            crate::error::quote(path)
+        ),
     );
     e.allow = Some(if allowed == "GET" {
         "GET, HEAD"

@@ -1,0 +1,441 @@
+//! Client connections on both listeners (the gateway's and the metrics /
+//! admin one): what a client may hold and for how long.
+//!
+//! Pingora 0.9.1 bounds each read of a request head or body by itself (60 s)
+//! but not the head as a whole, keeps an HTTP/1.1 keep-alive connection for
+//! ever, and accepts until the process runs out of descriptors (then logs
+//! `Accept() failed … Too many open files` every second while new clients
+//! hang). [`Guarded`] wraps a listener's HTTP application, without forking
+//! Pingora, and runs each connection's HTTP/1 loop itself:
+//!
+//! - **connection cap**: past `max_connections` open connections, the
+//!   longest-idle keep-alive connection is closed to make room; with none
+//!   idle, the new client gets an immediate `503` and the connection is
+//!   closed (never a hang). One warning a second at most says so.
+//! - **request-head deadline**: the whole head must arrive within
+//!   `header_timeout` of the connection's accept (first request) or of its
+//!   first byte (later requests), else the connection is closed (nginx's
+//!   `client_header_timeout`).
+//! - **keep-alive idle timeout**: a connection between requests is closed
+//!   after `keepalive_timeout` without a byte (nginx's `keepalive_timeout`).
+//! - **body deadlines**: once the head is in, [`head_received`] (called
+//!   by the application when it starts on a request) sets the session's
+//!   per-read timeout and drain timeout to `body_timeout` (nginx's
+//!   `client_body_timeout`), and [`body_deadline`] gives the whole body's:
+//!   `body_timeout` plus one second per `body_min_rate` bytes received
+//!   (Apache's `mod_reqtimeout`, `body=20,MinRate=500`), so a body trickled
+//!   a byte at a time ends while a slow but steady upload does not. The
+//!   gateway answers `408` when either passes.
+//!
+//! [`Served`] is the metrics listener's HTTP application: Pingora's
+//! `HttpServer` without its error lines that print the whole request head
+//! (a 1 MiB URI made a 1 MiB ERROR line per request).
+
+use async_trait::async_trait;
+use pingora_core::apps::http_app::ServeHttp;
+use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream, ServerApp};
+use pingora_core::protocols::http::{HttpTask, ServerSession};
+use pingora_core::protocols::Stream;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::ErrorType;
+use pingora_http::ResponseHeader;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// What one listener allows its clients.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientLimits {
+    /// The whole request head, from accept or from the first byte.
+    pub header_timeout: Duration,
+    /// The longest wait for any read of a request body.
+    pub body_timeout: Duration,
+    /// Bytes a second a request body must average (past `body_timeout`).
+    pub body_min_rate: u64,
+    /// The longest a connection is kept between requests.
+    pub keepalive_timeout: Duration,
+    /// Open connections at most; past it idle ones are closed, then new ones refused.
+    pub max_connections: usize,
+}
+
+impl Default for ClientLimits {
+    /// nginx's defaults: `client_header_timeout 60s`, `client_body_timeout
+    /// 60s`, `keepalive_timeout 75s`; the connection cap from the
+    /// descriptor limit ([`default_max_connections`]).
+    fn default() -> Self {
+        ClientLimits {
+            header_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(60),
+            body_min_rate: 500,
+            keepalive_timeout: Duration::from_secs(75),
+            max_connections: default_max_connections(),
+        }
+    }
+}
+
+/// Descriptors kept out of the client cap for everything else the process
+/// opens: listeners, the ledger and limits files, Redis or PostgreSQL,
+/// the metrics listener's own clients, DNS.
+const RESERVED_FDS: u64 = 256;
+
+/// The client connection cap a descriptor limit allows: half of what is
+/// left after [`RESERVED_FDS`], since each client connection may hold one
+/// upstream connection; at least 16.
+pub fn max_connections_for(nofile: u64) -> usize {
+    let n = nofile.saturating_sub(RESERVED_FDS) / 2;
+    usize::try_from(n.max(16)).unwrap_or(usize::MAX)
+}
+
+/// [`max_connections_for`] the process's soft `RLIMIT_NOFILE` (read from
+/// `/proc/self/limits`; 1024, the usual default, where it cannot be read).
+pub fn default_max_connections() -> usize {
+    max_connections_for(nofile_soft_limit().unwrap_or(1024))
+}
+
+fn nofile_soft_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line["Max open files".len()..].split_whitespace().next()?;
+    match soft {
+        "unlimited" => Some(1 << 20),
+        n => n.parse().ok(),
+    }
+}
+
+/// One connection's state, seen by the application through a task-local.
+struct Conn {
+    limits: ClientLimits,
+    head_done: AtomicBool,
+}
+
+tokio::task_local! {
+    static CONN: Arc<Conn>;
+}
+
+/// Called by the application when a request's head has been read: stops
+/// the head deadline and bounds the body's reads (and the drain of an
+/// unread body before the connection is reused) by `body_timeout`. Does
+/// nothing outside a [`Guarded`] connection (tests of the app alone).
+pub fn head_received(session: &mut ServerSession) {
+    let _ = CONN.try_with(|c| {
+        c.head_done.store(true, Ordering::Release);
+        session.set_read_timeout(Some(c.limits.body_timeout));
+        session.set_total_drain_timeout(Some(c.limits.body_timeout));
+    });
+}
+
+/// When a request body begun at `started` with `received` bytes so far must
+/// be in whole: `body_timeout` plus one second per `body_min_rate` bytes.
+/// `None` outside a [`Guarded`] connection.
+pub fn body_deadline(started: Instant, received: usize) -> Option<Instant> {
+    CONN.try_with(|c| {
+        let rate = c.limits.body_min_rate.max(1);
+        let earned = Duration::from_secs_f64(received as f64 / rate as f64);
+        started + c.limits.body_timeout + earned
+    })
+    .ok()
+}
+
+/// The open connections of one listener and its idle ones, oldest first.
+struct Gate {
+    max: usize,
+    live: AtomicUsize,
+    idle: Mutex<BTreeMap<u64, Arc<Notify>>>,
+    next_id: AtomicU64,
+    refused: AtomicU64,
+    last_warned: Mutex<Option<Instant>>,
+}
+
+/// A place in the gate, given back when the connection ends.
+struct Slot(Arc<Gate>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Gate {
+    fn admit(self: &Arc<Gate>) -> Option<Slot> {
+        let n = self.live.fetch_add(1, Ordering::AcqRel) + 1;
+        let slot = Slot(self.clone());
+        if n <= self.max {
+            return Some(slot);
+        }
+        // Over the cap: the longest-idle keep-alive connection makes room.
+        let oldest = self.idle.lock().ok().and_then(|mut m| m.pop_first());
+        if let Some((_, wake)) = oldest {
+            wake.notify_one();
+            return Some(slot);
+        }
+        drop(slot);
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    fn park(&self, wake: Arc<Notify>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.idle.lock() {
+            m.insert(id, wake);
+        }
+        id
+    }
+
+    fn unpark(&self, id: u64) {
+        if let Ok(mut m) = self.idle.lock() {
+            m.remove(&id);
+        }
+    }
+
+    /// At most one warning a second, with the count since the last one.
+    fn warn_refused(&self, listener: &str) {
+        let Ok(mut last) = self.last_warned.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            return;
+        }
+        *last = Some(now);
+        let n = self.refused.swap(0, Ordering::Relaxed);
+        log::warn!(
+            "{listener}: {n} connection(s) refused with 503: {} open, none idle (the cap: \
+             --max-connections or --metrics-max-connections, and the open-files limit)",
+            self.max
+        );
+    }
+}
+
+/// The answer a client over the cap gets before the connection is closed.
+const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 89\r\n\r\n{\"error\":{\"type\":\"overloaded\",\"message\":\"too many open connections; retry in a moment\"}}";
+
+/// A listener's HTTP application under [`ClientLimits`] (see the module doc).
+pub struct Guarded<A> {
+    app: Arc<A>,
+    limits: ClientLimits,
+    gate: Arc<Gate>,
+    name: &'static str,
+}
+
+impl<A> Guarded<A> {
+    /// `app` on a listener named `name` (in log lines) under `limits`.
+    pub fn new(name: &'static str, app: A, limits: ClientLimits) -> Guarded<A> {
+        Guarded {
+            app: Arc::new(app),
+            gate: Arc::new(Gate {
+                max: limits.max_connections.max(1),
+                live: AtomicUsize::new(0),
+                idle: Mutex::new(BTreeMap::new()),
+                next_id: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+                last_warned: Mutex::new(None),
+            }),
+            limits,
+            name,
+        }
+    }
+}
+
+/// How a keep-alive wait ended.
+enum Idle {
+    /// The next request's first byte is here.
+    Request,
+    /// Timed out, evicted, shut down, or the client closed.
+    Close,
+}
+
+impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+    /// One request, its head bounded by `deadline`.
+    async fn one(
+        &self,
+        session: ServerSession,
+        shutdown: &ShutdownWatch,
+        deadline: Instant,
+    ) -> Option<ReusedHttpStream> {
+        let conn = Arc::new(Conn {
+            limits: self.limits,
+            head_done: AtomicBool::new(false),
+        });
+        let head_timer = async {
+            tokio::time::sleep_until(deadline).await;
+            if conn.head_done.load(Ordering::Acquire) {
+                std::future::pending::<()>().await;
+            }
+        };
+        let request = CONN.scope(conn.clone(), self.app.process_new_http(session, shutdown));
+        tokio::select! {
+            r = request => r,
+            () = head_timer => {
+                log::debug!("{}: request head not received within {:?}; closing", self.name, self.limits.header_timeout);
+                None
+            }
+        }
+    }
+
+    /// Waits between requests for the next one's first byte.
+    async fn idle(&self, stream: &mut Stream, shutdown: &ShutdownWatch) -> Idle {
+        if *shutdown.borrow() {
+            return Idle::Close;
+        }
+        let wake = Arc::new(Notify::new());
+        let id = self.gate.park(wake.clone());
+        let mut shutdown = shutdown.clone();
+        let mut probe = [0u8; 1];
+        let outcome = tokio::select! {
+            r = stream.try_peek(&mut probe) => if r.is_ok() { Idle::Request } else { Idle::Close },
+            () = tokio::time::sleep(self.limits.keepalive_timeout) => Idle::Close,
+            () = wake.notified() => Idle::Close,
+            _ = shutdown.changed() => Idle::Close,
+        };
+        self.gate.unpark(id);
+        outcome
+    }
+}
+
+#[async_trait]
+impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
+    async fn process_new(
+        self: &Arc<Self>,
+        mut stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        let Some(_slot) = self.gate.admit() else {
+            self.gate.warn_refused(self.name);
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                let _ = stream.write_all(REFUSAL).await;
+                let _ = stream.flush().await;
+                let _ = stream.shutdown().await;
+            })
+            .await;
+            return None;
+        };
+        // The first request's head is due within header_timeout of the accept.
+        let mut deadline = Instant::now() + self.limits.header_timeout;
+        let mut session = ServerSession::new_http1(stream);
+        loop {
+            // Pingora's own per-read keep-alive timeout is off: the idle wait
+            // and the head deadline here bound the reads between requests.
+            session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
+            let reused = self.one(session, shutdown, deadline).await?;
+            let (mut stream, settings) = reused.consume();
+            if let Idle::Close = self.idle(&mut stream, shutdown).await {
+                return None;
+            }
+            deadline = Instant::now() + self.limits.header_timeout;
+            session = ServerSession::new_http1(stream);
+            if let Some(s) = settings {
+                s.apply_to_session(&mut session);
+            }
+        }
+    }
+
+    async fn cleanup(&self) {
+        self.app.http_cleanup().await;
+    }
+}
+
+/// The longest a logged error from a client's connection may be (bytes).
+const MAX_LOGGED: usize = 256;
+
+/// A Pingora error for a log line: its text cut to [`MAX_LOGGED`] bytes with
+/// its real length. Use only for errors that carry no request data.
+fn bounded(e: &pingora_core::Error) -> String {
+    let s = e.to_string();
+    if s.len() <= MAX_LOGGED {
+        return s;
+    }
+    let mut cut = MAX_LOGGED;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..cut], s.len())
+}
+
+/// A [`ServeHttp`] application as an HTTP/1 server (Pingora's `HttpServer`
+/// minus modules), logging only the kind of a client's fault: Pingora's
+/// puts the head it could not parse, or a 1 MiB URI, into an ERROR line.
+pub struct Served<S>(pub S);
+
+#[async_trait]
+impl<S: ServeHttp + Send + Sync> HttpServerApp for Served<S> {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut http: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        match http.read_request().await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                // The error's text may quote the head (Authorization included).
+                log::debug!(
+                    "metrics listener: unreadable request head ({})",
+                    e.etype().as_str()
+                );
+                if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
+                    let _ = http.respond_error(400).await;
+                }
+                return None;
+            }
+        }
+        head_received(&mut http);
+        if !host_ok(http.req_header()) {
+            let _ = http.respond_error(400).await;
+            return None;
+        }
+        if *shutdown.borrow() {
+            http.set_keepalive(None);
+        }
+        let (parts, body) = self.0.response(&mut http).await.into_parts();
+        let mut head: ResponseHeader = parts.into();
+        // A length, so the connection can be kept alive (without one the
+        // body is delimited by closing the connection).
+        if !head.headers.contains_key(http::header::CONTENT_LENGTH) {
+            let _ = head.insert_header(http::header::CONTENT_LENGTH, body.len());
+        }
+        // Head and body as Pingora's HttpServer writes them.
+        for task in [
+            HttpTask::Header(Box::new(head), body.is_empty()),
+            HttpTask::Body(Some(body.into()), true),
+        ] {
+            if let Err(e) = http.response_duplex_vec(vec![task]).await {
+                log::debug!("metrics listener: answer not written: {}", bounded(&e));
+                return None;
+            }
+        }
+        let settings = HttpPersistentSettings::for_session(&http);
+        match http.finish().await {
+            Ok(s) => s.map(|s| ReusedHttpStream::from_reusable_stream(s, settings)),
+            Err(e) => {
+                log::debug!("metrics listener: connection not reusable: {}", bounded(&e));
+                None
+            }
+        }
+    }
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request has exactly one `Host`; HTTP/1.0 may have none.
+pub fn host_ok(req: &pingora_http::RequestHeader) -> bool {
+    let hosts = req.headers.get_all(http::header::HOST).iter().count();
+    match hosts {
+        0 => req.version != http::Version::HTTP_11,
+        1 => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_cap_follows_the_descriptor_limit() {
+        assert_eq!(max_connections_for(1024), 384);
+        assert_eq!(max_connections_for(65536), 32640);
+        assert_eq!(max_connections_for(100), 16);
+    }
+}
