@@ -15,12 +15,13 @@
 //!   pooled connection), and the access log's `attempts` says how many.
 
 use crate::common::gateway::{authed, keys, model, Gateway, KEY};
+use crate::support::read_request;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 /// Another client key of the test keys file (the `hashed` entry's key).
@@ -69,43 +70,6 @@ impl Scripted {
     }
 }
 
-/// Reads one request (head and content-length body): (authorization, body).
-async fn read_request(s: &mut TcpStream) -> Option<(String, String)> {
-    let mut buf = Vec::new();
-    let mut piece = [0u8; 8192];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let field = |name: &str| {
-                head.lines()
-                    .find_map(|l| {
-                        let (n, v) = l.split_once(':')?;
-                        n.trim()
-                            .eq_ignore_ascii_case(name)
-                            .then(|| v.trim().to_string())
-                    })
-                    .unwrap_or_default()
-            };
-            let len: usize = field("content-length").parse().unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = s.read(&mut piece).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&piece[..n]);
-            }
-            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).to_string();
-            let auth = field("authorization");
-            return Some((auth, body));
-        }
-        let n = s.read(&mut piece).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&piece[..n]);
-    }
-}
-
 /// An upstream running `script` for every request it reads.
 async fn scripted(script: Script) -> Scripted {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -126,7 +90,8 @@ async fn scripted(script: Script) -> Scripted {
             let (conns, seen, event, script) =
                 (conns.clone(), seen.clone(), event.clone(), script.clone());
             tokio::spawn(async move {
-                while let Some((auth, body)) = read_request(&mut s).await {
+                while let Some(req) = read_request(&mut s).await {
+                    let (auth, body) = (req.header("authorization").to_string(), req.body_text());
                     let req = Seen { conn, auth, body };
                     seen.lock().unwrap().push(req.clone());
                     for step in script(&req) {

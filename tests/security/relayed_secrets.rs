@@ -10,11 +10,12 @@
 //! ([`scripted`]): it records each request and answers what a closure says.
 
 use crate::common::gateway::{authed, Gateway, KEY};
+use crate::support::read_request;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 
 /// One request as the scripted upstream read it.
 #[derive(Debug, Clone)]
@@ -62,39 +63,6 @@ impl Scripted {
     }
 }
 
-/// Reads one request (head, then a content-length body).
-async fn read_request(s: &mut TcpStream) -> Option<Recorded> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().unwrap())
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = s.read(&mut chunk).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
-            return Some(Recorded { head, body });
-        }
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// Starts a scripted upstream.
 pub(crate) async fn scripted(
     answer: impl Fn(&Recorded) -> Vec<u8> + Send + Sync + 'static,
@@ -111,7 +79,10 @@ pub(crate) async fn scripted(
             };
             let (answer, log) = (answer.clone(), log.clone());
             tokio::spawn(async move {
-                if let Some(req) = read_request(&mut s).await {
+                if let Some(req) = read_request(&mut s).await.map(|r| Recorded {
+                    body: r.body_text(),
+                    head: r.head,
+                }) {
                     let out = answer(&req);
                     log.lock().unwrap().push(req);
                     let _ = s.write_all(&out).await;

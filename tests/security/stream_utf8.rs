@@ -13,10 +13,11 @@ use crate::common::families::{
 use crate::common::gateway::{authed, keys, model, Gateway, KEY};
 use crate::common::http_client::Response;
 use crate::common::mock_upstream::Protocol;
+use crate::support::{read_request, UpstreamRequest};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 
 /// Bytes that are not UTF-8: a lone continuation byte, a truncated
 /// two-byte sequence, and 0xFF (never valid).
@@ -98,35 +99,6 @@ fn bad_whole(p: Protocol) -> Vec<u8> {
     with_bad(&v.to_string())
 }
 
-/// Reads one request (head and content-length body); `None` at end of input.
-async fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 8192];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            let len: usize = head
-                .to_ascii_lowercase()
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:").map(str::to_string))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            while buf.len() < end + 4 + len {
-                let n = s.read(&mut byte).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&byte[..n]);
-            }
-            return Some((head, buf[end + 4..end + 4 + len].to_vec()));
-        }
-        let n = s.read(&mut byte).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&byte[..n]);
-    }
-}
-
 /// A raw-socket upstream speaking `p`: a stream request gets
 /// [`bad_stream`], a whole one [`bad_whole`], each on a closed connection.
 async fn scripted(p: Protocol) -> u16 {
@@ -138,7 +110,7 @@ async fn scripted(p: Protocol) -> u16 {
                 return;
             };
             tokio::spawn(async move {
-                let Some((head, body)) = read_request(&mut s).await else {
+                let Some(UpstreamRequest { head, body }) = read_request(&mut s).await else {
                     return;
                 };
                 let body = String::from_utf8_lossy(&body);

@@ -17,6 +17,7 @@
 
 use crate::common::gateway::{authed, keys, model, Gateway, KEY};
 use crate::common::http_client::Response;
+use crate::support::read_request;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -34,35 +35,6 @@ struct Upstream {
     /// Endless streams whose connection the gateway closed.
     closed: Arc<AtomicUsize>,
     closed_event: Arc<Notify>,
-}
-
-/// Reads one request; its body, or None at end of input.
-async fn read_request(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut piece = [0u8; 8192];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = s.read(&mut piece).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&piece[..n]);
-            }
-            return Some(String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).to_string());
-        }
-        let n = s.read(&mut piece).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&piece[..n]);
-    }
 }
 
 /// One stream chunk carrying `text`, as an SSE frame.
@@ -113,7 +85,7 @@ async fn upstream() -> Upstream {
             };
             let (c, e, big) = (c.clone(), e.clone(), big.clone());
             tokio::spawn(async move {
-                while let Some(body) = read_request(&mut s).await {
+                while let Some(body) = read_request(&mut s).await.map(|r| r.body_text()) {
                     if body.contains("[[endless-frame]]") {
                         // One SSE frame that never ends: no line break, ever.
                         let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n8\r\ndata: xx\r\n";
