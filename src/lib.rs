@@ -9,6 +9,8 @@
 //! - `alloc_count` (feature `alloc-count`): the counting allocator of the load benchmark.
 //! - [`adjust`]: what the gateway changed in a request (adapt policy, fields a protocol cannot carry).
 //! - [`family`]: the three protocol families and their names.
+//! - [`cli`]: the command line (clap): flags, their variables and defaults, the help text; the
+//!   settings each part takes, built from them (used by the binary only).
 //! - [`config`]: catalog and keys files: serde mirror, validation with JSON paths, queries.
 //! - [`runtime`]: the live snapshot (catalog + keys) behind an atomic pointer swap.
 //! - [`rfc3339`]: RFC 3339 UTC timestamps from unix time (listings' `created_at`, the access log).
@@ -43,6 +45,7 @@ pub mod admin_keys;
 pub mod admin_upstreams;
 #[cfg(feature = "alloc-count")]
 pub mod alloc_count;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod family;
