@@ -96,8 +96,11 @@ pub struct Listeners {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Server (Pingora)")]
 pub struct Server {
-    /// Pingora's server configuration (threads, grace periods, upgrade
-    /// socket); keys it leaves out get Switchboard's defaults.
+    /// Pingora's server configuration file.
+    ///
+    /// Threads, grace periods, the upgrade socket; keys it leaves out get
+    /// Switchboard's defaults: `threads` = available cores,
+    /// `grace_period_seconds` 1, `graceful_shutdown_timeout_seconds` 10.
     #[arg(short = 'c', long = "conf", value_name = "PATH")]
     pub conf: Option<String>,
     /// Run in the background.
@@ -117,28 +120,31 @@ pub struct Server {
 pub struct Upstreams {
     /// Upstream connect timeout (TCP and TLS), in milliseconds.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_CONNECT_TIMEOUT_MS",
-          value_parser = positive::<u64>, default_value_t = ms(Settings::default().connect_timeout))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(Settings::default().connect_timeout))]
     pub connect_timeout_ms: u64,
     /// Longest wait for any read from an upstream (the head or a body
     /// chunk), in milliseconds.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_READ_TIMEOUT_MS",
-          value_parser = positive::<u64>, default_value_t = ms(Settings::default().read_timeout))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(Settings::default().read_timeout))]
     pub read_timeout_ms: u64,
-    /// Largest whole (non-stream) upstream answer, in bytes; a larger one is
-    /// a 502. An LLM's whole answer is far smaller, and each is held whole in
+    /// Largest whole (non-stream) upstream answer, in bytes; then 502.
+    ///
+    /// An LLM's whole answer is far smaller, and each is held whole in
     /// memory while it is rewritten.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_MAX_RESPONSE_BYTES",
-          value_parser = positive::<usize>, default_value_t = Settings::default().max_response_bytes)]
+          value_parser = positive::<usize>, allow_negative_numbers = true, default_value_t = Settings::default().max_response_bytes)]
     pub max_response_bytes: usize,
-    /// Requests one upstream connection carries, then it is closed (nginx's
-    /// `keepalive_requests`).
+    /// Requests one upstream connection carries, then it is closed.
+    ///
+    /// nginx's `keepalive_requests`.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_UPSTREAM_KEEPALIVE_REQUESTS",
-          value_parser = positive::<u32>, default_value_t = Settings::default().upstream_keepalive_requests)]
+          value_parser = positive::<u32>, allow_negative_numbers = true, default_value_t = Settings::default().upstream_keepalive_requests)]
     pub upstream_keepalive_requests: u32,
-    /// How long an idle upstream connection is kept for reuse, in
-    /// milliseconds (nginx's upstream `keepalive_timeout`).
+    /// How long an idle upstream connection is kept for reuse, in ms.
+    ///
+    /// nginx's upstream `keepalive_timeout`.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_UPSTREAM_IDLE_TIMEOUT_MS",
-          value_parser = positive::<u64>, default_value_t = ms(Settings::default().upstream_idle_timeout))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(Settings::default().upstream_idle_timeout))]
     pub upstream_idle_timeout_ms: u64,
 }
 
@@ -149,49 +155,56 @@ pub struct Upstreams {
 pub struct Clients {
     /// Largest request body accepted, in bytes; above it 413.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_MAX_BODY_BYTES",
-          value_parser = positive::<usize>, default_value_t = Settings::default().max_body_bytes)]
+          value_parser = positive::<usize>, allow_negative_numbers = true, default_value_t = Settings::default().max_body_bytes)]
     pub max_body_bytes: usize,
     /// Token counts run at once; more wait their turn [default: half the
     /// cores, at least 1].
-    #[arg(long, value_name = "N", env = "SWITCHBOARD_TOKEN_WORKERS", value_parser = positive::<usize>)]
+    #[arg(long, value_name = "N", env = "SWITCHBOARD_TOKEN_WORKERS", value_parser = positive::<usize>, allow_negative_numbers = true)]
     pub token_workers: Option<usize>,
-    /// Longest a write to a client may wait for it to read, in milliseconds;
-    /// then it is cut (nginx's `send_timeout`).
+    /// Longest a write to a client may wait for it to read, in ms; then cut.
+    ///
+    /// nginx's `send_timeout`.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_WRITE_TIMEOUT_MS",
-          value_parser = positive::<u64>, default_value_t = ms(Settings::default().write_timeout))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(Settings::default().write_timeout))]
     pub write_timeout_ms: u64,
-    /// A request head must arrive whole within N ms of the connection (or of
-    /// its first byte on a kept-alive one), else the connection is closed
-    /// (nginx's `client_header_timeout`).
+    /// A request head must arrive whole within N ms, else the connection is closed.
+    ///
+    /// Counted from the connection, or from its first byte on a kept-alive
+    /// one (nginx's `client_header_timeout`).
     #[arg(long, value_name = "N", env = "SWITCHBOARD_HEADER_TIMEOUT_MS",
-          value_parser = positive::<u64>, default_value_t = ms(ClientLimits::default().header_timeout))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(ClientLimits::default().header_timeout))]
     pub header_timeout_ms: u64,
-    /// Longest wait for any read of a request body, in milliseconds; then
-    /// 408 (nginx's `client_body_timeout`).
+    /// Longest wait for any read of a request body, in ms; then 408.
+    ///
+    /// nginx's `client_body_timeout`.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_BODY_TIMEOUT_MS",
-          value_parser = positive::<u64>, default_value_t = ms(ClientLimits::default().body_timeout))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(ClientLimits::default().body_timeout))]
     pub body_timeout_ms: u64,
-    /// Bytes a second a request body must average past its body timeout (the
-    /// whole body is due within the timeout + 1 s per N bytes), else 408
+    /// Bytes a second a request body must average past its timeout, else 408.
+    ///
+    /// The whole body is due within the body timeout + 1 s per N bytes
     /// (Apache `mod_reqtimeout`'s rate).
     #[arg(long, value_name = "N", env = "SWITCHBOARD_BODY_MIN_RATE",
-          value_parser = positive::<u64>, default_value_t = ClientLimits::default().body_min_rate)]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ClientLimits::default().body_min_rate)]
     pub body_min_rate: u64,
-    /// An idle keep-alive connection is closed after N ms (nginx's
-    /// `keepalive_timeout`).
+    /// An idle keep-alive connection is closed after N ms.
+    ///
+    /// nginx's `keepalive_timeout`.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_KEEPALIVE_TIMEOUT_MS",
-          value_parser = positive::<u64>, default_value_t = ms(ClientLimits::default().keepalive_timeout))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(ClientLimits::default().keepalive_timeout))]
     pub keepalive_timeout_ms: u64,
-    /// Open client connections at most; past it the longest-idle one is
-    /// closed, or with none idle the new one gets 503 [default: (open-files
-    /// limit - 256) / 2, at least 16].
-    #[arg(long, value_name = "N", env = "SWITCHBOARD_MAX_CONNECTIONS", value_parser = positive::<usize>)]
+    /// Open client connections at most [default: (open-files limit - 256) / 2, at least 16].
+    ///
+    /// Past it the longest-idle one is closed, or with none idle the new one
+    /// gets 503.
+    #[arg(long, value_name = "N", env = "SWITCHBOARD_MAX_CONNECTIONS", value_parser = positive::<usize>, allow_negative_numbers = true)]
     pub max_connections: Option<usize>,
-    /// The same cap on the metrics / admin listener: a scraper or two and an
-    /// operator's calls; a flood there must not take descriptors from
-    /// clients.
+    /// The same cap on the metrics / admin listener.
+    ///
+    /// A scraper or two and an operator's calls; a flood there must not take
+    /// descriptors from clients.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_METRICS_MAX_CONNECTIONS",
-          value_parser = positive::<usize>, default_value_t = METRICS_MAX_CONNECTIONS)]
+          value_parser = positive::<usize>, allow_negative_numbers = true, default_value_t = METRICS_MAX_CONNECTIONS)]
     pub metrics_max_connections: usize,
 }
 
@@ -203,9 +216,10 @@ pub const METRICS_MAX_CONNECTIONS: usize = 64;
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "State")]
 pub struct State {
-    /// The data directory, created on first start: the usage ledger
-    /// (DIR/ledger.sqlite), budget spend (DIR/limits.sqlite), stored
-    /// responses (DIR/responses.sqlite).
+    /// The data directory, created on first start.
+    ///
+    /// The usage ledger (DIR/ledger.sqlite), budget spend
+    /// (DIR/limits.sqlite), stored responses (DIR/responses.sqlite).
     #[arg(
         long,
         value_name = "DIR",
@@ -213,8 +227,10 @@ pub struct State {
         default_value = "data"
     )]
     pub data: String,
-    /// Write the usage ledger to PostgreSQL instead,
-    /// postgres://user@host:port/db [default: none, the embedded file].
+    /// Write the usage ledger to PostgreSQL instead [default: none, the embedded file].
+    ///
+    /// postgres://user[:password]@host[:port]/db, plain TCP. Several
+    /// instances may share one database.
     #[arg(
         long,
         value_name = "URL",
@@ -224,23 +240,26 @@ pub struct State {
     pub database: Option<String>,
     /// Ledger rows older than N days are deleted; the daily rollups are kept.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_LEDGER_RETENTION_DAYS",
-          value_parser = positive::<u32>, default_value_t = ledger::DEFAULT_RETENTION_DAYS)]
+          value_parser = positive::<u32>, allow_negative_numbers = true, default_value_t = ledger::DEFAULT_RETENTION_DAYS)]
     pub ledger_retention_days: u32,
-    /// Ledger rows queued or held for a retry, at most; past it rows are
-    /// dropped and counted.
+    /// Ledger rows queued or held for a retry, at most.
+    ///
+    /// Past it rows are dropped and counted.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_LEDGER_QUEUE",
-          value_parser = positive::<usize>, default_value_t = ledger::DEFAULT_QUEUE)]
+          value_parser = positive::<usize>, allow_negative_numbers = true, default_value_t = ledger::DEFAULT_QUEUE)]
     pub ledger_queue: usize,
     /// Ledger rows written per transaction, at most.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_LEDGER_BATCH",
-          value_parser = positive::<usize>, default_value_t = ledger::BATCH_ROWS)]
+          value_parser = positive::<usize>, allow_negative_numbers = true, default_value_t = ledger::BATCH_ROWS)]
     pub ledger_batch: usize,
     /// The longest a ledger row waits for its batch to fill, in milliseconds.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_LEDGER_FLUSH_MS",
-          value_parser = positive::<u64>, default_value_t = ms(ledger::FLUSH_EVERY))]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(ledger::FLUSH_EVERY))]
     pub ledger_flush_ms: u64,
-    /// Fleet mode: rpm / tpm windows, budgets and stored responses in Redis,
-    /// redis://host:port[/db] [default: none, embedded, one instance].
+    /// Fleet mode: limits and stored responses in Redis [default: none, embedded].
+    ///
+    /// redis://host:port[/db]: rpm / tpm windows, budgets and stored
+    /// responses shared by every instance.
     #[arg(
         long,
         value_name = "URL",
@@ -261,23 +280,25 @@ pub struct State {
     pub redis_fail: RedisFail,
     /// How long a stored response is kept, in days.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_RESPONSES_TTL_DAYS",
-          value_parser = positive::<u64>, default_value_t = responses::DEFAULT_TTL.as_secs() / DAY)]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = responses::DEFAULT_TTL.as_secs() / DAY)]
     pub responses_ttl_days: u64,
     /// How long a stored response is kept, in seconds (tests); wins over
     /// --responses-ttl-days.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_RESPONSES_TTL_SECS",
-          value_parser = positive::<u64>, hide = true)]
+          value_parser = positive::<u64>, allow_negative_numbers = true, hide = true)]
     pub responses_ttl_secs: Option<u64>,
-    /// Largest stored response (its input, instructions and answer), in
-    /// bytes; a request whose input alone is larger is refused with 400
-    /// unless it sends store: false.
+    /// Largest stored response (input, instructions and answer), in bytes.
+    ///
+    /// A request whose input alone is larger is refused with 400 unless it
+    /// sends store: false.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_RESPONSES_MAX_RECORD_BYTES",
-          value_parser = positive::<u64>, default_value_t = responses::DEFAULT_MAX_RECORD_BYTES)]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = responses::DEFAULT_MAX_RECORD_BYTES)]
     pub responses_max_record_bytes: u64,
-    /// What one key's stored responses may hold in all, in bytes; past it a
-    /// request to store is refused with 429.
+    /// What one key's stored responses may hold in all, in bytes.
+    ///
+    /// Past it a request to store is refused with 429.
     #[arg(long, value_name = "N", env = "SWITCHBOARD_RESPONSES_KEY_QUOTA_BYTES",
-          value_parser = positive::<u64>, default_value_t = responses::DEFAULT_KEY_QUOTA_BYTES)]
+          value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = responses::DEFAULT_KEY_QUOTA_BYTES)]
     pub responses_key_quota_bytes: u64,
 }
 
@@ -294,9 +315,10 @@ pub enum RedisFail {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Admin and telemetry")]
 pub struct Admin {
-    /// Turns the admin API on (/admin/* on the metrics listener,
-    /// `Authorization: Bearer KEY`); prefer the variable, a flag shows in ps
-    /// [default: none, admin routes answer 404].
+    /// Turns the admin API on [default: none, admin routes answer 404].
+    ///
+    /// /admin/* on the metrics listener, `Authorization: Bearer KEY`. Prefer
+    /// the variable: a flag shows in ps.
     #[arg(
         long,
         value_name = "KEY",
@@ -304,8 +326,9 @@ pub struct Admin {
         hide_env_values = true
     )]
     pub admin_key: Option<String>,
-    /// Export OpenTelemetry traces over OTLP/HTTP to URL (http://host:4318;
-    /// /v1/traces is appended) [default: none, no traces].
+    /// Export OpenTelemetry traces over OTLP/HTTP [default: none, no traces].
+    ///
+    /// URL is the collector, http://host:4318; /v1/traces is appended.
     #[arg(
         long,
         value_name = "URL",

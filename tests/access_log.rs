@@ -1,6 +1,6 @@
 //! End-to-end: the access log is one bare JSON object per request on stdout
 //! (CONTRACT 7), with the fields operators need and never the client's key;
-//! and `switchboard --version`.
+//! and `switchboard --version` and `--help`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -216,4 +216,139 @@ fn version_flag_prints_the_crate_version() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Every flag with its environment variable, as operators and scripts know
+/// them (README "Configuration"): renaming one breaks their setups.
+const FLAGS: [(&str, Option<&str>); 37] = [
+    ("--catalog", Some("SWITCHBOARD_CATALOG")),
+    ("--keys", Some("SWITCHBOARD_KEYS")),
+    ("--check", None),
+    ("--listen", Some("SWITCHBOARD_LISTEN")),
+    ("--metrics", Some("SWITCHBOARD_METRICS")),
+    ("--conf", None),
+    ("--daemon", None),
+    ("--upgrade", None),
+    ("--test", None),
+    (
+        "--connect-timeout-ms",
+        Some("SWITCHBOARD_CONNECT_TIMEOUT_MS"),
+    ),
+    ("--read-timeout-ms", Some("SWITCHBOARD_READ_TIMEOUT_MS")),
+    (
+        "--max-response-bytes",
+        Some("SWITCHBOARD_MAX_RESPONSE_BYTES"),
+    ),
+    (
+        "--upstream-keepalive-requests",
+        Some("SWITCHBOARD_UPSTREAM_KEEPALIVE_REQUESTS"),
+    ),
+    (
+        "--upstream-idle-timeout-ms",
+        Some("SWITCHBOARD_UPSTREAM_IDLE_TIMEOUT_MS"),
+    ),
+    ("--max-body-bytes", Some("SWITCHBOARD_MAX_BODY_BYTES")),
+    ("--token-workers", Some("SWITCHBOARD_TOKEN_WORKERS")),
+    ("--write-timeout-ms", Some("SWITCHBOARD_WRITE_TIMEOUT_MS")),
+    ("--header-timeout-ms", Some("SWITCHBOARD_HEADER_TIMEOUT_MS")),
+    ("--body-timeout-ms", Some("SWITCHBOARD_BODY_TIMEOUT_MS")),
+    ("--body-min-rate", Some("SWITCHBOARD_BODY_MIN_RATE")),
+    (
+        "--keepalive-timeout-ms",
+        Some("SWITCHBOARD_KEEPALIVE_TIMEOUT_MS"),
+    ),
+    ("--max-connections", Some("SWITCHBOARD_MAX_CONNECTIONS")),
+    (
+        "--metrics-max-connections",
+        Some("SWITCHBOARD_METRICS_MAX_CONNECTIONS"),
+    ),
+    ("--data", Some("SWITCHBOARD_DATA")),
+    ("--database", Some("SWITCHBOARD_DATABASE")),
+    (
+        "--ledger-retention-days",
+        Some("SWITCHBOARD_LEDGER_RETENTION_DAYS"),
+    ),
+    ("--ledger-queue", Some("SWITCHBOARD_LEDGER_QUEUE")),
+    ("--ledger-batch", Some("SWITCHBOARD_LEDGER_BATCH")),
+    ("--ledger-flush-ms", Some("SWITCHBOARD_LEDGER_FLUSH_MS")),
+    ("--redis", Some("SWITCHBOARD_REDIS")),
+    ("--redis-prefix", Some("SWITCHBOARD_REDIS_PREFIX")),
+    ("--redis-fail", Some("SWITCHBOARD_REDIS_FAIL")),
+    (
+        "--responses-ttl-days",
+        Some("SWITCHBOARD_RESPONSES_TTL_DAYS"),
+    ),
+    (
+        "--responses-max-record-bytes",
+        Some("SWITCHBOARD_RESPONSES_MAX_RECORD_BYTES"),
+    ),
+    (
+        "--responses-key-quota-bytes",
+        Some("SWITCHBOARD_RESPONSES_KEY_QUOTA_BYTES"),
+    ),
+    ("--admin-key", Some("SWITCHBOARD_ADMIN_KEY")),
+    ("--otlp-endpoint", Some("SWITCHBOARD_OTLP_ENDPOINT")),
+];
+
+/// `--help` lists every flag with its variable in its own entry, never the
+/// value of a secret's variable, and not the hidden test flag.
+#[test]
+fn help_lists_every_flag_with_its_variable() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--help")
+        .env("SWITCHBOARD_ADMIN_KEY", "sk-admin-help-secret")
+        .env("SWITCHBOARD_REDIS", "redis://user:pw-help-secret@host:6379")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let help = String::from_utf8(out.stdout).unwrap();
+    // One entry per flag: from its line to the next line that starts a flag.
+    let entries: Vec<String> = help.lines().fold(Vec::new(), |mut entries, line| {
+        let t = line.trim_start();
+        if t.starts_with("--") || (t.starts_with('-') && t.get(2..3) == Some(",")) {
+            entries.push(String::new());
+        }
+        if let Some(e) = entries.last_mut() {
+            e.push_str(line);
+            e.push('\n');
+        }
+        entries
+    });
+    for (flag, var) in FLAGS {
+        let entry = entries
+            .iter()
+            .find(|e| {
+                e.split(|c: char| c == ',' || c.is_whitespace())
+                    .any(|w| w == flag)
+            })
+            .unwrap_or_else(|| panic!("{flag} is not in --help:\n{help}"));
+        match var {
+            Some(var) => assert!(entry.contains(&format!("[env: {var}")), "{flag}: {entry}"),
+            None => assert!(!entry.contains("[env: "), "{flag}: {entry}"),
+        }
+    }
+    for short in [
+        "-c, --conf",
+        "-d, --daemon",
+        "-u, --upgrade",
+        "-t, --test",
+        "-h, --help",
+        "-V, --version",
+    ] {
+        assert!(help.contains(short), "{short} is not in --help:\n{help}");
+    }
+    assert_eq!(
+        entries.len(),
+        FLAGS.len() + 2,
+        "a flag --help lists is not in FLAGS:\n{help}"
+    );
+    assert!(!help.contains("responses-ttl-secs"), "{help}");
+    assert!(
+        !help.contains("help-secret"),
+        "a secret's value is in --help:\n{help}"
+    );
+    assert!(
+        help.contains("- open:") && help.contains("- closed:"),
+        "{help}"
+    );
 }
