@@ -1,6 +1,6 @@
 //! Criterion benchmarks of the token counter on 1 MiB of each kind of input,
 //! ordinary and hostile: the worst kind's time per MiB is the cost a hostile
-//! client can impose per MiB of body (README, "Hostile input").
+//! client can impose per MiB of body (docs/security.md, "Hostile input").
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use switchboard::tokens::{count, count_text, Cancel, Countable};

@@ -1,4 +1,4 @@
-//! What the gateway changed in a request (CONTRACT 5.1): output caps it lowered
+//! What the gateway changed in a request (docs/api.md "Adapt or refuse"): output caps it lowered
 //! under the `adapt` policy and fields it dropped (unsupported optional knobs,
 //! or fields the upstream protocol cannot carry). Rendered once for the
 //! `x-switchboard-adjusted` header, the access log and the adaptations metric.

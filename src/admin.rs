@@ -1,4 +1,4 @@
-//! The admin API (CONTRACT 8), served on the metrics listener under
+//! The admin API (docs/operations.md "Usage ledger"), served on the metrics listener under
 //! `/admin/*`, guarded by `--admin-key`: without one every admin route
 //! answers 404; with one, a request must carry `Authorization: Bearer KEY`
 //! (compared in constant time) or gets 401. Answers are JSON and name keys by

@@ -1,7 +1,7 @@
-//! `GET /admin/keys/{id}` (CONTRACT 8): one key's limits and their live use:
-//! spend in the current budget period, what is reserved by requests in
-//! flight, what is left, and the requests and tokens in the current sliding
-//! minute. The admin router (guarded by `--admin-key`) calls [`respond`].
+//! `GET /admin/keys/{id}` (docs/configuration.md "Limits and budgets"): one key's limits and their
+//! live use: spend in the current budget period, what is reserved by requests in flight, what is
+//! left, and the requests and tokens in the current sliding minute. The admin router (guarded by
+//! `--admin-key`) calls [`respond`].
 //!
 //! ```json
 //! {"id": "prod", "backend": "embedded",

@@ -20,7 +20,7 @@ pub enum Family {
 }
 
 impl Family {
-    /// All families, in contract order.
+    /// All families, A to D, in the order of the README's family table.
     pub const ALL: [Family; 4] = [
         Family::OpenAi,
         Family::Anthropic,

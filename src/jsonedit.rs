@@ -1,7 +1,7 @@
 //! Surgical edits of a raw JSON document: remove members or replace values at
 //! dotted paths while every other byte (key order, whitespace, number
 //! spelling, unknown fields) is copied through unchanged. Used to adapt
-//! same-protocol request bodies (CONTRACT 5.1) without re-serialising them.
+//! same-protocol request bodies (docs/api.md "Adapt or refuse") without re-serialising them.
 
 use std::ops::Range;
 

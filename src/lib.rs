@@ -26,7 +26,8 @@
 //! - [`stream`]: the per-request stream translator (passthrough rewrite or IR translation).
 //! - [`tokens`]: the o200k token counter and the context-length estimate.
 //! - [`validate`]: request validation against model metadata.
-//! - [`policy`]: adapt or refuse what a model cannot take (CONTRACT 5.1): the plan and its report.
+//! - [`policy`]: adapt or refuse what a model cannot take (docs/api.md "Adapt or refuse"): the plan
+//!   and its report.
 //! - [`state`]: state beyond one request: the usage ledger (embedded SQLite or PostgreSQL,
 //!   written off the request path), per-key rpm / tpm windows and budgets (reserve, then
 //!   settle; embedded or in Redis), stored responses.

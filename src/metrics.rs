@@ -84,7 +84,7 @@ struct Series {
     cooldowns: BTreeMap<(String, String, &'static str), u64>,
     /// Requests answered by a fallback model, by (requested, answering) model.
     fallbacks: BTreeMap<(String, String), u64>,
-    /// Adaptations (CONTRACT 5.1) by model and parameter (a fixed
+    /// Adaptations (docs/api.md "Adapt or refuse") by model and parameter (a fixed
     /// vocabulary, `crate::adjust::metric_label`).
     adaptations: BTreeMap<(String, &'static str), u64>,
 }
@@ -113,7 +113,7 @@ pub struct Metrics {
     pub ledger: crate::state::ledger::LedgerCounters,
     /// Failed calls to the limits' Redis, by `--redis-fail` mode (open, closed).
     limits_redis_failures: [AtomicU64; 2],
-    /// Stored-response writes that failed (CONTRACT 5.3).
+    /// Stored-response writes that failed (docs/api.md "Stored responses").
     pub responses_store_failures: Arc<AtomicU64>,
 }
 

@@ -64,7 +64,8 @@ pub struct PassthroughStream {
     response_id: Option<String>,
     /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
     withhold_usage: bool,
-    /// Family D: what each event's `response` object is set to carry (CONTRACT 5.3).
+    /// Family D: what each event's `response` object is set to carry (docs/api.md "Stored
+    /// responses").
     envelope: Option<Envelope>,
     /// Family D: the terminal event's `response` object as sent, for the store.
     final_response: Option<Vec<u8>>,

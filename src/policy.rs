@@ -1,4 +1,4 @@
-//! The policy for requests a model cannot take as they are (CONTRACT 5.1).
+//! The policy for requests a model cannot take as they are (docs/api.md "Adapt or refuse").
 //! Under `adapt` an output cap above the model's maximum (or above what the
 //! context leaves after the input) is lowered and optional knobs the model
 //! does not list are dropped; under `strict` each of those is a 400 naming the

@@ -1,4 +1,4 @@
-//! Upstream pools (CONTRACT 4.1): each upstream's passive health (cooled down
+//! Upstream pools (docs/resilience.md): each upstream's passive health (cooled down
 //! after a 429, a 5xx, a timeout, a refused connection or a refused
 //! credential, for its
 //! `retry-after` or a growing back-off), its requests in flight, and the
@@ -256,7 +256,7 @@ impl ProviderPool {
     /// The next upstream to try for a client of `family`: among those not yet
     /// tried and not cooling down, the ones speaking `family`; when none of
     /// those is left, the ones speaking the protocol of the first other
-    /// upstream in catalog order, then the next protocol's (CONTRACT 4.1: a
+    /// upstream in catalog order, then the next protocol's (docs/resilience.md: a
     /// provider without the client's protocol uses its first upstream).
     /// Within a protocol the choice goes by weight, and among upstreams of
     /// equal weight to the one with the fewest requests in flight.

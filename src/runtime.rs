@@ -90,7 +90,8 @@ impl Snapshot {
         &self.listings[index(family)]
     }
 
-    /// Whether `family` lists (and serves) this model (CONTRACT 3).
+    /// Whether `family` lists (and serves) this model (docs/configuration.md "Catalog",
+    /// `protocols`).
     pub fn visible(&self, family: Family, m: &Model) -> bool {
         visible_in(&self.catalog, family, m)
     }

@@ -273,7 +273,7 @@ impl ClientStream {
     }
 
     /// Family D: sets the id and members the stream's `response` objects
-    /// carry (a stored or continued response, CONTRACT 5.3).
+    /// carry (a stored or continued response, docs/api.md "Stored responses").
     pub fn set_envelope(&mut self, envelope: Envelope) {
         match self {
             ClientStream::Passthrough(p) => p.set_envelope(envelope),

@@ -1,13 +1,11 @@
-//! OpenTelemetry traces (CONTRACT 7): with `--otlp-endpoint`, one span per
-//! inference request (kind server, the GenAI semantic conventions) and a
-//! child span per upstream attempt (kind client), exported over OTLP/HTTP
-//! (protobuf) in batches by the SDK's own thread, never on the request path.
-//! The W3C `traceparent` a client sends is continued (the request span is its
-//! child), and each attempt sends its own upstream. Without an endpoint no
-//! span is made and a client's valid `traceparent` goes upstream re-written
-//! in version 00's form. An invalid one (not `00-<32 hex>-<16 hex>-<2 hex>`
-//! with non-zero ids, or longer than [`MAX_TRACEPARENT`]) is never continued
-//! nor forwarded: a new trace starts.
+//! OpenTelemetry traces (docs/operations.md "Traces (OpenTelemetry)"): with `--otlp-endpoint`, one
+//! span per inference request (kind server, the GenAI semantic conventions) and a child span per
+//! upstream attempt (kind client), exported over OTLP/HTTP (protobuf) in batches by the SDK's own
+//! thread, never on the request path. The W3C `traceparent` a client sends is continued (the
+//! request span is its child), and each attempt sends its own upstream. Without an endpoint no span
+//! is made and a client's valid `traceparent` goes upstream re-written in version 00's form. An
+//! invalid one (not `00-<32 hex>-<16 hex>-<2 hex>` with non-zero ids, or longer than
+//! [`MAX_TRACEPARENT`]) is never continued nor forwarded: a new trace starts.
 
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,

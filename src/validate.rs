@@ -1,5 +1,5 @@
 //! Request inspection and the context-length check against model metadata
-//! (CONTRACT 5), done before any upstream call. Each spoke peeks at its own
+//! (docs/api.md "Inference behaviour"), done before any upstream call. Each spoke peeks at its own
 //! bodies (`protocol::<family>::peek`, borrowed raw values, nothing copied);
 //! the context-length check tokenises only when the byte bound cannot prove
 //! the request fits. Each optional field is recorded by its catalog

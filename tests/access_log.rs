@@ -1,5 +1,5 @@
 //! End-to-end: the access log is one bare JSON object per request on stdout
-//! (CONTRACT 7), with the fields operators need and never the client's key;
+//! (docs/operations.md "Access log"), with the fields operators need and never the client's key;
 //! and `switchboard --version` and `--help`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

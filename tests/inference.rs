@@ -427,7 +427,7 @@ fn long_text(n: usize) -> String {
     s
 }
 
-/// The inference routes, by contract id.
+/// The inference routes, by route id (docs/api.md "Routes").
 const ROUTES: [&str; 7] = ["E4", "E8", "E8c", "E12", "E13", "E13j", "E14"];
 
 fn route_family(id: &str) -> Protocol {

@@ -35,7 +35,7 @@ fn gemini_config(config: Value) -> Value {
     b
 }
 
-/// A mock and a gateway whose catalog sets the `strict` policy (CONTRACT 5.1):
+/// A mock and a gateway whose catalog sets the `strict` policy (docs/api.md "Adapt or refuse"):
 /// the first release's behaviour, where an over-large cap is a 400 too
 /// (tests/policy.rs covers `adapt`, the default).
 async fn start_strict() -> (MockUpstream, Gateway) {

@@ -1,4 +1,4 @@
-//! End-to-end: the usage ledger (CONTRACT 8) and the admin usage API, on the
+//! End-to-end: the usage ledger (docs/operations.md "Usage ledger") and the admin usage API, on the
 //! real binary over real sockets: its sums match the requests sent (counts,
 //! tokens, cost), in the embedded SQLite file and in PostgreSQL; the gateway
 //! keeps serving when PostgreSQL is unreachable or goes away (rows dropped
@@ -844,7 +844,7 @@ async fn postgres_going_away_costs_no_request_and_writing_resumes() {
     relay.cut();
 }
 
-/// The ledger's bytes per request (README, "Usage ledger"): the file's growth
+/// The ledger's bytes per request (docs/operations.md, "Usage ledger"): the file's growth
 /// over N requests (3 keys, 4 models, four families), with the daily rollups
 /// and without them (dropped, on a copy), after a graceful shutdown has
 /// checkpointed the WAL; and, when PostgreSQL is there, its tables' size.

@@ -1,8 +1,7 @@
 //! End-to-end: per-key rpm / tpm over a sliding minute and budgets that hold
-//! exactly (CONTRACT 4.2, 8), on the real binary over sockets with the mock
-//! upstream: embedded (one instance, spend in `--data`) and in Redis (two
-//! instances sharing one budget and one rpm; Redis going away mid-load under
-//! `--redis-fail open` and `closed`).
+//! exactly (docs/configuration.md "Limits and budgets"), on the real binary over sockets with the
+//! mock upstream: embedded (one instance, spend in `--data`) and in Redis (two instances sharing
+//! one budget and one rpm; Redis going away mid-load under `--redis-fail open` and `closed`).
 //!
 //! Costs are deterministic: the `metered` model's prompt is free and its
 //! completion costs 0.001 USD a token; every request asks for at most 8 output

@@ -64,7 +64,7 @@ fn assert_anthropic_model(m: &Value) {
     }
 }
 
-/// Family B lists: the contract's `models`, and Anthropic's page fields over the same objects.
+/// Family B lists: `models`, and Anthropic's page fields over the same objects.
 fn assert_anthropic_page(page: &Value) {
     let models = page["models"].as_array().unwrap();
     assert_eq!(page["data"], page["models"], "{page}");

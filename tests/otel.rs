@@ -1,9 +1,8 @@
-//! End-to-end: OpenTelemetry traces (CONTRACT 7) sent to a real OTLP/HTTP
-//! receiver started by the test (HTTP/1.1, protobuf bodies decoded with the
-//! OTLP wire types): the request span continues the client's `traceparent`
-//! and carries the GenAI attributes, each upstream attempt is a child span,
-//! and the upstream receives a `traceparent` naming its attempt. Without an
-//! endpoint, the client's `traceparent` goes upstream unchanged.
+//! End-to-end: OpenTelemetry traces (docs/operations.md "Traces (OpenTelemetry)") sent to a real
+//! OTLP/HTTP receiver started by the test (HTTP/1.1, protobuf bodies decoded with the OTLP wire
+//! types): the request span continues the client's `traceparent` and carries the GenAI attributes,
+//! each upstream attempt is a child span, and the upstream receives a `traceparent` naming its
+//! attempt. Without an endpoint, the client's `traceparent` goes upstream unchanged.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;

@@ -1,4 +1,4 @@
-//! End-to-end: the policy of CONTRACT 5.1 over real sockets. Under `adapt`
+//! End-to-end: the policy (docs/api.md "Adapt or refuse") over real sockets. Under `adapt`
 //! (the default) over-large output caps are lowered and optional knobs the
 //! model lacks are dropped, reported in `x-switchboard-adjusted` and in the
 //! adaptations metric, and the upstream really receives the adapted body;

@@ -1,4 +1,4 @@
-//! End-to-end: traffic management (CONTRACT 4.1) against a fault-injecting
+//! End-to-end: traffic management (docs/resilience.md) against a fault-injecting
 //! mock. One mock serves several upstreams side by side, told apart by their
 //! base URL's path; a `~MARKERS` path segment makes one of them fail (429
 //! with a retry-after, a stall before the first token, a stall mid-stream, a

@@ -1,4 +1,4 @@
-//! End-to-end: stored responses (CONTRACT 5.3) through the real binary and
+//! End-to-end: stored responses (docs/api.md "Stored responses") through the real binary and
 //! the mock upstream. `previous_response_id` continues a stored conversation
 //! on every upstream protocol (the upstream sees the earlier turns), whole
 //! and streamed; `store: false` is not kept; a key sees only its own; D3

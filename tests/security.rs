@@ -1,7 +1,7 @@
 //! Adversarial end-to-end tests, one module per threat (issue: isolation and
 //! secrets). Each drives the real binary over real sockets, as an attacker
 //! or an unlucky operator would: raw-socket clients, scripted upstreams that
-//! misbehave on the wire. README "Security" maps each threat to its defence
+//! misbehave on the wire. docs/security.md maps each threat to its defence
 //! and setting; the module names here match that table's rows.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -1,6 +1,6 @@
 //! The catalog: providers with their upstreams, and models with their metadata.
 //!
-//! Validated at load (CONTRACT 4.1); afterwards read-only and shared through the
+//! Validated at load (docs/configuration.md "Catalog"); afterwards read-only and shared through the
 //! runtime snapshot. Lookups by model id and provider token are O(1).
 
 use super::json::{parse, Obj};
@@ -101,7 +101,7 @@ pub struct Provider {
     pub id: String,
     pub families: Vec<Family>,
     pub upstreams: Vec<Upstream>,
-    /// Deadlines for calls to this provider's upstreams (CONTRACT 4.1).
+    /// Deadlines for calls to this provider's upstreams (docs/resilience.md).
     pub timeouts: Timeouts,
     /// How many times a request may move on to another upstream (default 2).
     pub retries: u32,
@@ -197,7 +197,7 @@ impl Model {
     }
 }
 
-/// What to do with a request a model cannot take as it is (CONTRACT 5.1).
+/// What to do with a request a model cannot take as it is (docs/api.md "Adapt or refuse").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Policy {
     /// Lower over-large output caps and drop unsupported optional knobs, reporting each change.

@@ -56,7 +56,7 @@ pub struct ApiKey {
     pub tpm: Option<u64>,
     /// A spending cap per period; `None` means unlimited.
     pub budget: Option<Budget>,
-    /// Overrides the catalog's policy (CONTRACT 5.1) for this key's requests.
+    /// Overrides the catalog's policy (docs/api.md "Adapt or refuse") for this key's requests.
     pub policy: Option<Policy>,
 }
 

@@ -77,7 +77,7 @@ pub fn decode_request(
 /// Encodes a canonical request as an upstream request body of `family`.
 /// Errors say what the target protocol cannot express (400). Everything the
 /// target cannot carry and that is dropped instead is recorded in `adjusted`,
-/// by the client's own name for it (CONTRACT 5.1).
+/// by the client's own name for it (docs/api.md "Adapt or refuse").
 pub fn encode_request(
     family: Family,
     req: &ChatRequest,

@@ -3,7 +3,7 @@
 //! Encoders call [`dropped`] for each canonical setting the target protocol has
 //! no counterpart for, and [`foreign_extras`] once for the unknown fields of
 //! another family that ride along in the canonical request; both record into
-//! the request's [`Adjustments`] (CONTRACT 5.1: nothing is silently lost).
+//! the request's [`Adjustments`] (docs/api.md "Adapt or refuse": nothing is silently lost).
 
 use crate::adjust::Adjustments;
 use crate::family::Family;

@@ -11,7 +11,7 @@ use crate::error::GatewayError;
 use crate::family::Family;
 use http::HeaderMap;
 
-/// How clients of a family see the model name in responses (CONTRACT 5).
+/// How clients of a family see the model name in responses (docs/api.md "Inference behaviour").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelName {
     /// `provider/model_id` (families A and D).

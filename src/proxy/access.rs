@@ -1,4 +1,4 @@
-//! The access log (CONTRACT 7): one bare JSON object per request, one per line
+//! The access log (docs/operations.md "Access log"): one bare JSON object per request, one per line
 //! on stdout, nothing before or after it (diagnostics go to stderr). Serialised
 //! from a borrowed view of the request context into a per-thread buffer, then
 //! queued whole and written in batches (at most 50 ms late), so that lines
@@ -38,7 +38,7 @@ pub struct AccessLine<'a> {
     pub error_type: Option<&'a str>,
     /// The error message sent to the client, or why the connection failed.
     pub error: Option<&'a str>,
-    /// What the gateway changed in the request (CONTRACT 5.1), as in
+    /// What the gateway changed in the request (docs/api.md "Adapt or refuse"), as in
     /// `x-switchboard-adjusted`; null when nothing was.
     pub adjusted: Option<String>,
     pub input_tokens: Option<u64>,
@@ -93,7 +93,7 @@ impl<'a> AccessLine<'a> {
     }
 }
 
-/// The usage-ledger row of a finished request (CONTRACT 8): the access
+/// The usage-ledger row of a finished request (docs/operations.md "Usage ledger"): the access
 /// line's figures, for billable requests only (authenticated inference, not
 /// listings or local token counts).
 pub fn ledger_row(ctx: &RequestCtx) -> Option<crate::state::ledger::Row> {

@@ -1,7 +1,7 @@
-//! Client authentication for inference routes (CONTRACT 2 and 4.2): the key
-//! where the family's spoke says it is carried, lookup in the snapshot, model
-//! permission. Rate limits and budgets are checked where the request's cost is
-//! known (`inference.rs`, `state::limits`).
+//! Client authentication for inference routes (docs/api.md "Routes", docs/configuration.md "Keys"):
+//! the key where the family's spoke says it is carried, lookup in the snapshot, model permission.
+//! Rate limits and budgets are checked where the request's cost is known (`inference.rs`,
+//! `state::limits`).
 
 use crate::config::{ApiKey, KeyStore};
 use crate::error::{ErrorKind, GatewayError};

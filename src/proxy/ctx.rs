@@ -33,7 +33,7 @@ pub struct RequestCtx {
     pub error: Option<ErrorNote>,
     /// Time to the first response body byte, for streams.
     pub ttft: Option<Duration>,
-    /// What the gateway changed in the request (CONTRACT 5.1).
+    /// What the gateway changed in the request (docs/api.md "Adapt or refuse").
     pub adjusted: crate::adjust::Adjustments,
     /// An authenticated inference request (not a listing, not a local count):
     /// it gets a usage-ledger row.

@@ -148,7 +148,7 @@ fn backoff(n: u32) -> Duration {
 }
 
 /// Calls the provider's upstreams until one answers: each pick is the pool's
-/// weighted choice among the untried, healthy upstreams (CONTRACT 4.1). A
+/// weighted choice among the untried, healthy upstreams (docs/resilience.md). A
 /// connect failure, a first-token timeout, a 429 or a 5xx cools the upstream
 /// and moves on, while `attempts_left` lasts; `panic` (every upstream of
 /// the request's chain is cooling down) tries the one recovering first.
@@ -669,9 +669,9 @@ fn upstream_header(
         upstream_model: &model.upstream_model,
         stream,
         beta_query: up.protocol == c.family && c.beta_query,
-        // Family B to family B only (README): a translated request is the
-        // gateway's own, and a beta flag could change what the upstream
-        // answers in ways the translation does not know.
+        // Family B to family B only (docs/api.md "Inference behaviour"): a translated request is
+        // the gateway's own, and a beta flag could change what the upstream answers in ways the
+        // translation does not know.
         anthropic_beta: c
             .anthropic_beta
             .as_deref()

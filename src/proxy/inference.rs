@@ -250,7 +250,7 @@ fn resolve<'s>(
     Ok((model, provider))
 }
 
-/// The name a client of `family` sees for `m` in responses (CONTRACT 5).
+/// The name a client of `family` sees for `m` in responses (docs/api.md "Inference behaviour").
 fn client_model_name(family: Family, m: &Model) -> &str {
     spoke(family).client_model(&m.qualified_id, &m.id)
 }
@@ -268,9 +268,9 @@ fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
     ctx.cost_usd = usage_cost(m, u);
 }
 
-/// Checks and reserves `ask` against the key's rpm, tpm and budget (CONTRACT
-/// 8); a request that does not fit stops with 429 (503 when the shared store
-/// is unreachable and fails closed).
+/// Checks and reserves `ask` against the key's rpm, tpm and budget
+/// (docs/configuration.md "Limits and budgets"); a request that does not fit stops with 429 (503
+/// when the shared store is unreachable and fails closed).
 async fn reserve(gw: &Gateway, ctx: &mut RequestCtx, ask: Ask) -> Result<Reservation, Stop> {
     // Boxed, here and below: the limits backends' futures (Redis calls) are
     // large, and inline they would sit in every request's state for its
@@ -401,7 +401,7 @@ struct Tracing {
     client: Option<String>,
 }
 
-/// Plans the client's request for `model` (CONTRACT 5.1 policy, the
+/// Plans the client's request for `model` (the policy of docs/api.md "Adapt or refuse", the
 /// context check with a real count when the bytes cannot prove the fit)
 /// and carries the plan out on the body. An error is the client's 400 for
 /// the model asked for, and the reason a fallback is skipped.
@@ -520,7 +520,7 @@ async fn run(
         .into());
     }
     // Family D: what the request means for stored responses; a continuation
-    // carries the stored conversation from here on (CONTRACT 5.3).
+    // carries the stored conversation from here on (docs/api.md "Stored responses").
     let mut turn = None;
     if matches!(
         route.endpoint,
@@ -640,7 +640,7 @@ async fn run(
         Err(Failed::Exhausted(e)) => last = e.or(last),
     }
     // Every upstream of the provider failed or is cooling down: the model's
-    // fallbacks, in order, each only if the request fits it (CONTRACT 4.1).
+    // fallbacks, in order, each only if the request fits it (docs/resilience.md).
     if let Some((orig_body, orig_req)) = original.as_ref().filter(|_| answered.is_none()) {
         for name in &model.fallbacks {
             if attempts_left == 0 {

@@ -88,10 +88,11 @@ pub struct Gateway {
     pub tokens: tokenize::TokenGate,
     /// The usage ledger: one row per billable request, queued in `logging`.
     pub ledger: Option<Arc<crate::state::ledger::Ledger>>,
-    /// Per-key rpm / tpm windows and budgets (CONTRACT 8); in memory until
-    /// the binary opens the configured backend.
+    /// Per-key rpm / tpm windows and budgets (docs/configuration.md "Limits and budgets"); in
+    /// memory until the binary opens the configured backend.
     pub limits: Arc<crate::state::limits::Limits>,
-    /// Stored responses (CONTRACT 5.3); in memory until the binary sets its store.
+    /// Stored responses (docs/api.md "Stored responses"); in memory until the binary sets its
+    /// store.
     pub responses: Arc<crate::state::responses::ResponseStore>,
     /// OpenTelemetry export (`--otlp-endpoint`); off when `None`.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
@@ -323,8 +324,8 @@ impl ProxyHttp for Gateway {
     }
 }
 
-/// Ends a request's span with what the request came to (CONTRACT 7's GenAI
-/// attributes: the provider and model that answered, the usage).
+/// Ends a request's span with what the request came to (docs/operations.md "Traces
+/// (OpenTelemetry)": the GenAI attributes: the provider and model that answered, the usage).
 fn end_trace(t: &crate::telemetry::RequestTrace, ctx: &RequestCtx, e: Option<&Error>) {
     if let Some(p) = &ctx.provider {
         t.set("gen_ai.provider.name", p.as_str());

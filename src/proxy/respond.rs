@@ -25,7 +25,7 @@ pub fn header(
     }
     h.insert_header("x-request-id", ctx.request_id.as_str())?;
     if !ctx.adjusted.is_empty() {
-        // What the gateway changed in the request (CONTRACT 5.1).
+        // What the gateway changed in the request (docs/api.md "Adapt or refuse").
         h.insert_header("x-switchboard-adjusted", ctx.adjusted.render())?;
     }
     if let Some(m) = &ctx.answered_by {

@@ -48,7 +48,7 @@ pub enum Endpoint {
     /// D2 `POST /v1/responses/input_tokens`.
     ResponsesInputTokens,
     /// D3 `GET`/`DELETE /v1/responses/{id}` and `GET .../{id}/input_items`
-    /// (`input_items`): stored responses (CONTRACT 5.3).
+    /// (`input_items`): stored responses (docs/api.md "Stored responses").
     StoredResponse { id: String, input_items: bool },
 }
 

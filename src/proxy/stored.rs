@@ -1,4 +1,4 @@
-//! Family D's stored responses at the proxy (CONTRACT 5.3): what a
+//! Family D's stored responses at the proxy (docs/api.md "Stored responses"): what a
 //! `POST /v1/responses` means for the store (kept or not, continuing which
 //! response), the continuation's expanded input, the envelope of a stored
 //! response, its write once answered, and the D3 routes

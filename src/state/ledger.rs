@@ -1,4 +1,4 @@
-//! The usage ledger (CONTRACT 8): one row per inference request, written off
+//! The usage ledger (docs/operations.md "Usage ledger"): one row per inference request, written off
 //! the request path.
 //!
 //! The request path only builds a [`Row`] and `try_send`s it on a bounded

@@ -8,7 +8,7 @@
 //! transaction: the rows, sent as arrays and `unnest`ed (one statement
 //! whatever the batch size), and the batch's per-day sums upserted into the
 //! rollups (atomic across instances). Plain TCP: the database is expected
-//! on a private network or the same host (see the README).
+//! on a private network or the same host (see docs/configuration.md, `--database`).
 
 use super::ledger::{sql_int, Backend, Group, GroupBy, Row, Sums, Usage, UsageQuery};
 use std::time::Duration;

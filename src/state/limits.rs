@@ -1,6 +1,6 @@
-//! Per-key limits that hold exactly (CONTRACT 4.2, 8): requests per minute and
-//! tokens per minute over a sliding minute, and budgets in USD per day, month
-//! or for the key's whole life.
+//! Per-key limits that hold exactly (docs/configuration.md "Limits and budgets"): requests per
+//! minute and tokens per minute over a sliding minute, and budgets in USD per day, month or for the
+//! key's whole life.
 //!
 //! Reserve, then settle. Before a request goes upstream its worst case (input
 //! bound plus output cap, in tokens and at catalog prices) is reserved in one

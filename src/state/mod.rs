@@ -1,6 +1,6 @@
 //! State kept beyond one request: the usage ledger (embedded SQLite or
 //! PostgreSQL), per-key limits and budgets (embedded or in Redis), and stored
-//! responses (CONTRACT 5.3, embedded or in Redis).
+//! responses (docs/api.md "Stored responses"; embedded or in Redis).
 
 pub mod ledger;
 pub mod ledger_pg;

@@ -1,4 +1,4 @@
-//! Stored responses (CONTRACT 5.3): a family D response kept with its input
+//! Stored responses (docs/api.md "Stored responses"): a family D response kept with its input
 //! items so that `previous_response_id` can continue it and D3 can read,
 //! list or delete it.
 //!

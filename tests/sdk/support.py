@@ -103,7 +103,7 @@ QUALIFIED = {
 
 
 def client_model_name(family: str, model: str) -> str:
-    """How the gateway names the model in responses (CONTRACT 5): families A
+    """How the gateway names the model in responses (docs/api.md "Inference behaviour"): families A
     and D `provider/model_id`, families B and C the bare id."""
     return QUALIFIED[bare(model)] if family in ("openai", "responses") else bare(model)
 

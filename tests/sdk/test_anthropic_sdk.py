@@ -33,7 +33,7 @@ def text_of(message) -> str:
 
 def test_models_list(anthropic_client):
     """The family B listing carries Anthropic's page fields (`data`, `has_more`,
-    `first_id`, `last_id`) beside the contract's `models`, so the SDK's
+    `first_id`, `last_id`) beside `models`, so the SDK's
     paginated `models.list()` reads it: one page holding every model."""
     ids = ["models/gpt-5", "models/claude-sonnet-4.7", "models/gemini-3.1-pro", "models/qwen3-max",
            "models/deepseek-v4-pro", "models/kimi-k2", "models/offline", "models/orphan-key",

@@ -2,7 +2,7 @@
 (`POST /v1/responses`, `POST /v1/responses/input_tokens`), over every upstream
 protocol: the three translated ones and a `responses` upstream (passed through).
 
-Written to the OpenAI API's own behaviour (CONTRACT 5.2): `response` objects
+Written to the OpenAI API's own behaviour (docs/api.md "The Responses API (family D)"): `response` objects
 with `resp_` ids, typed stream events numbered by `sequence_number` from 0,
 `function_call` items and `function_call_output` inputs, `reasoning` items
 whose `encrypted_content` carries the upstream's reasoning back, an `error`
@@ -386,7 +386,7 @@ def test_reasoning_stream(openai_client, protocol):
         assert final.usage.output_tokens == thoughts + S.mock_deltas(final.output_text)
 
 
-# ------------------------------------------------------------------ stored responses (CONTRACT 5.3)
+# ------------------------------------------------------------------ stored responses (docs/api.md "Stored responses")
 #
 # A response is stored unless `store: false`, owned by the key that made it:
 # `previous_response_id` continues it on any upstream (the upstream receives
@@ -554,7 +554,7 @@ def test_previous_response_id_unknown_is_400(openai_client, mock):
 def test_builtin_tool(openai_client, gateway, mock, protocol):
     """Built-in tools (web search, ...) run only on a Responses upstream, which
     gets them as sent. Another upstream cannot take them: a strict key gets a
-    400 that names the tool and says why; under `adapt` (CONTRACT 5.1) they are
+    400 that names the tool and says why; under `adapt` (docs/api.md "Adapt or refuse") they are
     cut, reported in `x-switchboard-adjusted`, and never reach the upstream
     (Codex CLI declares `web_search` on every request, whatever the model)."""
     tools = [{"type": "web_search"}, *TOOLS]

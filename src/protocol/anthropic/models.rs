@@ -23,7 +23,7 @@ pub fn model_object(m: &Model) -> Value {
     })
 }
 
-/// The list envelope: the contract's `models`, and Anthropic's page (one page, all models).
+/// The list envelope: `models` (docs/api.md "Routes"), and Anthropic's page (one page, all models).
 pub fn list(items: Vec<Value>) -> Value {
     let id = |m: Option<&Value>| m.and_then(|m| m.get("id")).cloned().unwrap_or(Value::Null);
     let (first_id, last_id) = (id(items.first()), id(items.last()));

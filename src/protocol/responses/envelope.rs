@@ -1,5 +1,5 @@
 //! What the gateway sets on a Responses `response` object it stores or
-//! continues (CONTRACT 5.3): its own unguessable `id`, `previous_response_id`,
+//! continues (docs/api.md "Stored responses"): its own unguessable `id`, `previous_response_id`,
 //! `store` and the request's `instructions`. The translating encoders write
 //! these fields directly; a passed-through object or stream event is edited
 //! in place (every other byte kept).

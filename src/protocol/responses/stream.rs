@@ -880,7 +880,7 @@ pub struct Encoder {
     stop: Option<StopReason>,
     usage: Option<Usage>,
     scratch: String,
-    /// A stored or continued response (CONTRACT 5.3): what its objects carry
+    /// A stored or continued response (docs/api.md "Stored responses"): what its objects carry
     /// and its final object (boxed: most streams have none).
     kept: Option<Box<Kept>>,
 }
