@@ -12,10 +12,18 @@ fn run_of(unit: &str) -> String {
     unit.repeat(MIB / unit.len())
 }
 
-/// Ordinary prose and code: the repository's README and sources, repeated to 1 MiB.
+/// Ordinary prose and code: the repository's README, docs and sources, repeated to 1 MiB.
 fn ordinary() -> String {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut text = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
+    // The reference prose moved from the README to docs/: keep the same mix.
+    let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    docs.sort();
+    for p in docs {
+        text.push_str(&std::fs::read_to_string(p).unwrap_or_default());
+    }
     text.push_str(&std::fs::read_to_string(root.join("src/tokens.rs")).unwrap_or_default());
     let mut out = String::with_capacity(MIB + text.len());
     while out.len() < MIB {

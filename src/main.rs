@@ -70,7 +70,7 @@ fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
     Ok(conf)
 }
 
-/// The stored-responses store (CONTRACT 5.3): Redis with `--redis`, else
+/// The stored-responses store (docs/api.md "Stored responses"): Redis with `--redis`, else
 /// `DATA/responses.sqlite`, with its purge thread.
 fn responses_store(
     cli: &Cli,

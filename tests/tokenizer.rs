@@ -32,7 +32,11 @@ fn corpus_files() -> Vec<std::path::PathBuf> {
         root.join("LICENSE"),
         root.join("conf/catalog.json"),
     ];
-    let mut dirs = vec![root.join("src"), root.join("tests/golden")];
+    let mut dirs = vec![
+        root.join("src"),
+        root.join("docs"),
+        root.join("tests/golden"),
+    ];
     while let Some(d) = dirs.pop() {
         for e in std::fs::read_dir(&d).expect("corpus dir").flatten() {
             let p = e.path();
