@@ -5,9 +5,10 @@
 //! and counted, writing resumes when it is back); a graceful shutdown writes
 //! what is queued; retention deletes rows and keeps the daily rollups.
 //!
-//! PostgreSQL tests use `SWITCHBOARD_TEST_POSTGRES` (default
-//! `postgres://postgres@127.0.0.1:5432/test`, the server `tests/run.sh`
-//! starts): each makes a database of its own and drops it after.
+//! The PostgreSQL tests, in module `needs_postgres`, use `SWITCHBOARD_TEST_POSTGRES`
+//! (default `postgres://postgres@127.0.0.1:5432/test`, the server `tests/run.sh`
+//! starts): ignored by a plain `cargo test`, run by tests/run.sh; each makes a
+//! database of its own and drops it after.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -661,42 +662,6 @@ impl Drop for PgDb {
 }
 
 #[tokio::test]
-async fn postgres_ledger_sums_match_the_requests_sent() {
-    let db = PgDb::create("sums").await;
-    let url = db.url(pg_port());
-    let mock = MockUpstream::start().await;
-    let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "50"]).await;
-    let lines = send_workload(&gw).await;
-    assert_usage_matches(&gw, &lines).await;
-    assert!(
-        !gw.dir.file("data").join("ledger.sqlite").exists(),
-        "postgres instead of the file"
-    );
-    let client = pg_connect(&url).await;
-    let row = client
-        .query_one("SELECT COUNT(*), COUNT(DISTINCT request_id), SUM(input_tokens)::int8 FROM ledger_requests", &[])
-        .await
-        .unwrap();
-    assert_eq!(row.get::<_, i64>(0), 12);
-    assert_eq!(row.get::<_, i64>(1), 12);
-    let input: u64 = lines
-        .iter()
-        .map(|l| l["input_tokens"].as_u64().unwrap_or(0))
-        .sum();
-    assert_eq!(row.get::<_, i64>(2) as u64, input);
-    let r = client
-        .query_one("SELECT key_id, status, upstream_protocol FROM ledger_requests WHERE request_id = 'ledger-3'", &[])
-        .await
-        .unwrap();
-    assert_eq!(
-        (r.get::<_, String>(0), r.get::<_, i32>(1)),
-        ("test".into(), 200)
-    );
-    assert_eq!(r.get::<_, Option<String>>(2).as_deref(), Some("gemini"));
-    assert!(!gw.log().contains(KEY));
-}
-
-#[tokio::test]
 async fn the_gateway_serves_on_when_postgres_is_unreachable() {
     let mock = MockUpstream::start().await;
     let closed = format!("postgres://postgres@127.0.0.1:{}/nothing", free_port());
@@ -777,71 +742,114 @@ impl Relay {
     }
 }
 
-#[tokio::test]
-async fn postgres_going_away_costs_no_request_and_writing_resumes() {
-    let db = PgDb::create("away").await;
-    let target: SocketAddr = format!("127.0.0.1:{}", pg_port()).parse().unwrap();
-    let relay = Relay::start(free_port(), target).await;
-    let url = db.url(relay.port);
-    let mock = MockUpstream::start().await;
-    let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "20"]).await;
-    let send = |i: usize| {
-        let body = json!({"model": "openai/gpt-5", "messages": [{"role": "user", "content": format!("n{i}")}]});
-        authed("openai", "/v1/chat/completions", KEY, &body)
-    };
-    let written = |want: f64| {
-        let gw = &gw;
-        async move {
-            eventually(
-                Duration::from_secs(30),
-                &format!("{want} rows written"),
-                || async {
-                    (ledger_metric(gw, "switchboard_ledger_rows_written_total").await == want)
-                        .then_some(())
-                },
-            )
-            .await
-        }
-    };
-    for i in 0..10 {
-        assert_eq!(gw.send(&send(i)).await.status, 200);
-    }
-    written(10.0).await;
+/// Needs a PostgreSQL: ignored by a plain `cargo test`, run by tests/run.sh.
+mod needs_postgres {
+    use super::*;
 
-    // PostgreSQL goes away: requests are served as before; rows are held.
-    relay.cut();
-    for i in 10..20 {
-        let t = Instant::now();
-        assert_eq!(gw.send(&send(i)).await.status, 200);
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn postgres_ledger_sums_match_the_requests_sent() {
+        let db = PgDb::create("sums").await;
+        let url = db.url(pg_port());
+        let mock = MockUpstream::start().await;
+        let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "50"]).await;
+        let lines = send_workload(&gw).await;
+        assert_usage_matches(&gw, &lines).await;
         assert!(
-            t.elapsed() < Duration::from_secs(2),
-            "a request waited on the ledger"
+            !gw.dir.file("data").join("ledger.sqlite").exists(),
+            "postgres instead of the file"
         );
+        let client = pg_connect(&url).await;
+        let row = client
+        .query_one("SELECT COUNT(*), COUNT(DISTINCT request_id), SUM(input_tokens)::int8 FROM ledger_requests", &[])
+        .await
+        .unwrap();
+        assert_eq!(row.get::<_, i64>(0), 12);
+        assert_eq!(row.get::<_, i64>(1), 12);
+        let input: u64 = lines
+            .iter()
+            .map(|l| l["input_tokens"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(row.get::<_, i64>(2) as u64, input);
+        let r = client
+        .query_one("SELECT key_id, status, upstream_protocol FROM ledger_requests WHERE request_id = 'ledger-3'", &[])
+        .await
+        .unwrap();
+        assert_eq!(
+            (r.get::<_, String>(0), r.get::<_, i32>(1)),
+            ("test".into(), 200)
+        );
+        assert_eq!(r.get::<_, Option<String>>(2).as_deref(), Some("gemini"));
+        assert!(!gw.log().contains(KEY));
     }
-    eventually(Duration::from_secs(10), "the failed write", || async {
-        gw.log().contains("ledger: cannot write").then_some(())
-    })
-    .await;
-    assert_eq!(
-        ledger_metric(&gw, "switchboard_ledger_rows_written_total").await,
-        10.0
-    );
-    assert_eq!(
-        admin(&gw, "/admin/usage", Some(ADMIN_KEY)).await.status,
-        503
-    );
 
-    // It comes back on the same address: the writer reconnects, nothing was lost.
-    let relay = Relay::start(relay.port, target).await;
-    written(20.0).await;
-    assert_eq!(
-        ledger_metric(&gw, "switchboard_ledger_rows_dropped_total").await,
-        0.0
-    );
-    let u = usage(&gw, "").await;
-    assert_eq!(u["total"]["requests"], 20);
-    assert!(gw.log().contains("ledger: writing again"), "{}", gw.log());
-    relay.cut();
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn postgres_going_away_costs_no_request_and_writing_resumes() {
+        let db = PgDb::create("away").await;
+        let target: SocketAddr = format!("127.0.0.1:{}", pg_port()).parse().unwrap();
+        let relay = Relay::start(free_port(), target).await;
+        let url = db.url(relay.port);
+        let mock = MockUpstream::start().await;
+        let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "20"]).await;
+        let send = |i: usize| {
+            let body = json!({"model": "openai/gpt-5", "messages": [{"role": "user", "content": format!("n{i}")}]});
+            authed("openai", "/v1/chat/completions", KEY, &body)
+        };
+        let written = |want: f64| {
+            let gw = &gw;
+            async move {
+                eventually(
+                    Duration::from_secs(30),
+                    &format!("{want} rows written"),
+                    || async {
+                        (ledger_metric(gw, "switchboard_ledger_rows_written_total").await == want)
+                            .then_some(())
+                    },
+                )
+                .await
+            }
+        };
+        for i in 0..10 {
+            assert_eq!(gw.send(&send(i)).await.status, 200);
+        }
+        written(10.0).await;
+
+        // PostgreSQL goes away: requests are served as before; rows are held.
+        relay.cut();
+        for i in 10..20 {
+            let t = Instant::now();
+            assert_eq!(gw.send(&send(i)).await.status, 200);
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "a request waited on the ledger"
+            );
+        }
+        eventually(Duration::from_secs(10), "the failed write", || async {
+            gw.log().contains("ledger: cannot write").then_some(())
+        })
+        .await;
+        assert_eq!(
+            ledger_metric(&gw, "switchboard_ledger_rows_written_total").await,
+            10.0
+        );
+        assert_eq!(
+            admin(&gw, "/admin/usage", Some(ADMIN_KEY)).await.status,
+            503
+        );
+
+        // It comes back on the same address: the writer reconnects, nothing was lost.
+        let relay = Relay::start(relay.port, target).await;
+        written(20.0).await;
+        assert_eq!(
+            ledger_metric(&gw, "switchboard_ledger_rows_dropped_total").await,
+            0.0
+        );
+        let u = usage(&gw, "").await;
+        assert_eq!(u["total"]["requests"], 20);
+        assert!(gw.log().contains("ledger: writing again"), "{}", gw.log());
+        relay.cut();
+    }
 }
 
 /// The ledger's bytes per request (README, "Usage ledger"): the file's growth

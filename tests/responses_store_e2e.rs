@@ -467,107 +467,6 @@ async fn stored_responses_expire() {
     assert_eq!(r.status, 400);
 }
 
-/// A Redis for the test: `SWITCHBOARD_TEST_REDIS`, else a local one on the
-/// default port (tests/run.sh starts it), else `None` (the test says so and
-/// passes: the suite's runner guarantees Redis).
-async fn redis_url() -> Option<String> {
-    if let Ok(url) = std::env::var("SWITCHBOARD_TEST_REDIS") {
-        return Some(url);
-    }
-    let ok = tokio::net::TcpStream::connect("127.0.0.1:6379")
-        .await
-        .is_ok();
-    ok.then(|| "redis://127.0.0.1:6379".to_string())
-}
-
-#[tokio::test]
-async fn two_instances_share_stored_responses_through_redis() {
-    let Some(url) = redis_url().await else {
-        eprintln!("SKIPPED: no Redis on 127.0.0.1:6379 (tests/run.sh starts one)");
-        return;
-    };
-    let prefix = format!(
-        "sbtest:{}:{}:",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
-    let mock = MockUpstream::start().await;
-    // A short TTL: nothing this test leaves behind outlives it for long.
-    let args = [
-        "--redis",
-        url.as_str(),
-        "--redis-prefix",
-        prefix.as_str(),
-        "--responses-ttl-secs",
-        "60",
-    ];
-    let a = start_with(&mock, &args).await;
-    let b = start_with(&mock, &args).await;
-    // Written by A, read and continued on B, streamed.
-    let r = a
-        .send(&post(
-            KEY,
-            &json!({"model": "an/m-an", "input": "the colour is teal", "stream": true}),
-        ))
-        .await;
-    let v1 = completed(&r);
-    let id1 = v1["id"].as_str().unwrap().to_string();
-    assert_eq!(stored(&b, KEY, &id1).await, v1);
-    assert_eq!(
-        b.send(&d3("GET", &format!("/v1/responses/{id1}"), OTHER))
-            .await
-            .status,
-        404
-    );
-    mock.clear();
-    let r = b
-        .send(&post(
-            KEY,
-            &json!({"model": "rs/m-rs", "input": "which colour?", "previous_response_id": id1}),
-        ))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let sent = mock.last_request().unwrap().json().unwrap();
-    assert_eq!(sent["input"][0]["content"][0]["text"], "the colour is teal");
-    assert!(sent.get("previous_response_id").is_none());
-    let id2 = r.json()["id"].as_str().unwrap().to_string();
-    stored(&a, KEY, &id2).await;
-    // Deleted on A: gone on B.
-    let r = a
-        .send(&d3("DELETE", &format!("/v1/responses/{id1}"), KEY))
-        .await;
-    assert_eq!(r.status, 200);
-    let r = b
-        .send(&d3("GET", &format!("/v1/responses/{id1}"), KEY))
-        .await;
-    assert_eq!(r.status, 404);
-    drop((a, b));
-
-    // Redis expires them after the TTL.
-    let args = [
-        "--redis",
-        url.as_str(),
-        "--redis-prefix",
-        prefix.as_str(),
-        "--responses-ttl-secs",
-        "1",
-    ];
-    let c = start_with(&mock, &args).await;
-    let r = c
-        .send(&post(KEY, &json!({"model": "oa/m-oa", "input": "brief"})))
-        .await;
-    let id = r.json()["id"].as_str().unwrap().to_string();
-    stored(&c, KEY, &id).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let r = c
-        .send(&d3("GET", &format!("/v1/responses/{id}"), KEY))
-        .await;
-    assert_eq!(r.status, 404);
-}
-
 #[tokio::test]
 async fn a_store_that_cannot_be_written_never_fails_the_response() {
     // A Redis that is not there: the response is answered, the failure counted.
@@ -598,4 +497,95 @@ async fn a_store_that_cannot_be_written_never_fails_the_response() {
     let r = gw.send(&d3("GET", "/v1/responses/resp_x", KEY)).await;
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(r.json()["error"]["type"], "server_error");
+}
+
+/// Needs a Redis: ignored by a plain `cargo test`, run by tests/run.sh.
+mod needs_redis {
+    use super::*;
+
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one and runs these)"]
+    async fn two_instances_share_stored_responses_through_redis() {
+        let url = crate::common::servers::redis_url();
+        let prefix = format!(
+            "sbtest:{}:{}:",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        let mock = MockUpstream::start().await;
+        // A short TTL: nothing this test leaves behind outlives it for long.
+        let args = [
+            "--redis",
+            url.as_str(),
+            "--redis-prefix",
+            prefix.as_str(),
+            "--responses-ttl-secs",
+            "60",
+        ];
+        let a = start_with(&mock, &args).await;
+        let b = start_with(&mock, &args).await;
+        // Written by A, read and continued on B, streamed.
+        let r = a
+            .send(&post(
+                KEY,
+                &json!({"model": "an/m-an", "input": "the colour is teal", "stream": true}),
+            ))
+            .await;
+        let v1 = completed(&r);
+        let id1 = v1["id"].as_str().unwrap().to_string();
+        assert_eq!(stored(&b, KEY, &id1).await, v1);
+        assert_eq!(
+            b.send(&d3("GET", &format!("/v1/responses/{id1}"), OTHER))
+                .await
+                .status,
+            404
+        );
+        mock.clear();
+        let r = b
+            .send(&post(
+                KEY,
+                &json!({"model": "rs/m-rs", "input": "which colour?", "previous_response_id": id1}),
+            ))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let sent = mock.last_request().unwrap().json().unwrap();
+        assert_eq!(sent["input"][0]["content"][0]["text"], "the colour is teal");
+        assert!(sent.get("previous_response_id").is_none());
+        let id2 = r.json()["id"].as_str().unwrap().to_string();
+        stored(&a, KEY, &id2).await;
+        // Deleted on A: gone on B.
+        let r = a
+            .send(&d3("DELETE", &format!("/v1/responses/{id1}"), KEY))
+            .await;
+        assert_eq!(r.status, 200);
+        let r = b
+            .send(&d3("GET", &format!("/v1/responses/{id1}"), KEY))
+            .await;
+        assert_eq!(r.status, 404);
+        drop((a, b));
+
+        // Redis expires them after the TTL.
+        let args = [
+            "--redis",
+            url.as_str(),
+            "--redis-prefix",
+            prefix.as_str(),
+            "--responses-ttl-secs",
+            "1",
+        ];
+        let c = start_with(&mock, &args).await;
+        let r = c
+            .send(&post(KEY, &json!({"model": "oa/m-oa", "input": "brief"})))
+            .await;
+        let id = r.json()["id"].as_str().unwrap().to_string();
+        stored(&c, KEY, &id).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let r = c
+            .send(&d3("GET", &format!("/v1/responses/{id}"), KEY))
+            .await;
+        assert_eq!(r.status, 404);
+    }
 }

@@ -6,3 +6,4 @@ pub mod families;
 pub mod gateway;
 pub mod http_client;
 pub mod mock_upstream;
+pub mod servers;
