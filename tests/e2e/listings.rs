@@ -2,11 +2,9 @@
 //! against the real binary on the shipped catalog and on a test catalog.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::gateway::{authed, catalog, keys, Gateway, KEY};
-use common::http_client::Request;
-use common::mock_upstream::MockUpstream;
+use crate::common::gateway::{authed, catalog, keys, Gateway, KEY};
+use crate::common::http_client::Request;
+use crate::common::mock_upstream::MockUpstream;
 use serde_json::Value;
 use switchboard::proxy::route::ROUTES;
 

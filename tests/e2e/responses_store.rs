@@ -6,12 +6,10 @@
 //! expire; two instances on one Redis share them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::eventually;
-use common::gateway::{authed, model, Gateway, TempDir, KEY};
-use common::http_client::{Request, Response};
-use common::mock_upstream::{expected_reply, MockUpstream, Protocol};
+use crate::common::families::eventually;
+use crate::common::gateway::{authed, model, Gateway, TempDir, KEY};
+use crate::common::http_client::{Request, Response};
+use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -471,7 +469,7 @@ async fn stored_responses_expire() {
 async fn a_store_that_cannot_be_written_never_fails_the_response() {
     // A Redis that is not there: the response is answered, the failure counted.
     let mock = MockUpstream::start().await;
-    let dead = format!("redis://127.0.0.1:{}", common::gateway::free_port());
+    let dead = format!("redis://127.0.0.1:{}", crate::common::gateway::free_port());
     let gw = start_with(&mock, &["--redis", &dead]).await;
     let r = gw
         .send(&post(KEY, &json!({"model": "oa/m-oa", "input": "hello"})))
@@ -486,8 +484,8 @@ async fn a_store_that_cannot_be_written_never_fails_the_response() {
     assert_eq!(r.status, 200);
     completed(&r);
     let text = eventually(Duration::from_secs(10), "the failure metric", || async {
-        let t = common::families::metrics_text(gw.metrics).await;
-        common::families::metric_value(&t, "switchboard_responses_store_failures_total", &[])
+        let t = crate::common::families::metrics_text(gw.metrics).await;
+        crate::common::families::metric_value(&t, "switchboard_responses_store_failures_total", &[])
             .filter(|n| *n >= 2.0)
             .map(|_| t)
     })

@@ -8,14 +8,12 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use common::http_client::{self, parse_sse, Connection, Request, Response, SseEvent};
-use common::mock_upstream::{
+use crate::common::http_client::{self, parse_sse, Connection, Request, Response, SseEvent};
+use crate::common::mock_upstream::{
     agent_tool_reply, expected_reply, split_deltas, MockUpstream, Protocol, QUOTE_LIMIT,
     REASONING_ENCRYPTED_CONTENT, THINKING_SIGNATURE, THINKING_TEXT, TOOL_ARGS,
 };

@@ -9,8 +9,8 @@
 //! Also the scripted upstream the other modules of this work share
 //! ([`scripted`]): it records each request and answers what a closure says.
 
+use super::support::read_request;
 use crate::common::gateway::{authed, Gateway, KEY};
-use crate::support::read_request;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

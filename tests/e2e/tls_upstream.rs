@@ -2,9 +2,7 @@
 //! reached with the right SNI; an untrusted certificate is refused with 502.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::gateway::{authed, keys, Gateway, TempDir, KEY};
+use crate::common::gateway::{authed, keys, Gateway, TempDir, KEY};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use serde_json::json;
 use std::sync::{Arc, Mutex};

@@ -3,12 +3,10 @@
 //! SIGHUP), refusing invalid configuration; `--check`; Prometheus metrics.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{authed, catalog, keys, Gateway, TempDir, KEY, LIMITED_KEY, RPM_KEY};
-use common::http_client::Request;
-use common::mock_upstream::{expected_reply, MockUpstream, Protocol};
+use crate::common::families::*;
+use crate::common::gateway::{authed, catalog, keys, Gateway, TempDir, KEY, LIMITED_KEY, RPM_KEY};
+use crate::common::http_client::Request;
+use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
@@ -93,7 +91,7 @@ async fn missing_or_invalid_keys_are_401_in_each_family() {
 #[tokio::test]
 async fn every_way_of_presenting_a_good_key_works() {
     let (mock, gw) = start().await;
-    let ok = |r: &common::http_client::Response| assert_eq!(r.status, 200, "{}", r.text());
+    let ok = |r: &crate::common::http_client::Response| assert_eq!(r.status, 200, "{}", r.text());
     let b = anthropic_body("claude-sonnet-4.7", "hi", None, false);
     let g = gemini_path("google/gemini-3.1-pro", GeminiMode::Whole);
     ok(&gw.send(&authed("openai", CHAT, KEY, &chat("gpt-5"))).await);
@@ -225,7 +223,7 @@ async fn limited_keys_get_403_outside_their_models() {
 async fn rate_limited_keys_get_429_with_retry_after() {
     let (mock, gw) = start().await;
     // A sliding minute: the two requests below count for 60 to 61 seconds
-    // (tests/limits.rs checks the window slides).
+    // (e2e module limits checks the window slides).
     for _ in 0..2 {
         let r = gw
             .send(&authed("openai", CHAT, RPM_KEY, &chat("gpt-5")))
@@ -359,7 +357,7 @@ async fn catalog_changes_are_picked_up_and_invalid_ones_refused() {
         200
     );
     // Not JSON at all: also refused.
-    common::gateway::write_atomically(&gw.dir.file("catalog.json"), b"{\"providers\": [");
+    crate::common::gateway::write_atomically(&gw.dir.file("catalog.json"), b"{\"providers\": [");
     eventually(
         Duration::from_secs(5),
         "the second reload failure",
@@ -520,7 +518,7 @@ fn an_invalid_catalog_stops_startup_with_file_and_path() {
     )
     .unwrap();
     std::fs::write(dir.file("keys.json"), serde_json::to_vec(&keys()).unwrap()).unwrap();
-    let port = common::gateway::free_port();
+    let port = crate::common::gateway::free_port();
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .arg("--catalog")
         .arg(dir.file("catalog.json"))
@@ -529,7 +527,7 @@ fn an_invalid_catalog_stops_startup_with_file_and_path() {
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--metrics")
-        .arg(format!("127.0.0.1:{}", common::gateway::free_port()))
+        .arg(format!("127.0.0.1:{}", crate::common::gateway::free_port()))
         .output()
         .unwrap();
     assert!(!out.status.success(), "started on an invalid catalog");

@@ -7,10 +7,8 @@
 //! answers with the upstream request body, so the client sees it too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::gateway::{authed, Gateway, KEY};
-use common::mock_upstream::MockUpstream;
+use crate::common::gateway::{authed, Gateway, KEY};
+use crate::common::mock_upstream::MockUpstream;
 use serde_json::{json, Value};
 
 /// A Claude Code 2.1 request (trimmed to three tools).

@@ -3,10 +3,8 @@
 //! prompt, images, tools and tool calls, usage, stop reasons, model names.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::gateway::{authed, provider_key, Gateway, KEY};
-use common::mock_upstream::{expected_reply, MockUpstream, Protocol, TOOL_ARGS};
+use crate::common::gateway::{authed, provider_key, Gateway, KEY};
+use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol, TOOL_ARGS};
 use serde_json::{json, Value};
 
 /// (client family, upstream protocol, model as the client names it).
@@ -466,7 +464,7 @@ struct Streamed {
     usage_seen: bool,
 }
 
-fn read_stream(family: &str, r: &common::http_client::Response) -> Streamed {
+fn read_stream(family: &str, r: &crate::common::http_client::Response) -> Streamed {
     let mut s = Streamed::default();
     match family {
         "openai" => {

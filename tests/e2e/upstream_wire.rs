@@ -5,9 +5,7 @@
 //! connection's close, an interim 100 answer, and a head cut short.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::gateway::{authed, keys, model, Gateway, KEY};
+use crate::common::gateway::{authed, keys, model, Gateway, KEY};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,7 +132,7 @@ fn ask(stream: bool) -> Value {
 }
 
 /// A chat request for the scripted model through `gw`.
-async fn chat(gw: &Gateway, stream: bool) -> common::http_client::Response {
+async fn chat(gw: &Gateway, stream: bool) -> crate::common::http_client::Response {
     gw.send(&authed("openai", "/v1/chat/completions", KEY, &ask(stream)))
         .await
 }

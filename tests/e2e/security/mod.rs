@@ -3,44 +3,30 @@
 //! or an unlucky operator would: raw-socket clients, scripted upstreams that
 //! misbehave on the wire. README "Security" maps each threat to its defence
 //! and setting; the module names here match that table's rows.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
 
 /// Shared raw-socket helpers for the threat modules.
-#[path = "security/support.rs"]
 mod support;
 
 /// Clients that hold connections, heads or bodies open (item 9).
-#[path = "security/client_resources.rs"]
 mod client_resources;
 /// Secrets and unbounded client strings in the process's logs (items 3 and 8).
-#[path = "security/log_secrets.rs"]
 mod log_secrets;
 /// Malformed client input answered as a client fault, never a server one
 /// (item 11).
-#[path = "security/malformed_input.rs"]
 mod malformed_input;
 /// Metric labels a client can grow without bound (item 7).
-#[path = "security/metrics_cardinality.rs"]
 mod metrics_cardinality;
 /// One client's answer reaching another: poisoned pooled connections,
 /// resent POSTs (items 1 and 2).
-#[path = "security/pool_isolation.rs"]
 mod pool_isolation;
 /// Provider keys echoed by upstreams, relayed to clients or logs (item 4).
-#[path = "security/relayed_secrets.rs"]
 mod relayed_secrets;
 /// Stored responses without a quota (item 14).
-#[path = "security/stored_quota.rs"]
 mod stored_quota;
-#[path = "security/stream_utf8.rs"]
 mod stream_utf8;
 /// Upstream answers that must not read as the client's fault or reach it
 /// raw: 401/403/3xx, anthropic-beta, invalid UTF-8 in streams (items 5, 6, 12).
-#[path = "security/upstream_answers.rs"]
 mod upstream_answers;
 /// Upstreams that would make a request outlive its deadline or hold
 /// unbounded memory (items 10 and 13).
-#[path = "security/upstream_bounds.rs"]
 mod upstream_bounds;

@@ -6,12 +6,10 @@
 //! in the catalog or on a key) each of those is a 400 naming the parameter.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{authed, catalog, keys, Gateway, KEY};
-use common::http_client::Response;
-use common::mock_upstream::{MockUpstream, Protocol};
+use crate::common::families::*;
+use crate::common::gateway::{authed, catalog, keys, Gateway, KEY};
+use crate::common::http_client::Response;
+use crate::common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -109,7 +107,7 @@ const BETAS: &str =
 const CLAUDE_CODE_DROPS: &str =
     "dropped=thinking,output_config.effort,metadata,context_management,cache_control";
 
-fn messages_call(key: &str, body: &Value) -> common::http_client::Request {
+fn messages_call(key: &str, body: &Value) -> crate::common::http_client::Request {
     authed("anthropic", &format!("{MESSAGES}?beta=true"), key, body).header("anthropic-beta", BETAS)
 }
 

@@ -6,6 +6,7 @@
 //! other broken answer. Scripted raw-socket upstreams, one per protocol,
 //! answer with a frame whose JSON string holds invalid bytes.
 
+use super::support::{read_request, UpstreamRequest};
 use crate::common::families::{
     assert_error, eventually, gemini_path, metric_value, metrics_text, stream_error, GeminiMode,
     CHAT, MESSAGES,
@@ -13,7 +14,6 @@ use crate::common::families::{
 use crate::common::gateway::{authed, keys, model, Gateway, KEY};
 use crate::common::http_client::Response;
 use crate::common::mock_upstream::Protocol;
-use crate::support::{read_request, UpstreamRequest};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;

@@ -6,12 +6,10 @@
 //! Every test asserts the answer, never a time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{catalog, keys, Gateway, KEY};
-use common::http_client::{self, Request};
-use common::mock_upstream::{MockUpstream, Protocol};
+use crate::common::families::*;
+use crate::common::gateway::{catalog, keys, Gateway, KEY};
+use crate::common::http_client::{self, Request};
+use crate::common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::time::Duration;
 use switchboard::family::Family;

@@ -5,12 +5,10 @@
 //! `Expect: 100-continue` uploads, and local token counting.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{authed, Gateway, KEY};
-use common::http_client::{self, parse_sse, Request, Response, CONTINUE_TIMEOUT};
-use common::mock_upstream::{expected_reply, MockUpstream, Protocol, RecordedRequest};
+use crate::common::families::*;
+use crate::common::gateway::{authed, Gateway, KEY};
+use crate::common::http_client::{self, parse_sse, Request, Response, CONTINUE_TIMEOUT};
+use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol, RecordedRequest};
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -612,8 +610,8 @@ async fn twenty_mebibyte_bodies_on_every_route() {
 async fn bodies_above_the_limit_get_413_and_never_reach_the_upstream() {
     let mock = MockUpstream::start().await;
     let gw = Gateway::start_with(
-        &common::gateway::catalog(&mock),
-        &common::gateway::keys(),
+        &crate::common::gateway::catalog(&mock),
+        &crate::common::gateway::keys(),
         &["--max-body-bytes", "100000"],
     )
     .await;
@@ -775,8 +773,8 @@ async fn count_tokens_is_answered_locally() {
 async fn a_refused_body_does_not_poison_the_client_connection() {
     let mock = MockUpstream::start().await;
     let gw = Gateway::start_with(
-        &common::gateway::catalog(&mock),
-        &common::gateway::keys(),
+        &crate::common::gateway::catalog(&mock),
+        &crate::common::gateway::keys(),
         &["--max-body-bytes", "100000"],
     )
     .await;

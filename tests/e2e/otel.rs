@@ -6,12 +6,10 @@
 //! endpoint, the client's `traceparent` goes upstream unchanged.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{free_port, keys, model, Gateway};
-use common::mock_upstream::MockUpstream;
-use common::mock_upstream::Protocol::OpenAi as OpenAiP;
+use crate::common::families::*;
+use crate::common::gateway::{free_port, keys, model, Gateway};
+use crate::common::mock_upstream::MockUpstream;
+use crate::common::mock_upstream::Protocol::OpenAi as OpenAiP;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::trace::v1::Span;

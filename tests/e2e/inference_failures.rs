@@ -3,12 +3,10 @@
 //! that break mid-way, and a client that goes away mid-stream.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{catalog, keys, Gateway};
-use common::http_client::{self, Request};
-use common::mock_upstream::{MockUpstream, Protocol};
+use crate::common::families::*;
+use crate::common::gateway::{catalog, keys, Gateway};
+use crate::common::http_client::{self, Request};
+use crate::common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -37,7 +35,7 @@ fn gemini_config(config: Value) -> Value {
 
 /// A mock and a gateway whose catalog sets the `strict` policy (CONTRACT 5.1):
 /// the first release's behaviour, where an over-large cap is a 400 too
-/// (tests/policy.rs covers `adapt`, the default).
+/// (module policy covers `adapt`, the default).
 async fn start_strict() -> (MockUpstream, Gateway) {
     let mock = MockUpstream::start().await;
     let mut cat = catalog(&mock);
@@ -271,7 +269,7 @@ async fn invalid_requests_get_a_400_naming_the_parameter_before_any_upstream_cal
         .send(
             &Request::post(MESSAGES)
                 .json(&anthropic_body("claude-sonnet-4.7", "hi", None, false))
-                .header("x-api-key", common::gateway::KEY),
+                .header("x-api-key", crate::common::gateway::KEY),
         )
         .await;
     let e = assert_error(Anthropic, &r, 400);

@@ -12,7 +12,7 @@
 mod credentials {
     use crate::common::gateway::{authed, Gateway, KEY};
     use crate::common::mock_upstream::{MockUpstream, Protocol};
-    use crate::relayed_secrets::{http, scripted, wait_until, Recorded};
+    use crate::security::relayed_secrets::{http, scripted, wait_until, Recorded};
     use serde_json::{json, Value};
 
     const REFUSED_KEY: &str = "sk-refused-7Hq2Lp9Xw4Rt6Yu1";

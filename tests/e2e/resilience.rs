@@ -11,12 +11,10 @@
 //! `GET /admin/upstreams`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{free_port, keys, model, Gateway};
-use common::http_client::{self, parse_sse, Request, Response};
-use common::mock_upstream::{expected_reply, MockUpstream, Protocol};
+use crate::common::families::*;
+use crate::common::gateway::{free_port, keys, model, Gateway};
+use crate::common::http_client::{self, parse_sse, Request, Response};
+use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -403,7 +401,7 @@ async fn a_stalled_first_token_fails_over_within_the_deadline_in_every_family() 
         "{m}"
     );
     // Without a first_token deadline a preamble starts the answer as before:
-    // tests/inference_failures.rs has a stream stalled after its first frame
+    // the inference_failures module has a stream stalled after its first frame
     // end with the family's error event (nothing retried).
 }
 
@@ -676,7 +674,7 @@ async fn pool_settings_are_validated_at_load() {
 
 /// The binary's `--check` refuses `cat`, naming `path`.
 async fn check_refused(cat: &Value, path: &str) {
-    let dir = common::gateway::TempDir::new();
+    let dir = crate::common::gateway::TempDir::new();
     std::fs::write(dir.file("catalog.json"), cat.to_string()).unwrap();
     std::fs::write(dir.file("keys.json"), keys().to_string()).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))

@@ -15,9 +15,9 @@
 //!   as it passes the limit), and eight at once leave the gateway's peak RSS
 //!   far below their total size.
 
+use super::support::read_request;
 use crate::common::gateway::{authed, keys, model, Gateway, KEY};
 use crate::common::http_client::Response;
-use crate::support::read_request;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -4,14 +4,12 @@
 //! family in front of a `responses` upstream, `input_tokens`, the refusals
 //! (an unknown `previous_response_id`, `conversation`, built-in tools off a
 //! Responses upstream), unknown stored responses answered 404, and failures
-//! mid-stream on both paths. Stored responses: tests/responses_store_e2e.rs.
+//! mid-stream on both paths. Stored responses: module responses_store.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::gateway::{authed, model, Gateway, KEY};
-use common::http_client::SseEvent;
-use common::mock_upstream::{
+use crate::common::gateway::{authed, model, Gateway, KEY};
+use crate::common::http_client::SseEvent;
+use crate::common::mock_upstream::{
     agent_tool_reply, expected_reply, MockUpstream, Protocol, REASONING_ENCRYPTED_CONTENT,
     THINKING_SIGNATURE, THINKING_TEXT,
 };
@@ -268,7 +266,13 @@ async fn every_client_family_reaches_a_responses_upstream() {
     assert_eq!(sent.path, "/responses-api/v1/responses");
     assert_eq!(
         sent.header("authorization"),
-        Some(format!("Bearer {}", common::gateway::provider_key("responses")).as_str())
+        Some(
+            format!(
+                "Bearer {}",
+                crate::common::gateway::provider_key("responses")
+            )
+            .as_str()
+        )
     );
     assert_eq!(sent.json().unwrap()["store"], false);
     let mut sbody = body.clone();
@@ -575,11 +579,11 @@ async fn refusals_say_why_and_call_no_upstream() {
     );
     // No key: 401 in OpenAI's shape.
     let r = gw
-        .send(&common::http_client::Request::post("/v1/responses").json(&body))
+        .send(&crate::common::http_client::Request::post("/v1/responses").json(&body))
         .await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["type"], "authentication_error");
-    // No stored response of that id (tests/responses_store_e2e.rs has the store).
+    // No stored response of that id (module responses_store has the store).
     for (method, path) in [
         ("GET", "/v1/responses/resp_1"),
         ("DELETE", "/v1/responses/resp_1"),
@@ -587,7 +591,7 @@ async fn refusals_say_why_and_call_no_upstream() {
     ] {
         let r = gw
             .send(
-                &common::http_client::Request::new(method, path)
+                &crate::common::http_client::Request::new(method, path)
                     .header("authorization", &format!("Bearer {KEY}")),
             )
             .await;
@@ -598,7 +602,7 @@ async fn refusals_say_why_and_call_no_upstream() {
         );
     }
     let r = gw
-        .send(&common::http_client::Request::get("/v1/responses"))
+        .send(&crate::common::http_client::Request::get("/v1/responses"))
         .await;
     assert_eq!(r.status, 405);
 }
@@ -654,7 +658,7 @@ async fn a_failure_mid_stream_ends_with_error_then_response_failed() {
 /// ids, `client_metadata`, a `namespace` tool and a `web_search` built-in.
 fn codex_first_turn(model: &str, text: &str) -> Value {
     let captured: Value = serde_json::from_str(include_str!(
-        "clients/fixtures/codex-0.169.0-first-turn.json"
+        "../clients/fixtures/codex-0.169.0-first-turn.json"
     ))
     .unwrap();
     let mut body = captured["body"].clone();

@@ -3,12 +3,10 @@
 //! and `switchboard --version`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::{eventually, GOOGLE};
-use common::gateway::{authed, Gateway, KEY};
-use common::http_client::Request;
-use common::mock_upstream::MockUpstream;
+use crate::common::families::{eventually, GOOGLE};
+use crate::common::gateway::{authed, Gateway, KEY};
+use crate::common::http_client::Request;
+use crate::common::mock_upstream::MockUpstream;
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -11,12 +11,10 @@
 //! database of its own and drops it after.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::{eventually, metric_value, metrics_text, GOOGLE};
-use common::gateway::{authed, catalog, free_port, keys, Gateway, KEY, LIMITED_KEY};
-use common::http_client::{self, Request, Response};
-use common::mock_upstream::MockUpstream;
+use crate::common::families::{eventually, metric_value, metrics_text, GOOGLE};
+use crate::common::gateway::{authed, catalog, free_port, keys, Gateway, KEY, LIMITED_KEY};
+use crate::common::http_client::{self, Request, Response};
+use crate::common::mock_upstream::MockUpstream;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -856,7 +854,7 @@ mod needs_postgres {
 /// over N requests (3 keys, 4 models, four families), with the daily rollups
 /// and without them (dropped, on a copy), after a graceful shutdown has
 /// checkpointed the WAL; and, when PostgreSQL is there, its tables' size.
-/// `cargo test --release --test ledger -- --ignored --nocapture bytes_per_request`
+/// `cargo test --release --test e2e -- --ignored --nocapture ledger::bytes_per_request`
 #[tokio::test]
 #[ignore = "a measurement for the README, not a check"]
 async fn bytes_per_request() {
@@ -913,7 +911,7 @@ async fn bytes_per_request() {
             .wait_exit(Duration::from_secs(30))
             .is_some_and(|s| s.success()));
     };
-    let data_dir = common::gateway::TempDir::new();
+    let data_dir = crate::common::gateway::TempDir::new();
     let data = data_dir.0.display().to_string();
     let file = data_dir.0.join("ledger.sqlite");
     let mut gw = start_with(&mock, &["--data", &data]).await;

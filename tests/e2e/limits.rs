@@ -7,21 +7,19 @@
 //! Costs are deterministic: the `metered` model's prompt is free and its
 //! completion costs 0.001 USD a token; every request asks for at most 8 output
 //! tokens and the mock answers "hi" with exactly 8 (one per word, see
-//! tests/common/mock_upstream.rs), so the worst case reserved equals the real
+//! common/mock_upstream), so the worst case reserved equals the real
 //! cost, 0.008 USD, and a budget of 0.08 USD pays for exactly 10 requests.
 //!
 //! The Redis tests, in module `needs_redis`, need a Redis on 127.0.0.1:6379:
 //! ignored by a plain `cargo test`, run by tests/run.sh (which starts one;
-//! so does `common::servers::ensure_redis` when `redis-server` is installed);
+//! so does `crate::common::servers::ensure_redis` when `redis-server` is installed);
 //! each uses a key prefix of its own, removed at the end.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::families::*;
-use common::gateway::{authed, catalog, keys, model, Gateway, TempDir};
-use common::http_client::{self, parse_sse, Request, Response};
-use common::mock_upstream::{MockUpstream, Protocol};
+use crate::common::families::*;
+use crate::common::gateway::{authed, catalog, keys, model, Gateway, TempDir};
+use crate::common::http_client::{self, parse_sse, Request, Response};
+use crate::common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -194,7 +192,7 @@ async fn forty_concurrent_requests_get_exactly_what_the_budget_pays_for() {
     assert_error(p, &r, 429);
     assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.00"));
     // Other keys are not affected; keys without a budget carry no header.
-    let (_, req) = metered(0, common::gateway::KEY);
+    let (_, req) = metered(0, crate::common::gateway::KEY);
     let r = gw.send(&req).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.header("x-switchboard-budget-remaining").is_none());

@@ -14,8 +14,8 @@
 //!   read it goes out at most twice (once more only when the first went on a
 //!   pooled connection), and the access log's `attempts` says how many.
 
+use super::support::read_request;
 use crate::common::gateway::{authed, keys, model, Gateway, KEY};
-use crate::support::read_request;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
