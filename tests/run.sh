@@ -18,8 +18,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# The fleet-mode limits tests (tests/limits.rs) use a Redis on 127.0.0.1:6379,
-# each under a key prefix of its own: start one when none answers.
+# The fleet-mode tests (tests/e2e/: limits, responses_store,
+# security/stored_quota, in modules needs_redis) use a Redis on
+# 127.0.0.1:6379, each under a key prefix of its own: start one when none answers.
 if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   echo "starting redis-server on 127.0.0.1:6379"
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no >/dev/null
@@ -29,7 +30,7 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   done
 fi
 
-# PostgreSQL for the usage ledger's tests (tests/ledger.rs): a local server
+# PostgreSQL for the usage ledger's tests (tests/e2e/ledger.rs, module needs_postgres): a local server
 # where user postgres connects over 127.0.0.1:5432 without a password, with a
 # database named test. Skipped when SWITCHBOARD_TEST_POSTGRES names another
 # server; otherwise each step runs only when needed: install (Debian's
@@ -60,13 +61,19 @@ if [ -z "${SWITCHBOARD_TEST_POSTGRES:-}" ] && ! pg_ready; then
   as_postgres "psql -Atqc \"select 1 from pg_database where datname = 'test'\"" | grep -q 1 ||
     as_postgres "createdb test"
   if ! pg_ready; then
-    echo "PostgreSQL is not reachable at $pg_url (tests/ledger.rs needs it)" >&2
+    echo "PostgreSQL is not reachable at $pg_url (tests/e2e/ledger.rs needs it)" >&2
     exit 1
   fi
 fi
 
 echo "== Rust suite (cargo test)"
 cargo test --all-targets 2>&1
+# The tests that need the Redis and PostgreSQL started above: ignored by a
+# plain `cargo test`, they sit in modules named needs_redis and needs_postgres
+# (tests/e2e/common/servers.rs); this runs exactly those (other ignored tests,
+# such as the ledger's bytes_per_request measurement, stay out).
+echo "== Rust suite: the tests that need Redis and PostgreSQL"
+cargo test --test e2e -- --ignored needs_redis:: needs_postgres:: 2>&1
 
 # Two invocations, never one: building an example pulls the dev-dependencies'
 # features (tokio "full", ...) into every crate of that invocation, so a

@@ -41,10 +41,10 @@ export const PROTOCOLS = ['openai', 'anthropic', 'gemini'];
 /// All four upstream protocols, with the OpenAI Responses API (family D).
 export const ALL_PROTOCOLS = [...PROTOCOLS, 'responses'];
 
-/// Where the mock serves each wire protocol (tests/common/mock_upstream.rs).
+/// Where the mock serves each wire protocol (tests/e2e/common/mock_upstream/).
 export const MOCK_BASE = { openai: '/openai/v1', anthropic: '/anthropic/v1', gemini: '/gemini/v1beta', responses: '/responses-api/v1' };
 
-/// How the gateway's mock reply reads (tests/common/mock_upstream.rs).
+/// How the gateway's mock reply reads (tests/e2e/common/mock_upstream/).
 export const replyFor = (protocol, text) => `Hello from ${protocol} mock: ${text} ✓ héllo 🌍`;
 export const toolReplyPrefix = (protocol) => `Hello from ${protocol} mock: tool result: `;
 

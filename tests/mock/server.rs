@@ -3,7 +3,7 @@
 //! suites running outside cargo (`cargo run --example mock_upstream -- --port 0`).
 
 #[allow(dead_code)]
-#[path = "../common/mock_upstream.rs"]
+#[path = "../e2e/common/mock_upstream/mod.rs"]
 mod mock_upstream;
 
 use std::io::Write;

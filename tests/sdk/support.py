@@ -430,7 +430,7 @@ SYSTEM = "You are Switchboard's test assistant. Réponds brièvement ✓"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR42mNg+nMCiBggFAAungcZi/Z/lQAAAABJRU5ErkJggg=="
 # Arguments of every mock tool call.
 TOOL_ARGS = {"location": "Paris", "unit": "c"}
-# The mock's `[[thinking]]` answer (tests/common/mock_upstream.rs): the thinking
+# The mock's `[[thinking]]` answer (tests/e2e/common/mock_upstream/): the thinking
 # text, Anthropic's signature of it, the Responses reasoning item's `encrypted_content`.
 THINKING_TEXT = "Thinking it over ✓ step by step."
 THINKING_SIGNATURE = "bW9jay10aGlua2luZy1zaWduYXR1cmU="

@@ -1,0 +1,381 @@
+//! The shared server: accepts connections, reads each request, routes it
+//! (provider routes, `/__mock/` control routes, `~MARKERS` path faults) and
+//! hands the reply to `reply` for writing.
+//! Imports `super::*` (the rest of the mock upstream).
+
+use super::*;
+
+pub(super) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+    // Owning the connection tasks here means aborting this task ends them too.
+    let mut connections = JoinSet::new();
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                state.connections.fetch_add(1, Ordering::SeqCst);
+                let state = Arc::clone(&state);
+                connections.spawn(async move {
+                    // A connection error only ends that connection.
+                    let _ = serve_connection(&state, stream).await;
+                });
+            }
+            // Out of descriptors and the like: back off instead of spinning.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+pub(super) async fn serve_connection(state: &State, stream: TcpStream) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut conn = WireReader::new(stream);
+    loop {
+        let Some(head) = conn.read_head(MAX_HEAD_BYTES).await? else {
+            return Ok(());
+        };
+        let mut start = head.start_line.split(' ');
+        let (Some(method), Some(target), Some(version), None) =
+            (start.next(), start.next(), start.next(), start.next())
+        else {
+            let reply = Reply::full(400, "text/plain", b"bad request line".to_vec());
+            write_reply(conn.get_mut(), reply, false).await?;
+            return Ok(());
+        };
+        let (method, target) = (method.to_owned(), target.to_owned());
+        let connection = head.header("connection");
+        let keep_alive = match version {
+            "HTTP/1.1" => !has_token(connection, "close"),
+            "HTTP/1.0" => has_token(connection, "keep-alive"),
+            _ => false,
+        };
+        if has_token(head.header("expect"), "100-continue") {
+            let io = conn.get_mut();
+            io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+            io.flush().await?;
+        }
+        let body = match Framing::of_request(&head) {
+            Ok(framing) => {
+                BodyReader::new(framing)
+                    .read_to_end(&mut conn, MAX_BODY_BYTES)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let body = match body {
+            Ok(body) => body,
+            Err(e) => {
+                let protocol = guess_protocol(split_target(&target).0);
+                let reply = match e.kind() {
+                    io::ErrorKind::FileTooLarge => {
+                        error_reply(protocol, 413, "mock: request body too large")
+                    }
+                    io::ErrorKind::InvalidData => {
+                        error_reply(protocol, 400, &format!("mock: bad request body: {e}"))
+                    }
+                    _ => return Err(e),
+                };
+                write_reply(conn.get_mut(), reply, false).await?;
+                lingering_close(&mut conn).await;
+                return Ok(());
+            }
+        };
+        let request = RecordedRequest {
+            method,
+            path: target,
+            headers: head.headers,
+            body,
+        };
+        let reply = respond(state, request);
+        let status = reply.status;
+        let keep = match write_reply(conn.get_mut(), reply, keep_alive).await {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {
+                state.aborted.fetch_add(1, Ordering::SeqCst);
+                return Err(e);
+            }
+            written => written?,
+        };
+        if state.verbose.load(Ordering::Relaxed) {
+            eprintln!("mock_upstream: {} -> {status}", head.start_line);
+        }
+        if !keep {
+            return Ok(());
+        }
+    }
+}
+
+/// Ends a connection whose request body was not read to its end. Closing a
+/// socket with unread input makes the kernel send a reset, which can destroy
+/// the reply still in flight; so shut the write side and drain the input.
+pub(super) async fn lingering_close(conn: &mut WireReader<TcpStream>) {
+    if conn.get_mut().shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        while let Ok(piece) = conn.read_some(1 << 16).await {
+            if piece.is_empty() {
+                break;
+            }
+        }
+    };
+    // Whatever happens while draining, the connection is over.
+    let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+}
+
+pub(super) fn split_target(target: &str) -> (&str, Option<&str>) {
+    match target.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (target, None),
+    }
+}
+
+pub(super) fn query_has(query: Option<&str>, pair: &str) -> bool {
+    query.is_some_and(|q| q.split('&').any(|p| p == pair))
+}
+
+/// The protocol whose error shape an unknown path gets.
+pub(super) fn guess_protocol(path: &str) -> Protocol {
+    if path.contains("/responses") {
+        Protocol::Responses
+    } else if path.contains("/messages") || path.contains("anthropic") {
+        Protocol::Anthropic
+    } else if path.contains("/models/")
+        || path.contains("v1beta")
+        || path.contains("gemini")
+        || path.contains("google")
+    {
+        Protocol::Gemini
+    } else {
+        Protocol::OpenAi
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Route {
+    Chat,
+    Responses,
+    ResponsesCount,
+    Messages,
+    AnthropicCount,
+    Generate { model: String },
+    StreamGenerate { model: String, sse: bool },
+    GeminiCount { model: String },
+    NotFound(Protocol),
+}
+
+pub(super) fn classify(method: &str, target: &str) -> Route {
+    let (path, query) = split_target(target);
+    let path = path.trim_end_matches('/');
+    if method != "POST" {
+        return Route::NotFound(guess_protocol(path));
+    }
+    if path.ends_with("/chat/completions") {
+        return Route::Chat;
+    }
+    if path.ends_with("/responses/input_tokens") {
+        return Route::ResponsesCount;
+    }
+    if path.ends_with("/responses") {
+        return Route::Responses;
+    }
+    if path.ends_with("/messages/count_tokens") {
+        return Route::AnthropicCount;
+    }
+    if path.ends_with("/messages") {
+        return Route::Messages;
+    }
+    if let Some(at) = path.rfind("/models/") {
+        if let Some((model, action)) = path[at + "/models/".len()..].rsplit_once(':') {
+            let model = model.to_owned();
+            match action {
+                "generateContent" => return Route::Generate { model },
+                "streamGenerateContent" => {
+                    let sse = query_has(query, "alt=sse");
+                    return Route::StreamGenerate { model, sse };
+                }
+                "countTokens" => return Route::GeminiCount { model },
+                _ => {}
+            }
+        }
+    }
+    Route::NotFound(guess_protocol(path))
+}
+
+pub(super) fn respond(state: &State, request: RecordedRequest) -> Reply {
+    let (path, _) = split_target(&request.path);
+    if let Some(control) = path.strip_prefix("/__mock/") {
+        return control_reply(state, &request.method, control);
+    }
+    let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
+    let faults = path_faults(state, path);
+    let reply = provider_reply(
+        classify(&request.method, &request.path),
+        &request,
+        seq,
+        &faults,
+    );
+    state.requests().push(request);
+    reply
+}
+
+/// The markers of a `~…` path segment, as bracketed marker text, unless an
+/// `every:N` among them skips this request.
+pub(super) fn path_faults(state: &State, path: &str) -> String {
+    let Some(segment) = path.split('/').find_map(|s| s.strip_prefix('~')) else {
+        return String::new();
+    };
+    let mut every = 1u64;
+    let mut text = String::new();
+    for m in segment.split(',').filter(|m| !m.is_empty()) {
+        match m.strip_prefix("every:") {
+            Some(n) => every = n.parse().unwrap_or(1).max(1),
+            None => {
+                text.push_str("[[");
+                text.push_str(m);
+                text.push_str("]]");
+            }
+        }
+    }
+    let mut counts = state
+        .fault_counts
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let n = counts.entry(segment.to_owned()).or_default();
+    *n += 1;
+    if (*n).is_multiple_of(every) {
+        text
+    } else {
+        String::new()
+    }
+}
+
+pub(super) fn control_reply(state: &State, method: &str, what: &str) -> Reply {
+    match (method, what.trim_end_matches('/')) {
+        ("GET", "requests") => {
+            let list: Vec<Value> = state
+                .requests()
+                .iter()
+                .map(RecordedRequest::to_json)
+                .collect();
+            Reply::json(200, &Value::Array(list))
+        }
+        ("POST", "reset") => {
+            let cleared = std::mem::take(&mut *state.requests()).len();
+            Reply::json(200, &json!({ "cleared": cleared }))
+        }
+        _ => Reply::json(
+            404,
+            &json!({ "error": format!("no mock control route {method} /__mock/{what}") }),
+        ),
+    }
+}
+
+pub(super) fn provider_reply(
+    route: Route,
+    request: &RecordedRequest,
+    seq: u64,
+    faults: &str,
+) -> Reply {
+    let protocol = match &route {
+        Route::Chat => Protocol::OpenAi,
+        Route::Responses | Route::ResponsesCount => Protocol::Responses,
+        Route::Messages | Route::AnthropicCount => Protocol::Anthropic,
+        Route::Generate { .. } | Route::StreamGenerate { .. } | Route::GeminiCount { .. } => {
+            Protocol::Gemini
+        }
+        Route::NotFound(protocol) => {
+            let message = format!("mock: no route for {} {}", request.method, request.path);
+            return error_reply(*protocol, 404, &message);
+        }
+    };
+    let text = String::from_utf8_lossy(&request.body);
+    let markers = if faults.is_empty() {
+        Markers::parse(&text)
+    } else {
+        Markers::parse(&format!("{faults}{text}"))
+    };
+    let slow = Effects {
+        slow: markers.slow,
+        hold: markers.hold,
+        ..Effects::default()
+    };
+    if let Some(status) = markers.status {
+        let message = format!("mock: forced status {status}");
+        let reply = error_reply(protocol, status, &message);
+        let reply = match &markers.retry_after {
+            Some(v) => reply.header("retry-after", v),
+            None => reply,
+        };
+        return reply.with_effects(slow);
+    }
+    let Ok(body @ Value::Object(_)) = serde_json::from_slice::<Value>(&request.body) else {
+        return error_reply(protocol, 400, "mock: request body is not a JSON object")
+            .with_effects(slow);
+    };
+    let prompt_tokens = request.body.len() as u64 / 4;
+    let count = |value: Value| Reply::json(200, &value).with_effects(slow);
+    let model = match route {
+        Route::AnthropicCount => return count(json!({ "input_tokens": prompt_tokens })),
+        Route::GeminiCount { .. } => return count(json!({ "totalTokens": prompt_tokens })),
+        Route::ResponsesCount => {
+            let body = J::Obj(vec![
+                ("object", J::from("response.input_tokens")),
+                ("input_tokens", J::from(prompt_tokens)),
+            ]);
+            return Reply::json_ordered(200, "application/json", &body).with_effects(slow);
+        }
+        Route::Generate { ref model } | Route::StreamGenerate { ref model, .. } => model.clone(),
+        _ => body["model"].as_str().unwrap_or("mock-model").to_owned(),
+    };
+    let mut tool = (markers.tool || markers.text_tool).then(|| first_tool_name(protocol, &body));
+    let mut tool_args = tool_args();
+    let mut reply_text = if markers.echo {
+        text.into_owned()
+    } else {
+        expected_reply(protocol, &last_user_text(protocol, &body))
+    };
+    if let Some((name, args)) = &markers.agent_tool {
+        if declares_tools(&body) {
+            match last_turn_tool_results(protocol, &body) {
+                Some(results) => reply_text = agent_tool_reply(protocol, &results),
+                None => {
+                    tool = Some(name.clone());
+                    tool_args = args.clone();
+                }
+            }
+        }
+    }
+    let answer = Answer {
+        model,
+        seq,
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        thinking: markers.thinking,
+        text: (tool.is_none() || markers.text_tool).then_some(reply_text),
+        tool,
+        tool_args,
+        prompt_tokens,
+        cached_tokens: markers.cached.unwrap_or(0).min(prompt_tokens),
+        max_tokens: markers.max_tokens,
+        newline: if markers.crlf { "\r\n" } else { "\n" },
+    };
+    let streaming = body["stream"] == Value::Bool(true);
+    let reply = match route {
+        Route::Chat => {
+            let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
+            openai_reply(&answer, streaming, include_usage, &markers)
+        }
+        Route::Responses => responses_reply(&answer, &body, streaming, &markers),
+        Route::Messages => anthropic_reply(&answer, streaming, &markers),
+        Route::Generate { .. } => gemini_reply(&answer, None, &markers),
+        Route::StreamGenerate { sse, .. } => gemini_reply(&answer, Some(sse), &markers),
+        _ => error_reply(protocol, 500, "mock: unreachable route"),
+    };
+    reply.with_effects(Effects {
+        slow: markers.slow,
+        hold: markers.hold,
+        stall: markers.stall,
+        cut: markers.cut,
+        max_piece: markers.max_piece.unwrap_or(DEFAULT_MAX_PIECE),
+        seed: fnv1a(&request.body),
+    })
+}

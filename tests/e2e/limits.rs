@@ -1,0 +1,783 @@
+//! End-to-end: per-key rpm / tpm over a sliding minute and budgets that hold
+//! exactly (docs/configuration.md "Limits and budgets"), on the real binary over sockets with the
+//! mock upstream: embedded (one instance, spend in `--data`) and in Redis (two instances sharing
+//! one budget and one rpm; Redis going away mid-load under `--redis-fail open` and `closed`).
+//!
+//! Costs are deterministic: the `metered` model's prompt is free and its
+//! completion costs 0.001 USD a token; every request asks for at most 8 output
+//! tokens and the mock answers "hi" with exactly 8 (one per word, see
+//! common/mock_upstream), so the worst case reserved equals the real
+//! cost, 0.008 USD, and a budget of 0.08 USD pays for exactly 10 requests.
+//!
+//! The Redis tests, in module `needs_redis`, need a Redis on 127.0.0.1:6379:
+//! ignored by a plain `cargo test`, run by tests/run.sh (which starts one;
+//! so does `crate::common::servers::ensure_redis` when `redis-server` is installed);
+//! each uses a key prefix of its own, removed at the end.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common::families::*;
+use crate::common::gateway::{authed, catalog, keys, model, Gateway, TempDir};
+use crate::common::http_client::{self, parse_sse, Request, Response};
+use crate::common::mock_upstream::{MockUpstream, Protocol};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchboard::config::{BudgetPeriod, KeyStore};
+use switchboard::metrics::Metrics;
+use switchboard::state::limits::{period_at, FailMode, Limits, LimitsConfig};
+
+const BUDGET_KEY: &str = "sk-budget";
+const RPM_KEY: &str = "sk-rpm-limits";
+const TPM_KEY: &str = "sk-tpm";
+const LOAD_KEY: &str = "sk-load";
+const DAILY_KEY: &str = "sk-daily";
+/// 0.001 USD per completion token, in nano-USD.
+const TOKEN_NANOS: i64 = 1_000_000;
+const REDIS: &str = "redis://127.0.0.1:6379";
+
+fn limits_catalog(mock: &MockUpstream) -> Value {
+    let mut c = catalog(mock);
+    c["models"].as_array_mut().unwrap().push(model(
+        "metered",
+        "deepseek",
+        json!({"pricing": {"prompt": "0", "completion": "0.001"}}),
+    ));
+    c
+}
+
+fn limits_keys(budget_usd: &str) -> Value {
+    let mut k = keys();
+    k["keys"].as_array_mut().unwrap().extend([
+        json!({"id": "budgeted", "key": BUDGET_KEY, "budget": {"usd": budget_usd, "period": "total"}}),
+        json!({"id": "rpm-limited", "key": RPM_KEY, "rpm": 2}),
+        json!({"id": "tpm-limited", "key": TPM_KEY, "tpm": 300}),
+        json!({"id": "load", "key": LOAD_KEY, "rpm": 100000, "budget": {"usd": "100", "period": "month"}}),
+        json!({"id": "daily", "key": DAILY_KEY, "tpm": 100000, "budget": {"usd": "1", "period": "day"}}),
+    ]);
+    k
+}
+
+/// Request `i` of a mixed load: A whole, A stream (with usage), B whole, C
+/// whole; each asks for at most 8 output tokens.
+fn metered(i: usize, key: &str) -> (Protocol, Request) {
+    match i % 4 {
+        0 => (
+            Protocol::OpenAi,
+            authed(
+                "openai",
+                CHAT,
+                key,
+                &json!({"model": "metered", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+            ),
+        ),
+        1 => (
+            Protocol::OpenAi,
+            authed(
+                "openai",
+                CHAT,
+                key,
+                &json!({"model": "deepseek/metered", "max_tokens": 8, "stream": true,
+                        "stream_options": {"include_usage": true},
+                        "messages": [{"role": "user", "content": "hi"}]}),
+            ),
+        ),
+        2 => {
+            let mut b = anthropic_body("metered", "hi", None, false);
+            b["max_tokens"] = json!(8);
+            (Protocol::Anthropic, authed("anthropic", MESSAGES, key, &b))
+        }
+        _ => {
+            let mut b = gemini_body("hi", None);
+            b["generationConfig"] = json!({"maxOutputTokens": 8});
+            (
+                Protocol::Gemini,
+                authed(
+                    "gemini",
+                    &gemini_path("deepseek/metered", GeminiMode::Whole),
+                    key,
+                    &b,
+                ),
+            )
+        }
+    }
+}
+
+/// The output tokens a successful response reports.
+fn output_tokens(p: Protocol, r: &Response) -> i64 {
+    if r.header("content-type")
+        .unwrap_or("")
+        .starts_with("text/event-stream")
+    {
+        let usage = parse_sse(&r.body)
+            .iter()
+            .filter_map(|e| e.json())
+            .rfind(|v| v["usage"].is_object())
+            .unwrap_or_else(|| panic!("no usage chunk in {}", r.text()));
+        return usage["usage"]["completion_tokens"].as_i64().unwrap();
+    }
+    let v = r.json();
+    match p {
+        Protocol::OpenAi | Protocol::Responses => v["usage"]["completion_tokens"].as_i64(),
+        Protocol::Anthropic => v["usage"]["output_tokens"].as_i64(),
+        Protocol::Gemini => v["usageMetadata"]["candidatesTokenCount"].as_i64(),
+    }
+    .unwrap_or_else(|| panic!("no usage in {v}"))
+}
+
+/// Sends `n` mixed requests with `key` at once, spread over `gateways`.
+async fn burst(gateways: &[SocketAddr], key: &str, n: usize) -> Vec<(Protocol, Response)> {
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let (p, req) = metered(i, key);
+        let addr = gateways[i % gateways.len()];
+        tasks.push(tokio::spawn(async move {
+            (p, http_client::send(addr, &req).await.unwrap())
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+/// Checks a burst against a budget that pays for exactly `fits` requests;
+/// returns the real cost of the successful ones (nano-USD).
+fn check_budget_burst(results: &[(Protocol, Response)], fits: usize) -> i64 {
+    let ok: Vec<_> = results.iter().filter(|(_, r)| r.status == 200).collect();
+    let refused: Vec<_> = results.iter().filter(|(_, r)| r.status != 200).collect();
+    assert_eq!(
+        ok.len(),
+        fits,
+        "statuses: {:?}",
+        results.iter().map(|(_, r)| r.status).collect::<Vec<_>>()
+    );
+    for (p, r) in &refused {
+        let e = assert_error(*p, r, 429);
+        let msg = e["message"].as_str().unwrap();
+        assert!(msg.contains("budget of 0.08 USD in total"), "{msg}");
+        if *p == Protocol::OpenAi {
+            assert_eq!(e["code"], "insufficient_quota", "{e}");
+        }
+        assert!(r.header("retry-after").is_none(), "a budget is not a rate");
+        assert!(r.header("x-switchboard-budget-remaining").is_some());
+    }
+    let mut cost = 0;
+    for (p, r) in &ok {
+        let left: f64 = r
+            .header("x-switchboard-budget-remaining")
+            .expect("budget header")
+            .parse()
+            .unwrap();
+        assert!((0.0..0.08).contains(&left), "{left}");
+        let out = output_tokens(*p, r);
+        assert_eq!(out, 8, "the mock's usage this test relies on");
+        cost += out * TOKEN_NANOS;
+    }
+    cost
+}
+
+#[tokio::test]
+async fn forty_concurrent_requests_get_exactly_what_the_budget_pays_for() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("0.08"), &[]).await;
+    let results = burst(&[gw.addr], BUDGET_KEY, 40).await;
+    let cost = check_budget_burst(&results, 10);
+    assert_eq!(cost, 80_000_000);
+    // Nothing is left, and the header says so.
+    let (p, req) = metered(0, BUDGET_KEY);
+    let r = gw.send(&req).await;
+    assert_error(p, &r, 429);
+    assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.00"));
+    // Other keys are not affected; keys without a budget carry no header.
+    let (_, req) = metered(0, crate::common::gateway::KEY);
+    let r = gw.send(&req).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.header("x-switchboard-budget-remaining").is_none());
+}
+
+#[tokio::test]
+async fn a_budget_survives_a_restart() {
+    let mock = MockUpstream::start().await;
+    let data = TempDir::new();
+    let dir = data.file("data");
+    let args = ["--data", dir.to_str().unwrap()];
+    let (c, k) = (limits_catalog(&mock), limits_keys("0.04"));
+    {
+        let gw = Gateway::start_with(&c, &k, &args).await;
+        for (i, left) in ["0.032", "0.024", "0.016"].iter().enumerate() {
+            let (_, req) = metered(i * 2, BUDGET_KEY);
+            let r = gw.send(&req).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(r.header("x-switchboard-budget-remaining"), Some(*left));
+        }
+        // Dropped: the process is killed (SIGKILL), no shutdown hook runs.
+    }
+    assert!(dir.join("limits.sqlite").exists());
+    let gw = Gateway::start_with(&c, &k, &args).await;
+    for left in ["0.008", "0.00"] {
+        let (_, req) = metered(0, BUDGET_KEY);
+        let r = gw.send(&req).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("x-switchboard-budget-remaining"), Some(left));
+    }
+    let (p, req) = metered(2, BUDGET_KEY);
+    let r = gw.send(&req).await;
+    let e = assert_error(p, &r, 429);
+    assert!(e["message"].as_str().unwrap().contains("budget"), "{e}");
+}
+
+#[tokio::test]
+async fn failed_requests_release_their_reservation() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("0.016"), &[]).await;
+    // Upstream errors, before and after the first byte: nothing is spent.
+    for marker in ["[[status:500]]", "[[status:429]]"] {
+        let r = gw
+            .send(&authed(
+                "openai",
+                CHAT,
+                BUDGET_KEY,
+                &json!({"model": "metered", "max_tokens": 8, "messages": [{"role": "user", "content": format!("hi {marker}")}]}),
+            ))
+            .await;
+        assert!(r.status >= 500 || r.status == 429, "{}", r.text());
+        assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.016"));
+    }
+    // Still room for exactly two.
+    for left in ["0.008", "0.00"] {
+        let (_, req) = metered(0, BUDGET_KEY);
+        let r = gw.send(&req).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("x-switchboard-budget-remaining"), Some(left));
+    }
+}
+
+/// The budget left as a request that fails after its reservation reports it
+/// (a model whose provider key is unset: refused after the reservation, so
+/// it spends nothing and holds nothing).
+async fn budget_left(gw: &Gateway, key: &str) -> String {
+    let r = gw
+        .send(&authed(
+            "openai",
+            CHAT,
+            key,
+            &json!({"model": "orphan-key", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+        ))
+        .await;
+    assert!(r.status >= 400, "{}", r.text());
+    r.header("x-switchboard-budget-remaining")
+        .unwrap_or_else(|| panic!("no budget header: {:?}", r.headers))
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_stream_releases_its_reservation() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("0.016"), &[]).await;
+    assert_eq!(budget_left(&gw, BUDGET_KEY).await, "0.016");
+    let req = authed(
+        "openai",
+        CHAT,
+        BUDGET_KEY,
+        &json!({"model": "metered", "max_tokens": 8, "stream": true, "messages": [
+            {"role": "system", "content": "[[stall:30000]]"}, {"role": "user", "content": "hi"}]}),
+    );
+    let mut s = http_client::send_streaming(gw.addr, &req).await.unwrap();
+    assert_eq!(s.header("x-switchboard-budget-remaining"), Some("0.008"));
+    assert!(s.next_chunk().await.unwrap().is_some());
+    // While the stream is in flight its worst case is held.
+    assert_eq!(budget_left(&gw, BUDGET_KEY).await, "0.008");
+    drop(s);
+    // The upstream reports usage only at the end, so nothing is known: the
+    // whole reservation comes back.
+    eventually(
+        Duration::from_secs(20),
+        "the reservation's release",
+        || async { (budget_left(&gw, BUDGET_KEY).await == "0.016").then_some(()) },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(20),
+        "the upstream stream to be dropped",
+        || async { (mock.aborted_streams() >= 1).then_some(()) },
+    )
+    .await;
+}
+
+/// tpm 300: a request alone above it is refused for good; requests one
+/// after another (spread over `gateways`) reserve about 100 tokens each and
+/// settle to about 30, so more fit than the reservations alone would admit.
+async fn tpm_reserves_the_worst_case_and_settles(gateways: &[SocketAddr]) {
+    // Alone above the limit: refused, and waiting would not help.
+    let big = authed(
+        "openai",
+        CHAT,
+        TPM_KEY,
+        &json!({"model": "metered", "max_tokens": 400, "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let r = http_client::send(gateways[0], &big).await.unwrap();
+    let e = assert_error(Protocol::OpenAi, &r, 429);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("300 tokens per minute"),
+        "{e}"
+    );
+    assert!(r.header("retry-after").is_none());
+    // Each request reserves its bytes plus 8 (about 100 tokens) and settles
+    // to the mock's count (a quarter of the bytes plus 8): more requests fit
+    // one after another than the reservations alone would let in at once.
+    let mut ok = 0;
+    let refused = loop {
+        let (_, req) = metered(0, TPM_KEY);
+        let r = http_client::send(gateways[ok % gateways.len()], &req)
+            .await
+            .unwrap();
+        if r.status != 200 {
+            break r;
+        }
+        ok += 1;
+        assert!(ok < 50, "tpm never refused");
+    };
+    assert!(ok > 3, "only {ok} requests fit");
+    let e = assert_error(Protocol::OpenAi, &refused, 429);
+    assert!(
+        e["message"].as_str().unwrap().contains("tokens per minute"),
+        "{e}"
+    );
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=61).contains(&wait), "{wait}");
+}
+
+#[tokio::test]
+async fn tpm_reserves_the_worst_case_and_settles_to_the_real_count() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("1"), &[]).await;
+    tpm_reserves_the_worst_case_and_settles(&[gw.addr]).await;
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Two requests late in a calendar minute; after the minute turns the third
+/// is still refused (a calendar window would have reset), and after its
+/// `retry-after` it is served.
+async fn rpm_slides_over_the_minute_boundary(gateways: &[SocketAddr]) {
+    let s = unix_now() % 60;
+    if !(45..=50).contains(&s) {
+        tokio::time::sleep(Duration::from_secs((45 + 60 - s) % 60)).await;
+    }
+    for (i, addr) in gateways.iter().cycle().take(2).enumerate() {
+        let (_, req) = metered(i * 2, RPM_KEY);
+        let r = http_client::send(addr, &req).await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let minute = unix_now() / 60;
+    while unix_now() / 60 == minute {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut wait = 0;
+    for (i, addr) in gateways.iter().enumerate() {
+        let (p, req) = metered(i * 2, RPM_KEY);
+        let r = http_client::send(addr, &req).await.unwrap();
+        let e = assert_error(p, &r, 429);
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains("2 requests per minute"),
+            "{e}"
+        );
+        wait = r.header("retry-after").unwrap().parse::<u64>().unwrap();
+        assert!((1..=61).contains(&wait), "{wait}");
+    }
+    // Served once the window has slid past the first request.
+    let mut tries = 0;
+    loop {
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        let (_, req) = metered(0, RPM_KEY);
+        let r = http_client::send(gateways[0], &req).await.unwrap();
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 429, "{}", r.text());
+        wait = r.header("retry-after").unwrap().parse().unwrap();
+        tries += 1;
+        assert!(tries < 3, "the window never slid");
+    }
+}
+
+#[tokio::test]
+async fn rpm_is_a_sliding_minute() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("1"), &[]).await;
+    rpm_slides_over_the_minute_boundary(&[gw.addr]).await;
+}
+
+#[tokio::test]
+async fn count_tokens_counts_against_rpm_only() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("0.001"), &[]).await;
+    // A budget too small for any inference does not stop counting.
+    let body = anthropic_body("metered", "hi", None, false);
+    let r = gw
+        .send(&authed("anthropic", COUNT, BUDGET_KEY, &body))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    for _ in 0..2 {
+        let r = gw.send(&authed("anthropic", COUNT, RPM_KEY, &body)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let r = gw.send(&authed("anthropic", COUNT, RPM_KEY, &body)).await;
+    assert_error(Protocol::Anthropic, &r, 429);
+}
+
+#[test]
+fn invalid_limits_are_refused_at_load_with_their_path() {
+    let dir = TempDir::new();
+    let mut k = keys();
+    k["keys"][0]["budget"] = json!({"usd": "50", "period": "week"});
+    std::fs::write(dir.file("keys.json"), k.to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["--check", "--catalog", "conf/catalog.json", "--keys"])
+        .arg(dir.file("keys.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("$.keys[0].budget.period"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["--redis-fail", "sometimes", "--check"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--redis-fail"));
+}
+
+// ---------------------------------------------------------------------------
+// Fleet mode: Redis.
+
+/// Needs a Redis: ignored by a plain `cargo test`, run by tests/run.sh.
+mod needs_redis {
+    use super::*;
+    use crate::common::servers::ensure_redis;
+
+    /// A key prefix of this test's own, and a connection to read what it holds.
+    struct RedisNs {
+        prefix: String,
+        conn: redis::aio::MultiplexedConnection,
+    }
+
+    impl RedisNs {
+        async fn new(name: &str) -> RedisNs {
+            ensure_redis();
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let client = redis::Client::open(REDIS).unwrap();
+            RedisNs {
+                prefix: format!("sbtest:{}:{nanos}:{name}:", std::process::id()),
+                conn: client.get_multiplexed_async_connection().await.unwrap(),
+            }
+        }
+
+        async fn get(&self, key_id: &str, what: &str) -> i64 {
+            let mut c = self.conn.clone();
+            let v: Option<i64> = redis::cmd("GET")
+                .arg(format!("{}{{{key_id}}}:{what}", self.prefix))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            v.unwrap_or(0)
+        }
+
+        async fn cleanup(&self) {
+            let mut c = self.conn.clone();
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{}*", self.prefix))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            if !keys.is_empty() {
+                let _: i64 = redis::cmd("DEL")
+                    .arg(keys)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    async fn fleet(mock: &MockUpstream, ns: &RedisNs, budget: &str, extra: &[&str]) -> Gateway {
+        let mut args = vec!["--redis", REDIS, "--redis-prefix", ns.prefix.as_str()];
+        args.extend_from_slice(extra);
+        Gateway::start_with(&limits_catalog(mock), &limits_keys(budget), &args).await
+    }
+
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one and runs these)"]
+    async fn two_instances_on_one_redis_enforce_one_budget_exactly() {
+        let mock = MockUpstream::start().await;
+        let ns = RedisNs::new("budget").await;
+        let a = fleet(&mock, &ns, "0.08", &[]).await;
+        let b = fleet(&mock, &ns, "0.08", &[]).await;
+        let results = burst(&[a.addr, b.addr], BUDGET_KEY, 40).await;
+        let cost = check_budget_burst(&results, 10);
+        // Streams settle just after their last byte: wait until nothing is held.
+        eventually(
+            Duration::from_secs(10),
+            "reservations to settle",
+            || async { (ns.get("budgeted", "held:total").await == 0).then_some(()) },
+        )
+        .await;
+        let spent = ns.get("budgeted", "spent:total").await;
+        assert_eq!(
+            spent, cost,
+            "Redis holds the sum of the successful requests' costs"
+        );
+        assert!(spent <= 80_000_000);
+        for gw in [&a, &b] {
+            let (p, req) = metered(2, BUDGET_KEY);
+            let r = gw.send(&req).await;
+            assert_error(p, &r, 429);
+            assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.00"));
+        }
+        // The state the admin route shows, read through the library.
+        let limits = Limits::open(
+            &LimitsConfig {
+                data_dir: None,
+                redis: Some(REDIS.into()),
+                redis_prefix: ns.prefix.clone(),
+                fail: FailMode::Closed,
+            },
+            Arc::new(Metrics::default()),
+        )
+        .unwrap();
+        let keys = KeyStore::from_str("keys.json", &limits_keys("0.08").to_string()).unwrap();
+        let st = limits.state(keys.by_id("budgeted").unwrap()).await.unwrap();
+        let bs = st.budget.unwrap();
+        assert_eq!((bs.spent, bs.reserved, bs.remaining()), (spent, 0, 0));
+        assert_eq!(bs.period.id, "total");
+        // Day and month periods: Redis (Lua, on its own clock) names them as the
+        // gateway does.
+        for (key, id, kind) in [
+            (DAILY_KEY, "daily", BudgetPeriod::Day),
+            (LOAD_KEY, "load", BudgetPeriod::Month),
+        ] {
+            let (_, req) = metered(0, key);
+            let r = a.send(&req).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            let period = period_at(kind, unix_now() as i64).id;
+            assert_eq!(ns.get(id, &format!("spent:{period}")).await, 8_000_000);
+            let st = limits.state(keys.by_id(id).unwrap()).await.unwrap();
+            assert_eq!(st.budget.unwrap().spent, 8_000_000);
+        }
+        let st = limits.state(keys.by_id("daily").unwrap()).await.unwrap();
+        assert_eq!(st.tpm.map(|(l, _)| l), Some(100_000));
+        assert!(
+            st.tpm.unwrap().1 > 8,
+            "the settled tokens are in the window"
+        );
+        drop((a, b));
+        ns.cleanup().await;
+    }
+
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one and runs these)"]
+    async fn a_shared_rpm_admits_exactly_the_limit_across_instances() {
+        let mock = MockUpstream::start().await;
+        let ns = RedisNs::new("rpm").await;
+        let a = fleet(&mock, &ns, "1", &[]).await;
+        let b = fleet(&mock, &ns, "1", &[]).await;
+        let results = burst(&[a.addr, b.addr], RPM_KEY, 12).await;
+        let ok = results.iter().filter(|(_, r)| r.status == 200).count();
+        assert_eq!(ok, 2, "rpm 2 across both instances");
+        for (p, r) in results.iter().filter(|(_, r)| r.status != 200) {
+            let e = assert_error(*p, r, 429);
+            assert!(
+                e["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("2 requests per minute"),
+                "{e}"
+            );
+            let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+            assert!((1..=61).contains(&wait), "{wait}");
+        }
+        drop((a, b));
+        ns.cleanup().await;
+    }
+
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one and runs these)"]
+    async fn a_shared_tpm_reserves_and_settles_across_instances() {
+        let mock = MockUpstream::start().await;
+        let ns = RedisNs::new("tpm").await;
+        let a = fleet(&mock, &ns, "1", &[]).await;
+        let b = fleet(&mock, &ns, "1", &[]).await;
+        tpm_reserves_the_worst_case_and_settles(&[a.addr, b.addr]).await;
+        drop((a, b));
+        ns.cleanup().await;
+    }
+
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one and runs these)"]
+    async fn a_shared_rpm_slides_over_the_minute_boundary() {
+        let mock = MockUpstream::start().await;
+        let ns = RedisNs::new("slide").await;
+        let a = fleet(&mock, &ns, "1", &[]).await;
+        let b = fleet(&mock, &ns, "1", &[]).await;
+        rpm_slides_over_the_minute_boundary(&[a.addr, b.addr]).await;
+        drop((a, b));
+        ns.cleanup().await;
+    }
+
+    /// A TCP forwarder to the test Redis that can be cut (an outage) and
+    /// started again on the same port.
+    struct Forwarder {
+        port: u16,
+        stop: tokio::sync::watch::Sender<bool>,
+    }
+
+    impl Forwarder {
+        async fn start(port: u16) -> Forwarder {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let (stop, mut stopped) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                let mut conns = tokio::task::JoinSet::new();
+                loop {
+                    tokio::select! {
+                        a = listener.accept() => {
+                            let Ok((mut down, _)) = a else { break };
+                            conns.spawn(async move {
+                                if let Ok(mut up) = tokio::net::TcpStream::connect("127.0.0.1:6379").await {
+                                    let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                                }
+                            });
+                        }
+                        _ = stopped.changed() => break,
+                    }
+                }
+                conns.abort_all();
+            });
+            Forwarder { port, stop }
+        }
+
+        fn cut(&self) {
+            let _ = self.stop.send(true);
+        }
+    }
+
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one and runs these)"]
+    async fn redis_going_away_fails_open_or_closed_as_configured() {
+        let mock = MockUpstream::start().await;
+        let ns = RedisNs::new("outage").await;
+        let fwd = Forwarder::start(0).await;
+        let url = format!("redis://127.0.0.1:{}", fwd.port);
+        let start = |fail: &'static str| {
+            let args = [
+                "--redis",
+                url.as_str(),
+                "--redis-prefix",
+                ns.prefix.as_str(),
+                "--redis-fail",
+                fail,
+            ]
+            .map(str::to_string);
+            let (c, k) = (limits_catalog(&mock), limits_keys("1"));
+            async move {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                Gateway::start_with(&c, &k, &args).await
+            }
+        };
+        let open = start("open").await;
+        let closed = start("closed").await;
+        for gw in [&open, &closed] {
+            let (_, req) = metered(0, LOAD_KEY);
+            let r = gw.send(&req).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert!(r.header("x-switchboard-budget-remaining").is_some());
+        }
+        // Load on the open instance while Redis goes away under it.
+        let load = {
+            let addr = open.addr;
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                for i in 0..30 {
+                    let (_, req) = metered(i, LOAD_KEY);
+                    statuses.push(http_client::send(addr, &req).await.unwrap().status);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                statuses
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        fwd.cut();
+        let statuses = load.await.unwrap();
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+        // Open: still served; the failures are counted and the outage logged once.
+        let (_, req) = metered(0, LOAD_KEY);
+        assert_eq!(open.send(&req).await.status, 200);
+        let m = metrics_text(open.metrics).await;
+        let failures = metric_value(
+            &m,
+            "switchboard_limits_redis_failures_total",
+            &["mode=\"open\""],
+        )
+        .unwrap();
+        assert!(failures >= 1.0, "{m}");
+        let log = open.log();
+        assert_eq!(log.matches("Redis unreachable").count(), 1, "{log}");
+        // Closed: refused with 503 in each family's shape.
+        for i in 0..4 {
+            let (p, req) = metered(i, LOAD_KEY);
+            let r = closed.send(&req).await;
+            let e = assert_error(p, &r, 503);
+            assert!(
+                e["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("--redis-fail closed"),
+                "{e}"
+            );
+        }
+        let m = metrics_text(closed.metrics).await;
+        assert!(
+            metric_value(
+                &m,
+                "switchboard_limits_redis_failures_total",
+                &["mode=\"closed\""]
+            )
+            .unwrap()
+                >= 4.0,
+            "{m}"
+        );
+        // Redis back: the closed instance serves again.
+        let back = Forwarder::start(fwd.port).await;
+        eventually(
+            Duration::from_secs(30),
+            "the closed instance to recover",
+            || async {
+                let (_, req) = metered(0, LOAD_KEY);
+                (closed.send(&req).await.status == 200).then_some(())
+            },
+        )
+        .await;
+        assert!(closed.log().contains("reachable again"), "{}", closed.log());
+        drop((open, closed));
+        back.cut();
+        ns.cleanup().await;
+    }
+}

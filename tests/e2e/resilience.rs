@@ -1,0 +1,691 @@
+//! End-to-end: traffic management (docs/resilience.md) against a fault-injecting
+//! mock. One mock serves several upstreams side by side, told apart by their
+//! base URL's path; a `~MARKERS` path segment makes one of them fail (429
+//! with a retry-after, a stall before the first token, a stall mid-stream, a
+//! cut). Checked: cool-downs honour retry-after and keep traffic away,
+//! weights split traffic, first-token and connect failures move on, idle and
+//! total deadlines end a stream with the family's error event, fallbacks
+//! answer (and name themselves) when a provider is down and are skipped when
+//! the request does not fit them, and nothing is retried after the first
+//! byte. Every attempt shows in the access log, the metrics and
+//! `GET /admin/upstreams`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common::families::*;
+use crate::common::gateway::{free_port, keys, model, Gateway};
+use crate::common::http_client::{self, parse_sse, Request, Response};
+use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+use Protocol::{Anthropic, Gemini, OpenAi, Responses};
+
+const ADMIN: &str = "adm-resilience";
+
+/// An OpenAI-protocol upstream of `mock` named `id`, on its own path, failing
+/// as `faults` says (mock markers without brackets, comma-separated).
+fn up(mock: &MockUpstream, id: &str, faults: &str, weight: u32) -> Value {
+    up_in(mock, OpenAi, id, faults, weight)
+}
+
+/// As [`up`], speaking `protocol`.
+fn up_in(mock: &MockUpstream, protocol: Protocol, id: &str, faults: &str, weight: u32) -> Value {
+    let faults = if faults.is_empty() {
+        String::new()
+    } else {
+        format!("/~{faults}")
+    };
+    json!({
+        "id": id,
+        "protocol": protocol.name(),
+        "base_url": format!("http://127.0.0.1:{}/{id}{faults}{}", mock.port(), protocol.base_path()),
+        "api_key_env": format!("SB_TEST_KEY_{}", protocol.name().to_uppercase()),
+        "weight": weight,
+    })
+}
+
+/// An upstream where nothing listens.
+fn dead(id: &str) -> Value {
+    json!({
+        "id": id,
+        "protocol": "openai",
+        "base_url": format!("http://127.0.0.1:{}/v1", free_port()),
+        "api_key_env": "SB_TEST_KEY_OPENAI",
+    })
+}
+
+fn provider(id: &str, upstreams: Vec<Value>, extra: Value) -> Value {
+    let mut p = json!({"id": id, "families": ["openai", "gemini"], "upstreams": upstreams});
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+fn catalog(providers: Vec<Value>, models: Vec<Value>) -> Value {
+    json!({"providers": providers, "models": models})
+}
+
+/// Requests the mock's upstream `id` received.
+fn hits(mock: &MockUpstream, id: &str) -> usize {
+    let prefix = format!("/{id}/");
+    mock.requests()
+        .iter()
+        .filter(|r| r.path.starts_with(&prefix))
+        .count()
+}
+
+async fn start(cat: &Value) -> Gateway {
+    Gateway::start_with(cat, &keys(), &["--admin-key", ADMIN]).await
+}
+
+/// The access log's lines, parsed.
+fn access(gw: &Gateway) -> Vec<Value> {
+    gw.access_log()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The access-log line of the request answered by `r`.
+async fn line_of(gw: &Gateway, r: &Response) -> Value {
+    let id = r.header("x-request-id").unwrap().to_string();
+    eventually(Duration::from_secs(20), "the access-log line", || {
+        let lines = access(gw);
+        let id = id.clone();
+        async move { lines.into_iter().find(|l| l["request_id"] == id.as_str()) }
+    })
+    .await
+}
+
+async fn admin_upstreams(gw: &Gateway) -> Value {
+    let r = http_client::send(
+        gw.metrics,
+        &Request::get("/admin/upstreams").header("authorization", &format!("Bearer {ADMIN}")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn upstream_view<'a>(v: &'a Value, provider: &str, id: &str) -> &'a Value {
+    v["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == provider)
+        .and_then(|p| {
+            p["upstreams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|u| u["id"] == id)
+        })
+        .unwrap_or_else(|| panic!("no upstream {provider}/{id} in {v}"))
+}
+
+/// A request of family `p` for `model` (family A and D qualified, B and C
+/// bare), whole or streamed: (path, request).
+fn ask(p: Protocol, qualified: &str, prompt: &str, stream: bool) -> (String, Request) {
+    let bare = qualified.split_once('/').map_or(qualified, |(_, m)| m);
+    let (path, body) = match p {
+        OpenAi => (
+            CHAT.to_string(),
+            openai_body(qualified, prompt, None, stream),
+        ),
+        Anthropic => (
+            MESSAGES.to_string(),
+            anthropic_body(bare, prompt, None, stream),
+        ),
+        Gemini => (
+            gemini_path(
+                bare,
+                if stream {
+                    GeminiMode::StreamSse
+                } else {
+                    GeminiMode::Whole
+                },
+            ),
+            gemini_body(prompt, None),
+        ),
+        Responses => (
+            "/v1/responses".to_string(),
+            json!({"model": qualified, "input": prompt, "stream": stream}),
+        ),
+    };
+    let r = call(p, &path, &body);
+    (path, r)
+}
+
+/// The reply text of a whole or streamed answer of family `p`.
+fn text_of(p: Protocol, r: &Response, stream: bool) -> String {
+    assert_eq!(r.status, 200, "{p:?}: {}", r.text());
+    if !stream {
+        return reply_text(p, &r.json());
+    }
+    let events = parse_sse(&r.body);
+    stream_text(p, &event_json(&events))
+}
+
+/// The model name a family puts in its answer.
+fn answer_model(p: Protocol, r: &Response, stream: bool) -> String {
+    let v = if stream {
+        let events = parse_sse(&r.body);
+        event_json(&events).into_iter().next().unwrap()
+    } else {
+        r.json()
+    };
+    let m = match p {
+        OpenAi => &v["model"],
+        Anthropic if stream => &v["message"]["model"],
+        Anthropic => &v["model"],
+        Gemini => &v["modelVersion"],
+        Responses if stream => &v["response"]["model"],
+        Responses => &v["model"],
+    };
+    m.as_str()
+        .unwrap_or_else(|| panic!("{p:?}: no model in {v}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_cools_that_upstream_and_traffic_goes_elsewhere() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![provider(
+            "pool",
+            vec![
+                up(&mock, "limited", "status:429,retry-after:7", 1),
+                up(&mock, "spare", "", 1),
+            ],
+            json!({}),
+        )],
+        vec![model("m", "pool", json!({}))],
+    );
+    let gw = start(&cat).await;
+    // The first pick is the rate-limited upstream; the client never sees its 429.
+    let (_, req) = ask(OpenAi, "pool/m", "first", false);
+    let r = gw.send(&req).await;
+    assert_eq!(text_of(OpenAi, &r, false), expected_reply(OpenAi, "first"));
+    assert_eq!((hits(&mock, "limited"), hits(&mock, "spare")), (1, 1));
+    let line = line_of(&gw, &r).await;
+    assert_eq!(line["attempts"], 2, "{line}");
+    let tried = line["tried"].as_array().unwrap();
+    assert_eq!(tried[0]["upstream"], "limited");
+    assert_eq!(tried[0]["status"], 429);
+    assert_eq!(tried[0]["failure"], "rate_limited");
+    assert_eq!(tried[0]["cooled_ms"], 7000, "retry-after: 7 is honoured");
+    assert_eq!(tried[1]["upstream"], "spare");
+    assert_eq!(tried[1]["status"], 200);
+    assert!(tried[1]["failure"].is_null());
+
+    // While it cools, every family's requests go to the spare without touching it.
+    for p in [OpenAi, Anthropic, Gemini, Responses] {
+        for stream in [false, true] {
+            let (_, req) = ask(p, "pool/m", "next", stream);
+            let r = gw.send(&req).await;
+            assert_eq!(
+                text_of(p, &r, stream),
+                expected_reply(OpenAi, "next"),
+                "{p:?}"
+            );
+        }
+    }
+    assert_eq!(hits(&mock, "limited"), 1, "a cooling upstream was called");
+    assert_eq!(hits(&mock, "spare"), 9);
+
+    let view = admin_upstreams(&gw).await;
+    let limited = upstream_view(&view, "pool", "limited");
+    assert_eq!(limited["healthy"], false, "{limited}");
+    let left = limited["cooldown_ms"].as_u64().unwrap();
+    assert!(left > 0 && left <= 7000, "{limited}");
+    assert_eq!(limited["last_failure"]["reason"], "rate_limited");
+    assert_eq!(limited["failures"], 1);
+    assert_eq!(upstream_view(&view, "pool", "spare")["healthy"], true);
+    let m = metrics_text(gw.metrics).await;
+    let labels = |u: &'static str| ["provider=\"pool\"", u];
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_upstream_healthy",
+            &labels("upstream=\"limited\"")
+        ),
+        Some(0.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_upstream_healthy",
+            &labels("upstream=\"spare\"")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_upstream_cooldowns_total",
+            &["upstream=\"limited\"", "reason=\"rate_limited\""]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_upstream_attempts_total",
+            &["upstream=\"spare\"", "outcome=\"ok\""]
+        ),
+        Some(9.0)
+    );
+    // Without the admin key the view is refused.
+    let r = http_client::send(gw.metrics, &Request::get("/admin/upstreams"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 401);
+}
+
+#[tokio::test]
+async fn weights_split_traffic_by_their_shares() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![provider(
+            "pool",
+            vec![
+                up(&mock, "five", "", 5),
+                up(&mock, "three", "", 3),
+                up(&mock, "two", "", 2),
+            ],
+            json!({}),
+        )],
+        vec![model("m", "pool", json!({}))],
+    );
+    let gw = start(&cat).await;
+    const N: usize = 300;
+    let mut tasks = tokio::task::JoinSet::new();
+    let addr = gw.addr;
+    for worker in 0..6 {
+        tasks.spawn(async move {
+            for i in 0..N / 6 {
+                let (_, req) = ask(OpenAi, "pool/m", &format!("w{worker} r{i}"), false);
+                let r = http_client::send(addr, &req).await.unwrap();
+                assert_eq!(r.status, 200, "{}", r.text());
+            }
+        });
+    }
+    while let Some(t) = tasks.join_next().await {
+        t.unwrap();
+    }
+    for (id, share) in [("five", 0.5), ("three", 0.3), ("two", 0.2)] {
+        let got = hits(&mock, id) as f64 / N as f64;
+        assert!(
+            (got - share).abs() <= 0.03,
+            "{id}: {got:.3} of the traffic, weight share {share}"
+        );
+    }
+    let m = metrics_text(gw.metrics).await;
+    assert_eq!(
+        metric_value(&m, "switchboard_upstream_weight", &["upstream=\"five\""]),
+        Some(5.0)
+    );
+}
+
+#[tokio::test]
+async fn a_stalled_first_token_fails_over_within_the_deadline_in_every_family() {
+    let mock = MockUpstream::start().await;
+    // One provider per case, so each case's first pick is the stalled upstream:
+    // (client family, stream, upstream protocol, faults).
+    let cases: Vec<(Protocol, bool, Protocol, &str)> = vec![
+        // The head, then nothing.
+        (OpenAi, true, OpenAi, "hold:600000"),
+        (Anthropic, true, OpenAi, "hold:600000"),
+        (Gemini, true, OpenAi, "hold:600000"),
+        (Responses, true, OpenAi, "hold:600000"),
+        // The preamble (a role chunk, `message_start`, `response.created`),
+        // then nothing: no token yet.
+        (OpenAi, true, OpenAi, "stall:600000"),
+        (OpenAi, true, Anthropic, "stall:600000"),
+        (Anthropic, true, Anthropic, "stall:600000"),
+        (Responses, true, Responses, "stall:600000"),
+        // A whole answer whose head never comes.
+        (OpenAi, false, OpenAi, "slow:600000"),
+    ];
+    let mut providers = Vec::new();
+    let mut models = Vec::new();
+    for (i, (_, _, protocol, faults)) in cases.iter().enumerate() {
+        providers.push(provider(
+            &format!("p{i}"),
+            vec![
+                up_in(&mock, *protocol, &format!("stuck{i}"), faults, 1),
+                up_in(&mock, *protocol, &format!("ok{i}"), "", 1),
+            ],
+            json!({"timeouts": {"first_token": 400}}),
+        ));
+        models.push(model(&format!("m{i}"), &format!("p{i}"), json!({})));
+    }
+    let gw = start(&catalog(providers, models)).await;
+    for (i, (p, stream, protocol, _)) in cases.iter().enumerate() {
+        let (_, req) = ask(*p, &format!("p{i}/m{i}"), "are you there", *stream);
+        let r = gw.send(&req).await;
+        assert_eq!(
+            text_of(*p, &r, *stream),
+            expected_reply(*protocol, "are you there"),
+            "{p:?} stream={stream} from {protocol:?}"
+        );
+        let line = line_of(&gw, &r).await;
+        let tried = line["tried"].as_array().unwrap();
+        assert_eq!(tried.len(), 2, "{line}");
+        assert_eq!(tried[0]["upstream"], format!("stuck{i}"));
+        assert_eq!(tried[0]["failure"], "timeout");
+        assert_eq!(tried[1]["upstream"], format!("ok{i}"));
+        assert_eq!(line["status"], 200);
+    }
+    // The held streams were dropped by the gateway, not waited out.
+    eventually(
+        Duration::from_secs(20),
+        "the stalled streams closed",
+        || {
+            let n = mock.aborted_streams();
+            async move { (n >= 8).then_some(()) }
+        },
+    )
+    .await;
+    let m = metrics_text(gw.metrics).await;
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_upstream_attempts_total",
+            &["outcome=\"timeout\""]
+        ),
+        Some(cases.len() as f64),
+        "{m}"
+    );
+    // Without a first_token deadline a preamble starts the answer as before:
+    // the inference_failures module has a stream stalled after its first frame
+    // end with the family's error event (nothing retried).
+}
+
+#[tokio::test]
+async fn an_idle_stream_ends_with_the_family_error_event() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![provider(
+            "slowpoke",
+            vec![up(&mock, "idler", "stall:600000", 1)],
+            json!({"timeouts": {"idle": 300}}),
+        )],
+        vec![model("m", "slowpoke", json!({}))],
+    );
+    let gw = start(&cat).await;
+    for p in [OpenAi, Anthropic, Gemini, Responses] {
+        mock.clear();
+        let (path, req) = ask(p, "slowpoke/m", "then silence", true);
+        let r = gw.send(&req).await;
+        let e = stream_error(p, &path, &r);
+        assert!(e.to_string().contains("idle timeout"), "{p:?}: {e}");
+        // The first frame had reached the client: nothing is retried.
+        assert_eq!(mock.requests().len(), 1, "{p:?}");
+        let line = line_of(&gw, &r).await;
+        assert_eq!(line["attempts"], 1);
+        assert_eq!(line["error_type"], "timeout", "{line}");
+    }
+    let m = metrics_text(gw.metrics).await;
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_upstream_cooldowns_total",
+            &["upstream=\"idler\"", "reason=\"timeout\""]
+        ),
+        Some(4.0),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn the_total_deadline_bounds_a_silent_upstream() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![
+            provider(
+                "mid",
+                vec![up(&mock, "trickle", "stall:600000", 1)],
+                json!({"timeouts": {"total": 800}}),
+            ),
+            provider(
+                "mute",
+                vec![up(&mock, "silent", "slow:600000", 1)],
+                json!({"timeouts": {"total": 800}}),
+            ),
+        ],
+        vec![
+            model("streamy", "mid", json!({})),
+            model("quiet", "mute", json!({})),
+        ],
+    );
+    let gw = start(&cat).await;
+    for p in [OpenAi, Anthropic, Gemini, Responses] {
+        let (path, req) = ask(p, "mid/streamy", "go on", true);
+        let e = stream_error(p, &path, &gw.send(&req).await);
+        assert!(e.to_string().contains("total deadline"), "{p:?}: {e}");
+        let (_, req) = ask(p, "mute/quiet", "anyone", false);
+        let e = assert_error(p, &gw.send(&req).await, 504);
+        assert!(e.to_string().contains("total deadline"), "{p:?}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_fallback_answers_when_the_provider_is_down_and_only_when_the_request_fits() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![
+            provider("dead", vec![dead("d1"), dead("d2")], json!({})),
+            provider("small", vec![up(&mock, "small", "", 1)], json!({})),
+            provider("backup", vec![up(&mock, "backup", "", 1)], json!({})),
+        ],
+        vec![
+            model(
+                "main",
+                "dead",
+                json!({"fallbacks": ["small/tiny-fb", "backup/big-fb"]}),
+            ),
+            model(
+                "tiny-fb",
+                "small",
+                json!({"context_length": 1000, "max_output_tokens": 100}),
+            ),
+            model("big-fb", "backup", json!({})),
+        ],
+    );
+    let gw = start(&cat).await;
+    // A short request: the first fallback answers, and says so in every family.
+    for p in [OpenAi, Anthropic, Gemini, Responses] {
+        for stream in [false, true] {
+            let (_, req) = ask(p, "dead/main", "short one", stream);
+            let r = gw.send(&req).await;
+            assert_eq!(text_of(p, &r, stream), expected_reply(OpenAi, "short one"));
+            assert_eq!(r.header("x-switchboard-model"), Some("small/tiny-fb"));
+            let want = match p {
+                OpenAi | Responses => "small/tiny-fb",
+                Anthropic | Gemini => "tiny-fb",
+            };
+            assert_eq!(answer_model(p, &r, stream), want, "{p:?} stream={stream}");
+        }
+    }
+    let first = access(&gw).into_iter().find(|l| l["path"] == CHAT).unwrap();
+    assert_eq!(first["fallback_from"], "dead/main", "{first}");
+    assert_eq!(first["provider"], "small");
+    assert_eq!(first["model"], "tiny-fb");
+    let tried = first["tried"].as_array().unwrap();
+    assert_eq!(tried.len(), 3, "{first}");
+    assert_eq!(tried[0]["failure"], "unreachable");
+    assert_eq!(tried[1]["failure"], "unreachable");
+    assert_eq!(tried[2]["model"], "tiny-fb");
+    assert_eq!(hits(&mock, "small"), 8);
+
+    // A request too long for the small fallback's context goes to the next one.
+    let long = "the quick brown fox jumps over the lazy dog ".repeat(300);
+    let (_, req) = ask(OpenAi, "dead/main", &long, false);
+    let r = gw.send(&req).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-switchboard-model"), Some("backup/big-fb"));
+    assert_eq!(r.json()["model"], "backup/big-fb");
+    assert_eq!(
+        hits(&mock, "small"),
+        8,
+        "the small fallback was sent a request it cannot fit"
+    );
+    assert_eq!(hits(&mock, "backup"), 1);
+    let m = metrics_text(gw.metrics).await;
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_fallbacks_total",
+            &["model=\"dead/main\"", "fallback=\"small/tiny-fb\""]
+        ),
+        Some(8.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_fallbacks_total",
+            &["fallback=\"backup/big-fb\""]
+        ),
+        Some(1.0)
+    );
+}
+
+#[tokio::test]
+async fn nothing_is_retried_after_the_first_byte() {
+    let mock = MockUpstream::start().await;
+    let mut providers = Vec::new();
+    let mut models = Vec::new();
+    for (i, faults) in ["cut", "stream-error", "malformed"].iter().enumerate() {
+        providers.push(provider(
+            &format!("p{i}"),
+            vec![
+                up(&mock, &format!("bad{i}"), faults, 1),
+                up(&mock, &format!("good{i}"), "", 1),
+            ],
+            json!({}),
+        ));
+        models.push(model(&format!("m{i}"), &format!("p{i}"), json!({})));
+    }
+    providers.push(provider(
+        "whole",
+        vec![
+            up(&mock, "halfbody", "cut", 1),
+            up(&mock, "fullbody", "", 1),
+        ],
+        json!({}),
+    ));
+    models.push(model("w", "whole", json!({})));
+    let gw = start(&catalog(providers, models)).await;
+    for i in 0..3 {
+        let (path, req) = ask(OpenAi, &format!("p{i}/m{i}"), "break mid-way", true);
+        let r = gw.send(&req).await;
+        stream_error(OpenAi, &path, &r);
+        assert_eq!(hits(&mock, &format!("bad{i}")), 1);
+        assert_eq!(
+            hits(&mock, &format!("good{i}")),
+            0,
+            "a stream was retried after bytes reached the client"
+        );
+        assert_eq!(line_of(&gw, &r).await["attempts"], 1);
+    }
+    // A whole answer cut short never reached the client: it is retried.
+    let (_, req) = ask(OpenAi, "whole/w", "whole please", false);
+    let r = gw.send(&req).await;
+    assert_eq!(
+        text_of(OpenAi, &r, false),
+        expected_reply(OpenAi, "whole please")
+    );
+    assert_eq!((hits(&mock, "halfbody"), hits(&mock, "fullbody")), (1, 1));
+}
+
+#[tokio::test]
+async fn when_every_upstream_cools_the_soonest_is_still_tried() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![provider(
+            "solo",
+            vec![up(&mock, "only", "status:429,retry-after:7", 1)],
+            json!({}),
+        )],
+        vec![model("m", "solo", json!({}))],
+    );
+    let gw = start(&cat).await;
+    for n in 1..=2 {
+        let (_, req) = ask(Anthropic, "solo/m", "hello", false);
+        let r = gw.send(&req).await;
+        let e = assert_error(Anthropic, &r, 429);
+        assert_eq!(e["type"], "rate_limit_error");
+        assert_eq!(r.header("retry-after"), Some("7"));
+        assert_eq!(
+            hits(&mock, "only"),
+            n,
+            "the only upstream is tried even while cooling"
+        );
+    }
+}
+
+#[tokio::test]
+async fn pool_settings_are_validated_at_load() {
+    let bad = [
+        (json!({"weight": 0}), "$.providers[0].upstreams[0].weight"),
+        (json!({"id": "a b"}), "$.providers[0].upstreams[0].id"),
+    ];
+    for (extra, path) in bad {
+        let mut u = json!({"protocol": "openai", "base_url": "http://127.0.0.1:9/v1"});
+        for (k, v) in extra.as_object().unwrap() {
+            u[k] = v.clone();
+        }
+        let cat = catalog(
+            vec![provider("p", vec![u], json!({}))],
+            vec![model("m", "p", json!({}))],
+        );
+        check_refused(&cat, path).await;
+    }
+    for (extra, path) in [
+        (
+            json!({"timeouts": {"idle": 0}}),
+            "$.providers[0].timeouts.idle",
+        ),
+        (
+            json!({"timeouts": {"first_tok": 5}}),
+            "$.providers[0].timeouts",
+        ),
+        (json!({"retries": 11}), "$.providers[0].retries"),
+    ] {
+        let cat = catalog(
+            vec![provider("p", vec![dead("x")], extra)],
+            vec![model("m", "p", json!({}))],
+        );
+        check_refused(&cat, path).await;
+    }
+    for fallbacks in [json!(["p/nope"]), json!(["m"]), json!(["p/m"])] {
+        let cat = catalog(
+            vec![provider("p", vec![dead("x")], json!({}))],
+            vec![model("m", "p", json!({"fallbacks": fallbacks}))],
+        );
+        check_refused(&cat, "$.models[0].fallbacks[0]").await;
+    }
+}
+
+/// The binary's `--check` refuses `cat`, naming `path`.
+async fn check_refused(cat: &Value, path: &str) {
+    let dir = crate::common::gateway::TempDir::new();
+    std::fs::write(dir.file("catalog.json"), cat.to_string()).unwrap();
+    std::fs::write(dir.file("keys.json"), keys().to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--check")
+        .arg("--catalog")
+        .arg(dir.file("catalog.json"))
+        .arg("--keys")
+        .arg(dir.file("keys.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted: {cat}");
+    assert!(err.contains(path), "{path} not named: {err}");
+}
