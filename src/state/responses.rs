@@ -163,6 +163,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The bytes ([`StoredResponse::bytes`]) of `key_id`'s records that have
     /// not expired.
     async fn usage(&self, key_id: &str) -> Result<u64, StoreError>;
+    /// Whether other instances write and delete records here too (then a
+    /// key's usage is read every time, never from this instance's memory),
+    /// and the read is cheap (a total the backend keeps, not a sum).
+    fn shared(&self) -> bool {
+        false
+    }
     /// A short name for logs (`memory`, `sqlite`, `redis`).
     fn name(&self) -> &'static str;
 }
@@ -235,7 +241,19 @@ pub struct ResponseStore {
     max_record_bytes: u64,
     /// What one key's records may hold, summed.
     key_quota_bytes: u64,
+    /// Each key's usage as last read from an unshared backend (memory,
+    /// SQLite), with when, plus the records written since: `admit` asks the
+    /// backend at most once per [`USAGE_FRESH`] per key (its answer is a sum
+    /// over the key's records, which must not run on every request). A
+    /// shared backend (Redis) keeps a total and is asked every time.
+    usage: Mutex<HashMap<String, (u64, std::time::Instant)>>,
 }
+
+/// How long a key's usage read from the backend serves `admit`: within it
+/// the store adds the records it saves and forgets the entry when one is
+/// deleted or a write fails; records that expire meanwhile are freed at the
+/// next read.
+const USAGE_FRESH: Duration = Duration::from_secs(1);
 
 /// Why a continuation could not be built.
 fn not_found_previous(id: &str) -> GatewayError {
@@ -270,6 +288,24 @@ impl ResponseStore {
             failures: Arc::new(AtomicU64::new(0)),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             key_quota_bytes: DEFAULT_KEY_QUOTA_BYTES,
+            usage: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `key_id`'s usage when read from the backend less than
+    /// [`USAGE_FRESH`] ago.
+    fn usage_cached(&self, key_id: &str) -> Option<u64> {
+        let m = self.usage.lock().ok()?;
+        m.get(key_id)
+            .filter(|(_, at)| at.elapsed() < USAGE_FRESH)
+            .map(|(n, _)| *n)
+    }
+
+    /// Applies `f` to the usage entries (a poisoned lock skips it: the next
+    /// read asks the backend).
+    fn usage_edit(&self, f: impl FnOnce(&mut HashMap<String, (u64, std::time::Instant)>)) {
+        if let Ok(mut m) = self.usage.lock() {
+            f(&mut m);
         }
     }
 
@@ -313,7 +349,25 @@ impl ResponseStore {
             )
             .with_code("stored_response_too_large"));
         }
-        let used = match self.backend.usage(key_id).await {
+        let shared = self.backend.shared();
+        let cached = if shared {
+            None
+        } else {
+            self.usage_cached(key_id)
+        };
+        let used = match cached {
+            Some(n) => Ok(n),
+            None => self.backend.usage(key_id).await.inspect(|n| {
+                if shared {
+                    return;
+                }
+                let n = *n;
+                self.usage_edit(|m| {
+                    m.insert(key_id.to_string(), (n, std::time::Instant::now()));
+                });
+            }),
+        };
+        let used = match used {
             Ok(n) => n,
             Err(e) => {
                 log::warn!(
@@ -411,6 +465,13 @@ impl ResponseStore {
             self.not_kept(&rec.id, bytes);
             return false;
         }
+        // Counted from now on in this instance's reading of the key's usage
+        // (a backend read replaces it with what the backend holds).
+        self.usage_edit(|m| {
+            if let Some((n, _)) = m.get_mut(&rec.key_id) {
+                *n = n.saturating_add(bytes);
+            }
+        });
         let rec = Arc::new(rec);
         let id = rec.id.clone();
         self.pending(|p| {
@@ -435,6 +496,12 @@ impl ResponseStore {
                 );
             }
             let deleted = store.pending(|p| p.remove(&id).is_some_and(|x| x.deleted));
+            if r.is_err() || deleted {
+                // Not kept after all: counted in `save`, read again next time.
+                store.usage_edit(|m| {
+                    m.remove(&rec.key_id);
+                });
+            }
             if deleted && r.is_ok() {
                 if let Err(e) = store.backend.delete(&rec.key_id, &id).await {
                     store.failures.fetch_add(1, Ordering::Relaxed);
@@ -496,6 +563,10 @@ impl ResponseStore {
             .delete(key_id, id)
             .await
             .map_err(|e| unavailable(&e))?;
+        // The key's usage is read again at its next admission.
+        self.usage_edit(|m| {
+            m.remove(key_id);
+        });
         Ok(true)
     }
 

@@ -208,6 +208,9 @@ impl Backend for Redis {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
     fn name(&self) -> &'static str {
         "redis"
     }
