@@ -32,6 +32,10 @@ fn scrubbed(message: String) -> String {
     }
 }
 
+/// Longest client-supplied string in a log line (characters; [`cut`] adds
+/// the real length).
+pub const LOGGED_CHARS: usize = 256;
+
 /// `s` for a log line: as it is when at most `chars` characters, else its
 /// first `chars` and its real length (a 1 MiB URI must not make a 1 MiB line).
 pub fn cut(s: &str, chars: usize) -> std::borrow::Cow<'_, str> {

@@ -338,21 +338,10 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     }
 }
 
-/// The longest a logged error from a client's connection may be (bytes).
-const MAX_LOGGED: usize = 256;
-
-/// A Pingora error for a log line: its text cut to [`MAX_LOGGED`] bytes with
-/// its real length. Use only for errors that carry no request data.
+/// A Pingora error for a log line, cut like every logged client string
+/// (`error::cut`). Use only for errors that carry no request data.
 fn bounded(e: &pingora_core::Error) -> String {
-    let s = e.to_string();
-    if s.len() <= MAX_LOGGED {
-        return s;
-    }
-    let mut cut = MAX_LOGGED;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}… ({} bytes)", &s[..cut], s.len())
+    crate::error::cut(&e.to_string(), crate::error::LOGGED_CHARS).into_owned()
 }
 
 /// A [`ServeHttp`] application as an HTTP/1 server (Pingora's `HttpServer`

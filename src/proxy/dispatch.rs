@@ -103,11 +103,27 @@ pub struct AttemptNote {
     /// The upstream's status, when it answered.
     pub status: Option<u16>,
     /// Why the attempt failed (`rate_limited`, `status_5xx`, `timeout`,
-    /// `unreachable`, `invalid`), or null when it answered.
+    /// `unreachable`, `invalid`, `credential_refused`, `stale_connection`),
+    /// or null when it answered.
     pub failure: Option<&'static str>,
     /// The cool-down it started, in milliseconds.
     pub cooled_ms: Option<u64>,
     pub ms: u64,
+}
+
+impl AttemptNote {
+    /// An attempt of `c`'s model at `up`, its outcome not yet known.
+    fn of(c: &Call<'_, '_>, up: &Upstream) -> AttemptNote {
+        AttemptNote {
+            provider: c.provider.id.clone(),
+            model: c.model.id.clone(),
+            upstream: up.id.clone(),
+            status: None,
+            failure: None,
+            cooled_ms: None,
+            ms: 0,
+        }
+    }
 }
 
 /// What `call` tried: the upstream calls made, the last upstream, each attempt.
@@ -205,25 +221,12 @@ pub async fn call<'s>(
             tried.attempts += 1;
             gw.metrics
                 .upstream_attempt(&c.provider.id, &up.id, "stale_connection");
-            tried.notes.push(AttemptNote {
-                provider: c.provider.id.clone(),
-                model: c.model.id.clone(),
-                upstream: up.id.clone(),
-                status: None,
-                failure: Some("stale_connection"),
-                cooled_ms: None,
-                ms: r.after.as_millis() as u64,
-            });
+            let mut stale = AttemptNote::of(c, up);
+            stale.failure = Some("stale_connection");
+            stale.ms = r.after.as_millis() as u64;
+            tried.notes.push(stale);
         }
-        let mut note = AttemptNote {
-            provider: c.provider.id.clone(),
-            model: c.model.id.clone(),
-            upstream: up.id.clone(),
-            status: None,
-            failure: None,
-            cooled_ms: None,
-            ms: 0,
-        };
+        let mut note = AttemptNote::of(c, up);
         let result = match outcome {
             Outcome::Answer(a) => {
                 member.succeeded();

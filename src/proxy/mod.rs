@@ -33,9 +33,6 @@ use route::Endpoint;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Longest client-supplied string in a log line (characters; the line says the real length).
-const LOGGED_CHARS: usize = 256;
-
 /// Tunables of the inference path.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -271,8 +268,8 @@ impl ProxyHttp for Gateway {
         let req = session.req_header();
         format!(
             "{} {}, request {}",
-            crate::error::cut(req.method.as_str(), LOGGED_CHARS),
-            crate::error::cut(req.uri.path(), LOGGED_CHARS),
+            crate::error::cut(req.method.as_str(), crate::error::LOGGED_CHARS),
+            crate::error::cut(req.uri.path(), crate::error::LOGGED_CHARS),
             ctx.request_id
         )
     }
@@ -294,11 +291,13 @@ impl ProxyHttp for Gateway {
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         if log::log_enabled!(target: "access", log::Level::Info) {
             let req = session.req_header();
-            let failure = e.map(|e| crate::error::cut(&e.to_string(), LOGGED_CHARS).into_owned());
+            let failure = e.map(|e| {
+                crate::error::cut(&e.to_string(), crate::error::LOGGED_CHARS).into_owned()
+            });
             access::write(&access::AccessLine::new(
                 ctx,
-                &crate::error::cut(req.method.as_str(), LOGGED_CHARS),
-                &crate::error::cut(req.uri.path(), LOGGED_CHARS),
+                &crate::error::cut(req.method.as_str(), crate::error::LOGGED_CHARS),
+                &crate::error::cut(req.uri.path(), crate::error::LOGGED_CHARS),
                 failure.as_deref(),
             ));
         }
