@@ -3,11 +3,11 @@
 //! bodies and of SSE frames per family, and listing rendering.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use switchboard::admit::validate::inspect;
 use switchboard::config::{Catalog, KeyStore};
 use switchboard::family::Family;
-use switchboard::passthrough::{model_json, rewrite_body, Framing, PassthroughStream};
 use switchboard::runtime::Snapshot;
-use switchboard::validate::inspect;
+use switchboard::translate::passthrough::{model_json, rewrite_body, Framing, PassthroughStream};
 
 fn openai_request(bytes: usize) -> Vec<u8> {
     let filler = "The quick brown fox jumps over the lazy dog. ".repeat(bytes / 45 + 1);

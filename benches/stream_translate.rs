@@ -9,8 +9,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use switchboard::family::Family;
-use switchboard::passthrough::{model_json, Framing, PassthroughStream};
-use switchboard::stream::StreamTranslator;
+use switchboard::translate::passthrough::{model_json, Framing, PassthroughStream};
+use switchboard::translate::stream::StreamTranslator;
 
 const WORDS: [&str; 10] = [
     "Hello",

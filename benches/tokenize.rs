@@ -3,7 +3,7 @@
 //! client can impose per MiB of body (docs/security.md, "Hostile input").
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use switchboard::tokens::{count, count_text, Cancel, Countable};
+use switchboard::admit::tokens::{count, count_text, Cancel, Countable};
 
 const MIB: usize = 1 << 20;
 

@@ -219,7 +219,7 @@ mod tests {
     #[test]
     fn metric_labels_come_from_a_fixed_vocabulary() {
         assert!(METRIC_LABELS.windows(2).all(|w| w[0] < w[1]), "sorted");
-        for known in crate::policy::DROPPABLE {
+        for known in crate::admit::policy::DROPPABLE {
             assert_eq!(metric_label(known), known);
         }
         assert_eq!(

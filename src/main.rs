@@ -22,7 +22,7 @@ use switchboard::state::limits::Limits;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[cfg(feature = "alloc-count")]
 #[global_allocator]
-static GLOBAL: switchboard::alloc_count::Counting = switchboard::alloc_count::Counting;
+static GLOBAL: switchboard::obs::alloc_count::Counting = switchboard::obs::alloc_count::Counting;
 
 /// The client listener, with its per-connection buffers sized on purpose.
 ///
@@ -76,16 +76,16 @@ fn responses_store(
     cli: &Cli,
     gateway: &Gateway,
 ) -> Result<switchboard::state::responses::ResponseStore, String> {
-    use switchboard::state::{responses, responses_redis, responses_sqlite};
+    use switchboard::state::responses;
     let (ttl, data) = (cli.responses_ttl(), &cli.state.data);
     let (max_record, key_quota) = (
         cli.state.responses_max_record_bytes,
         cli.state.responses_key_quota_bytes,
     );
     let backend: Arc<dyn responses::Backend> = match cli.redis() {
-        Some(url) => Arc::new(responses_redis::Redis::new(&url, &cli.state.redis_prefix)?),
+        Some(url) => Arc::new(responses::redis::Redis::new(&url, &cli.state.redis_prefix)?),
         None => {
-            let db = responses_sqlite::Sqlite::open(std::path::Path::new(data))?;
+            let db = responses::sqlite::Sqlite::open(std::path::Path::new(data))?;
             db.spawn_purger((ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(600)));
             Arc::new(db)
         }
@@ -94,7 +94,7 @@ fn responses_store(
         "stored responses: {} (kept {}s, {max_record} bytes a record, {key_quota} bytes a key)",
         match cli.redis() {
             Some(_) => "redis".to_string(),
-            None => format!("{data}/{}", responses_sqlite::FILE),
+            None => format!("{data}/{}", responses::sqlite::FILE),
         },
         ttl.as_secs(),
     );
@@ -177,7 +177,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         keys: keys.clone(),
     };
     let rt = Arc::new(Runtime::new(snapshot, paths));
-    if let Err(e) = switchboard::reload::spawn(rt.clone()) {
+    if let Err(e) = switchboard::runtime::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
     let mut gateway = Gateway::new(rt.clone(), cli.settings());
@@ -200,14 +200,14 @@ fn run(cli: &Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot open the limits store: {e}"))?;
     gateway.limits = Arc::new(limits);
     if let Some(endpoint) = cli.otlp_endpoint() {
-        let t = switchboard::telemetry::Telemetry::from_endpoint(&endpoint)?;
+        let t = switchboard::obs::telemetry::Telemetry::from_endpoint(&endpoint)?;
         gateway.telemetry = Some(Arc::new(t));
     }
     let telemetry = gateway.telemetry.clone();
     gateway.responses = Arc::new(responses_store(cli, &gateway)?);
     let admin = switchboard::admin::Admin::new(admin_key.as_deref(), Some(ledger_reader))
         .with_limits(gateway.limits.clone(), rt.clone());
-    let metrics_app = switchboard::metrics::MetricsApp {
+    let metrics_app = switchboard::admin::server::MetricsApp {
         metrics: gateway.metrics.clone(),
         rt,
         admin: Arc::new(admin),

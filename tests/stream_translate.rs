@@ -18,10 +18,10 @@ use switchboard::ir::stream::{
     Accumulator, BlockDelta, BlockStart, GrammarChecker, MessageDelta, MessageStart, StreamEvent,
 };
 use switchboard::ir::{Block, ChatResponse, StopReason, Usage as IrUsage};
-use switchboard::passthrough::{Framing, StreamFault};
 use switchboard::proxy::respond::error_body;
 use switchboard::sse::{SseDecoder, SseItem};
-use switchboard::stream::{ClientStream, Encoder, Parser, StreamTranslator};
+use switchboard::translate::passthrough::{Framing, StreamFault};
+use switchboard::translate::stream::{ClientStream, Encoder, Parser, StreamTranslator};
 
 const CREATED: u64 = 1_700_000_000;
 const MAX_FRAME: usize = 1 << 20;

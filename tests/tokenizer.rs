@@ -4,7 +4,7 @@
 //! reference's quadratic merge; bounds on runs far too long for it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use switchboard::tokens::{count_text, Cancel};
+use switchboard::admit::tokens::{count_text, Cancel};
 use tiktoken_rs::CoreBPE;
 
 fn reference() -> &'static CoreBPE {

@@ -9,10 +9,10 @@
 
 use switchboard::error::{ErrorKind, GatewayError};
 use switchboard::family::Family;
-use switchboard::passthrough::{Framing, StreamFault};
 use switchboard::proxy::respond::error_body;
 use switchboard::sse::{SseDecoder, SseItem};
-use switchboard::stream::StreamTranslator;
+use switchboard::translate::passthrough::{Framing, StreamFault};
+use switchboard::translate::stream::StreamTranslator;
 
 fn run(
     upstream: Family,

@@ -5,7 +5,7 @@
 //! never interleave and a request costs no write of its own.
 
 use super::ctx::RequestCtx;
-use crate::rfc3339::Rfc3339;
+use crate::util::rfc3339::Rfc3339;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::io::Write as _;

@@ -51,7 +51,7 @@ pub struct RequestCtx {
     /// Every upstream attempt, in order.
     pub tried: Vec<super::dispatch::AttemptNote>,
     /// The request's span (with `--otlp-endpoint`), ended in `logging`.
-    pub trace: Option<std::sync::Arc<crate::telemetry::RequestTrace>>,
+    pub trace: Option<std::sync::Arc<crate::obs::telemetry::RequestTrace>>,
     /// The client's `traceparent`, forwarded upstream as it is when no span
     /// is made.
     pub traceparent: Option<String>,

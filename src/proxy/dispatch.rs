@@ -7,21 +7,21 @@
 //! reached the client, cooling the one that failed. Upstream error text is
 //! scrubbed of secrets before it is quoted (`crate::secrets`).
 
-use super::gather::Gathered;
-use super::h1::RequestHead;
-use super::upstream::{
-    bound, deadline_error, Exchange, Message, ReadFault, Resent, UpstreamClient,
-};
 use super::Gateway;
 use crate::adjust::Adjustments;
+use crate::admit::validate::Inspected;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::passthrough;
-use crate::pool::{self, Cause, InFlight, ProviderPool};
 use crate::protocol::http::UpstreamTarget;
 use crate::protocol::{self, spoke, DecodeContext, EncodeOptions, TranslateError};
-use crate::validate::Inspected;
+use crate::translate::passthrough;
+use crate::upstream::client::{
+    bound, deadline_error, Exchange, Message, ReadFault, Resent, UpstreamClient,
+};
+use crate::upstream::h1::RequestHead;
+use crate::upstream::pool::{self, Cause, InFlight, ProviderPool};
+use crate::util::gather::Gathered;
 use bytes::Bytes;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -67,8 +67,8 @@ pub struct Call<'a, 's> {
     /// and sends it upstream as `traceparent`), or, without telemetry, the
     /// client's own `traceparent`, forwarded as it is.
     pub trace: Option<(
-        &'a crate::telemetry::RequestTrace,
-        &'a crate::telemetry::Telemetry,
+        &'a crate::obs::telemetry::RequestTrace,
+        &'a crate::obs::telemetry::Telemetry,
     )>,
     pub client_traceparent: Option<&'a str>,
 }
@@ -510,7 +510,7 @@ fn parse_retry_after(v: &str) -> Option<Duration> {
     if let Ok(s) = v.parse::<f64>() {
         return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(1e9)));
     }
-    let at = crate::rfc3339::parse_http_date(v)?;
+    let at = crate::util::rfc3339::parse_http_date(v)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
@@ -682,7 +682,7 @@ fn upstream_header(
     };
     let sp = spoke(up.protocol);
     let path = (sp.upstream_path)(&target);
-    let internal = |e: super::h1::WireError| {
+    let internal = |e: crate::upstream::h1::WireError| {
         GatewayError::new(
             ErrorKind::Internal,
             format!("cannot build the upstream request: {e}"),
@@ -691,7 +691,7 @@ fn upstream_header(
     // The head, and the body when it shares the head's write.
     let capacity = 512
         + path.len()
-        + if body_len <= super::upstream::JOINED_BODY {
+        + if body_len <= crate::upstream::client::JOINED_BODY {
             body_len
         } else {
             0
@@ -896,8 +896,8 @@ mod tests {
     fn passthrough_body_splices_model_and_usage_request() {
         let c = catalog();
         let body = Bytes::from_static(br#"{"model":"p/m","stream":true,"messages":[]}"#);
-        let req = crate::validate::inspect(Family::OpenAi, &body, false).unwrap();
-        let pools = crate::pool::Registry::default().pools(&c);
+        let req = crate::admit::validate::inspect(Family::OpenAi, &body, false).unwrap();
+        let pools = crate::upstream::pool::Registry::default().pools(&c);
         let call = Call {
             pool: &pools[0],
             deadline: None,

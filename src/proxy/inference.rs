@@ -11,18 +11,18 @@ use super::respond;
 use super::route::{Endpoint, GeminiStream, Route};
 use super::tokenize::{self, Counted};
 use super::Gateway;
+use crate::admit::policy;
+use crate::admit::validate;
 use crate::config::{ApiKey, Model, Provider};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::jsonedit;
-use crate::passthrough::{self, Framing, Usage};
-use crate::policy;
-use crate::pool::Cause;
 use crate::protocol::{self, spoke};
 use crate::runtime::Snapshot;
 use crate::state::limits::{cost_nanos, Ask, Reservation};
-use crate::stream::ClientStream;
-use crate::validate;
+use crate::translate::passthrough::{self, Framing, Usage};
+use crate::translate::stream::ClientStream;
+use crate::upstream::pool::Cause;
+use crate::util::jsonedit;
 use bytes::Bytes;
 use pingora_proxy::Session;
 use std::time::Instant;
@@ -45,7 +45,7 @@ impl From<GatewayError> for Stop {
 /// client that went away (noticed by the gate, or by the count itself).
 async fn count_tokens<F>(gw: &Gateway, session: &mut Session, work: F) -> Result<u64, Stop>
 where
-    F: FnOnce(&crate::tokens::Cancel) -> Result<Option<u64>, GatewayError> + Send + 'static,
+    F: FnOnce(&crate::admit::tokens::Cancel) -> Result<Option<u64>, GatewayError> + Send + 'static,
 {
     match tokenize::run(gw, session, work).await? {
         Counted::Done(r) => r?.ok_or_else(client_gone),
@@ -140,7 +140,7 @@ async fn read_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
         session.write_continue_response().await.map_err(Stop::Io)?;
     }
     // Pieces are joined into one buffer sized from content-length.
-    let mut body = super::gather::Gathered::expecting(declared.unwrap_or(0).min(limit));
+    let mut body = crate::util::gather::Gathered::expecting(declared.unwrap_or(0).min(limit));
     let started = tokio::time::Instant::now();
     loop {
         let read = match crate::listener::body_deadline(started, body.len()) {
@@ -395,8 +395,8 @@ impl Prepared {
 
 /// What an upstream call needs of the request's trace.
 struct Tracing {
-    span: Option<std::sync::Arc<crate::telemetry::RequestTrace>>,
-    telemetry: Option<std::sync::Arc<crate::telemetry::Telemetry>>,
+    span: Option<std::sync::Arc<crate::obs::telemetry::RequestTrace>>,
+    telemetry: Option<std::sync::Arc<crate::obs::telemetry::Telemetry>>,
     /// The client's `traceparent`, forwarded when no span is made.
     client: Option<String>,
 }
@@ -509,12 +509,12 @@ async fn run(
         }
     }
     let mut body = read_body(gw, session).await?;
-    if !crate::json_depth::within(&body, crate::json_depth::MAX_DEPTH) {
+    if !crate::util::json_depth::within(&body, crate::util::json_depth::MAX_DEPTH) {
         return Err(GatewayError::new(
             ErrorKind::InvalidRequest,
             format!(
                 "the request body is not valid JSON for this route: it nests arrays and objects deeper than {} levels (recursion limit exceeded)",
-                crate::json_depth::MAX_DEPTH
+                crate::util::json_depth::MAX_DEPTH
             ),
         )
         .into());
@@ -550,7 +550,7 @@ async fn run(
         .and_then(|v| v.to_str().ok());
     if let Some(t) = &gw.telemetry {
         let started = std::time::SystemTime::now() - ctx.started.elapsed();
-        let span = crate::telemetry::RequestTrace::start(
+        let span = crate::obs::telemetry::RequestTrace::start(
             t,
             client_traceparent,
             "chat",
@@ -564,8 +564,8 @@ async fn run(
         // Only a valid W3C value goes on, re-written in version 00's form;
         // anything else is dropped (the upstream starts its own trace).
         ctx.traceparent = client_traceparent
-            .and_then(crate::telemetry::parse_traceparent)
-            .map(|sc| crate::telemetry::traceparent(&sc));
+            .and_then(crate::obs::telemetry::parse_traceparent)
+            .map(|sc| crate::obs::telemetry::traceparent(&sc));
     }
     super::auth::authorize(key, &model.qualified_id)?;
 
@@ -579,7 +579,8 @@ async fn run(
         let _counted = reserve(gw, ctx, Ask::request_only(key)).await?;
         let owned = body.clone();
         let counted = Box::pin(count_tokens(gw, session, move |cancel| {
-            validate::countable(family, &owned).map(|c| crate::tokens::count(&c, u64::MAX, cancel))
+            validate::countable(family, &owned)
+                .map(|c| crate::admit::tokens::count(&c, u64::MAX, cancel))
         }))
         .await?;
         ctx.input_tokens = Some(counted);

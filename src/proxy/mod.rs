@@ -8,8 +8,6 @@ pub mod access;
 pub mod auth;
 pub mod ctx;
 pub mod dispatch;
-pub mod gather;
-pub mod h1;
 pub mod inference;
 pub mod listings;
 pub mod media;
@@ -18,10 +16,9 @@ pub mod respond;
 pub mod route;
 pub mod stored;
 pub mod tokenize;
-pub mod upstream;
 
 use crate::error::{ErrorKind, GatewayError};
-use crate::metrics::{Metrics, Observation};
+use crate::obs::metrics::{Metrics, Observation};
 use crate::runtime::Runtime;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -80,7 +77,7 @@ pub struct Gateway {
     pub rt: Arc<Runtime>,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
-    pub upstream: upstream::UpstreamClient,
+    pub upstream: crate::upstream::client::UpstreamClient,
     /// Slots for token counting (bounded, cancellable).
     pub tokens: tokenize::TokenGate,
     /// The usage ledger: one row per billable request, queued in `logging`.
@@ -92,13 +89,20 @@ pub struct Gateway {
     /// store.
     pub responses: Arc<crate::state::responses::ResponseStore>,
     /// OpenTelemetry export (`--otlp-endpoint`); off when `None`.
-    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
+    pub telemetry: Option<Arc<crate::obs::telemetry::Telemetry>>,
 }
 
 impl Gateway {
     /// A gateway over `rt` with `settings`.
     pub fn new(rt: Arc<Runtime>, settings: Settings) -> Gateway {
-        let upstream = upstream::UpstreamClient::new(&settings);
+        let upstream = crate::upstream::client::UpstreamClient::new(
+            &crate::upstream::client::ClientSettings {
+                connect_timeout: settings.connect_timeout,
+                read_timeout: settings.read_timeout,
+                idle_timeout: settings.upstream_idle_timeout,
+                keepalive_requests: settings.upstream_keepalive_requests,
+            },
+        );
         let metrics = Arc::new(Metrics::default());
         let responses = Arc::new(
             crate::state::responses::ResponseStore::memory()
@@ -325,7 +329,7 @@ impl ProxyHttp for Gateway {
 
 /// Ends a request's span with what the request came to (docs/operations.md "Traces
 /// (OpenTelemetry)": the GenAI attributes: the provider and model that answered, the usage).
-fn end_trace(t: &crate::telemetry::RequestTrace, ctx: &RequestCtx, e: Option<&Error>) {
+fn end_trace(t: &crate::obs::telemetry::RequestTrace, ctx: &RequestCtx, e: Option<&Error>) {
     if let Some(p) = &ctx.provider {
         t.set("gen_ai.provider.name", p.as_str());
     }

@@ -11,13 +11,13 @@
 use super::ctx::RequestCtx;
 use super::dispatch::Answer;
 use super::respond;
-use super::upstream::{ReadFault, UpstreamClient};
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::passthrough::Framing;
-use crate::pool::Cause;
-use crate::stream::ClientStream;
+use crate::translate::passthrough::Framing;
+use crate::translate::stream::ClientStream;
+use crate::upstream::client::{ReadFault, UpstreamClient};
+use crate::upstream::pool::Cause;
 use bytes::Bytes;
 use pingora_core::{Error, ErrorType};
 use pingora_proxy::Session;

@@ -15,11 +15,11 @@ use super::respond;
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::jsonedit::{self, Edit};
 use crate::protocol::responses::envelope::Envelope;
 use crate::state::responses::{
     inherited_items, list_page, new_response_id, normalise_input, quote_single, ListQuery,
 };
+use crate::util::jsonedit::{self, Edit};
 use bytes::Bytes;
 use pingora_proxy::Session;
 use serde::Deserialize;

@@ -4,8 +4,8 @@
 //! a count whose client goes away is abandoned, waiting or running.
 
 use super::Gateway;
+use crate::admit::tokens::Cancel;
 use crate::error::{ErrorKind, GatewayError};
-use crate::tokens::Cancel;
 use pingora_proxy::Session;
 use std::sync::Arc;
 use tokio::sync::Semaphore;

@@ -12,8 +12,8 @@ use crate::common::http_client::{self, Request};
 use crate::common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::time::Duration;
+use switchboard::admit::tokens::{self, Cancel};
 use switchboard::family::Family;
-use switchboard::tokens::{self, Cancel};
 use tokio::io::AsyncWriteExt;
 
 const MIB: usize = 1 << 20;
@@ -42,7 +42,7 @@ async fn start_with(args: &[&str]) -> (MockUpstream, Gateway) {
 /// What the gateway should answer for a count of `body` in `family`.
 fn expected_count(family: Family, body: &Value) -> u64 {
     let bytes = serde_json::to_vec(body).unwrap();
-    let c = switchboard::validate::countable(family, &bytes).unwrap();
+    let c = switchboard::admit::validate::countable(family, &bytes).unwrap();
     tokens::count(&c, u64::MAX, &Cancel::default()).unwrap()
 }
 

@@ -341,7 +341,7 @@ fn instant(secs: i64) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    switchboard::rfc3339::Rfc3339::seconds(now + secs).to_string()
+    switchboard::util::rfc3339::Rfc3339::seconds(now + secs).to_string()
 }
 
 async fn start_with(mock: &MockUpstream, args: &[&str]) -> Gateway {

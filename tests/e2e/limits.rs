@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use switchboard::config::{BudgetPeriod, KeyStore};
-use switchboard::metrics::Metrics;
+use switchboard::obs::metrics::Metrics;
 use switchboard::state::limits::{period_at, FailMode, Limits, LimitsConfig};
 
 const BUDGET_KEY: &str = "sk-budget";

@@ -4,7 +4,7 @@
 //! so that the official Anthropic SDK's `models.list()` / `models.retrieve()` read them.
 
 use crate::config::Model;
-use crate::rfc3339::Rfc3339;
+use crate::util::rfc3339::Rfc3339;
 use serde_json::{json, Value};
 
 /// One model as family B renders it.

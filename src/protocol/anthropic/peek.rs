@@ -121,7 +121,11 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
     );
     if present(p.cache_control) || contains(body, b"\"cache_control\"") {
         for path in CACHE_PATHS {
-            out.uses(crate::jsonedit::has_path(body, path), "cache_control", path);
+            out.uses(
+                crate::util::jsonedit::has_path(body, path),
+                "cache_control",
+                path,
+            );
         }
     }
     Ok(out)

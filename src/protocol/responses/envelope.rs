@@ -4,7 +4,7 @@
 //! these fields directly; a passed-through object or stream event is edited
 //! in place (every other byte kept).
 
-use crate::jsonedit::{self, Edit};
+use crate::util::jsonedit::{self, Edit};
 
 /// Members set on a response object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

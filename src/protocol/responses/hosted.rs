@@ -7,7 +7,7 @@
 //! declare `web_search` and a `namespace` on every request whatever the model.
 //! Only `function` and `custom` tools are translated.
 
-use crate::jsonedit::{self, Edit};
+use crate::util::jsonedit::{self, Edit};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 

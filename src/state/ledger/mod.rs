@@ -18,10 +18,12 @@
 //! older than the retention are deleted hourly, rollups are kept.
 //! [`Ledger::close`] (graceful shutdown) writes what is queued before exit.
 
-use crate::metrics::Metrics;
+pub mod pg;
+pub mod sqlite;
+
+use crate::obs::metrics::{LedgerCounters, Metrics};
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -139,7 +141,7 @@ pub fn rollup(rows: &[Row]) -> BTreeMap<DailyKey, Sums> {
 
 /// `YYYY-MM-DD` of a day count since 1970-01-01.
 pub fn day_string(days: i64) -> String {
-    let (y, m, d) = crate::rfc3339::civil_from_days(days);
+    let (y, m, d) = crate::util::rfc3339::civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}")
 }
 
@@ -164,50 +166,6 @@ pub trait Backend: Send {
     fn purge(&mut self, before_ms: i64) -> Result<u64, String>;
     /// For logs: `sqlite FILE` or `postgres HOST`.
     fn describe(&self) -> String;
-}
-
-/// The ledger's counters, shown on the metrics listener.
-#[derive(Debug, Default)]
-pub struct LedgerCounters {
-    written: AtomicU64,
-    /// Dropped because the queue was full.
-    dropped_full: AtomicU64,
-    /// Dropped because writes kept failing past the rows the writer may hold.
-    dropped_failed: AtomicU64,
-    /// Rows taken off the queue and not yet written (batch filling, or held for a retry).
-    pending: AtomicI64,
-}
-
-impl LedgerCounters {
-    /// Rows written so far.
-    pub fn written(&self) -> u64 {
-        self.written.load(Ordering::Relaxed)
-    }
-
-    /// Rows dropped so far (queue full or writes failing).
-    pub fn dropped(&self) -> u64 {
-        self.dropped_full.load(Ordering::Relaxed) + self.dropped_failed.load(Ordering::Relaxed)
-    }
-
-    /// The Prometheus text of the ledger's series.
-    pub fn render(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP switchboard_ledger_rows_written_total Usage-ledger rows written.\n# TYPE switchboard_ledger_rows_written_total counter\nswitchboard_ledger_rows_written_total {}",
-            self.written.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP switchboard_ledger_rows_dropped_total Usage-ledger rows not written, by reason (queue_full: the writer fell behind; write_failed: the database kept failing).\n# TYPE switchboard_ledger_rows_dropped_total counter\nswitchboard_ledger_rows_dropped_total{{reason=\"queue_full\"}} {}\nswitchboard_ledger_rows_dropped_total{{reason=\"write_failed\"}} {}",
-            self.dropped_full.load(Ordering::Relaxed),
-            self.dropped_failed.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP switchboard_ledger_rows_pending Usage-ledger rows taken off the queue and not yet written (batching, or held for a retry).\n# TYPE switchboard_ledger_rows_pending gauge\nswitchboard_ledger_rows_pending {}",
-            self.pending.load(Ordering::Relaxed)
-        );
-    }
 }
 
 /// Tunables of the writer.
@@ -763,11 +721,11 @@ impl Reader {
         match self {
             Reader::Sqlite(path) => {
                 let (path, q) = (path.clone(), q.clone());
-                tokio::task::spawn_blocking(move || super::ledger_sqlite::usage(&path, &q))
+                tokio::task::spawn_blocking(move || sqlite::usage(&path, &q))
                     .await
                     .map_err(|e| format!("ledger query task failed: {e}"))?
             }
-            Reader::Postgres(url) => super::ledger_pg::usage(url, q).await,
+            Reader::Postgres(url) => pg::usage(url, q).await,
         }
     }
 }
@@ -785,12 +743,10 @@ pub fn open(
 ) -> Result<(Ledger, Reader), String> {
     let (factory, reader): (BackendFactory, Reader) = match database {
         Some(url) => {
-            super::ledger_pg::parse_url(url)?;
+            pg::parse_url(url)?;
             let owned = url.to_string();
             (
-                Box::new(move || {
-                    Ok(Box::new(super::ledger_pg::Postgres::new(&owned)?) as Box<dyn Backend>)
-                }),
+                Box::new(move || Ok(Box::new(pg::Postgres::new(&owned)?) as Box<dyn Backend>)),
                 Reader::Postgres(url.to_string()),
             )
         }
@@ -799,12 +755,10 @@ pub fn open(
                 .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
             let path = data_dir.join("ledger.sqlite");
             // Opened here to fail early, closed before Pingora may fork.
-            drop(super::ledger_sqlite::Sqlite::open(&path)?);
+            drop(sqlite::Sqlite::open(&path)?);
             let p = path.clone();
             (
-                Box::new(move || {
-                    Ok(Box::new(super::ledger_sqlite::Sqlite::open(&p)?) as Box<dyn Backend>)
-                }),
+                Box::new(move || Ok(Box::new(sqlite::Sqlite::open(&p)?) as Box<dyn Backend>)),
                 Reader::Sqlite(path),
             )
         }

@@ -6,7 +6,7 @@
 //! so it shrinks as rows expire or are deleted and survives restarts; a file
 //! from before the size column gets it on open, filled from each record.
 
-use super::responses::{now_ms, Backend, StoreError, StoredResponse};
+use super::{now_ms, Backend, StoreError, StoredResponse};
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};

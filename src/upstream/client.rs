@@ -27,7 +27,6 @@
 //! (`getpeername`) on every reuse.
 
 use super::h1::{self, Body, RequestHead, ResponseHead, WireError};
-use super::Settings;
 use crate::config::{BaseUrl, Scheme};
 use crate::error::{ErrorKind, GatewayError};
 use bytes::{Bytes, BytesMut};
@@ -310,9 +309,22 @@ fn pool_key(identity: Identity, addr: SocketAddr) -> u64 {
     h.finish()
 }
 
+/// What bounds the client's connections (from the command line).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientSettings {
+    /// TCP (+TLS) connect timeout.
+    pub connect_timeout: Duration,
+    /// Longest wait for any read (a head or a body chunk) without a tighter bound.
+    pub read_timeout: Duration,
+    /// How long an idle connection is kept in the pool.
+    pub idle_timeout: Duration,
+    /// Requests one connection carries before it is closed.
+    pub keepalive_requests: u32,
+}
+
 impl UpstreamClient {
-    /// A client using `settings`' timeouts.
-    pub fn new(settings: &Settings) -> Self {
+    /// A client bound by `settings`.
+    pub fn new(settings: &ClientSettings) -> Self {
         UpstreamClient {
             connector: TransportConnector::new(None),
             pool: Mutex::new(Pool {
@@ -322,8 +334,8 @@ impl UpstreamClient {
             dns: Mutex::new(HashMap::new()),
             connect_timeout: settings.connect_timeout,
             read_timeout: settings.read_timeout,
-            idle_timeout: settings.upstream_idle_timeout,
-            keepalive_requests: settings.upstream_keepalive_requests.max(1),
+            idle_timeout: settings.idle_timeout,
+            keepalive_requests: settings.keepalive_requests.max(1),
             hasher: std::collections::hash_map::RandomState::new(),
         }
     }

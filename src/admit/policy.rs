@@ -9,12 +9,12 @@
 //! starts from the adapted body) and reported as [`Adjustments`].
 
 use crate::adjust::Adjustments;
+use crate::admit::validate::{context_error, Inspected, Use};
 use crate::config::{Model, Policy};
 use crate::error::GatewayError;
 use crate::family::Family;
-use crate::jsonedit::{self, Edit};
 use crate::protocol::spoke;
-use crate::validate::{context_error, Inspected, Use};
+use crate::util::jsonedit::{self, Edit};
 use serde_json::Value;
 
 /// Catalog parameters that `adapt` drops when a model does not list them:
@@ -300,8 +300,8 @@ fn image_in(v: &Value) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::admit::validate::inspect;
     use crate::config::Catalog;
-    use crate::validate::inspect;
 
     fn model(params: &str, vision: bool) -> Model {
         let text = format!(

@@ -2,10 +2,12 @@
 //! an atomic pointer: requests load it once and keep it to the end, reloads swap
 //! in a complete new one, so no request ever sees a half-applied change.
 
+pub mod reload;
+
 use crate::config::{Catalog, ConfigError, KeyStore, Model};
 use crate::family::Family;
-use crate::pool::{ProviderPool, Registry};
 use crate::protocol::{anthropic, gemini, openai};
+use crate::upstream::pool::{ProviderPool, Registry};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use std::collections::HashMap;

@@ -10,7 +10,7 @@
 //! rollups (atomic across instances). Plain TCP: the database is expected
 //! on a private network or the same host (see docs/configuration.md, `--database`).
 
-use super::ledger::{sql_int, Backend, Group, GroupBy, Row, Sums, Usage, UsageQuery};
+use super::{sql_int, Backend, Group, GroupBy, Row, Sums, Usage, UsageQuery};
 use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls};
 
@@ -176,7 +176,7 @@ impl Postgres {
         let latencies: Vec<f64> = rows.iter().map(|r| r.latency_ms).collect();
         let ttfts: Vec<Option<f64>> = rows.iter().map(|r| r.ttft_ms).collect();
 
-        let sums = super::ledger::rollup(rows);
+        let sums = super::rollup(rows);
         let mut d = (
             Vec::new(),
             Vec::new(),

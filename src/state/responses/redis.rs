@@ -14,7 +14,7 @@
 //! one Lua script, so the total stays exact across replicas and restarts.
 //! The three keys expire with the key's last record.
 
-use super::responses::{now_ms, Backend, StoreError, StoredResponse};
+use super::{now_ms, Backend, StoreError, StoredResponse};
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;

@@ -7,7 +7,7 @@
 //! processes share the file (the old and new process of a zero-downtime
 //! upgrade).
 
-use super::ledger::{sql_int, Backend, Group, GroupBy, Row, Usage, UsageQuery};
+use super::{sql_int, Backend, Group, GroupBy, Row, Usage, UsageQuery};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -118,7 +118,7 @@ impl Backend for Sqlite {
                 .map_err(err)?;
             }
             let mut up = tx.prepare_cached(UPSERT).map_err(err)?;
-            for ((day, key, provider, model), s) in super::ledger::rollup(rows) {
+            for ((day, key, provider, model), s) in super::rollup(rows) {
                 up.execute(params![
                     day,
                     key,
@@ -217,7 +217,7 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
         };
         Ok(Group {
             value: r.get(0)?,
-            sums: super::ledger::Sums {
+            sums: super::Sums {
                 requests: int(1)?,
                 errors: int(2)?,
                 input_tokens: int(3)?,

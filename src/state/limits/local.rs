@@ -9,7 +9,7 @@
 //! has seen is on disk (WAL, `synchronous=NORMAL`: durable across a process
 //! crash) and the request path never blocks on disk I/O.
 
-use super::limits::{
+use super::{
     period_at, Ask, BudgetState, Held, KeyState, Nanos, Refusal, Reserved, Window, WINDOW_SECS,
 };
 use crate::config::ApiKey;
@@ -81,7 +81,7 @@ fn load(conn: &rusqlite::Connection) -> rusqlite::Result<SpendRows> {
 }
 
 fn write_batch(conn: &mut rusqlite::Connection, batch: &[Write]) -> rusqlite::Result<()> {
-    let now = i64::try_from(super::limits::unix_now()).unwrap_or(0);
+    let now = i64::try_from(super::unix_now()).unwrap_or(0);
     let tx = conn.transaction()?;
     {
         let mut st = tx.prepare_cached(

@@ -62,7 +62,7 @@ pub fn render(snap: &Snapshot) -> Value {
 mod tests {
     use super::*;
     use crate::config::{Catalog, KeyStore};
-    use crate::pool::Cause;
+    use crate::upstream::pool::Cause;
 
     #[test]
     fn shows_weights_health_and_no_keys() {

@@ -11,8 +11,8 @@
 //!
 //! Two backends with the same semantics: embedded (one process: windows and
 //! reservations in memory, spend per key and period in `DATA/limits.sqlite`,
-//! see [`super::limits_local`]) and fleet (`--redis`: everything in Redis,
-//! each step one Lua script, see [`super::limits_redis`]).
+//! see [`local`]) and fleet (`--redis`: everything in Redis,
+//! each step one Lua script, see [`redis`]).
 //!
 //! Money is counted in integer nano-USD (1e-9 USD): a request's cost is
 //! `tokens × price` computed exactly in pico-USD and rounded up to the next
@@ -23,11 +23,14 @@
 //! holds more than the limit, and `retry-after` is the number of seconds until
 //! enough buckets have left the window.
 
-use super::limits_local::LocalLimits;
-use super::limits_redis::RedisLimits;
+pub mod local;
+pub mod redis;
+
 use crate::config::{ApiKey, Budget, BudgetPeriod, Pricing};
 use crate::error::{ErrorKind, GatewayError};
-use crate::metrics::Metrics;
+use crate::obs::metrics::Metrics;
+use local::LocalLimits;
+use redis::RedisLimits;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -101,7 +104,7 @@ pub struct Period {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (inverse of
-/// [`crate::rfc3339::civil_from_days`]).
+/// [`crate::util::rfc3339::civil_from_days`]).
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -115,7 +118,7 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 /// The period of kind `kind` that contains `unix_secs` (UTC calendar).
 pub fn period_at(kind: BudgetPeriod, unix_secs: i64) -> Period {
     let days = unix_secs.div_euclid(86_400);
-    let (y, m, d) = crate::rfc3339::civil_from_days(days);
+    let (y, m, d) = crate::util::rfc3339::civil_from_days(days);
     match kind {
         BudgetPeriod::Day => Period {
             id: format!("{y:04}-{m:02}-{d:02}"),
@@ -630,17 +633,17 @@ mod tests {
         let m = period_at(BudgetPeriod::Month, t);
         assert_eq!(m.id, "2026-11");
         assert_eq!(
-            crate::rfc3339::Rfc3339::seconds(m.start).to_string(),
+            crate::util::rfc3339::Rfc3339::seconds(m.start).to_string(),
             "2026-11-01T00:00:00Z"
         );
         assert_eq!(
-            crate::rfc3339::Rfc3339::seconds(m.end.unwrap()).to_string(),
+            crate::util::rfc3339::Rfc3339::seconds(m.end.unwrap()).to_string(),
             "2026-12-01T00:00:00Z"
         );
         let dec = period_at(BudgetPeriod::Month, m.end.unwrap() + 31 * 86_400 - 1);
         assert_eq!(dec.id, "2026-12");
         assert_eq!(
-            crate::rfc3339::Rfc3339::seconds(dec.end.unwrap()).to_string(),
+            crate::util::rfc3339::Rfc3339::seconds(dec.end.unwrap()).to_string(),
             "2027-01-01T00:00:00Z"
         );
         assert_eq!(period_at(BudgetPeriod::Total, t).id, "total");

@@ -33,6 +33,9 @@
 //!   record counts once its write lands (milliseconds after the answer), so
 //!   requests of one key in flight together may pass it by their own records.
 
+pub mod redis;
+pub mod sqlite;
+
 use crate::error::{ErrorKind, GatewayError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -6,12 +6,12 @@
 //! vocabulary word and the client's own path ([`Use`]), so that `policy` can
 //! refuse it, or drop it from the raw body, by name.
 
+use crate::admit::tokens::{self, Cancel, Countable};
 use crate::config::Model;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::protocol::peek::body_error;
 use crate::protocol::spoke;
-use crate::tokens::{self, Cancel, Countable};
 
 pub use crate::protocol::peek::{Inspected, Use};
 

@@ -10,11 +10,6 @@
 //! client can add series beyond those.
 
 use crate::family::Family;
-use crate::runtime::Runtime;
-use async_trait::async_trait;
-use http::Response;
-use pingora_core::apps::http_app::ServeHttp;
-use pingora_core::protocols::http::ServerSession;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -110,7 +105,7 @@ pub struct Metrics {
     /// Token counts abandoned because their client went away.
     token_counts_cancelled: AtomicU64,
     /// The usage ledger's rows written, dropped and pending.
-    pub ledger: crate::state::ledger::LedgerCounters,
+    pub ledger: LedgerCounters,
     /// Failed calls to the limits' Redis, by `--redis-fail` mode (open, closed).
     limits_redis_failures: [AtomicU64; 2],
     /// Stored-response writes that failed (docs/api.md "Stored responses").
@@ -243,14 +238,9 @@ impl Metrics {
         self.token_counts_cancelled.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, rt: &Runtime) -> String {
-        let mut out = String::with_capacity(4096);
-        let esc = |s: &str| {
-            s.replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n")
-        };
+    /// The registry's part of the Prometheus text exposition, appended to `out`.
+    pub fn render(&self, out: &mut String) {
+        let esc = escape_label;
         self.with(|s| {
             // sorted rows: (family, provider, model) -> series
             let mut rows: Vec<(&str, &str, &str, &ModelSeries)> = Vec::new();
@@ -371,16 +361,15 @@ impl Metrics {
                 );
             }
         });
-        render_pools(&mut out, rt, &esc);
         #[cfg(feature = "alloc-count")]
         {
-            let (n, bytes, freed) = crate::alloc_count::totals();
+            let (n, bytes, freed) = crate::obs::alloc_count::totals();
             let live = bytes.saturating_sub(freed);
             let _ = writeln!(
                 out,
                 "# HELP switchboard_heap_live_bytes_by_size Heap bytes in use by allocation size, up to le bytes (alloc-count build).\n# TYPE switchboard_heap_live_bytes_by_size gauge"
             );
-            for (k, b) in crate::alloc_count::live_by_class().iter().enumerate() {
+            for (k, b) in crate::obs::alloc_count::live_by_class().iter().enumerate() {
                 if *b != 0 {
                     let _ = writeln!(
                         out,
@@ -410,7 +399,7 @@ impl Metrics {
             "# HELP switchboard_token_counts_cancelled_total Token counts abandoned because the client went away.\n# TYPE switchboard_token_counts_cancelled_total counter\nswitchboard_token_counts_cancelled_total {}",
             self.token_counts_cancelled.load(Ordering::Relaxed)
         );
-        self.ledger.render(&mut out);
+        self.ledger.render(out);
         let _ = writeln!(
             out,
             "# HELP switchboard_limits_redis_failures_total Calls to the limits' Redis that failed, by --redis-fail mode (open: admitted unchecked, closed: refused).\n# TYPE switchboard_limits_redis_failures_total counter\nswitchboard_limits_redis_failures_total{{mode=\"open\"}} {}\nswitchboard_limits_redis_failures_total{{mode=\"closed\"}} {}",
@@ -422,83 +411,56 @@ impl Metrics {
             "# HELP switchboard_responses_store_failures_total Stored responses that could not be written.\n# TYPE switchboard_responses_store_failures_total counter\nswitchboard_responses_store_failures_total {}",
             self.responses_store_failures.load(Ordering::Relaxed)
         );
-        let _ = writeln!(
-            out,
-            "# HELP switchboard_catalog_reloads_total Successful configuration reloads.\n# TYPE switchboard_catalog_reloads_total counter\nswitchboard_catalog_reloads_total {}",
-            rt.reloads.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP switchboard_catalog_reload_failures_total Rejected configuration reloads.\n# TYPE switchboard_catalog_reload_failures_total counter\nswitchboard_catalog_reload_failures_total {}",
-            rt.reload_failures.load(Ordering::Relaxed)
-        );
-        out
     }
 }
 
-/// Each upstream's live state: healthy or cooling (and for how long), its
-/// requests in flight and its weight.
-fn render_pools(out: &mut String, rt: &Runtime, esc: &dyn Fn(&str) -> String) {
-    let snap = rt.snapshot();
-    let now = std::time::Instant::now();
-    let mut rows = Vec::new();
-    for (p, pool) in snap.pools() {
-        for (u, m) in p.upstreams.iter().zip(pool.members()) {
-            let v = m.view(now);
-            let labels = format!(
-                "provider=\"{}\",upstream=\"{}\",protocol=\"{}\"",
-                esc(&p.id),
-                esc(&u.id),
-                u.protocol.name()
-            );
-            rows.push((labels, v, u.weight));
-        }
+/// The ledger's counters, shown on the metrics listener.
+#[derive(Debug, Default)]
+pub struct LedgerCounters {
+    pub written: AtomicU64,
+    /// Dropped because the queue was full.
+    pub dropped_full: AtomicU64,
+    /// Dropped because writes kept failing past the rows the writer may hold.
+    pub dropped_failed: AtomicU64,
+    /// Rows taken off the queue and not yet written (batch filling, or held for a retry).
+    pub pending: AtomicI64,
+}
+
+impl LedgerCounters {
+    /// Rows written so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
-    out.push_str("# HELP switchboard_upstream_healthy 1 when the upstream takes traffic, 0 while it cools down.\n# TYPE switchboard_upstream_healthy gauge\n");
-    for (l, v, _) in &rows {
+
+    /// Rows dropped so far (queue full or writes failing).
+    pub fn dropped(&self) -> u64 {
+        self.dropped_full.load(Ordering::Relaxed) + self.dropped_failed.load(Ordering::Relaxed)
+    }
+
+    /// The Prometheus text of the ledger's series.
+    pub fn render(&self, out: &mut String) {
         let _ = writeln!(
             out,
-            "switchboard_upstream_healthy{{{l}}} {}",
-            u8::from(v.cooling.is_none())
+            "# HELP switchboard_ledger_rows_written_total Usage-ledger rows written.\n# TYPE switchboard_ledger_rows_written_total counter\nswitchboard_ledger_rows_written_total {}",
+            self.written.load(Ordering::Relaxed)
         );
-    }
-    out.push_str("# HELP switchboard_upstream_cooldown_seconds Time left in the upstream's cool-down.\n# TYPE switchboard_upstream_cooldown_seconds gauge\n");
-    for (l, v, _) in &rows {
-        let secs = v.cooling.map(|d| d.as_secs_f64()).unwrap_or(0.0);
         let _ = writeln!(
             out,
-            "switchboard_upstream_cooldown_seconds{{{l}}} {secs:.3}"
+            "# HELP switchboard_ledger_rows_dropped_total Usage-ledger rows not written, by reason (queue_full: the writer fell behind; write_failed: the database kept failing).\n# TYPE switchboard_ledger_rows_dropped_total counter\nswitchboard_ledger_rows_dropped_total{{reason=\"queue_full\"}} {}\nswitchboard_ledger_rows_dropped_total{{reason=\"write_failed\"}} {}",
+            self.dropped_full.load(Ordering::Relaxed),
+            self.dropped_failed.load(Ordering::Relaxed)
         );
-    }
-    out.push_str("# HELP switchboard_upstream_in_flight Requests in flight on the upstream.\n# TYPE switchboard_upstream_in_flight gauge\n");
-    for (l, v, _) in &rows {
-        let _ = writeln!(out, "switchboard_upstream_in_flight{{{l}}} {}", v.in_flight);
-    }
-    out.push_str("# HELP switchboard_upstream_weight The upstream's weight in its pool.\n# TYPE switchboard_upstream_weight gauge\n");
-    for (l, _, w) in &rows {
-        let _ = writeln!(out, "switchboard_upstream_weight{{{l}}} {w}");
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_ledger_rows_pending Usage-ledger rows taken off the queue and not yet written (batching, or held for a retry).\n# TYPE switchboard_ledger_rows_pending gauge\nswitchboard_ledger_rows_pending {}",
+            self.pending.load(Ordering::Relaxed)
+        );
     }
 }
 
-/// The `--metrics` HTTP app: `/admin/*` is the admin API (`crate::admin`),
-/// every other path answers the exposition.
-pub struct MetricsApp {
-    pub metrics: Arc<Metrics>,
-    pub rt: Arc<Runtime>,
-    pub admin: Arc<crate::admin::Admin>,
-}
-
-#[async_trait]
-impl ServeHttp for MetricsApp {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
-        if crate::admin::Admin::owns(session.req_header().uri.path()) {
-            return self.admin.respond(session).await;
-        }
-        let body = self.metrics.render(&self.rt).into_bytes();
-        let mut resp = Response::new(body);
-        if let Ok(v) = http::HeaderValue::from_str("text/plain; version=0.0.4") {
-            resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
-        }
-        resp
-    }
+/// A label value escaped for the text exposition.
+pub fn escape_label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

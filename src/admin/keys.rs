@@ -12,9 +12,9 @@
 //!             "spent_usd": "1.234", "reserved_usd": "0.02", "remaining_usd": "48.746"}}
 //! ```
 
-use crate::rfc3339::Rfc3339;
 use crate::runtime::Snapshot;
 use crate::state::limits::{format_usd, KeyState, Limits};
+use crate::util::rfc3339::Rfc3339;
 use serde_json::{json, Value};
 
 /// The JSON view of `state` for key `id`.

@@ -12,6 +12,10 @@
 //! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
 //!   health and load (`admin_upstreams`).
 
+pub mod keys;
+pub mod server;
+pub mod upstreams;
+
 use crate::error::quote;
 use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};
 use http::Response;
@@ -220,7 +224,7 @@ impl Admin {
             "/admin/usage" if get => self.usage(req.uri.query()).await,
             "/admin/usage" => error(405, "method_not_allowed", "use GET"),
             "/admin/upstreams" if get => match &self.limits {
-                Some((_, rt)) => reply(200, &crate::admin_upstreams::render(&rt.snapshot())),
+                Some((_, rt)) => reply(200, &crate::admin::upstreams::render(&rt.snapshot())),
                 None => error(503, "unavailable", "the runtime is not attached"),
             },
             "/admin/upstreams" => error(405, "method_not_allowed", "use GET"),
@@ -229,7 +233,7 @@ impl Admin {
                 let Some((limits, rt)) = &self.limits else {
                     return error(503, "unavailable", "the limits state is not open");
                 };
-                let (status, body) = crate::admin_keys::respond(limits, &rt.snapshot(), id).await;
+                let (status, body) = crate::admin::keys::respond(limits, &rt.snapshot(), id).await;
                 let mut r = Response::new(body);
                 *r.status_mut() =
                     http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
@@ -283,7 +287,7 @@ impl Admin {
             None => Value::Null,
             Some(Bound::Day(d)) => Value::String(crate::state::ledger::day_string(d)),
             Some(Bound::Instant(ms)) => Value::String(
-                crate::rfc3339::Rfc3339 {
+                crate::util::rfc3339::Rfc3339 {
                     secs: ms.div_euclid(1000),
                     millis: Some(u32::try_from(ms.rem_euclid(1000)).unwrap_or(0)),
                 }

@@ -13,8 +13,8 @@
 //!
 //! ```
 //! use switchboard::family::Family;
-//! use switchboard::passthrough::Framing;
-//! use switchboard::stream::StreamTranslator;
+//! use switchboard::translate::passthrough::Framing;
+//! use switchboard::translate::stream::StreamTranslator;
 //!
 //! let mut t = StreamTranslator::new(Family::Gemini, Family::OpenAi, Framing::Sse, "google/gemini-2.5-flash", false, 1 << 20);
 //! let mut out = Vec::new();
@@ -28,10 +28,10 @@
 use crate::family::Family;
 use crate::ir::stream::{merge_usage, StreamEvent};
 use crate::ir::Usage as CanonicalUsage;
-use crate::passthrough::{self, Framing, PassthroughStream, StreamFault, Usage};
 use crate::protocol::responses::envelope::Envelope;
 pub use crate::protocol::stream_codec::{Encoder, Parser};
 use crate::sse::{SseDecoder, SseError, SseItem};
+use crate::translate::passthrough::{self, Framing, PassthroughStream, StreamFault, Usage};
 
 /// Translates one upstream stream of one family into the client's family.
 #[derive(Debug)]

@@ -17,12 +17,12 @@
 //! one window and roll periods over at one instant. Amounts are integers of
 //! nano-USD well inside the 2^53 that Lua's numbers hold exactly.
 
-use super::limits::{
+use super::{
     period_at, Ask, BudgetState, FailMode, Held, KeyState, Nanos, Refusal, Reserved,
     RESERVATION_LEASE_SECS, WINDOW_SECS,
 };
 use crate::config::{ApiKey, BudgetPeriod};
-use crate::metrics::Metrics;
+use crate::obs::metrics::Metrics;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

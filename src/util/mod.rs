@@ -1,0 +1,10 @@
+//! Leaf helpers, each written once and used across the gateway: byte-preserving
+//! JSON edits, the nesting-depth scan, RFC 3339 and HTTP dates, body pieces
+//! gathered into one buffer.
+//!
+//! May import: nothing of ours.
+
+pub mod gather;
+pub mod json_depth;
+pub mod jsonedit;
+pub mod rfc3339;
