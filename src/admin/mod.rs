@@ -60,38 +60,14 @@ fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8
     )
 }
 
-/// Decodes `%XX` escapes and `+` (a space) of a query-string component.
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = s.get(i + 1..i + 3)?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 /// Parses the usage query string; `Err` names the bad parameter.
 pub fn parse_usage_query(query: Option<&str>) -> Result<UsageQuery, String> {
     let mut q = UsageQuery::default();
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(raw)
-            .ok_or_else(|| format!("{}: not valid percent-encoded UTF-8", quote(name)))?;
+        let value =
+            crate::util::percent::decode_strict(raw, crate::util::percent::Component::Query)
+                .ok_or_else(|| format!("{}: not valid percent-encoded UTF-8", quote(name)))?;
         let value = Some(value).filter(|v| !v.is_empty());
         let bound = |v: Option<String>| -> Result<Option<Bound>, String> {
             v.map(|v| {

@@ -80,37 +80,3 @@ mod tests {
         assert_eq!(guess_media_type("https://a.b/c.d/e"), None);
     }
 }
-
-/// Rewrites URL-safe base64 (`-` and `_`, as the google-genai SDK sends
-/// `inlineData`) as standard base64, which OpenAI and Anthropic require;
-/// anything else is returned untouched, without copying.
-pub fn standard_base64(data: &str) -> std::borrow::Cow<'_, str> {
-    if !data.bytes().any(|b| b == b'-' || b == b'_') {
-        return std::borrow::Cow::Borrowed(data);
-    }
-    let mut out: String = data
-        .chars()
-        .map(|c| match c {
-            '-' => '+',
-            '_' => '/',
-            c => c,
-        })
-        .collect();
-    while !out.len().is_multiple_of(4) {
-        out.push('=');
-    }
-    std::borrow::Cow::Owned(out)
-}
-
-#[cfg(test)]
-mod base64_tests {
-    use super::standard_base64;
-
-    #[test]
-    fn url_safe_base64_becomes_standard() {
-        assert_eq!(standard_base64("ab-_cd"), "ab+/cd==");
-        assert_eq!(standard_base64("abcd"), "abcd");
-        assert_eq!(standard_base64("a+/="), "a+/=");
-        assert_eq!(standard_base64("abc"), "abc");
-    }
-}

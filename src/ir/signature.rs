@@ -43,8 +43,6 @@ pub const FOREIGN_REDACTED_PREFIX: &str = "swb-redacted:";
 /// Separates the id from the encrypted content inside a packed item (never in an id).
 const SEPARATOR: u8 = b'\n';
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Packs a Responses reasoning item's `id` and `encrypted_content` into one
 /// signature string (see the module documentation).
 pub fn wrap_reasoning_item(id: &str, encrypted_content: &str) -> String {
@@ -54,7 +52,7 @@ pub fn wrap_reasoning_item(id: &str, encrypted_content: &str) -> String {
     payload.extend_from_slice(encrypted_content.as_bytes());
     let mut out = String::with_capacity(REASONING_ITEM_PREFIX.len() + payload.len() / 3 * 4 + 4);
     out.push_str(REASONING_ITEM_PREFIX);
-    encode_base64(&payload, &mut out);
+    crate::util::base64::encode(&payload, &mut out);
     out
 }
 
@@ -67,56 +65,11 @@ pub fn is_reasoning_item(signature: &str) -> bool {
 /// and `encrypted_content`; `None` for any other signature.
 pub fn unwrap_reasoning_item(signature: &str) -> Option<(String, String)> {
     let rest = signature.strip_prefix(REASONING_ITEM_PREFIX)?;
-    let bytes = decode_base64(rest)?;
+    let bytes = crate::util::base64::decode(rest)?;
     let split = bytes.iter().position(|b| *b == SEPARATOR)?;
     let id = std::str::from_utf8(&bytes[..split]).ok()?;
     let content = std::str::from_utf8(&bytes[split + 1..]).ok()?;
     Some((id.to_string(), content.to_string()))
-}
-
-fn encode_base64(data: &[u8], out: &mut String) {
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-}
-
-/// Decodes base64 in either alphabet, padded or not; `None` when invalid.
-fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 2);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // A single leftover character cannot be valid base64.
-    (bits < 6).then_some(out)
 }
 
 #[cfg(test)]
@@ -128,7 +81,10 @@ mod tests {
         let sig = wrap_reasoning_item("rs_68af0c", "gAAAAABo-_x/y+z==");
         assert!(is_reasoning_item(&sig));
         assert!(sig.len().is_multiple_of(4), "{sig}");
-        assert!(decode_base64(&sig).is_some(), "the whole string is base64");
+        assert!(
+            crate::util::base64::decode(&sig).is_some(),
+            "the whole string is base64"
+        );
         let want = Some(("rs_68af0c".to_string(), "gAAAAABo-_x/y+z==".to_string()));
         assert_eq!(unwrap_reasoning_item(&sig), want);
         // What a google-genai client sends back after decoding to bytes and
@@ -150,17 +106,23 @@ mod tests {
     #[test]
     fn base64_matches_the_standard() {
         let mut s = String::new();
-        encode_base64(b"Man", &mut s);
-        encode_base64(b"Ma", &mut s);
-        encode_base64(b"M", &mut s);
+        crate::util::base64::encode(b"Man", &mut s);
+        crate::util::base64::encode(b"Ma", &mut s);
+        crate::util::base64::encode(b"M", &mut s);
         assert_eq!(s, "TWFuTWE=TQ==");
-        assert_eq!(decode_base64("TWFu").as_deref(), Some(&b"Man"[..]));
-        assert_eq!(decode_base64("TWE").as_deref(), Some(&b"Ma"[..]));
-        assert_eq!(decode_base64("T"), None);
-        assert_eq!(decode_base64("T*"), None);
+        assert_eq!(
+            crate::util::base64::decode("TWFu").as_deref(),
+            Some(&b"Man"[..])
+        );
+        assert_eq!(
+            crate::util::base64::decode("TWE").as_deref(),
+            Some(&b"Ma"[..])
+        );
+        assert_eq!(crate::util::base64::decode("T"), None);
+        assert_eq!(crate::util::base64::decode("T*"), None);
         // The prefix alone is six whole bytes.
         assert_eq!(
-            decode_base64(REASONING_ITEM_PREFIX).map(|b| b.len()),
+            crate::util::base64::decode(REASONING_ITEM_PREFIX).map(|b| b.len()),
             Some(6)
         );
     }

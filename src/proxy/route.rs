@@ -184,27 +184,14 @@ fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> Gatewa
 }
 
 /// Decodes `%XX` escapes in one path segment (SDKs escape `/` in ids as `%2F`);
-/// malformed escapes are kept as they are.
+/// malformed escapes are kept as they are, and a segment that does not decode
+/// to UTF-8 is kept as it came.
 fn percent_decode(seg: &str) -> String {
     if !seg.contains('%') {
         return seg.to_string();
     }
-    let b = seg.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| seg.to_string())
+    let bytes = crate::util::percent::decode_lenient(seg, crate::util::percent::Component::Path);
+    String::from_utf8(bytes).unwrap_or_else(|_| seg.to_string())
 }
 
 fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {

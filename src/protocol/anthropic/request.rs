@@ -471,7 +471,7 @@ pub(crate) fn encode_block(block: &Block, param: &str) -> Result<Option<Value>, 
         Block::Image(img) => {
             let source = match &img.source {
                 ImageSource::Base64 { media_type, data } => {
-                    let data = crate::ir::media::standard_base64(data);
+                    let data = crate::util::base64::to_standard(data);
                     json!({"type": "base64", "media_type": media_type, "data": data})
                 }
                 ImageSource::Url { url, .. } => json!({"type": "url", "url": url}),

@@ -636,7 +636,7 @@ fn encode_part(block: &Block, param: &str, where_: &str) -> Result<Value, Transl
         Block::Image(img) => {
             let url = match &img.source {
                 ImageSource::Base64 { media_type, data } => {
-                    data_url(media_type, &crate::ir::media::standard_base64(data))
+                    data_url(media_type, &crate::util::base64::to_standard(data))
                 }
                 ImageSource::Url { url, .. } => url.clone(),
             };

@@ -45,7 +45,7 @@
 use super::wire::{Format, Item, Part, ReasoningConfig, ResponsesRequest, TextConfig, ToolDef};
 use crate::adjust::Adjustments;
 use crate::family::Family;
-use crate::ir::media::{data_url, parse_data_url, standard_base64};
+use crate::ir::media::{data_url, parse_data_url};
 use crate::ir::signature::{
     unwrap_reasoning_item, wrap_reasoning_item, FOREIGN_REDACTED_PREFIX, FOREIGN_SIGNATURE_PREFIX,
 };
@@ -58,6 +58,7 @@ use crate::ir::{
 use crate::protocol::report::{self, Param};
 use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
 use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
+use crate::util::base64::to_standard as standard_base64;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 

@@ -724,7 +724,11 @@ impl ListQuery {
         };
         for pair in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let v = percent_decode(v);
+            let v = String::from_utf8_lossy(&crate::util::percent::decode_lenient(
+                v,
+                crate::util::percent::Component::Query,
+            ))
+            .into_owned();
             match k {
                 "order" => {
                     q.order = match v.as_str() {
@@ -763,40 +767,6 @@ impl ListQuery {
         }
         Ok(q)
     }
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(x) => {
-                        out.push(x);
-                        i += 3;
-                    }
-                    None => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// One page of `rec`'s input items, in OpenAI's list shape.
