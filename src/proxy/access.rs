@@ -30,7 +30,7 @@ pub struct AccessLine<'a> {
     pub attempts: u32,
     /// Each upstream attempt: provider, model, upstream id, status or
     /// failure, the cool-down it started, milliseconds.
-    pub tried: &'a [super::dispatch::AttemptNote],
+    pub tried: &'a [super::attempt::AttemptNote],
     /// The model asked for, when a fallback (`model`) answered instead.
     pub fallback_from: Option<&'a str>,
     pub status: u16,

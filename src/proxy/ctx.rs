@@ -49,7 +49,7 @@ pub struct RequestCtx {
     /// The model the client asked for, when a fallback answered instead.
     pub fallback_from: Option<String>,
     /// Every upstream attempt, in order.
-    pub tried: Vec<super::dispatch::AttemptNote>,
+    pub tried: Vec<super::attempt::AttemptNote>,
     /// The request's span (with `--otlp-endpoint`), ended in `logging`.
     pub trace: Option<std::sync::Arc<crate::obs::telemetry::RequestTrace>>,
     /// The client's `traceparent`, forwarded upstream as it is when no span

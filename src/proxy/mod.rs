@@ -5,12 +5,13 @@
 //! body is capped at 64 KiB). Each phase is a short delegation.
 
 pub mod access;
+pub mod attempt;
 pub mod auth;
 pub mod ctx;
-pub mod dispatch;
 pub mod inference;
 pub mod listings;
 pub mod media;
+pub mod plan;
 pub mod relay;
 pub mod respond;
 pub mod route;

@@ -8,8 +8,8 @@
 //! cannot keep a stream, or its upstream connection, past either; the
 //! upstream connection is closed with the client's.
 
+use super::attempt::Answer;
 use super::ctx::RequestCtx;
-use super::dispatch::Answer;
 use super::respond;
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};

@@ -53,6 +53,26 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// A Gemini route's model from its path and the stream form it asks for
+    /// (none elsewhere).
+    pub fn gemini_model(&self) -> (Option<&str>, GeminiStream) {
+        match self {
+            Endpoint::GenerateContent { model, stream } => (Some(model.as_str()), *stream),
+            Endpoint::GeminiCountTokens { model } => (Some(model.as_str()), GeminiStream::None),
+            _ => (None, GeminiStream::None),
+        }
+    }
+
+    /// Whether the endpoint counts the request's tokens (answered locally).
+    pub fn counts_tokens(&self) -> bool {
+        matches!(
+            self,
+            Endpoint::AnthropicCountTokens
+                | Endpoint::GeminiCountTokens { .. }
+                | Endpoint::ResponsesInputTokens
+        )
+    }
+
     /// Whether the endpoint needs a client key.
     pub fn is_inference(&self) -> bool {
         matches!(

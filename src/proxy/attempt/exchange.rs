@@ -1,0 +1,247 @@
+//! One attempt at one upstream, bounded by the provider's deadlines, in
+//! three steps: send the request and wait for the answer's head (a stream:
+//! its first token), judge an error status, read a whole answer's body. It
+//! ends in an [`Outcome`] for the provider loop (`super::provider`).
+
+use super::answer::{
+    parse_retry_after, read_answer_body, refused, upstream_failure, BodyFault, MAX_ERROR_BODY,
+};
+use super::request::{request_for, upstream_header};
+use super::{Answer, Call};
+use crate::config::Upstream;
+use crate::error::{ErrorKind, GatewayError};
+use crate::protocol::spoke;
+use crate::proxy::Gateway;
+use crate::upstream::client::{
+    bound, deadline_error, Exchange, Message, ReadFault, Resent, UpstreamClient,
+};
+use crate::upstream::pool::{Cause, InFlight};
+use crate::util::gather::Gathered;
+use bytes::Bytes;
+
+/// How one attempt ended.
+pub(super) enum Outcome<'s> {
+    Answer(Box<Answer<'s>>),
+    /// Goes to the client as it is (with the upstream's status, when it answered).
+    Final(GatewayError, Option<u16>),
+    /// The upstream failed: cool it and move on.
+    Retry(GatewayError, Cause, Option<u16>),
+    /// This upstream cannot be used (no key): move on without blaming it.
+    Skip(GatewayError),
+    /// The request cannot be translated for this upstream.
+    Unfit(GatewayError),
+    /// The request's total deadline passed waiting for this upstream.
+    Expired(GatewayError),
+}
+
+/// One attempt at one upstream; `resent` says whether the request had to
+/// be sent a second time (a pooled connection that failed before the answer).
+pub(super) async fn attempt<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    up: &'s Upstream,
+    in_flight: InFlight,
+    traceparent: Option<&str>,
+    resent: &mut Option<Resent>,
+) -> Outcome<'s> {
+    let (body, adjusted, usage_injected) = match request_for(c, up).await {
+        Ok(r) => r,
+        Err(e) => return Outcome::Unfit(e),
+    };
+    let msg = match upstream_header(up, c, body.len(), traceparent) {
+        Ok(h) => Message::new(h, &body),
+        Err(e) if e.kind == ErrorKind::Unavailable => return Outcome::Skip(e),
+        Err(e) => return Outcome::Final(e, None),
+    };
+    drop(body);
+    let (mut ex, status, first) = match send(gw, c, up, &msg, resent).await {
+        Ok(r) => r,
+        Err(outcome) => return outcome,
+    };
+    if status >= 300 {
+        return judge_status(gw, c, up, &mut ex, status).await;
+    }
+    // A whole answer is read here, while failing over is still possible.
+    let first = if c.plan.req.stream {
+        first
+    } else {
+        match read_whole(gw, c, &mut ex, status).await {
+            Ok(b) => Some(b),
+            Err(outcome) => return outcome,
+        }
+    };
+    Outcome::Answer(Box::new(Answer {
+        up,
+        translated: up.protocol != c.client.family,
+        ex,
+        status,
+        usage_injected,
+        adjusted,
+        first,
+        in_flight,
+        idle: c.provider.timeouts.idle,
+        deadline: c.deadline,
+    }))
+}
+
+/// Sends `msg` to `up` and waits for the answer's head and, for a stream,
+/// its first chunk (with a `first_token` timeout: its first token), bounded
+/// by `first_token` and the total deadline.
+async fn send<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    up: &'s Upstream,
+    msg: &Message,
+    resent: &mut Option<Resent>,
+) -> Result<(Exchange, u16, Option<Bytes>), Outcome<'s>> {
+    // Connections are pooled per provider, base URL and credential.
+    let identity =
+        gw.upstream
+            .identity(&c.provider.id, &up.url, up.api_key.as_deref().unwrap_or(""));
+    let timeouts = c.provider.timeouts;
+    let stream = c.plan.req.stream;
+    let exchange = async {
+        let mut ex = gw
+            .upstream
+            .send(&up.url, identity, timeouts.connect, msg, resent)
+            .await?;
+        let status = ex.status();
+        let first = if !stream || status >= 400 {
+            None
+        } else if timeouts.first_token.is_some() {
+            read_to_first_token(&mut ex, spoke(up.protocol).stream_started).await?
+        } else {
+            UpstreamClient::read_chunk(&mut ex, None, None)
+                .await
+                .map_err(|f| f.error())?
+        };
+        Ok::<_, GatewayError>((ex, status, first))
+    };
+    let done = match bound(timeouts.first_token, c.deadline) {
+        None => exchange.await,
+        Some((limit, by_deadline)) => match tokio::time::timeout(limit, exchange).await {
+            Ok(r) => r,
+            Err(_) if by_deadline => {
+                gw.metrics.upstream_error(&c.provider.id, "timeout");
+                return Err(Outcome::Expired(deadline_error()));
+            }
+            Err(_) => {
+                gw.metrics.upstream_error(&c.provider.id, "timeout");
+                let e = GatewayError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the upstream sent no {} within {} ms (the provider's first_token timeout)",
+                        if stream { "first token" } else { "answer" },
+                        limit.as_millis()
+                    ),
+                );
+                return Err(Outcome::Retry(e, Cause::Timeout, None));
+            }
+        },
+    };
+    done.map_err(|e| {
+        let (kind, cause) = if e.kind == ErrorKind::Timeout {
+            ("timeout", Cause::Timeout)
+        } else {
+            ("unreachable", Cause::Unreachable)
+        };
+        gw.metrics.upstream_error(&c.provider.id, kind);
+        Outcome::Retry(e, cause, None)
+    })
+}
+
+/// An answer of status 300 or more: a refused credential or a redirect (the
+/// gateway's fault: retried elsewhere, never relayed), a 429 or a 5xx
+/// (retried elsewhere), any other 4xx (the client's, as it is).
+async fn judge_status<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    up: &'s Upstream,
+    ex: &mut Exchange,
+    status: u16,
+) -> Outcome<'s> {
+    gw.metrics
+        .upstream_error(&c.provider.id, &status.to_string());
+    let retry_after = ex.header("retry-after").and_then(parse_retry_after);
+    let raw = if status >= 400 {
+        read_answer_body(ex, MAX_ERROR_BODY, c.provider.timeouts.idle, c.deadline)
+            .await
+            .unwrap_or_default()
+    } else {
+        Bytes::new()
+    };
+    if let Some((e, cause)) = refused(c, up, status, &raw) {
+        return Outcome::Retry(e, cause, Some(status));
+    }
+    let mut e = upstream_failure(up.protocol, status, &raw, retry_after);
+    e.retry_after = retry_after.map(|d| d.as_secs().max(1));
+    match status {
+        429 => Outcome::Retry(e, Cause::RateLimited(retry_after), Some(status)),
+        s if s >= 500 => Outcome::Retry(e, Cause::Status(s, retry_after), Some(status)),
+        s => Outcome::Final(e, Some(s)),
+    }
+}
+
+/// A whole answer's body, within `--max-response-bytes`, the provider's
+/// `idle` timeout per read and the total deadline.
+async fn read_whole<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    ex: &mut Exchange,
+    status: u16,
+) -> Result<Bytes, Outcome<'s>> {
+    let limit = gw.settings.max_response_bytes;
+    read_answer_body(ex, limit, c.provider.timeouts.idle, c.deadline)
+        .await
+        .map_err(|f| {
+            let e = f.error();
+            if matches!(f, BodyFault::Read(ReadFault::Deadline)) {
+                return Outcome::Expired(e);
+            }
+            if matches!(f, BodyFault::TooLarge(_)) {
+                // The upstream is healthy and another would answer the
+                // same: the client learns the limit. The connection is
+                // closed (dropped with the exchange), its rest unread.
+                gw.metrics.upstream_error(&c.provider.id, "too_large");
+                return Outcome::Final(e, Some(status));
+            }
+            let cause = if f.is_timeout() {
+                Cause::Timeout
+            } else {
+                Cause::Unreachable
+            };
+            Outcome::Retry(e, cause, Some(status))
+        })
+}
+
+/// The most of a stream's preamble held back while waiting for its first token.
+const MAX_PREAMBLE: usize = 256 * 1024;
+
+/// Reads a stream's first chunks until they carry the answer's first token
+/// (`started`, the upstream protocol's test), the stream ends, or the held
+/// bytes pass `MAX_PREAMBLE`: a preamble alone (a role chunk, a
+/// `message_start`) does not meet a `first_token` deadline. Nothing has
+/// reached the client yet; the caller bounds the wait.
+async fn read_to_first_token(
+    ex: &mut Exchange,
+    started: fn(&[u8]) -> bool,
+) -> Result<Option<Bytes>, GatewayError> {
+    let mut held = Gathered::default();
+    loop {
+        let Some(chunk) = UpstreamClient::read_chunk(ex, None, None)
+            .await
+            .map_err(|f| f.error())?
+        else {
+            break;
+        };
+        let scanned = held.len();
+        held.push(chunk);
+        let all = held.as_slice();
+        // Only the new bytes need a look, with enough before them for a
+        // marker split across chunks.
+        if started(&all[scanned.saturating_sub(64)..]) || all.len() > MAX_PREAMBLE {
+            break;
+        }
+    }
+    Ok((!held.is_empty()).then(|| held.finish()))
+}

@@ -1,0 +1,185 @@
+//! One provider's upstreams for one request: the pool's pick (healthy, by
+//! weight, the client's protocol first; the one recovering first when every
+//! upstream of the chain cools), a jittered pause between attempts, one
+//! attempt each (`super::exchange`), and what each attempt came to: the
+//! upstream's health (succeeded, or cooled and counted), its note, metric and
+//! span.
+
+use super::exchange::{attempt, Outcome};
+use super::{cool, Answer, AttemptNote, Call, Failed, Tried};
+use crate::config::Upstream;
+use crate::error::GatewayError;
+use crate::proxy::Gateway;
+use crate::upstream::client::{deadline_error, Resent};
+use crate::upstream::pool::{self, Cause, Member};
+use std::time::{Duration, Instant};
+
+/// The pause before the `n`th attempt (n ≥ 2): random, up to 25 ms doubled
+/// for each attempt before it, at most 400 ms.
+fn backoff(n: u32) -> Duration {
+    let cap_ms = (25u64 << n.saturating_sub(2).min(4)).min(400);
+    let mut b = [0u8; 4];
+    let r = if getrandom::getrandom(&mut b).is_ok() {
+        u32::from_le_bytes(b)
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+    };
+    Duration::from_millis(u64::from(r) % (cap_ms + 1))
+}
+
+/// Calls the provider's upstreams until one answers: each pick is the pool's
+/// weighted choice among the untried, healthy upstreams (docs/resilience.md). A
+/// connect failure, a first-token timeout, a 429 or a 5xx cools the upstream
+/// and moves on, while `attempts_left` lasts; `panic` (every upstream of
+/// the request's chain is cooling down) tries the one recovering first.
+pub async fn call<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    tried: &mut Tried<'s>,
+    attempts_left: &mut u32,
+    panic: bool,
+) -> Result<Answer<'s>, Failed> {
+    let ups = &c.provider.upstreams;
+    let mut seen = pool::Tried::default();
+    let mut last: Option<GatewayError> = None;
+    while *attempts_left > 0 {
+        let now = Instant::now();
+        let pick = if panic {
+            c.pool.soonest(ups, c.client.family, seen, now)
+        } else {
+            c.pool.pick(ups, c.client.family, seen, now)
+        };
+        let Some(i) = pick else { break };
+        seen.insert(i);
+        let up = &ups[i];
+        if tried.attempts > 0 {
+            let pause = backoff(tried.attempts + 1);
+            if c.deadline.is_some_and(|d| Instant::now() + pause >= d) {
+                // No time for another attempt: the last failure is the answer.
+                return Err(Failed::Final(last.unwrap_or_else(deadline_error)));
+            }
+            tokio::time::sleep(pause).await;
+        }
+        *attempts_left -= 1;
+        tried.attempts += 1;
+        tried.last = Some(up);
+        let member = c.pool.member(i);
+        let started = Instant::now();
+        let span = c.client.trace.map(|(t, tel)| {
+            t.attempt(
+                tel,
+                tried.attempts,
+                &c.provider.id,
+                &up.id,
+                up.protocol.name(),
+                &up.url.authority,
+            )
+        });
+        let parent = span.as_ref().map(|s| s.traceparent());
+        let traceparent = parent.as_deref().or(c.client.traceparent);
+        let mut resent = None;
+        let outcome = attempt(gw, c, up, member.start(), traceparent, &mut resent).await;
+        if let Some(r) = resent {
+            note_resent(gw, c, up, tried, &r);
+        }
+        let mut note = AttemptNote::of(c, up);
+        let result = judge(gw, c, up, member, outcome, &mut note, &mut last);
+        note.ms = started.elapsed().as_millis() as u64;
+        gw.metrics.upstream_attempt(
+            &c.provider.id,
+            &up.id,
+            note.failure
+                .unwrap_or(if result.is_ok() { "ok" } else { "error" }),
+        );
+        if let Some(span) = span {
+            span.end(note.status, note.failure);
+        }
+        tried.notes.push(note);
+        match result {
+            Ok(a) => return Ok(a),
+            Err(Failed::Exhausted(_)) => continue,
+            Err(stop) => return Err(stop),
+        }
+    }
+    Err(Failed::Exhausted(last))
+}
+
+/// The request went out twice: a pooled connection failed before any byte
+/// of the answer and it was sent once more on a new one. Counted as an
+/// attempt of its own.
+fn note_resent(gw: &Gateway, c: &Call<'_, '_>, up: &Upstream, tried: &mut Tried<'_>, r: &Resent) {
+    tried.attempts += 1;
+    gw.metrics
+        .upstream_attempt(&c.provider.id, &up.id, "stale_connection");
+    let mut stale = AttemptNote::of(c, up);
+    stale.failure = Some("stale_connection");
+    stale.ms = r.after.as_millis() as u64;
+    tried.notes.push(stale);
+}
+
+/// What one attempt's outcome means for the upstream's health, the
+/// attempt's note and the provider loop: an answer, a stop, or a failure
+/// (kept in `last`) to move on from.
+fn judge<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    up: &Upstream,
+    member: &Member,
+    outcome: Outcome<'s>,
+    note: &mut AttemptNote,
+    last: &mut Option<GatewayError>,
+) -> Result<Answer<'s>, Failed> {
+    match outcome {
+        Outcome::Answer(a) => {
+            member.succeeded();
+            note.status = Some(a.status);
+            Ok(*a)
+        }
+        Outcome::Final(e, Some(status)) => {
+            // The upstream is alive: it judged the request.
+            member.succeeded();
+            note.status = Some(status);
+            Err(Failed::Final(e))
+        }
+        Outcome::Final(e, None) => Err(Failed::Final(e)),
+        Outcome::Expired(e) => {
+            // The total deadline passed while this upstream was silent.
+            let cooled = cool(gw, &c.provider.id, up, member, Cause::Timeout);
+            note.failure = Some(Cause::Timeout.label());
+            note.cooled_ms = Some(cooled.as_millis() as u64);
+            Err(Failed::Final(e))
+        }
+        Outcome::Unfit(e) => {
+            note.failure = Some("unfit");
+            Err(Failed::Unfit(e))
+        }
+        Outcome::Skip(e) => {
+            log::warn!(
+                "{}: upstream {} of {} skipped ({e})",
+                c.client.request_id,
+                up.id,
+                c.provider.id
+            );
+            note.failure = Some("skipped");
+            *last = Some(e);
+            Err(Failed::Exhausted(None))
+        }
+        Outcome::Retry(e, cause, status) => {
+            let cooled = cool(gw, &c.provider.id, up, member, cause);
+            log::warn!(
+                "{}: upstream {} of {} failed ({e}); cooled for {} ms",
+                c.client.request_id,
+                up.id,
+                c.provider.id,
+                cooled.as_millis()
+            );
+            note.status = status;
+            note.failure = Some(cause.label());
+            note.cooled_ms = Some(cooled.as_millis() as u64);
+            *last = Some(e);
+            Err(Failed::Exhausted(None))
+        }
+    }
+}

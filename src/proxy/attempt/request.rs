@@ -1,0 +1,257 @@
+//! What goes to one upstream: the body (the client's bytes with the model
+//! spliced in for the same protocol, a translation through the IR for
+//! another; under `adapt`, what only the client's protocol can serve cut
+//! first) and the request head (path, host, the provider's key, protocol
+//! headers, the trace).
+
+use super::Call;
+use crate::adjust::Adjustments;
+use crate::config::Upstream;
+use crate::error::{ErrorKind, GatewayError};
+use crate::protocol::http::UpstreamTarget;
+use crate::protocol::spoke;
+use crate::translate::body::translate_request;
+use crate::translate::passthrough;
+use crate::upstream::h1::RequestHead;
+use bytes::Bytes;
+
+/// Bodies above this are translated off the reactor.
+const BLOCKING_TRANSLATE_BYTES: usize = 1 << 20;
+
+/// The body for `up` (passthrough splice or translation, D's hosted tools
+/// cut under adapt), what translation dropped, and whether stream usage was
+/// asked for on the client's behalf.
+pub(super) async fn request_for(
+    c: &Call<'_, '_>,
+    up: &Upstream,
+) -> Result<(Bytes, Adjustments, bool), GatewayError> {
+    let translated = up.protocol != c.client.family;
+    let stream = c.plan.req.stream;
+    let usage_injected = !translated
+        && spoke(c.client.family).stream_usage_opt_in
+        && stream
+        && !c.plan.req.include_usage
+        && !c.plan.req.has_stream_options;
+    let mut cut = Adjustments::default();
+    let cut_body = match spoke(c.client.family).drop_untranslatable {
+        Some(drop) if translated && c.plan.adapt => drop(&c.plan.body).map(|(b, names)| {
+            for n in names {
+                cut.drop_field(n);
+            }
+            Bytes::from(b)
+        }),
+        _ => None,
+    };
+    let client_body = cut_body.as_ref().unwrap_or(&c.plan.body);
+    let (body, mut adjusted) = if !translated {
+        (passthrough_body(c, usage_injected), Adjustments::default())
+    } else if client_body.len() > BLOCKING_TRANSLATE_BYTES {
+        let (owned, m, pm, family, target) = (
+            client_body.clone(),
+            c.model.clone(),
+            c.client.path_model.map(str::to_string),
+            c.client.family,
+            up.protocol,
+        );
+        tokio::task::spawn_blocking(move || {
+            translate_request(family, target, &owned, pm.as_deref(), stream, &m)
+        })
+        .await
+        .map_err(|e| GatewayError::new(ErrorKind::Internal, format!("translation failed: {e}")))??
+    } else {
+        translate_request(
+            c.client.family,
+            up.protocol,
+            client_body,
+            c.client.path_model,
+            stream,
+            c.model,
+        )?
+    };
+    adjusted.merge(cut);
+    Ok((body, adjusted, usage_injected))
+}
+
+/// A same-family body: the `model` value replaced by the upstream model name
+/// (family C carries it in the path), and for an OpenAI stream whose client
+/// did not ask for usage, `stream_options.include_usage` added so the request
+/// can be metered (the usage chunk is then withheld from the client).
+fn passthrough_body(c: &Call<'_, '_>, inject_usage: bool) -> Bytes {
+    let body = &c.plan.body;
+    let span = match &c.plan.req.model_span {
+        Some(span)
+            if spoke(c.client.family).model_in_body
+                && c.plan.req.model.as_deref() != Some(c.model.upstream_model.as_str()) =>
+        {
+            Some(span.clone())
+        }
+        _ => None,
+    };
+    if span.is_none() && !inject_usage {
+        return body.clone();
+    }
+    let name = passthrough::model_json(&c.model.upstream_model);
+    let mut out = Vec::with_capacity(body.len() + name.len() + 48);
+    let mut rest = 0;
+    if inject_usage {
+        if let Some(open) = body.iter().position(|&b| b == b'{') {
+            out.extend_from_slice(&body[..=open]);
+            out.extend_from_slice(br#""stream_options":{"include_usage":true},"#);
+            rest = open + 1;
+        }
+    }
+    match span {
+        Some(span) if span.start >= rest => {
+            out.extend_from_slice(&body[rest..span.start]);
+            out.extend_from_slice(&name);
+            out.extend_from_slice(&body[span.end..]);
+        }
+        _ => out.extend_from_slice(&body[rest..]),
+    }
+    Bytes::from(out)
+}
+
+/// The upstream request head for `up`: path, host, provider key, protocol headers.
+pub(super) fn upstream_header(
+    up: &Upstream,
+    c: &Call<'_, '_>,
+    body_len: usize,
+    traceparent: Option<&str>,
+) -> Result<RequestHead, GatewayError> {
+    let model = c.model;
+    let stream = c.plan.req.stream;
+    let key = up.api_key.as_deref().ok_or_else(|| {
+        GatewayError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "provider {} has no API key configured{}",
+                model.provider,
+                up.api_key_env
+                    .as_deref()
+                    .map(|v| format!(" (set the {v} environment variable)"))
+                    .unwrap_or_default()
+            ),
+        )
+        .with_code("provider_key_missing")
+    })?;
+    let target = UpstreamTarget {
+        base_path: &up.url.path,
+        upstream_model: &model.upstream_model,
+        stream,
+        beta_query: up.protocol == c.client.family && c.client.beta_query,
+        // Anthropic to Anthropic only (docs/api.md "Inference behaviour"): a translated
+        // request is the gateway's own, and a beta flag could change what the upstream
+        // answers in ways the translation does not know.
+        anthropic_beta: c
+            .client
+            .anthropic_beta
+            .filter(|_| up.protocol == c.client.family),
+    };
+    let sp = spoke(up.protocol);
+    let path = (sp.upstream_path)(&target);
+    let internal = |e: crate::upstream::h1::WireError| {
+        GatewayError::new(
+            ErrorKind::Internal,
+            format!("cannot build the upstream request: {e}"),
+        )
+    };
+    // The head, and the body when it shares the head's write.
+    let capacity = 512
+        + path.len()
+        + if body_len <= crate::upstream::client::JOINED_BODY {
+            body_len
+        } else {
+            0
+        };
+    let mut h = RequestHead::post(&path, capacity).map_err(internal)?;
+    let mut set = |k: &str, v: &str| h.header(k, v).map_err(internal);
+    set("host", &up.url.authority)?;
+    set("content-type", "application/json")?;
+    set(
+        "accept",
+        if stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        },
+    )?;
+    set(
+        "user-agent",
+        concat!("switchboard/", env!("CARGO_PKG_VERSION")),
+    )?;
+    set("x-request-id", c.client.request_id)?;
+    if let Some(tp) = traceparent {
+        set("traceparent", tp)?;
+    }
+    let mut failed = None;
+    (sp.upstream_auth)(key, &target, &mut |k, v| {
+        if failed.is_none() {
+            failed = set(k, v).err();
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Catalog;
+    use crate::family::Family;
+
+    fn catalog() -> Catalog {
+        Catalog::from_str(
+            "c.json",
+            r#"{"providers":[{"id":"p","families":["openai"],"upstreams":[
+                {"protocol":"anthropic","base_url":"http://127.0.0.1:1/a"},
+                {"protocol":"openai","base_url":"http://127.0.0.1:1/o"}]}],
+              "models":[{"id":"m","provider":"p","upstream_model":"up-m","context_length":100,"max_output_tokens":10,
+                "pricing":{"prompt":"0","completion":"0"},"protocols":["openai"]}]}"#,
+            &|_| None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn passthrough_body_splices_model_and_usage_request() {
+        let c = catalog();
+        let body = Bytes::from_static(br#"{"model":"p/m","stream":true,"messages":[]}"#);
+        let req = crate::admit::validate::inspect(Family::OpenAi, &body, false).unwrap();
+        let pools = crate::upstream::pool::Registry::default().pools(&c);
+        let client = super::super::Client {
+            family: Family::OpenAi,
+            path_model: None,
+            anthropic_beta: None,
+            beta_query: false,
+            request_id: "r",
+            trace: None,
+            traceparent: None,
+        };
+        let plan = crate::proxy::plan::Planned {
+            body: body.clone(),
+            req,
+            adjusted: Adjustments::default(),
+            adapt: true,
+        };
+        let call = Call {
+            client: &client,
+            plan: &plan,
+            pool: &pools[0],
+            deadline: None,
+            model: c.model("m").unwrap(),
+            provider: c.provider("p").unwrap(),
+        };
+        let out = passthrough_body(&call, true);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"stream_options":{"include_usage":true},"model":"up-m","stream":true,"messages":[]}"#
+        );
+        assert_eq!(
+            std::str::from_utf8(&passthrough_body(&call, false)).unwrap(),
+            r#"{"model":"up-m","stream":true,"messages":[]}"#
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! The key's limits around one request (docs/configuration.md "Limits and
+//! budgets"): the worst case reserved before anything goes upstream, settled
+//! to the usage when it is known, released when the request fails.
+
+use super::Stop;
+use crate::config::{ApiKey, Model};
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::plan::Planned;
+use crate::proxy::Gateway;
+use crate::state::limits::{cost_nanos, Ask, Reservation};
+use crate::translate::passthrough::Usage;
+
+/// Checks and reserves `ask` against the key's rpm, tpm and budget
+/// (docs/configuration.md "Limits and budgets"); a request that does not fit stops with 429 (503
+/// when the shared store is unreachable and fails closed).
+pub(super) async fn reserve(
+    gw: &Gateway,
+    ctx: &mut RequestCtx,
+    ask: Ask,
+) -> Result<Reservation, Stop> {
+    // Boxed, here and below: the limits backends' futures (Redis calls) are
+    // large, and inline they would sit in every request's state for its
+    // whole life (a stream's included).
+    match Box::pin(gw.limits.reserve(ask)).await {
+        Ok(r) => {
+            ctx.budget_remaining = r.budget_remaining();
+            Ok(r)
+        }
+        Err(refusal) => {
+            ctx.budget_remaining = refusal.remaining();
+            Err(refusal.to_error().into())
+        }
+    }
+}
+
+/// Settles a reservation to the usage `u`. Unknown usage keeps the worst
+/// case for an answer that completed (the upstream did not say what it
+/// cost) and releases it for one that did not (failed, client gone).
+pub(super) async fn settle(
+    ctx: &mut RequestCtx,
+    resv: Option<Reservation>,
+    m: &Model,
+    u: Usage,
+    completed: bool,
+) {
+    let Some(resv) = resv else {
+        return;
+    };
+    let left = match (u.input, completed) {
+        (Some(i), _) => {
+            let o = u.output.unwrap_or(0);
+            Box::pin(resv.settle(i + o, cost_nanos(&m.pricing, i, o))).await
+        }
+        (None, true) => Box::pin(resv.settle_reserved()).await,
+        (None, false) => Box::pin(resv.release()).await,
+    };
+    if left.is_some() {
+        ctx.budget_remaining = left;
+    }
+}
+
+/// The worst case reserved before anything goes upstream: the input is
+/// bounded by its bytes (a token is at least one byte) and by the context
+/// (no provider bills more input than that), the output by the cap the
+/// upstream will see (the model's own when the request sets none).
+pub(super) fn worst_case(key: &ApiKey, model: &Model, p: &Planned) -> Ask {
+    let input_bound = (p.body.len() as u64).min(model.context_length);
+    let output_cap = p.req.max_tokens.unwrap_or(model.max_output_tokens);
+    Ask::inference(
+        key,
+        input_bound + output_cap,
+        cost_nanos(&model.pricing, input_bound, output_cap),
+    )
+}

@@ -1,0 +1,267 @@
+//! The one fallback loop (docs/resilience.md): the model the client named,
+//! then each of its fallbacks in order while attempts are left, each planned
+//! afresh from the client's request and tried only if the request fits it;
+//! when nothing was tried at all (every upstream of the chain cooling down),
+//! one panic pass at the model's upstream that recovers first. What the loop
+//! tried goes into the request's context for the access log and metrics.
+
+use super::budget::{reserve, worst_case};
+use super::resolve::fallback_target;
+use super::Stop;
+use crate::admit::validate::Inspected;
+use crate::config::{ApiKey, Model, Policy, Provider};
+use crate::error::{ErrorKind, GatewayError};
+use crate::proxy::attempt::{self, Answer, Call, Client, Failed, Tried};
+use crate::proxy::ctx::RequestCtx;
+use crate::proxy::plan::{plan_for, Planned};
+use crate::proxy::Gateway;
+use crate::runtime::Snapshot;
+use crate::state::limits::{Ask, Reservation};
+use bytes::Bytes;
+use pingora_proxy::Session;
+use std::time::Instant;
+
+/// What the chain needs to know of the request.
+pub(super) struct Chain<'a, 's> {
+    pub client: &'a Client<'a>,
+    pub key: &'a ApiKey,
+    pub snap: &'s Snapshot,
+    /// The model the client named, and its provider.
+    pub model: &'s Model,
+    pub provider: &'s Provider,
+    pub policy: Policy,
+}
+
+/// The answer, the model that gave it and the request as planned for it.
+pub(super) struct Answered<'s> {
+    pub answer: Answer<'s>,
+    pub model: &'s Model,
+    pub plan: Planned,
+}
+
+/// Calls the chain until a model answers. `held` carries the reservation of
+/// the model being tried (released and re-made for each fallback, released
+/// by the caller when the request fails).
+pub(super) async fn call<'s>(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    ch: &Chain<'_, 's>,
+    (body, req): (Bytes, Inspected),
+    held: &mut Option<Reservation>,
+) -> Result<Answered<'s>, Stop> {
+    let mut attempts_left = ch.provider.retries.saturating_add(1);
+    let mut tried = Tried::default();
+    let deadline = ch.provider.timeouts.total.map(|t| ctx.started + t);
+    let mut last: Option<GatewayError> = None;
+    // The client's request as it came: each fallback plans from it afresh.
+    let original = (!ch.model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
+    let mut first = Some((body, req));
+    let mut own: Option<Planned> = None;
+    let fallbacks = ch.model.fallbacks.iter();
+    let candidates = std::iter::once((ch.model, ch.provider))
+        .chain(fallbacks.filter_map(|name| fallback_target(ch.snap, name)));
+    for (m, p) in candidates {
+        let is_own = own.is_none();
+        if attempts_left == 0 {
+            break;
+        }
+        let input = match first.take() {
+            Some(input) => input,
+            None => match &original {
+                Some((b, r)) => (b.clone(), r.clone()),
+                None => break,
+            },
+        };
+        let planned = if is_own {
+            plan_own(gw, session, ctx, ch, input, held).await?
+        } else {
+            match Box::pin(plan_fallback(gw, session, ctx, ch, m, input, held)).await {
+                Ok(p) => p,
+                Err(Stop::Client(e)) => {
+                    skipped(&ctx.request_id, m, &e);
+                    continue;
+                }
+                Err(stop) => return Err(stop),
+            }
+        };
+        let deadline = if is_own {
+            deadline
+        } else {
+            p.timeouts.total.map_or(deadline, |t| {
+                let own_end = Instant::now() + t;
+                Some(deadline.map_or(own_end, |d| d.min(own_end)))
+            })
+        };
+        let call = model_call(ch, &planned, m, p, deadline)?;
+        match call_upstreams(gw, &call, &mut tried, &mut attempts_left, false).await {
+            Ok(answer) => {
+                if !is_own {
+                    gw.metrics.fallback(&ch.model.qualified_id, &m.qualified_id);
+                    ctx.fallback_from = Some(ch.model.qualified_id.clone());
+                }
+                return Ok(answered(ctx, tried, answer, m, planned));
+            }
+            Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
+            Err(Failed::Unfit(e)) if is_own => return Err(fail(ctx, tried, e)),
+            Err(Failed::Unfit(e)) => skipped(&ctx.request_id, m, &e),
+            Err(Failed::Exhausted(e)) => last = e.or(last),
+        }
+        if is_own {
+            own = Some(planned);
+        }
+    }
+    // Nothing was tried: every upstream of the chain is cooling down. A
+    // passive health signal must not become an outage of its own: the
+    // model's upstream that recovers first is tried anyway.
+    if let Some(planned) = own.filter(|_| tried.attempts == 0) {
+        let call = model_call(ch, &planned, ch.model, ch.provider, deadline)?;
+        match call_upstreams(gw, &call, &mut tried, &mut attempts_left, true).await {
+            Ok(answer) => return Ok(answered(ctx, tried, answer, ch.model, planned)),
+            Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
+            Err(Failed::Exhausted(e)) => last = e.or(last),
+        }
+    }
+    let e = last.unwrap_or_else(|| {
+        GatewayError::new(
+            ErrorKind::Unavailable,
+            format!("no upstream of provider {} could be tried", ch.provider.id),
+        )
+    });
+    Err(fail(ctx, tried, e))
+}
+
+/// The model's own plan and its worst case reserved: a refusal of either is
+/// the client's answer.
+async fn plan_own(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    ch: &Chain<'_, '_>,
+    (body, req): (Bytes, Inspected),
+    held: &mut Option<Reservation>,
+) -> Result<Planned, Stop> {
+    let family = ch.client.family;
+    let planned = Box::pin(plan_for(
+        gw, session, family, req, body, ch.model, ch.policy,
+    ))
+    .await?;
+    ctx.adjusted.merge(planned.adjusted.clone());
+    *held = Some(reserve(gw, ctx, worst_case(ch.key, ch.model, &planned)).await?);
+    Ok(planned)
+}
+
+/// A fallback's plan, the key allowed to use it, and its worst case
+/// reserved in place of the model's; a client error here is a reason to
+/// skip the fallback.
+async fn plan_fallback(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    ch: &Chain<'_, '_>,
+    fb: &Model,
+    (body, req): (Bytes, Inspected),
+    held: &mut Option<Reservation>,
+) -> Result<Planned, Stop> {
+    crate::proxy::auth::authorize(ch.key, &fb.qualified_id)?;
+    let family = ch.client.family;
+    let planned = plan_for(gw, session, family, req, body, fb, ch.policy).await?;
+    // The budget holds the fallback's worst case, not the model's.
+    if let Some(r) = held.take() {
+        Box::pin(r.release()).await;
+    }
+    // The request itself was counted against the rpm already.
+    let ask = Ask {
+        rpm: None,
+        ..worst_case(ch.key, fb, &planned)
+    };
+    *held = Some(reserve(gw, ctx, ask).await?);
+    Ok(planned)
+}
+
+/// The call of `model` at `provider` with the request as planned for it.
+fn model_call<'a, 's>(
+    ch: &Chain<'a, 's>,
+    plan: &'a Planned,
+    model: &'s Model,
+    provider: &'s Provider,
+    deadline: Option<Instant>,
+) -> Result<Call<'a, 's>, GatewayError> {
+    let pool = ch.snap.pool(&provider.id).ok_or_else(|| {
+        GatewayError::new(
+            ErrorKind::Internal,
+            format!("provider {} has no pool", provider.id),
+        )
+    })?;
+    Ok(Call {
+        client: ch.client,
+        plan,
+        model,
+        provider,
+        pool,
+        deadline,
+    })
+}
+
+/// `attempt::call`, boxed: its future (connect, write, read, deadlines)
+/// is large, and inline it would stay in the request's state for a whole
+/// stream.
+async fn call_upstreams<'s>(
+    gw: &Gateway,
+    call: &Call<'_, 's>,
+    tried: &mut Tried<'s>,
+    attempts_left: &mut u32,
+    panic: bool,
+) -> Result<Answer<'s>, Failed> {
+    Box::pin(attempt::call(gw, call, tried, attempts_left, panic)).await
+}
+
+/// The chain's answer, with what was tried, who answered and what the
+/// answering model's plan changed written into the context.
+fn answered<'s>(
+    ctx: &mut RequestCtx,
+    mut tried: Tried<'_>,
+    mut answer: Answer<'s>,
+    model: &'s Model,
+    plan: Planned,
+) -> Answered<'s> {
+    note_tried(ctx, &mut tried);
+    if ctx.fallback_from.is_some() {
+        // The fallback's own plan replaces the model's (its caps, its drops).
+        ctx.adjusted = plan.adjusted.clone();
+        ctx.provider = Some(model.provider.clone());
+        ctx.model = Some(model.id.clone());
+    }
+    ctx.answered_by = Some(model.qualified_id.clone());
+    ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
+    Answered {
+        answer,
+        model,
+        plan,
+    }
+}
+
+/// Moves what the attempts tried into the context (access log, metrics).
+fn note_tried(ctx: &mut RequestCtx, tried: &mut Tried<'_>) {
+    ctx.attempts = tried.attempts;
+    if let Some(up) = tried.last {
+        ctx.upstream_protocol = Some(up.protocol);
+        ctx.upstream_host = Some(up.url.authority.clone());
+    }
+    ctx.tried = std::mem::take(&mut tried.notes);
+}
+
+/// The stop for a request no upstream answered.
+fn fail(ctx: &mut RequestCtx, mut tried: Tried<'_>, e: GatewayError) -> Stop {
+    note_tried(ctx, &mut tried);
+    Stop::Client(e)
+}
+
+/// Logs why a fallback was not tried.
+fn skipped(request_id: &str, fb: &Model, e: &GatewayError) {
+    log::info!(
+        "{request_id}: fallback {} skipped: {}",
+        fb.qualified_id,
+        e.message
+    );
+}

@@ -1,0 +1,219 @@
+//! The inference exchange, run from `request_filter` for an authenticated
+//! inference route. `run` is the list of its steps, each in its own file:
+//! 1. `body`: read the client's body (any size up to the limit), refuse deep nesting;
+//! 2. Responses routes: the stored turn (`proxy::stored`);
+//! 3. peek at the request (`admit::validate`), `resolve` the model, start the span, check the key may use it;
+//! 4. `count`: a count-tokens route is answered here;
+//! 5. `chain`: plan (`proxy::plan`), reserve (`budget`) and call the model,
+//!    then its fallbacks (`proxy::attempt` for each model's upstreams);
+//! 6. `deliver`: answer whole or relay the stream, record the usage, settle.
+
+mod body;
+mod budget;
+mod chain;
+pub(super) mod count;
+mod deliver;
+mod resolve;
+
+use super::ctx::RequestCtx;
+use super::respond;
+use super::route::{Endpoint, GeminiStream, Route};
+use super::Gateway;
+use crate::admit::validate;
+use crate::config::ApiKey;
+use crate::error::GatewayError;
+use crate::family::Family;
+use crate::protocol::spoke;
+use crate::runtime::Snapshot;
+use crate::state::limits::Reservation;
+use bytes::Bytes;
+use pingora_proxy::Session;
+
+/// Why the exchange stopped early.
+pub enum Stop {
+    /// Tell the client, in its family's shape (only possible before the response header).
+    Client(GatewayError),
+    /// The downstream connection failed; nothing more can be sent.
+    Io(Box<pingora_core::Error>),
+}
+
+impl From<GatewayError> for Stop {
+    fn from(e: GatewayError) -> Self {
+        Stop::Client(e)
+    }
+}
+
+/// Handles an authenticated inference request.
+pub async fn handle(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    route: &Route,
+    snap: &Snapshot,
+    key: &ApiKey,
+) -> pingora_core::Result<()> {
+    let mut held = None;
+    let result = run(gw, session, ctx, route, snap, key, &mut held).await;
+    if let Some(r) = held.take() {
+        // The request failed after its reservation: give it back before the
+        // error goes out, so the budget header is the real remainder.
+        if let Some(left) = Box::pin(r.release()).await {
+            ctx.budget_remaining = Some(left);
+        }
+    }
+    if !ctx.adjusted.is_empty() {
+        gw.metrics.adapted(
+            ctx.model.as_deref().unwrap_or(""),
+            ctx.adjusted.parameters(),
+        );
+    }
+    match result {
+        Ok(()) => Ok(()),
+        Err(Stop::Client(e)) if ctx.status == 0 => {
+            respond::error(session, ctx, route.family, &e).await
+        }
+        Err(Stop::Client(e)) => {
+            log::warn!("{}: error after the response started: {e}", ctx.request_id);
+            ctx.error = Some((&e).into());
+            Ok(())
+        }
+        Err(Stop::Io(e)) => Err(e),
+    }
+}
+
+async fn run(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    route: &Route,
+    snap: &Snapshot,
+    key: &ApiKey,
+    held: &mut Option<Reservation>,
+) -> Result<(), Stop> {
+    let family = route.family;
+    require_header(session, family)?;
+    let body = body::read_request_body(gw, session).await?;
+    body::check_depth(&body)?;
+    let (body, turn) = stored_turn(gw, route, key, body).await?;
+    let (path_model, gemini_stream) = route.endpoint.gemini_model();
+    let req = validate::inspect(family, &body, gemini_stream != GeminiStream::None)?;
+    let name = path_model
+        .or(req.model.as_deref())
+        .ok_or_else(|| GatewayError::invalid_param("model", "model is required"))?;
+    let (model, provider) = resolve::resolve(snap, family, name, path_model.is_some())?;
+    ctx.provider = Some(provider.id.clone());
+    ctx.model = Some(model.id.clone());
+    start_trace(gw, session, ctx, &model.qualified_id);
+    super::auth::authorize(key, &model.qualified_id)?;
+    if route.endpoint.counts_tokens() {
+        return count::answer(gw, session, ctx, key, family, body).await;
+    }
+    let (beta, beta_query) = anthropic_beta(session);
+    let (request_id, trace, telemetry) = (
+        ctx.request_id.clone(),
+        ctx.trace.clone(),
+        gw.telemetry.clone(),
+    );
+    let traceparent = ctx.traceparent.clone();
+    let client = super::attempt::Client {
+        family,
+        path_model,
+        anthropic_beta: beta.as_deref(),
+        beta_query,
+        request_id: &request_id,
+        trace: trace.as_deref().zip(telemetry.as_deref()),
+        traceparent: traceparent.as_deref(),
+    };
+    let ch = chain::Chain {
+        client: &client,
+        key,
+        snap,
+        model,
+        provider,
+        policy: key.policy.unwrap_or(snap.catalog.policy),
+    };
+    let answered = Box::pin(chain::call(gw, session, ctx, &ch, (body, req), held)).await?;
+    let d = deliver::Delivery {
+        family,
+        key,
+        turn,
+        gemini_stream,
+    };
+    if answered.plan.req.stream {
+        deliver::stream(gw, session, ctx, answered, d, held).await
+    } else {
+        deliver::whole(gw, session, ctx, answered, d, held).await
+    }
+}
+
+/// A header the client's protocol requires (Anthropic's `anthropic-version`).
+fn require_header(session: &Session, family: Family) -> Result<(), GatewayError> {
+    match spoke(family).required_header {
+        Some(h) if session.req_header().headers.get(h).is_none() => Err(
+            GatewayError::invalid_param(h, format!("{h}: header is required")),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// On the Responses routes, what the request means for stored responses: a
+/// continuation carries the stored conversation from here on (docs/api.md
+/// "Stored responses").
+async fn stored_turn(
+    gw: &Gateway,
+    route: &Route,
+    key: &ApiKey,
+    body: Bytes,
+) -> Result<(Bytes, Option<super::stored::Turn>), Stop> {
+    let storing = match route.endpoint {
+        Endpoint::Responses => true,
+        Endpoint::ResponsesInputTokens => false,
+        _ => return Ok((body, None)),
+    };
+    Ok(Box::pin(super::stored::prepare(gw, &key.id, body, storing)).await?)
+}
+
+/// Starts the request's span (with `--otlp-endpoint`), continuing the
+/// client's trace; without telemetry, keeps the client's `traceparent` to
+/// forward when it is a valid W3C value (re-written in version 00's form;
+/// anything else is dropped and the upstream starts its own trace).
+fn start_trace(gw: &Gateway, session: &Session, ctx: &mut RequestCtx, model: &str) {
+    let client_traceparent = session
+        .req_header()
+        .headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok());
+    if let Some(t) = &gw.telemetry {
+        let started = std::time::SystemTime::now() - ctx.started.elapsed();
+        let span = crate::obs::telemetry::RequestTrace::start(
+            t,
+            client_traceparent,
+            "chat",
+            model,
+            started,
+        );
+        span.set("switchboard.request_id", ctx.request_id.as_str());
+        span.set("switchboard.family", ctx.family.name());
+        ctx.trace = Some(std::sync::Arc::new(span));
+    } else {
+        ctx.traceparent = client_traceparent
+            .and_then(crate::obs::telemetry::parse_traceparent)
+            .map(|sc| crate::obs::telemetry::traceparent(&sc));
+    }
+}
+
+/// The client's Anthropic beta surface (the `anthropic-beta` header, and
+/// `?beta=true`), forwarded to Anthropic upstreams of Anthropic requests.
+fn anthropic_beta(session: &Session) -> (Option<String>, bool) {
+    let req = session.req_header();
+    let header = req
+        .headers
+        .get("anthropic-beta")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let query = req
+        .uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "beta=true"));
+    (header, query)
+}
