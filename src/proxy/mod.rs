@@ -11,7 +11,6 @@ pub mod ctx;
 pub mod inference;
 pub mod listings;
 pub mod media;
-pub mod plan;
 pub mod relay;
 pub mod respond;
 pub mod route;

@@ -19,9 +19,9 @@ mod request;
 
 pub use provider::call;
 
-use super::plan::Planned;
 use super::Gateway;
 use crate::adjust::Adjustments;
+use crate::admit::validate;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::GatewayError;
 use crate::family::Family;
@@ -30,6 +30,15 @@ use crate::upstream::pool::{Cause, InFlight, Member, ProviderPool};
 use bytes::Bytes;
 use serde::Serialize;
 use std::time::{Duration, Instant};
+
+/// A request planned for one model: the body and peek the upstream sees,
+/// what the plan changed, and whether it runs under `adapt`.
+pub struct Planned {
+    pub body: Bytes,
+    pub req: validate::Inspected,
+    pub adjusted: crate::adjust::Adjustments,
+    pub adapt: bool,
+}
 
 /// What every attempt of one client request shares, whichever model and
 /// upstream it goes to.

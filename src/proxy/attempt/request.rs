@@ -230,7 +230,7 @@ mod tests {
             trace: None,
             traceparent: None,
         };
-        let plan = crate::proxy::plan::Planned {
+        let plan = super::super::Planned {
             body: body.clone(),
             req,
             adjusted: Adjustments::default(),

@@ -4,8 +4,8 @@
 
 use super::Stop;
 use crate::config::{ApiKey, Model};
+use crate::proxy::attempt::Planned;
 use crate::proxy::ctx::RequestCtx;
-use crate::proxy::plan::Planned;
 use crate::proxy::Gateway;
 use crate::state::limits::{cost_nanos, Ask, Reservation};
 use crate::translate::passthrough::Usage;

@@ -6,14 +6,15 @@
 //! tried goes into the request's context for the access log and metrics.
 
 use super::budget::{reserve, worst_case};
+use super::plan::plan_for;
 use super::resolve::fallback_target;
 use super::Stop;
 use crate::admit::validate::Inspected;
 use crate::config::{ApiKey, Model, Policy, Provider};
 use crate::error::{ErrorKind, GatewayError};
+use crate::proxy::attempt::Planned;
 use crate::proxy::attempt::{self, Answer, Call, Client, Failed, Tried};
 use crate::proxy::ctx::RequestCtx;
-use crate::proxy::plan::{plan_for, Planned};
 use crate::proxy::Gateway;
 use crate::runtime::Snapshot;
 use crate::state::limits::{Ask, Reservation};

@@ -4,7 +4,7 @@
 //! 2. Responses routes: the stored turn (`proxy::stored`);
 //! 3. peek at the request (`admit::validate`), `resolve` the model, start the span, check the key may use it;
 //! 4. `count`: a count-tokens route is answered here;
-//! 5. `chain`: plan (`proxy::plan`), reserve (`budget`) and call the model,
+//! 5. `chain`: `plan`, reserve (`budget`) and call the model,
 //!    then its fallbacks (`proxy::attempt` for each model's upstreams);
 //! 6. `deliver`: answer whole or relay the stream, record the usage, settle.
 
@@ -13,6 +13,7 @@ mod budget;
 mod chain;
 pub(super) mod count;
 mod deliver;
+mod plan;
 mod resolve;
 
 use super::ctx::RequestCtx;

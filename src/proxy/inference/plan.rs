@@ -3,12 +3,13 @@
 //! when the bytes cannot prove the fit, and the plan carried out on the body.
 //! The own model and each fallback get a plan of their own.
 
-use super::inference::count::count_tokens;
-use super::inference::Stop;
-use super::Gateway;
+use super::count::count_tokens;
+use super::Stop;
 use crate::admit::{policy, validate};
 use crate::config::Model;
 use crate::family::Family;
+use crate::proxy::attempt::Planned;
+use crate::proxy::Gateway;
 use crate::util::jsonedit;
 use bytes::Bytes;
 use pingora_proxy::Session;
@@ -37,15 +38,6 @@ fn apply_plan(
     };
     req.max_tokens = plan.output_cap(&req);
     (body, req, adjusted)
-}
-
-/// A request planned for one model: the body and peek the upstream sees,
-/// what the plan changed, and whether it runs under `adapt`.
-pub struct Planned {
-    pub body: Bytes,
-    pub req: validate::Inspected,
-    pub adjusted: crate::adjust::Adjustments,
-    pub adapt: bool,
 }
 
 /// Plans the client's request for `model` (the policy of docs/api.md "Adapt or refuse", the
