@@ -5,6 +5,8 @@
 //! `proxy/` using the `Gateway` of `proxy/mod.rs`) is how Rust nests and is
 //! not counted. Test code (from a file's first `#[cfg(test)]`) is not read.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

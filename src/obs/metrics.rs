@@ -10,6 +10,7 @@
 //! client can add series beyond those.
 
 use crate::family::Family;
+use crate::obs::outcome::Outcome;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -37,20 +38,6 @@ impl Histogram {
         self.sum += secs;
         self.count += 1;
     }
-}
-
-/// One finished request, as the metrics see it.
-#[derive(Debug, Clone, Copy)]
-pub struct Observation<'a> {
-    pub family: Family,
-    pub provider: &'a str,
-    pub model: &'a str,
-    pub status: u16,
-    pub latency: Duration,
-    pub ttft: Option<Duration>,
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub cost_usd: Option<f64>,
 }
 
 /// Counters of one (family, provider, model).
@@ -143,23 +130,25 @@ impl Metrics {
     }
 
     /// Records a finished request.
-    pub fn observe(&self, o: &Observation<'_>) {
+    pub fn observe(&self, o: &Outcome, latency: Duration) {
         let i = slot(o.family);
+        let provider = o.provider.as_deref().unwrap_or("");
+        let model = o.model.as_deref().unwrap_or("");
         self.with(|s| {
-            s.latency[i].observe(o.latency.as_secs_f64());
+            s.latency[i].observe(latency.as_secs_f64());
             if let Some(t) = o.ttft {
                 s.ttft[i].observe(t.as_secs_f64());
             }
-            let Some(m) = entry(&mut s.per_model[i], o.provider, o.model) else {
+            let Some(m) = entry(&mut s.per_model[i], provider, model) else {
                 return;
             };
             match m.statuses.iter_mut().find(|(st, _)| *st == o.status) {
                 Some((_, n)) => *n += 1,
                 None => m.statuses.push((o.status, 1)),
             }
-            m.input_tokens += o.input_tokens.unwrap_or(0);
-            m.output_tokens += o.output_tokens.unwrap_or(0);
-            m.cost_usd += o.cost_usd.unwrap_or(0.0);
+            m.input_tokens += o.usage.input_tokens.unwrap_or(0);
+            m.output_tokens += o.usage.output_tokens.unwrap_or(0);
+            m.cost_usd += o.usage.cost_usd.unwrap_or(0.0);
         });
     }
 

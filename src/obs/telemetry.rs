@@ -207,6 +207,31 @@ impl RequestTrace {
         }
     }
 
+    /// Ends the span with what the request came to (docs/operations.md
+    /// "Traces (OpenTelemetry)": the GenAI attributes: the provider and model
+    /// that answered, the usage); `failure` is the connection's error when
+    /// the request has no error of its own.
+    pub fn finish(&self, o: &crate::obs::outcome::Outcome, failure: Option<&str>) {
+        if let Some(p) = &o.provider {
+            self.set("gen_ai.provider.name", p.as_str());
+        }
+        if let Some(m) = &o.answered_by {
+            self.set("gen_ai.response.model", m.as_str());
+        }
+        if let Some(n) = o.usage.input_tokens {
+            self.set_i64("gen_ai.usage.input_tokens", n as i64);
+        }
+        if let Some(n) = o.usage.output_tokens {
+            self.set_i64("gen_ai.usage.output_tokens", n as i64);
+        }
+        if let Some(f) = &o.fallback_from {
+            self.set("switchboard.fallback_from", f.as_str());
+        }
+        self.set_i64("switchboard.attempts", i64::from(o.attempts));
+        let error = o.error.as_ref().map(|n| n.message.as_str()).or(failure);
+        self.end(o.status, error);
+    }
+
     /// Ends the span with the response's status (an error status from 400 on).
     pub fn end(&self, status: u16, error: Option<&str>) {
         let span = self.cx.span();

@@ -5,6 +5,7 @@
 //! never interleave and a request costs no write of its own.
 
 use super::ctx::RequestCtx;
+use crate::obs::outcome::Usage;
 use crate::util::rfc3339::Rfc3339;
 use serde::Serialize;
 use std::cell::RefCell;
@@ -41,11 +42,8 @@ pub struct AccessLine<'a> {
     /// What the gateway changed in the request (docs/api.md "Adapt or refuse"), as in
     /// `x-switchboard-adjusted`; null when nothing was.
     pub adjusted: Option<String>,
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub cached_tokens: Option<u64>,
-    pub reasoning_tokens: Option<u64>,
-    pub cost_usd: Option<f64>,
+    #[serde(flatten)]
+    pub usage: &'a Usage,
     pub latency_ms: f64,
     pub ttft_ms: Option<f64>,
 }
@@ -59,7 +57,7 @@ impl<'a> AccessLine<'a> {
         path: &'a str,
         failure: Option<&'a str>,
     ) -> AccessLine<'a> {
-        let (error_type, error) = match (&ctx.error, failure) {
+        let (error_type, error) = match (&ctx.outcome.error, failure) {
             (Some(n), _) => (Some(n.kind), Some(n.message.as_str())),
             (None, Some(f)) => (Some("connection"), Some(f)),
             (None, None) => (None, None),
@@ -70,25 +68,21 @@ impl<'a> AccessLine<'a> {
             key_id: ctx.key_id.as_deref(),
             method,
             path,
-            family: ctx.family.name(),
-            provider: ctx.provider.as_deref(),
-            model: ctx.model.as_deref(),
-            upstream_protocol: ctx.upstream_protocol.map(|f| f.name()),
-            upstream_host: ctx.upstream_host.as_deref(),
-            attempts: ctx.attempts,
-            tried: &ctx.tried,
-            fallback_from: ctx.fallback_from.as_deref(),
-            status: ctx.status,
+            family: ctx.outcome.family.name(),
+            provider: ctx.outcome.provider.as_deref(),
+            model: ctx.outcome.model.as_deref(),
+            upstream_protocol: ctx.outcome.upstream_protocol.map(|f| f.name()),
+            upstream_host: ctx.outcome.upstream_host.as_deref(),
+            attempts: ctx.outcome.attempts,
+            tried: &ctx.outcome.tried,
+            fallback_from: ctx.outcome.fallback_from.as_deref(),
+            status: ctx.outcome.status,
             error_type,
             error,
-            adjusted: (!ctx.adjusted.is_empty()).then(|| ctx.adjusted.render()),
-            input_tokens: ctx.input_tokens,
-            output_tokens: ctx.output_tokens,
-            cached_tokens: ctx.cached_tokens,
-            reasoning_tokens: ctx.reasoning_tokens,
-            cost_usd: ctx.cost_usd,
+            adjusted: (!ctx.outcome.adjusted.is_empty()).then(|| ctx.outcome.adjusted.render()),
+            usage: &ctx.outcome.usage,
             latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
-            ttft_ms: ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
+            ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
         }
     }
 }
@@ -104,19 +98,19 @@ pub fn ledger_row(ctx: &RequestCtx) -> Option<crate::state::ledger::Row> {
         request_id: ctx.request_id.clone(),
         time_ms: crate::state::ledger::now_ms(),
         key_id: ctx.key_id.clone()?,
-        family: ctx.family.name(),
-        provider: ctx.provider.clone(),
-        model: ctx.model.clone(),
-        upstream_protocol: ctx.upstream_protocol.map(|f| f.name()),
-        upstream_host: ctx.upstream_host.clone(),
-        status: ctx.status,
-        input_tokens: ctx.input_tokens,
-        output_tokens: ctx.output_tokens,
-        cached_tokens: ctx.cached_tokens,
-        reasoning_tokens: ctx.reasoning_tokens,
-        cost_usd: ctx.cost_usd,
+        family: ctx.outcome.family.name(),
+        provider: ctx.outcome.provider.clone(),
+        model: ctx.outcome.model.clone(),
+        upstream_protocol: ctx.outcome.upstream_protocol.map(|f| f.name()),
+        upstream_host: ctx.outcome.upstream_host.clone(),
+        status: ctx.outcome.status,
+        input_tokens: ctx.outcome.usage.input_tokens,
+        output_tokens: ctx.outcome.usage.output_tokens,
+        cached_tokens: ctx.outcome.usage.cached_tokens,
+        reasoning_tokens: ctx.outcome.usage.reasoning_tokens,
+        cost_usd: ctx.outcome.usage.cost_usd,
         latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
-        ttft_ms: ctx.ttft.map(|d| d.as_secs_f64() * 1000.0),
+        ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
     })
 }
 
@@ -203,18 +197,18 @@ pub fn flush() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::ctx::ErrorNote;
+    use crate::obs::outcome::ErrorNote;
 
     #[test]
     fn a_line_is_one_json_object() {
         let mut ctx = RequestCtx::new();
         ctx.request_id = "req_1".into();
-        ctx.status = 400;
-        ctx.error = Some(ErrorNote {
+        ctx.outcome.status = 400;
+        ctx.outcome.error = Some(ErrorNote {
             kind: "invalid_request",
             message: "temperature: \"2.5\"\nis out of range".into(),
         });
-        ctx.adjusted.drop_field("thinking");
+        ctx.outcome.adjusted.drop_field("thinking");
         let line = AccessLine::new(&ctx, "POST", "/v1/chat/completions", None);
         let text = serde_json::to_string(&line).unwrap();
         assert!(!text.contains('\n'));

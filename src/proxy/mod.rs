@@ -18,7 +18,7 @@ pub mod stored;
 pub mod tokenize;
 
 use crate::error::{ErrorKind, GatewayError};
-use crate::obs::metrics::{Metrics, Observation};
+use crate::obs::metrics::Metrics;
 use crate::runtime::Runtime;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -125,7 +125,7 @@ impl Gateway {
         let req = session.req_header();
         let routed = route::route(req.method.as_str(), req.uri.path(), req.uri.query());
         if !crate::listener::host_ok(req) {
-            ctx.family = match &routed {
+            ctx.outcome.family = match &routed {
                 Ok(r) => r.family,
                 Err((family, _)) => *family,
             };
@@ -134,16 +134,16 @@ impl Gateway {
                 "host",
                 "an HTTP/1.1 request needs exactly one Host header",
             );
-            return respond::error(session, ctx, ctx.family, &e).await;
+            return respond::error(session, ctx, ctx.outcome.family, &e).await;
         }
         let r = match routed {
             Ok(r) => r,
             Err((family, e)) => {
-                ctx.family = family;
+                ctx.outcome.family = family;
                 return respond::error(session, ctx, family, &e).await;
             }
         };
-        ctx.family = r.family;
+        ctx.outcome.family = r.family;
         let snap = self.rt.snapshot();
         match &r.endpoint {
             Endpoint::Health => {
@@ -247,7 +247,7 @@ impl ProxyHttp for Gateway {
             ErrorType::ReadError | ErrorType::WriteError | ErrorType::ConnectionClosed => 0,
             _ => 500,
         };
-        if code > 0 && ctx.status == 0 {
+        if code > 0 && ctx.outcome.status == 0 {
             let kind = GatewayError::kind_for_status(code);
             let kind = if code >= 500 {
                 ErrorKind::Internal
@@ -255,7 +255,7 @@ impl ProxyHttp for Gateway {
                 kind
             };
             let ge = GatewayError::new(kind, format!("request failed: {e}")).with_status(code);
-            if let Err(we) = respond::error(session, ctx, ctx.family, &ge).await {
+            if let Err(we) = respond::error(session, ctx, ctx.outcome.family, &ge).await {
                 log::debug!("cannot send error response: {we}");
             }
         }
@@ -311,45 +311,8 @@ impl ProxyHttp for Gateway {
             }
         }
         if let Some(t) = ctx.trace.take() {
-            end_trace(&t, ctx, e);
+            t.finish(&ctx.outcome, e.map(ToString::to_string).as_deref());
         }
-        self.metrics.observe(&Observation {
-            family: ctx.family,
-            provider: ctx.provider.as_deref().unwrap_or(""),
-            model: ctx.model.as_deref().unwrap_or(""),
-            status: ctx.status,
-            latency: ctx.started.elapsed(),
-            ttft: ctx.ttft,
-            input_tokens: ctx.input_tokens,
-            output_tokens: ctx.output_tokens,
-            cost_usd: ctx.cost_usd,
-        });
+        self.metrics.observe(&ctx.outcome, ctx.started.elapsed());
     }
-}
-
-/// Ends a request's span with what the request came to (docs/operations.md "Traces
-/// (OpenTelemetry)": the GenAI attributes: the provider and model that answered, the usage).
-fn end_trace(t: &crate::obs::telemetry::RequestTrace, ctx: &RequestCtx, e: Option<&Error>) {
-    if let Some(p) = &ctx.provider {
-        t.set("gen_ai.provider.name", p.as_str());
-    }
-    if let Some(m) = &ctx.answered_by {
-        t.set("gen_ai.response.model", m.as_str());
-    }
-    if let Some(n) = ctx.input_tokens {
-        t.set_i64("gen_ai.usage.input_tokens", n as i64);
-    }
-    if let Some(n) = ctx.output_tokens {
-        t.set_i64("gen_ai.usage.output_tokens", n as i64);
-    }
-    if let Some(f) = &ctx.fallback_from {
-        t.set("switchboard.fallback_from", f.as_str());
-    }
-    t.set_i64("switchboard.attempts", i64::from(ctx.attempts));
-    let error = ctx
-        .error
-        .as_ref()
-        .map(|n| n.message.clone())
-        .or_else(|| e.map(ToString::to_string));
-    t.end(ctx.status, error.as_deref());
 }

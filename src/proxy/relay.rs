@@ -99,7 +99,7 @@ pub async fn relay_stream(
     if session.as_downstream().is_http2() {
         h.remove_header("transfer-encoding");
     }
-    ctx.status = 200;
+    ctx.outcome.status = 200;
     session.write_response_header(Box::new(h), false).await?;
     let mut out = Vec::with_capacity(OUT_START);
     let mut end = StreamEnd::Complete;
@@ -155,8 +155,8 @@ pub async fn relay_stream(
             }
         }
         if !out.is_empty() {
-            if ctx.ttft.is_none() {
-                ctx.ttft = Some(ctx.started.elapsed());
+            if ctx.outcome.ttft.is_none() {
+                ctx.outcome.ttft = Some(ctx.started.elapsed());
             }
             // A large piece is handed over with its buffer (no copy); a
             // small one is copied, and the buffer kept for the next.

@@ -24,11 +24,11 @@ pub fn header(
         None => h.insert_header("transfer-encoding", "chunked")?,
     }
     h.insert_header("x-request-id", ctx.request_id.as_str())?;
-    if !ctx.adjusted.is_empty() {
+    if !ctx.outcome.adjusted.is_empty() {
         // What the gateway changed in the request (docs/api.md "Adapt or refuse").
-        h.insert_header("x-switchboard-adjusted", ctx.adjusted.render())?;
+        h.insert_header("x-switchboard-adjusted", ctx.outcome.adjusted.render())?;
     }
-    if let Some(m) = &ctx.answered_by {
+    if let Some(m) = &ctx.outcome.answered_by {
         h.insert_header("x-switchboard-model", m.as_str())?;
     }
     if let Some(left) = ctx.budget_remaining {
@@ -58,7 +58,7 @@ pub async fn error(
     family: Family,
     e: &GatewayError,
 ) -> pingora_core::Result<()> {
-    ctx.error = Some(e.into());
+    ctx.outcome.error = Some(e.into());
     let body = Bytes::from(error_body(family, e));
     let mut h = header(ctx, e.status, "application/json", Some(body.len()))?;
     if let Some(s) = e.retry_after {
@@ -76,7 +76,7 @@ async fn send(
     h: ResponseHeader,
     body: Bytes,
 ) -> pingora_core::Result<()> {
-    ctx.status = h.status.as_u16();
+    ctx.outcome.status = h.status.as_u16();
     let head = session.req_header().method == http::Method::HEAD;
     session.write_response_header(Box::new(h), head).await?;
     if !head {

@@ -25,10 +25,10 @@ use crate::admit::validate;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::GatewayError;
 use crate::family::Family;
+pub use crate::obs::outcome::AttemptNote;
 use crate::upstream::client::Exchange;
 use crate::upstream::pool::{Cause, InFlight, Member, ProviderPool};
 use bytes::Bytes;
-use serde::Serialize;
 use std::time::{Duration, Instant};
 
 /// A request planned for one model: the body and peek the upstream sees,
@@ -112,35 +112,16 @@ pub struct Answer<'s> {
     pub deadline: Option<Instant>,
 }
 
-/// One upstream attempt, as the access log reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct AttemptNote {
-    pub provider: String,
-    pub model: String,
-    pub upstream: String,
-    /// The upstream's status, when it answered.
-    pub status: Option<u16>,
-    /// Why the attempt failed (`rate_limited`, `status_5xx`, `timeout`,
-    /// `unreachable`, `invalid`, `credential_refused`, `stale_connection`),
-    /// or null when it answered.
-    pub failure: Option<&'static str>,
-    /// The cool-down it started, in milliseconds.
-    pub cooled_ms: Option<u64>,
-    pub ms: u64,
-}
-
-impl AttemptNote {
-    /// An attempt of `c`'s model at `up`, its outcome not yet known.
-    pub(super) fn of(c: &Call<'_, '_>, up: &Upstream) -> AttemptNote {
-        AttemptNote {
-            provider: c.provider.id.clone(),
-            model: c.model.id.clone(),
-            upstream: up.id.clone(),
-            status: None,
-            failure: None,
-            cooled_ms: None,
-            ms: 0,
-        }
+/// An attempt of `c`'s model at `up`, its outcome not yet known.
+fn note_of(c: &Call<'_, '_>, up: &Upstream) -> AttemptNote {
+    AttemptNote {
+        provider: c.provider.id.clone(),
+        model: c.model.id.clone(),
+        upstream: up.id.clone(),
+        status: None,
+        failure: None,
+        cooled_ms: None,
+        ms: 0,
     }
 }
 

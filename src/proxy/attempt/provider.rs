@@ -84,7 +84,7 @@ pub async fn call<'s>(
         if let Some(r) = resent {
             note_resent(gw, c, up, tried, &r);
         }
-        let mut note = AttemptNote::of(c, up);
+        let mut note = super::note_of(c, up);
         let result = judge(gw, c, up, member, outcome, &mut note, &mut last);
         note.ms = started.elapsed().as_millis() as u64;
         gw.metrics.upstream_attempt(
@@ -113,7 +113,7 @@ fn note_resent(gw: &Gateway, c: &Call<'_, '_>, up: &Upstream, tried: &mut Tried<
     tried.attempts += 1;
     gw.metrics
         .upstream_attempt(&c.provider.id, &up.id, "stale_connection");
-    let mut stale = AttemptNote::of(c, up);
+    let mut stale = super::note_of(c, up);
     stale.failure = Some("stale_connection");
     stale.ms = r.after.as_millis() as u64;
     tried.notes.push(stale);

@@ -99,7 +99,7 @@ pub(super) async fn call<'s>(
             Ok(answer) => {
                 if !is_own {
                     gw.metrics.fallback(&ch.model.qualified_id, &m.qualified_id);
-                    ctx.fallback_from = Some(ch.model.qualified_id.clone());
+                    ctx.outcome.fallback_from = Some(ch.model.qualified_id.clone());
                 }
                 return Ok(answered(ctx, tried, answer, m, planned));
             }
@@ -147,7 +147,7 @@ async fn plan_own(
         gw, session, family, req, body, ch.model, ch.policy,
     ))
     .await?;
-    ctx.adjusted.merge(planned.adjusted.clone());
+    ctx.outcome.adjusted.merge(planned.adjusted.clone());
     *held = Some(reserve(gw, ctx, worst_case(ch.key, ch.model, &planned)).await?);
     Ok(planned)
 }
@@ -227,14 +227,16 @@ fn answered<'s>(
     plan: Planned,
 ) -> Answered<'s> {
     note_tried(ctx, &mut tried);
-    if ctx.fallback_from.is_some() {
+    if ctx.outcome.fallback_from.is_some() {
         // The fallback's own plan replaces the model's (its caps, its drops).
-        ctx.adjusted = plan.adjusted.clone();
-        ctx.provider = Some(model.provider.clone());
-        ctx.model = Some(model.id.clone());
+        ctx.outcome.adjusted = plan.adjusted.clone();
+        ctx.outcome.provider = Some(model.provider.clone());
+        ctx.outcome.model = Some(model.id.clone());
     }
-    ctx.answered_by = Some(model.qualified_id.clone());
-    ctx.adjusted.merge(std::mem::take(&mut answer.adjusted));
+    ctx.outcome.answered_by = Some(model.qualified_id.clone());
+    ctx.outcome
+        .adjusted
+        .merge(std::mem::take(&mut answer.adjusted));
     Answered {
         answer,
         model,
@@ -244,12 +246,12 @@ fn answered<'s>(
 
 /// Moves what the attempts tried into the context (access log, metrics).
 fn note_tried(ctx: &mut RequestCtx, tried: &mut Tried<'_>) {
-    ctx.attempts = tried.attempts;
+    ctx.outcome.attempts = tried.attempts;
     if let Some(up) = tried.last {
-        ctx.upstream_protocol = Some(up.protocol);
-        ctx.upstream_host = Some(up.url.authority.clone());
+        ctx.outcome.upstream_protocol = Some(up.protocol);
+        ctx.outcome.upstream_host = Some(up.url.authority.clone());
     }
-    ctx.tried = std::mem::take(&mut tried.notes);
+    ctx.outcome.tried = std::mem::take(&mut tried.notes);
 }
 
 /// The stop for a request no upstream answered.

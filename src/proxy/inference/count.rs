@@ -33,7 +33,7 @@ pub(super) async fn answer(
             .map(|c| crate::admit::tokens::count(&c, u64::MAX, cancel))
     }))
     .await?;
-    ctx.input_tokens = Some(counted);
+    ctx.outcome.usage.input_tokens = Some(counted);
     let render = spoke(family).count_tokens_body.ok_or_else(|| {
         GatewayError::new(ErrorKind::Internal, "this family has no token-count route")
     })?;

@@ -11,8 +11,9 @@ use super::Stop;
 use crate::config::{ApiKey, Model};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::obs::outcome::ErrorNote;
 use crate::proxy::attempt::cool;
-use crate::proxy::ctx::{ErrorNote, RequestCtx};
+use crate::proxy::ctx::RequestCtx;
 use crate::proxy::relay::{relay_stream, StreamEnd};
 use crate::proxy::route::GeminiStream;
 use crate::proxy::stored::{self, Turn};
@@ -136,7 +137,7 @@ pub(super) async fn stream(
         StreamEnd::Failed(e, cause) => {
             gw.metrics.upstream_error(&model.provider, "stream");
             cool(gw, &model.provider, up, &member, cause);
-            ctx.error = Some(ErrorNote {
+            ctx.outcome.error = Some(ErrorNote {
                 kind: e.kind.name(),
                 message: format!(
                     "the upstream stream failed after the response started: {}",
@@ -162,9 +163,9 @@ fn usage_cost(m: &Model, u: Usage) -> Option<f64> {
 }
 
 fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
-    ctx.input_tokens = u.input;
-    ctx.output_tokens = u.output;
-    ctx.cached_tokens = u.cached;
-    ctx.reasoning_tokens = u.reasoning;
-    ctx.cost_usd = usage_cost(m, u);
+    ctx.outcome.usage.input_tokens = u.input;
+    ctx.outcome.usage.output_tokens = u.output;
+    ctx.outcome.usage.cached_tokens = u.cached;
+    ctx.outcome.usage.reasoning_tokens = u.reasoning;
+    ctx.outcome.usage.cost_usd = usage_cost(m, u);
 }

@@ -62,20 +62,20 @@ pub async fn handle(
             ctx.budget_remaining = Some(left);
         }
     }
-    if !ctx.adjusted.is_empty() {
+    if !ctx.outcome.adjusted.is_empty() {
         gw.metrics.adapted(
-            ctx.model.as_deref().unwrap_or(""),
-            ctx.adjusted.parameters(),
+            ctx.outcome.model.as_deref().unwrap_or(""),
+            ctx.outcome.adjusted.parameters(),
         );
     }
     match result {
         Ok(()) => Ok(()),
-        Err(Stop::Client(e)) if ctx.status == 0 => {
+        Err(Stop::Client(e)) if ctx.outcome.status == 0 => {
             respond::error(session, ctx, route.family, &e).await
         }
         Err(Stop::Client(e)) => {
             log::warn!("{}: error after the response started: {e}", ctx.request_id);
-            ctx.error = Some((&e).into());
+            ctx.outcome.error = Some((&e).into());
             Ok(())
         }
         Err(Stop::Io(e)) => Err(e),
@@ -102,8 +102,8 @@ async fn run(
         .or(req.model.as_deref())
         .ok_or_else(|| GatewayError::invalid_param("model", "model is required"))?;
     let (model, provider) = resolve::resolve(snap, family, name, path_model.is_some())?;
-    ctx.provider = Some(provider.id.clone());
-    ctx.model = Some(model.id.clone());
+    ctx.outcome.provider = Some(provider.id.clone());
+    ctx.outcome.model = Some(model.id.clone());
     start_trace(gw, session, ctx, &model.qualified_id);
     super::auth::authorize(key, &model.qualified_id)?;
     if route.endpoint.counts_tokens() {
@@ -194,7 +194,7 @@ fn start_trace(gw: &Gateway, session: &Session, ctx: &mut RequestCtx, model: &st
             started,
         );
         span.set("switchboard.request_id", ctx.request_id.as_str());
-        span.set("switchboard.family", ctx.family.name());
+        span.set("switchboard.family", ctx.outcome.family.name());
         ctx.trace = Some(std::sync::Arc::new(span));
     } else {
         ctx.traceparent = client_traceparent

@@ -1,0 +1,108 @@
+//! What one request came to: the one record the request path fills in and
+//! that the access log, the usage ledger, the metrics and the request's span
+//! all read (each renders it; none keeps a copy of its figures).
+
+use crate::adjust::Adjustments;
+use crate::error::GatewayError;
+use crate::family::Family;
+use serde::Serialize;
+use std::time::Duration;
+
+/// A request's outcome, filled in as the request goes.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The client's protocol.
+    pub family: Family,
+    /// Status sent to the client (0 until a response header is written).
+    pub status: u16,
+    /// The provider and model asked for (the fallback's, once one answered).
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// The upstream last called: its wire protocol and `host[:port]`.
+    pub upstream_protocol: Option<Family>,
+    pub upstream_host: Option<String>,
+    /// Upstream calls made (failover included); 0 when none was made.
+    pub attempts: u32,
+    /// Every upstream attempt, in order.
+    pub tried: Vec<AttemptNote>,
+    /// The model that answered (`provider/model_id`): the
+    /// `x-switchboard-model` header.
+    pub answered_by: Option<String>,
+    /// The model the client asked for, when a fallback answered instead.
+    pub fallback_from: Option<String>,
+    pub usage: Usage,
+    /// Why the request failed (the error sent to the client, or the stream failure).
+    pub error: Option<ErrorNote>,
+    /// Time to the first response body byte, for streams.
+    pub ttft: Option<Duration>,
+    /// What the gateway changed in the request (docs/api.md "Adapt or refuse").
+    pub adjusted: Adjustments,
+}
+
+impl Outcome {
+    /// Nothing known yet, for a client of `family` (set again once the route is known).
+    pub fn new(family: Family) -> Outcome {
+        Outcome {
+            family,
+            status: 0,
+            provider: None,
+            model: None,
+            upstream_protocol: None,
+            upstream_host: None,
+            attempts: 0,
+            tried: Vec::new(),
+            answered_by: None,
+            fallback_from: None,
+            usage: Usage::default(),
+            error: None,
+            ttft: None,
+            adjusted: Adjustments::default(),
+        }
+    }
+}
+
+/// What the request used, as the upstream reported it, and its price.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache, when reported.
+    pub cached_tokens: Option<u64>,
+    /// Output tokens spent on reasoning, when reported.
+    pub reasoning_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+/// One upstream attempt, as the access log reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptNote {
+    pub provider: String,
+    pub model: String,
+    pub upstream: String,
+    /// The upstream's status, when it answered.
+    pub status: Option<u16>,
+    /// Why the attempt failed (`rate_limited`, `status_5xx`, `timeout`,
+    /// `unreachable`, `invalid`, `credential_refused`, `stale_connection`),
+    /// or null when it answered.
+    pub failure: Option<&'static str>,
+    /// The cool-down it started, in milliseconds.
+    pub cooled_ms: Option<u64>,
+    pub ms: u64,
+}
+
+/// The reason a request failed, as the access log reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorNote {
+    /// The error kind's name (`invalid_request`, `authentication`, ...).
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl From<&GatewayError> for ErrorNote {
+    fn from(e: &GatewayError) -> Self {
+        ErrorNote {
+            kind: e.kind.name(),
+            message: e.message.clone(),
+        }
+    }
+}
