@@ -153,7 +153,7 @@ pub struct GatewayError {
     pub message: String,
     /// The request parameter at fault, when there is one.
     pub param: Option<String>,
-    /// A machine-readable code (family A `code`), when there is one.
+    /// A machine-readable code (OpenAI's `code`), when there is one.
     pub code: Option<&'static str>,
     /// Seconds for `retry-after` on 429/503.
     pub retry_after: Option<u64>,

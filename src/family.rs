@@ -8,19 +8,19 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
-    /// Family A: OpenAI chat-completions (`/v1`).
+    /// OpenAI chat-completions (`/v1`).
     #[serde(rename = "openai")]
     OpenAi,
-    /// Family B: Anthropic Messages (`/anthropic/v1`).
+    /// Anthropic Messages (`/anthropic/v1`).
     Anthropic,
-    /// Family C: Gemini generateContent (`/google/v1beta`).
+    /// Gemini generateContent (`/google/v1beta`).
     Gemini,
-    /// Family D: the OpenAI Responses API (`/v1/responses`, beside family A).
+    /// The OpenAI Responses API (`/v1/responses`, beside chat-completions).
     Responses,
 }
 
 impl Family {
-    /// All families, A to D, in the order of the README's family table.
+    /// All families, in the order of the README's protocol table.
     pub const ALL: [Family; 4] = [
         Family::OpenAi,
         Family::Anthropic,
@@ -28,7 +28,7 @@ impl Family {
         Family::Responses,
     ];
 
-    /// The families with their own model listings (family D shares family A's `/v1/models`).
+    /// The families with their own model listings (the Responses API shares OpenAI's `/v1/models`).
     pub const LISTED: [Family; 3] = [Family::OpenAi, Family::Anthropic, Family::Gemini];
 
     /// The name used in config files and model objects.

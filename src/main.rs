@@ -127,7 +127,7 @@ static TUNE_ALLOCATOR: extern "C" fn() = tune_allocator;
 
 fn main() {
     // Pingora's debug and trace lines print whole request heads and bodies
-    // (a family C `?key=`, an Authorization header): never above info.
+    // (a Gemini `?key=`, an Authorization header): never above info.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .filter_module("pingora_core", log::LevelFilter::Info)
         .filter_module("pingora_proxy", log::LevelFilter::Info)

@@ -189,7 +189,7 @@ impl Plan {
         }
     }
 
-    /// A family B thinking budget that a lowered cap leaves too large (the
+    /// An Anthropic thinking budget that a lowered cap leaves too large (the
     /// budget must stay below `max_tokens`): scaled down in the client's own
     /// proportion, or, below Anthropic's minimum of 1024, thinking is dropped.
     fn thinking_fix(&self, req: &Inspected) -> Option<ThinkingFix> {

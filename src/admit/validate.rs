@@ -16,7 +16,7 @@ use crate::protocol::spoke;
 pub use crate::protocol::peek::{Inspected, Use};
 
 /// Scans a request body of `family` (its spoke's peek). `path_stream` is the
-/// stream flag family C takes from its path.
+/// stream flag a Gemini route takes from its path.
 pub fn inspect(family: Family, body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError> {
     (spoke(family).inspect)(body, path_stream)
 }

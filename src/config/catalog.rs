@@ -142,7 +142,7 @@ pub struct Pricing {
     pub completion_usd: f64,
 }
 
-/// Feature flags rendered in family B listings.
+/// Feature flags rendered in Anthropic listings.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Features {
     pub vision: bool,
@@ -150,7 +150,7 @@ pub struct Features {
     pub streaming: bool,
 }
 
-/// Default sampling parameters rendered in family C listings.
+/// Default sampling parameters rendered in Gemini listings.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Defaults {
     pub temperature: Option<f64>,
@@ -163,7 +163,7 @@ pub struct Defaults {
 pub struct Model {
     pub id: String,
     pub provider: String,
-    /// `provider/id`, as family A responses name it.
+    /// `provider/id`, as OpenAI chat responses name it.
     pub qualified_id: String,
     pub upstream_model: String,
     pub display_name: String,

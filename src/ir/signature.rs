@@ -5,10 +5,10 @@
 //! string that only its issuer can verify. Three kinds travel in it:
 //!
 //! - an Anthropic thinking `signature` and a Gemini `thoughtSignature`, kept
-//!   verbatim (as before family D existed: an Anthropic client of a Gemini
+//!   verbatim (as before the Responses API was added: an Anthropic client of a Gemini
 //!   upstream gets the Gemini signature in its `signature` field and sends it
 //!   back there);
-//! - an OpenAI Responses reasoning item (family D upstream), which needs two
+//! - an OpenAI Responses reasoning item (a Responses upstream), which needs two
 //!   values to be sent back, its `id` and its `encrypted_content`. They are
 //!   packed by [`wrap_reasoning_item`] into one string that
 //!   - starts with [`REASONING_ITEM_PREFIX`], so every encoder can tell it from
@@ -21,7 +21,7 @@
 //!     URL-safe alphabet: [`unwrap_reasoning_item`] accepts both alphabets,
 //!     with or without padding.
 //!
-//! In the other direction, a family D *client* holds reasoning in
+//! In the other direction, a Responses *client* holds reasoning in
 //! `encrypted_content`. The Responses codec writes an Anthropic or Gemini
 //! signature there behind [`FOREIGN_SIGNATURE_PREFIX`] and an Anthropic
 //! `redacted_thinking` payload behind [`FOREIGN_REDACTED_PREFIX`], and strips
@@ -34,10 +34,10 @@
 /// `+`, `/` or padding, so it reads the same in both base64 alphabets).
 pub const REASONING_ITEM_PREFIX: &str = "swbRSitm";
 
-/// Marks an Anthropic / Gemini signature written into a family D client's `encrypted_content`.
+/// Marks an Anthropic / Gemini signature written into a Responses client's `encrypted_content`.
 pub const FOREIGN_SIGNATURE_PREFIX: &str = "swb-sig:";
 
-/// Marks an Anthropic `redacted_thinking` payload written into a family D client's `encrypted_content`.
+/// Marks an Anthropic `redacted_thinking` payload written into a Responses client's `encrypted_content`.
 pub const FOREIGN_REDACTED_PREFIX: &str = "swb-redacted:";
 
 /// Separates the id from the encrypted content inside a packed item (never in an id).

@@ -76,7 +76,7 @@ fn slot(f: Family) -> usize {
         Family::OpenAi => 0,
         Family::Anthropic => 1,
         Family::Gemini => 2,
-        // Family D: counted as its own family.
+        // The Responses API: counted as its own family.
         Family::Responses => 3,
     }
 }

@@ -15,7 +15,7 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 /// One access-log line. Never the client's key; the path without its query
-/// (family C may carry the key there).
+/// (Gemini clients may carry the key there).
 #[derive(Serialize)]
 pub struct AccessLine<'a> {
     pub time: Rfc3339,

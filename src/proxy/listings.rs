@@ -1,4 +1,4 @@
-//! Model listing routes (E1–E3, E5–E7, E9–E11), answered from the snapshot's
+//! Model listing routes (`GET {root}/models[/{provider}[/{model_id}]]` of each protocol), answered from the snapshot's
 //! pre-rendered bodies without touching an upstream.
 
 use super::route::Endpoint;
@@ -27,7 +27,7 @@ pub fn answer(snap: &Snapshot, family: Family, endpoint: &Endpoint) -> Result<By
                 return Ok(b.clone());
             }
             // `models.retrieve(id)` in the SDKs: a bare model id, `models/<id>`,
-            // or `provider/model_id` (the name family A responses carry).
+            // or `provider/model_id` (the name OpenAI chat responses carry).
             let id = x.strip_prefix("models/").unwrap_or(x);
             match id.split_once('/') {
                 Some((provider, model)) => get_model(snap, family, provider, model),
@@ -46,7 +46,7 @@ pub fn answer(snap: &Snapshot, family: Family, endpoint: &Endpoint) -> Result<By
     }
 }
 
-/// E3 / E7 / E11: one model under one provider.
+/// `GET {root}/models/{provider}/{model_id}`: one model under one provider.
 fn get_model(
     snap: &Snapshot,
     family: Family,

@@ -267,7 +267,7 @@ impl ProxyHttp for Gateway {
 
     /// What Pingora's own log lines name the request by: the method and the
     /// path, cut short (a long URI must not make a long line), without the
-    /// query (family C's `?key=`) and without the Host header.
+    /// query (Gemini's `?key=`) and without the Host header.
     fn request_summary(&self, session: &Session, ctx: &RequestCtx) -> String {
         let req = session.req_header();
         format!(

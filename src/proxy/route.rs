@@ -1,7 +1,9 @@
 //! The route table: method + path (+ the query's `alt`) to an endpoint of one family.
 //!
-//! `ROUTES` lists every route as data; the router and the end-to-end route test
-//! both iterate it, so a route cannot ship untested.
+//! `ROUTES` lists every route as data (a short label, the method, the path
+//! pattern). The router is the `match` in [`route`]; a unit test routes every
+//! row of the table and the end-to-end route test calls every row, so a route
+//! cannot ship untested.
 
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
@@ -24,30 +26,32 @@ pub enum Endpoint {
     Health,
     /// `GET /readyz`.
     Ready,
-    /// R: `GET`/`HEAD` on a family root (`/v1`, `/anthropic`, `/google`) or
+    /// `GET`/`HEAD` on a family root (`/v1`, `/anthropic`, `/google`) or
     /// an SDK base URL (`/anthropic/v1`, `/google/v1beta`): clients probe it.
     Root,
-    /// E1 / E5 / E9.
+    /// `GET {root}/models`.
     ListModels,
-    /// E2 / E6 / E10, or (when the segment is a model id) E3 / E7 / E11 without provider.
+    /// `GET {root}/models/{segment}`: a provider's models, or (when the segment is a model id)
+    /// one model without its provider.
     ProviderOrModel(String),
-    /// E3 / E7 / E11.
+    /// `GET {root}/models/{provider}/{model_id}`.
     GetModel { provider: String, model: String },
-    /// E4 `POST /v1/chat/completions`.
+    /// `POST /v1/chat/completions`.
     ChatCompletions,
-    /// E8 `POST /anthropic/v1/messages`.
+    /// `POST /anthropic/v1/messages`.
     Messages,
-    /// E8c `POST /anthropic/v1/messages/count_tokens`.
+    /// `POST /anthropic/v1/messages/count_tokens`.
     AnthropicCountTokens,
-    /// E12 / E13 / E13j; `model` is `provider/model_id` or a bare id.
+    /// `POST /google/v1beta/models/{model}:generateContent` or
+    /// `:streamGenerateContent` (SSE or a JSON array); `model` is `provider/model_id` or a bare id.
     GenerateContent { model: String, stream: GeminiStream },
-    /// E14; `model` as above.
+    /// `POST /google/v1beta/models/{model}:countTokens`; `model` as above.
     GeminiCountTokens { model: String },
-    /// D1 `POST /v1/responses`.
+    /// `POST /v1/responses`.
     Responses,
-    /// D2 `POST /v1/responses/input_tokens`.
+    /// `POST /v1/responses/input_tokens`.
     ResponsesInputTokens,
-    /// D3 `GET`/`DELETE /v1/responses/{id}` and `GET .../{id}/input_items`
+    /// `GET`/`DELETE /v1/responses/{id}` and `GET .../{id}/input_items`
     /// (`input_items`): stored responses (docs/api.md "Stored responses").
     StoredResponse { id: String, input_items: bool },
 }
@@ -95,7 +99,8 @@ pub struct Route {
     pub endpoint: Endpoint,
 }
 
-/// The route table, as (id, method, path pattern) rows, for documentation and tests.
+/// The route table, as (label, method, path pattern) rows, for tests: the label names the
+/// route in test output (`E`: the chat protocols' routes, `D`: the Responses API's, `R`: roots).
 pub const ROUTES: &[(&str, &str, &str)] = &[
     ("E1", "GET", "/v1/models"),
     ("E2", "GET", "/v1/models/{provider}"),
@@ -168,7 +173,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("R", "HEAD", "/google/v1beta"),
 ];
 
-/// The family whose error shape a path uses (family A for anything unknown).
+/// The family whose error shape a path uses (OpenAI's for anything unknown).
 pub fn family_of_path(path: &str) -> Family {
     if path == "/anthropic" || path.starts_with("/anthropic/") {
         Family::Anthropic
@@ -221,7 +226,7 @@ fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Family C's `{provider}/{model_id}:{method}` or `{model_id}:{method}` (the
+/// Gemini's `{provider}/{model_id}:{method}` or `{model_id}:{method}` (the
 /// path segments after `models/`, or after the prefix for the alias form):
 /// the endpoint, or `None` for an unknown method or a malformed name.
 fn gemini_method(segs: &[&str], query: Option<&str>) -> Option<Endpoint> {
@@ -264,7 +269,7 @@ pub fn route(
         }
     };
     let rest = match family {
-        // Family D: under `/v1`, as family A.
+        // The Responses API: under `/v1`, as OpenAI chat.
         Family::OpenAi | Family::Responses => trimmed.strip_prefix("/v1"),
         Family::Anthropic => trimmed.strip_prefix("/anthropic/v1"),
         Family::Gemini => trimmed.strip_prefix("/google/v1beta"),
@@ -288,7 +293,7 @@ pub fn route(
     if segs.iter().any(|s| s.is_empty()) {
         return fail(not_found(path));
     }
-    // Family D lives under `/v1` beside family A and shares its error shape.
+    // The Responses API lives under `/v1` beside OpenAI chat.
     let responses = |allowed: &'static [&'static str], endpoint: Endpoint| {
         if allowed.contains(&method) {
             Ok(Route {
@@ -370,7 +375,7 @@ mod tests {
                 .replace("{provider}", "google")
                 .replace("{model_id}", "gemini-3.1-pro");
             let r = route(method, &p, Some(q)).unwrap_or_else(|e| panic!("{id}: {e:?}"));
-            // Family D lives under family A's `/v1` (and shares its error shape).
+            // The Responses API lives under OpenAI's `/v1`.
             let want = if id.starts_with('D') {
                 Family::Responses
             } else {

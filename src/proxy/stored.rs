@@ -1,7 +1,7 @@
-//! Family D's stored responses at the proxy (docs/api.md "Stored responses"): what a
+//! The Responses API's stored responses at the proxy (docs/api.md "Stored responses"): what a
 //! `POST /v1/responses` means for the store (kept or not, continuing which
 //! response), the continuation's expanded input, the envelope of a stored
-//! response, its write once answered, and the D3 routes
+//! response, its write once answered, and the stored-response routes
 //! (`GET`/`DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`).
 //!
 //! Quota (`state::responses`): a request asking to be stored is admitted
@@ -229,7 +229,7 @@ fn not_found(id: &str) -> GatewayError {
     )
 }
 
-/// D3: reads, lists the input items of, or deletes the stored response `id`
+/// `GET`/`DELETE /v1/responses/{id}`, `GET .../input_items`: reads, lists the input items of, or deletes the stored response `id`
 /// of the key `key_id` (another key's response is not found).
 pub async fn serve(
     gw: &Gateway,

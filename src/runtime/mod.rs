@@ -17,11 +17,11 @@ use std::sync::Arc;
 /// One family's listings, rendered once per snapshot.
 #[derive(Debug, Default)]
 pub struct Listings {
-    /// The whole list (E1 / E5 / E9).
+    /// The whole list (`GET {root}/models`).
     pub all: Bytes,
-    /// Per provider token accepted by this family (E2 / E6 / E10).
+    /// Per provider token accepted by this family (`GET {root}/models/{provider}`).
     pub by_provider: HashMap<String, Bytes>,
-    /// Per visible model id, the bare object (E3 / E7 / E11).
+    /// Per visible model id, the bare object (`GET {root}/models/{provider}/{model_id}`).
     pub by_model: HashMap<String, Bytes>,
 }
 
@@ -40,7 +40,7 @@ fn index(f: Family) -> usize {
         Family::OpenAi => 0,
         Family::Anthropic => 1,
         Family::Gemini => 2,
-        // Family D shares family A's `/v1/models` listings.
+        // The Responses API shares OpenAI's `/v1/models` listings.
         Family::Responses => 0,
     }
 }
@@ -54,7 +54,7 @@ impl Snapshot {
     /// Builds a snapshot whose pools keep the health state `registry` holds
     /// for unchanged upstreams.
     pub fn with_registry(catalog: Catalog, keys: KeyStore, registry: &Registry) -> Snapshot {
-        // Family D: `LISTED`, not `ALL`: family D has no listings of its own.
+        // `LISTED`, not `ALL`: the Responses API has no listings of its own.
         let listings = Family::LISTED.map(|f| render(&catalog, f));
         let pools = registry.pools(&catalog);
         Snapshot {
@@ -101,7 +101,7 @@ impl Snapshot {
 
 fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
     match family {
-        // Family D: served under `/v1` beside family A, for every model.
+        // The Responses API: served under `/v1` beside chat-completions, for every model.
         Family::OpenAi | Family::Responses => true,
         Family::Anthropic => m.speaks(Family::Anthropic),
         Family::Gemini => {
@@ -115,7 +115,7 @@ fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
 
 fn object(family: Family, m: &Model) -> serde_json::Value {
     match family {
-        // Family D: rendered as family A (never reached: D has no listings of its own).
+        // The Responses API: rendered as OpenAI's (never reached: it has no listings of its own).
         Family::OpenAi | Family::Responses => openai::models::model_object(m),
         Family::Anthropic => anthropic::models::model_object(m),
         Family::Gemini => gemini::models::model_object(m),
@@ -124,7 +124,7 @@ fn object(family: Family, m: &Model) -> serde_json::Value {
 
 fn envelope(family: Family, items: Vec<serde_json::Value>) -> Bytes {
     let v = match family {
-        // Family D: as family A.
+        // The Responses API: as OpenAI's.
         Family::OpenAi | Family::Responses => openai::models::list(items),
         Family::Anthropic => anthropic::models::list(items),
         Family::Gemini => gemini::models::list(items),

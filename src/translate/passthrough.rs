@@ -58,16 +58,16 @@ pub struct PassthroughStream {
     /// JSON array framing: elements written so far.
     elements: usize,
     complete: bool,
-    /// The next sequence number (family D events carry one).
+    /// The next sequence number (Responses events carry one).
     next_seq: u64,
-    /// The response id the stream announced (family D).
+    /// The response id the stream announced (Responses).
     response_id: Option<String>,
     /// Drop OpenAI usage-only chunks (the gateway asked for them, the client did not).
     withhold_usage: bool,
-    /// Family D: what each event's `response` object is set to carry (docs/api.md "Stored
+    /// Responses: what each event's `response` object is set to carry (docs/api.md "Stored
     /// responses").
     envelope: Option<Envelope>,
-    /// Family D: the terminal event's `response` object as sent, for the store.
+    /// Responses: the terminal event's `response` object as sent, for the store.
     final_response: Option<Vec<u8>>,
     pub usage: Usage,
 }
@@ -78,7 +78,7 @@ impl PassthroughStream {
         self.withhold_usage = on;
     }
 
-    /// Family D: sets the id and members of every event's `response` object
+    /// Responses: sets the id and members of every event's `response` object
     /// (a stored or continued response).
     pub fn set_envelope(&mut self, envelope: Envelope) {
         if let Some(id) = &envelope.id {
@@ -87,7 +87,7 @@ impl PassthroughStream {
         self.envelope = Some(envelope);
     }
 
-    /// Family D: the `response` object of the stream's terminal event (as
+    /// Responses: the `response` object of the stream's terminal event (as
     /// the client received it), once passed.
     pub fn final_response(&self) -> Option<&[u8]> {
         self.final_response.as_deref()

@@ -272,7 +272,7 @@ impl ClientStream {
         }
     }
 
-    /// Family D: sets the id and members the stream's `response` objects
+    /// Responses: sets the id and members the stream's `response` objects
     /// carry (a stored or continued response, docs/api.md "Stored responses").
     pub fn set_envelope(&mut self, envelope: Envelope) {
         match self {
@@ -285,7 +285,7 @@ impl ClientStream {
         }
     }
 
-    /// Family D: the response object of the stream's terminal event, as the
+    /// Responses: the response object of the stream's terminal event, as the
     /// client received it (for the store).
     pub fn final_response(&self) -> Option<&[u8]> {
         match self {

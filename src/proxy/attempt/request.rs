@@ -73,7 +73,7 @@ pub(super) async fn request_for(
 }
 
 /// A same-family body: the `model` value replaced by the upstream model name
-/// (family C carries it in the path), and for an OpenAI stream whose client
+/// (Gemini carries it in the path), and for an OpenAI stream whose client
 /// did not ask for usage, `stream_options.include_usage` added so the request
 /// can be metered (the usage chunk is then withheld from the client).
 fn passthrough_body(c: &Call<'_, '_>, inject_usage: bool) -> Bytes {
