@@ -5,11 +5,6 @@
 //!
 //! May import: `config`, `error`, `family`, `ir`, `obs`, `util`.
 
-// Each store's module file is renamed ahead of its split into one file per
-// concern (the next commit gives each folder its mod.rs back).
-#[path = "ledger/writer.rs"]
 pub mod ledger;
-#[path = "limits/reservation.rs"]
 pub mod limits;
-#[path = "responses/store.rs"]
 pub mod responses;

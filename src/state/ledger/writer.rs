@@ -1,33 +1,16 @@
-//! The usage ledger (docs/operations.md "Usage ledger"): one row per inference request, written off
-//! the request path.
-//!
-//! The request path only builds a [`Row`] and `try_send`s it on a bounded
-//! channel ([`Ledger::record`]): it never waits, and a full channel counts the
-//! row as dropped. One writer thread drains the channel and writes batches
-//! (while a batch fills it polls the channel every few milliseconds rather
-//! than waiting on it, so requests never wake it one by one),
-//! one transaction each (every [`BATCH_ROWS`] rows or [`FLUSH_EVERY`] after the
-//! first row of a batch, whichever comes first), through a [`Backend`]: the
-//! embedded SQLite file (`ledger_sqlite`) or PostgreSQL (`ledger_pg`).
-//!
-//! A failed write keeps its rows for a retry with a growing back-off (a
-//! database restarting loses nothing), as long as the rows held stay within
-//! the queue bound; past it rows are dropped and counted. Each batch also
-//! adds its sums to the daily rollups (per UTC day, key and model) in the same
-//! transaction, so a rollup never disagrees with the rows it summarises; rows
-//! older than the retention are deleted hourly, rollups are kept.
-//! [`Ledger::close`] (graceful shutdown) writes what is queued before exit.
+//! The writer thread: takes rows off the channel, writes them in batches
+//! (one transaction each) through the backend, holds them for a retry with a
+//! growing back-off when a write fails, and deletes rows past the retention.
 
-pub mod pg;
-pub mod sqlite;
-
+use super::backend::Backend;
+use super::calendar::DAY_MS;
+use super::{now_ms, Row};
 use crate::obs::metrics::{LedgerCounters, Metrics};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Rows written in one transaction, at most.
 pub const BATCH_ROWS: usize = 256;
@@ -45,128 +28,6 @@ const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// Retry back-off after a failed write: first and longest wait.
 const BACKOFF_MIN: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-
-const DAY_MS: i64 = 86_400_000;
-
-/// One inference request, as the ledger keeps it (the access line's figures).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    pub request_id: String,
-    /// When the request finished, unix milliseconds.
-    pub time_ms: i64,
-    /// The key's id, never the key.
-    pub key_id: String,
-    pub family: &'static str,
-    pub provider: Option<String>,
-    pub model: Option<String>,
-    pub upstream_protocol: Option<&'static str>,
-    pub upstream_host: Option<String>,
-    pub status: u16,
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub cached_tokens: Option<u64>,
-    pub reasoning_tokens: Option<u64>,
-    pub cost_usd: Option<f64>,
-    pub latency_ms: f64,
-    pub ttft_ms: Option<f64>,
-}
-
-/// The current time in unix milliseconds.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// A token count as SQL integer (counts never come near `i64::MAX`).
-pub fn sql_int(n: Option<u64>) -> Option<i64> {
-    n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-/// Sums of requests, tokens and cost: a rollup cell, or a group of the usage API.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct Sums {
-    pub requests: i64,
-    /// Requests answered with a status of 400 or more.
-    pub errors: i64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cached_tokens: i64,
-    pub reasoning_tokens: i64,
-    pub cost_usd: f64,
-}
-
-impl Sums {
-    fn add_row(&mut self, r: &Row) {
-        self.requests += 1;
-        self.errors += i64::from(r.status >= 400);
-        self.input_tokens += sql_int(r.input_tokens).unwrap_or(0);
-        self.output_tokens += sql_int(r.output_tokens).unwrap_or(0);
-        self.cached_tokens += sql_int(r.cached_tokens).unwrap_or(0);
-        self.reasoning_tokens += sql_int(r.reasoning_tokens).unwrap_or(0);
-        self.cost_usd += r.cost_usd.unwrap_or(0.0);
-    }
-
-    /// Adds `o` into these sums.
-    pub fn add(&mut self, o: &Sums) {
-        self.requests += o.requests;
-        self.errors += o.errors;
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.cached_tokens += o.cached_tokens;
-        self.reasoning_tokens += o.reasoning_tokens;
-        self.cost_usd += o.cost_usd;
-    }
-}
-
-/// A rollup cell's key: UTC day (`YYYY-MM-DD`), key id, provider, model
-/// (`""` for a request that failed before its model was known).
-pub type DailyKey = (String, String, String, String);
-
-/// A batch summed per UTC day, key and model: what the batch adds to the rollups.
-pub fn rollup(rows: &[Row]) -> BTreeMap<DailyKey, Sums> {
-    let mut out: BTreeMap<DailyKey, Sums> = BTreeMap::new();
-    for r in rows {
-        let k = (
-            day_string(r.time_ms.div_euclid(DAY_MS)),
-            r.key_id.clone(),
-            r.provider.clone().unwrap_or_default(),
-            r.model.clone().unwrap_or_default(),
-        );
-        out.entry(k).or_default().add_row(r);
-    }
-    out
-}
-
-/// `YYYY-MM-DD` of a day count since 1970-01-01.
-pub fn day_string(days: i64) -> String {
-    let (y, m, d) = crate::util::rfc3339::civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`, the inverse of `rfc3339::civil_from_days`).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Where a writer puts rows: the embedded SQLite file or PostgreSQL.
-pub trait Backend: Send {
-    /// Writes `rows` and adds their sums to the daily rollups, in one transaction.
-    fn write(&mut self, rows: &[Row]) -> Result<(), String>;
-    /// Deletes the rows older than `before_ms` (rollups stay); how many went.
-    fn purge(&mut self, before_ms: i64) -> Result<u64, String>;
-    /// For logs: `sqlite FILE` or `postgres HOST`.
-    fn describe(&self) -> String;
-}
 
 /// Tunables of the writer.
 #[derive(Debug, Clone)]
@@ -190,164 +51,14 @@ impl Default for LedgerSettings {
     }
 }
 
-enum Msg {
+/// What the handle sends the writer.
+pub(super) enum Msg {
     Row(Box<Row>),
     /// Write everything queued, then stop.
     Close,
 }
 
-/// Builds the writer's backend, on the writer's thread.
-pub type BackendFactory = Box<dyn FnOnce() -> Result<Box<dyn Backend>, String> + Send>;
-
-/// The writer, before and after it starts.
-enum WriterState {
-    /// Not started: rows queue on the channel meanwhile.
-    Idle(Receiver<Msg>, BackendFactory, LedgerSettings),
-    Running(JoinHandle<()>),
-    Closed,
-}
-
-/// The handle the gateway records rows through.
-///
-/// The writer thread starts in [`Ledger::start_writer`], called from Pingora's
-/// services ([`LedgerService`]) so that it starts after Pingora daemonizes
-/// (`-d` forks, and a thread started before a fork does not exist in the
-/// child); rows recorded before it starts wait on the channel.
-pub struct Ledger {
-    tx: SyncSender<Msg>,
-    metrics: Arc<Metrics>,
-    writer: Mutex<WriterState>,
-}
-
-impl Ledger {
-    /// A ledger whose writer will write through the backend `factory` makes.
-    pub fn new(factory: BackendFactory, settings: LedgerSettings, metrics: Arc<Metrics>) -> Ledger {
-        let (tx, rx) = std::sync::mpsc::sync_channel(settings.queue.max(1));
-        let settings = LedgerSettings {
-            batch_rows: settings.batch_rows.clamp(1, settings.queue.max(1)),
-            ..settings
-        };
-        Ledger {
-            tx,
-            metrics,
-            writer: Mutex::new(WriterState::Idle(rx, factory, settings)),
-        }
-    }
-
-    /// A ledger over `backend` with its writer running.
-    pub fn start(
-        backend: Box<dyn Backend>,
-        settings: LedgerSettings,
-        metrics: Arc<Metrics>,
-    ) -> Result<Ledger, String> {
-        let ledger = Ledger::new(Box::new(move || Ok(backend)), settings, metrics);
-        ledger.start_writer()?;
-        Ok(ledger)
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, WriterState> {
-        match self.writer.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
-    /// Starts the writer thread (once; later calls do nothing).
-    pub fn start_writer(&self) -> Result<(), String> {
-        let mut state = self.state();
-        let WriterState::Idle(..) = &*state else {
-            return Ok(());
-        };
-        let WriterState::Idle(rx, factory, settings) =
-            std::mem::replace(&mut *state, WriterState::Closed)
-        else {
-            return Ok(());
-        };
-        let m = self.metrics.clone();
-        let worker = std::thread::Builder::new()
-            .name("ledger-writer".into())
-            .spawn(move || match factory() {
-                Ok(backend) => Writer::new(backend, settings, m).run(rx),
-                Err(e) => {
-                    log::error!("usage ledger unavailable, its rows are dropped: {e}");
-                    while let Ok(Msg::Row(_)) = rx.recv() {
-                        m.ledger.dropped_failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start the ledger writer: {e}"))?;
-        *state = WriterState::Running(worker);
-        Ok(())
-    }
-
-    /// Queues a row; never waits. A full queue (or a stopped writer) counts it as dropped.
-    pub fn record(&self, row: Row) {
-        match self.tx.try_send(Msg::Row(Box::new(row))) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.metrics
-                    .ledger
-                    .dropped_full
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Writes what is queued and stops the writer, waiting at most `timeout`.
-    /// Rows recorded after this are dropped (and counted).
-    pub fn close(&self, timeout: Duration) {
-        // Rows queued before the writer ever started are written too.
-        if let Err(e) = self.start_writer() {
-            log::warn!("ledger: {e}");
-        }
-        let worker = match std::mem::replace(&mut *self.state(), WriterState::Closed) {
-            WriterState::Running(w) => w,
-            _ => return,
-        };
-        let deadline = Instant::now() + timeout;
-        // The queue may be full: wait for room, but not past the deadline.
-        let mut msg = Msg::Close;
-        loop {
-            match self.tx.try_send(msg) {
-                Ok(()) => break,
-                Err(TrySendError::Disconnected(_)) => break,
-                Err(TrySendError::Full(m)) => {
-                    if Instant::now() >= deadline {
-                        log::warn!("ledger: the writer did not take the close request in time");
-                        return;
-                    }
-                    msg = m;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            }
-        }
-        while !worker.is_finished() {
-            if Instant::now() >= deadline {
-                log::warn!(
-                    "ledger: {} rows still unwritten at exit",
-                    self.metrics.ledger.pending.load(Ordering::Relaxed)
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = worker.join();
-    }
-}
-
-/// Starts the ledger's writer as one of Pingora's services (after daemonizing).
-pub struct LedgerService(pub Arc<Ledger>);
-
-#[async_trait::async_trait]
-impl pingora_core::services::background::BackgroundService for LedgerService {
-    async fn start(&self, _shutdown: pingora_core::server::ShutdownWatch) {
-        if let Err(e) = self.0.start_writer() {
-            log::error!("{e}");
-        }
-    }
-}
-
-struct Writer {
+pub(super) struct Writer {
     backend: Box<dyn Backend>,
     settings: LedgerSettings,
     metrics: Arc<Metrics>,
@@ -362,7 +73,11 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(backend: Box<dyn Backend>, settings: LedgerSettings, metrics: Arc<Metrics>) -> Writer {
+    pub(super) fn new(
+        backend: Box<dyn Backend>,
+        settings: LedgerSettings,
+        metrics: Arc<Metrics>,
+    ) -> Writer {
         log::info!(
             "usage ledger: {} (batches of {} rows or {:?}, queue {}, rows kept {} days)",
             backend.describe(),
@@ -498,7 +213,7 @@ impl Writer {
             .max(Duration::from_millis(1))
     }
 
-    fn run(mut self, rx: Receiver<Msg>) {
+    pub(super) fn run(mut self, rx: Receiver<Msg>) {
         loop {
             self.purge_if_due();
             if self.held.is_empty() {
@@ -551,302 +266,12 @@ impl Writer {
     }
 }
 
-/// What `GET /admin/usage` groups by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupBy {
-    Key,
-    Model,
-    Day,
-}
-
-impl GroupBy {
-    pub fn parse(s: &str) -> Option<GroupBy> {
-        match s {
-            "key" => Some(GroupBy::Key),
-            "model" => Some(GroupBy::Model),
-            "day" => Some(GroupBy::Day),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GroupBy::Key => "key",
-            GroupBy::Model => "model",
-            GroupBy::Day => "day",
-        }
-    }
-}
-
-/// A `from` / `to` bound: a whole UTC day (`YYYY-MM-DD`, inclusive) or an
-/// instant (RFC 3339; `from` inclusive, `to` exclusive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
-    /// Days since 1970-01-01.
-    Day(i64),
-    /// Unix milliseconds.
-    Instant(i64),
-}
-
-impl Bound {
-    /// Parses `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`.
-    pub fn parse(s: &str) -> Option<Bound> {
-        let b = s.as_bytes();
-        let num = |r: std::ops::Range<usize>| -> Option<i64> {
-            let t = s.get(r)?;
-            t.bytes()
-                .all(|c| c.is_ascii_digit())
-                .then(|| t.parse().ok())?
-        };
-        if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
-            return None;
-        }
-        let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-            return None;
-        }
-        let days = days_from_civil(y, u32::try_from(mo).ok()?, u32::try_from(d).ok()?);
-        // Reject dates that do not exist (2026-02-30).
-        if day_string(days) != s[..10] {
-            return None;
-        }
-        if b.len() == 10 {
-            return Some(Bound::Day(days));
-        }
-        if !matches!(b[10], b'T' | b't' | b' ') || b.len() < 20 || b[13] != b':' || b[16] != b':' {
-            return None;
-        }
-        let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if h > 23 || mi > 59 || sec > 60 {
-            return None;
-        }
-        let mut i = 19;
-        let mut ms = 0i64;
-        if b[i] == b'.' {
-            let start = i + 1;
-            i = start;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == start {
-                return None;
-            }
-            let frac = &s[start..i.min(start + 3)];
-            ms = frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32);
-        }
-        let offset_min = match &s[i..] {
-            "Z" | "z" => 0,
-            o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-                let oh = num(i + 1..i + 3)?;
-                let om = num(i + 4..i + 6)?;
-                let sign = if o.starts_with('-') { -1 } else { 1 };
-                sign * (oh * 60 + om)
-            }
-            _ => return None,
-        };
-        let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
-        Some(Bound::Instant(secs * 1000 + ms))
-    }
-
-    /// The first millisecond this bound admits (as `from`).
-    pub fn start_ms(self) -> i64 {
-        match self {
-            Bound::Day(d) => d * DAY_MS,
-            Bound::Instant(ms) => ms,
-        }
-    }
-
-    /// The first millisecond past this bound (as `to`).
-    pub fn end_ms(self) -> i64 {
-        match self {
-            Bound::Day(d) => (d + 1) * DAY_MS,
-            Bound::Instant(ms) => ms,
-        }
-    }
-}
-
-/// A `GET /admin/usage` query.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct UsageQuery {
-    /// Key id.
-    pub key: Option<String>,
-    /// `model_id` or `provider/model_id`.
-    pub model: Option<String>,
-    pub from: Option<Bound>,
-    pub to: Option<Bound>,
-    pub group_by: Option<GroupBy>,
-}
-
-impl UsageQuery {
-    /// The day range (`YYYY-MM-DD`, inclusive) when every bound is a whole
-    /// day: then the rollups answer (they outlive the rows' retention).
-    /// `None` when a bound is an instant: then the rows answer.
-    pub fn day_range(&self) -> Option<(Option<String>, Option<String>)> {
-        let day = |b: Option<Bound>| match b {
-            None => Some(None),
-            Some(Bound::Day(d)) => Some(Some(day_string(d))),
-            Some(Bound::Instant(_)) => None,
-        };
-        Some((day(self.from)?, day(self.to)?))
-    }
-}
-
-/// One group of a usage answer: its key (absent without `group_by`) and sums.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Group {
-    /// The key id, `provider/model_id` (`""` when the model was never
-    /// resolved), or `YYYY-MM-DD`.
-    pub value: String,
-    pub sums: Sums,
-}
-
-/// The answer to a usage query.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Usage {
-    /// `rollups` (whole days) or `rows` (a bound was an instant).
-    pub source: &'static str,
-    pub groups: Vec<Group>,
-}
-
-/// Where the admin API reads the ledger from.
-#[derive(Debug, Clone)]
-pub enum Reader {
-    Sqlite(std::path::PathBuf),
-    Postgres(String),
-}
-
-impl Reader {
-    /// Sums of the ledger for `q`.
-    pub async fn usage(&self, q: &UsageQuery) -> Result<Usage, String> {
-        match self {
-            Reader::Sqlite(path) => {
-                let (path, q) = (path.clone(), q.clone());
-                tokio::task::spawn_blocking(move || sqlite::usage(&path, &q))
-                    .await
-                    .map_err(|e| format!("ledger query task failed: {e}"))?
-            }
-            Reader::Postgres(url) => pg::usage(url, q).await,
-        }
-    }
-}
-
-/// Opens the ledger the flags ask for: PostgreSQL when `database` is given,
-/// else `DIR/ledger.sqlite` (the directory and tables created when missing).
-/// Checks what can be checked now (the URL parses; the file opens), so a
-/// mistake stops the start; the writer connects when it starts. Returns the
-/// ledger and the admin API's reader.
-pub fn open(
-    data_dir: &std::path::Path,
-    database: Option<&str>,
-    settings: LedgerSettings,
-    metrics: Arc<Metrics>,
-) -> Result<(Ledger, Reader), String> {
-    let (factory, reader): (BackendFactory, Reader) = match database {
-        Some(url) => {
-            pg::parse_url(url)?;
-            let owned = url.to_string();
-            (
-                Box::new(move || Ok(Box::new(pg::Postgres::new(&owned)?) as Box<dyn Backend>)),
-                Reader::Postgres(url.to_string()),
-            )
-        }
-        None => {
-            std::fs::create_dir_all(data_dir)
-                .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
-            let path = data_dir.join("ledger.sqlite");
-            // Opened here to fail early, closed before Pingora may fork.
-            drop(sqlite::Sqlite::open(&path)?);
-            let p = path.clone();
-            (
-                Box::new(move || Ok(Box::new(sqlite::Sqlite::open(&p)?) as Box<dyn Backend>)),
-                Reader::Sqlite(path),
-            )
-        }
-    };
-    Ok((Ledger::new(factory, settings, metrics), reader))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn row(key: &str, model: &str, time_ms: i64, status: u16) -> Row {
-        Row {
-            request_id: "r".into(),
-            time_ms,
-            key_id: key.into(),
-            family: "openai",
-            provider: Some("openai".into()),
-            model: Some(model.into()),
-            upstream_protocol: Some("openai"),
-            upstream_host: Some("h".into()),
-            status,
-            input_tokens: Some(10),
-            output_tokens: Some(5),
-            cached_tokens: None,
-            reasoning_tokens: Some(2),
-            cost_usd: Some(0.5),
-            latency_ms: 1.0,
-            ttft_ms: None,
-        }
-    }
-
-    #[test]
-    fn bounds_parse() {
-        assert_eq!(Bound::parse("1970-01-02"), Some(Bound::Day(1)));
-        assert_eq!(Bound::parse("2026-02-30"), None);
-        assert_eq!(Bound::parse("2026-13-01"), None);
-        assert_eq!(
-            Bound::parse("1970-01-01T00:00:01Z"),
-            Some(Bound::Instant(1000))
-        );
-        assert_eq!(
-            Bound::parse("1970-01-01T00:00:01.5Z"),
-            Some(Bound::Instant(1500))
-        );
-        assert_eq!(
-            Bound::parse("1970-01-01T01:00:00+01:00"),
-            Some(Bound::Instant(0))
-        );
-        assert_eq!(Bound::parse("1970-01-01T00:00:00"), None);
-        assert_eq!(Bound::parse("yesterday"), None);
-        for d in [-1000, 0, 19_000, 20_454, 100_000] {
-            assert_eq!(Bound::parse(&day_string(d)), Some(Bound::Day(d)));
-        }
-        assert_eq!(Bound::Day(1).end_ms(), 2 * DAY_MS);
-    }
-
-    #[test]
-    fn rollup_sums_per_day_key_model() {
-        let rows = [
-            row("a", "m", 0, 200),
-            row("a", "m", DAY_MS - 1, 500),
-            row("a", "m", DAY_MS, 200),
-            row("b", "m", 0, 200),
-        ];
-        let r = rollup(&rows);
-        assert_eq!(r.len(), 3);
-        let first = &r[&(
-            "1970-01-01".to_string(),
-            "a".to_string(),
-            "openai".to_string(),
-            "m".to_string(),
-        )];
-        assert_eq!((first.requests, first.errors), (2, 1));
-        assert_eq!((first.input_tokens, first.reasoning_tokens), (20, 4));
-        assert_eq!(first.cost_usd, 1.0);
-    }
-
-    #[test]
-    fn day_range_only_for_whole_days() {
-        let mut q = UsageQuery {
-            from: Bound::parse("2026-01-01"),
-            ..UsageQuery::default()
-        };
-        assert_eq!(q.day_range(), Some((Some("2026-01-01".to_string()), None)));
-        q.to = Bound::parse("2026-01-01T10:00:00Z");
-        assert_eq!(q.day_range(), None);
-    }
+    use crate::state::ledger::row::test_row as row;
+    use crate::state::ledger::Ledger;
+    use std::sync::Mutex;
 
     struct Flaky {
         fail: Arc<std::sync::atomic::AtomicBool>,

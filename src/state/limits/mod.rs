@@ -1,0 +1,45 @@
+//! Per-key limits that hold exactly (docs/configuration.md "Limits and
+//! budgets"): requests per minute and tokens per minute over a sliding minute,
+//! and budgets in USD per day, month or for the key's whole life.
+//!
+//! Reserve, then settle. Before a request goes upstream its worst case (input
+//! bound plus output cap, in tokens and at catalog prices) is reserved in one
+//! atomic step that also checks rpm, tpm and the remaining budget; when the
+//! usage is known the reservation is settled to the real figures; a request
+//! that fails releases it (dropping a [`Reservation`] releases it). So N
+//! requests in flight can never spend more than the budget between them.
+//!
+//! The pieces, in the order a request meets them:
+//! - [`money`]: the worst-case cost, in integer nano-USD ([`cost_nanos`]);
+//! - [`ask`]: what the request asks of its key ([`Ask`]);
+//! - [`handle`]: [`Limits::reserve`] checks and reserves it in one step;
+//! - [`window`]: the sliding minute of rpm and tpm;
+//! - [`budget`]: the budget's UTC period and what is left of it;
+//! - [`refusal`]: why a request does not fit, as the client's error;
+//! - [`reservation`]: what is held until the request settles or releases it;
+//! - [`backend`]: the two backends with the same semantics, embedded (one
+//!   process: windows and reservations in memory, spend per key and period in
+//!   `DATA/limits.sqlite`, see [`local`]) and fleet (`--redis`: everything in
+//!   Redis, each step one Lua script, see [`redis`]).
+
+pub mod ask;
+pub mod backend;
+pub mod budget;
+pub mod handle;
+pub mod local;
+pub mod money;
+pub mod redis;
+pub mod refusal;
+pub mod reservation;
+pub mod window;
+
+pub use ask::Ask;
+pub use backend::{FailMode, LimitsConfig};
+pub use budget::{period_at, BudgetState, Period};
+pub use handle::{KeyState, Limits};
+pub use money::{cost_nanos, format_usd, price_pico, Nanos, NANOS_PER_USD};
+pub use refusal::Refusal;
+pub use reservation::{Reservation, RESERVATION_LEASE_SECS};
+pub use window::{unix_now, Window, WINDOW_SECS};
+
+pub(crate) use reservation::{Held, Reserved};
