@@ -1,0 +1,226 @@
+//! The admin API's view of the ledger (`GET /admin/usage`, docs/operations.md
+//! "Usage ledger"): the query (bounds, grouping), its answer, and the reader
+//! that asks the SQLite file or PostgreSQL.
+
+use super::calendar::{day_string, days_from_civil, DAY_MS};
+use super::{pg, sqlite, Sums};
+
+/// What `GET /admin/usage` groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    Key,
+    Model,
+    Day,
+}
+
+impl GroupBy {
+    pub fn parse(s: &str) -> Option<GroupBy> {
+        match s {
+            "key" => Some(GroupBy::Key),
+            "model" => Some(GroupBy::Model),
+            "day" => Some(GroupBy::Day),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Key => "key",
+            GroupBy::Model => "model",
+            GroupBy::Day => "day",
+        }
+    }
+}
+
+/// A `from` / `to` bound: a whole UTC day (`YYYY-MM-DD`, inclusive) or an
+/// instant (RFC 3339; `from` inclusive, `to` exclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Days since 1970-01-01.
+    Day(i64),
+    /// Unix milliseconds.
+    Instant(i64),
+}
+
+impl Bound {
+    /// Parses `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`.
+    pub fn parse(s: &str) -> Option<Bound> {
+        let b = s.as_bytes();
+        let num = |r: std::ops::Range<usize>| -> Option<i64> {
+            let t = s.get(r)?;
+            t.bytes()
+                .all(|c| c.is_ascii_digit())
+                .then(|| t.parse().ok())?
+        };
+        if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+            return None;
+        }
+        let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+            return None;
+        }
+        let days = days_from_civil(y, u32::try_from(mo).ok()?, u32::try_from(d).ok()?);
+        // Reject dates that do not exist (2026-02-30).
+        if day_string(days) != s[..10] {
+            return None;
+        }
+        if b.len() == 10 {
+            return Some(Bound::Day(days));
+        }
+        if !matches!(b[10], b'T' | b't' | b' ') || b.len() < 20 || b[13] != b':' || b[16] != b':' {
+            return None;
+        }
+        let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        if h > 23 || mi > 59 || sec > 60 {
+            return None;
+        }
+        let mut i = 19;
+        let mut ms = 0i64;
+        if b[i] == b'.' {
+            let start = i + 1;
+            i = start;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+            let frac = &s[start..i.min(start + 3)];
+            ms = frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32);
+        }
+        let offset_min = match &s[i..] {
+            "Z" | "z" => 0,
+            o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+                let oh = num(i + 1..i + 3)?;
+                let om = num(i + 4..i + 6)?;
+                let sign = if o.starts_with('-') { -1 } else { 1 };
+                sign * (oh * 60 + om)
+            }
+            _ => return None,
+        };
+        let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+        Some(Bound::Instant(secs * 1000 + ms))
+    }
+
+    /// The first millisecond this bound admits (as `from`).
+    pub fn start_ms(self) -> i64 {
+        match self {
+            Bound::Day(d) => d * DAY_MS,
+            Bound::Instant(ms) => ms,
+        }
+    }
+
+    /// The first millisecond past this bound (as `to`).
+    pub fn end_ms(self) -> i64 {
+        match self {
+            Bound::Day(d) => (d + 1) * DAY_MS,
+            Bound::Instant(ms) => ms,
+        }
+    }
+}
+
+/// A `GET /admin/usage` query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageQuery {
+    /// Key id.
+    pub key: Option<String>,
+    /// `model_id` or `provider/model_id`.
+    pub model: Option<String>,
+    pub from: Option<Bound>,
+    pub to: Option<Bound>,
+    pub group_by: Option<GroupBy>,
+}
+
+impl UsageQuery {
+    /// The day range (`YYYY-MM-DD`, inclusive) when every bound is a whole
+    /// day: then the rollups answer (they outlive the rows' retention).
+    /// `None` when a bound is an instant: then the rows answer.
+    pub fn day_range(&self) -> Option<(Option<String>, Option<String>)> {
+        let day = |b: Option<Bound>| match b {
+            None => Some(None),
+            Some(Bound::Day(d)) => Some(Some(day_string(d))),
+            Some(Bound::Instant(_)) => None,
+        };
+        Some((day(self.from)?, day(self.to)?))
+    }
+}
+
+/// One group of a usage answer: its key (absent without `group_by`) and sums.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// The key id, `provider/model_id` (`""` when the model was never
+    /// resolved), or `YYYY-MM-DD`.
+    pub value: String,
+    pub sums: Sums,
+}
+
+/// The answer to a usage query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Usage {
+    /// `rollups` (whole days) or `rows` (a bound was an instant).
+    pub source: &'static str,
+    pub groups: Vec<Group>,
+}
+
+/// Where the admin API reads the ledger from.
+#[derive(Debug, Clone)]
+pub enum Reader {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl Reader {
+    /// Sums of the ledger for `q`.
+    pub async fn usage(&self, q: &UsageQuery) -> Result<Usage, String> {
+        match self {
+            Reader::Sqlite(path) => {
+                let (path, q) = (path.clone(), q.clone());
+                tokio::task::spawn_blocking(move || sqlite::usage(&path, &q))
+                    .await
+                    .map_err(|e| format!("ledger query task failed: {e}"))?
+            }
+            Reader::Postgres(url) => pg::usage(url, q).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_parse() {
+        assert_eq!(Bound::parse("1970-01-02"), Some(Bound::Day(1)));
+        assert_eq!(Bound::parse("2026-02-30"), None);
+        assert_eq!(Bound::parse("2026-13-01"), None);
+        assert_eq!(
+            Bound::parse("1970-01-01T00:00:01Z"),
+            Some(Bound::Instant(1000))
+        );
+        assert_eq!(
+            Bound::parse("1970-01-01T00:00:01.5Z"),
+            Some(Bound::Instant(1500))
+        );
+        assert_eq!(
+            Bound::parse("1970-01-01T01:00:00+01:00"),
+            Some(Bound::Instant(0))
+        );
+        assert_eq!(Bound::parse("1970-01-01T00:00:00"), None);
+        assert_eq!(Bound::parse("yesterday"), None);
+        for d in [-1000, 0, 19_000, 20_454, 100_000] {
+            assert_eq!(Bound::parse(&day_string(d)), Some(Bound::Day(d)));
+        }
+        assert_eq!(Bound::Day(1).end_ms(), 2 * DAY_MS);
+    }
+
+    #[test]
+    fn day_range_only_for_whole_days() {
+        let mut q = UsageQuery {
+            from: Bound::parse("2026-01-01"),
+            ..UsageQuery::default()
+        };
+        assert_eq!(q.day_range(), Some((Some("2026-01-01".to_string()), None)));
+        q.to = Bound::parse("2026-01-01T10:00:00Z");
+        assert_eq!(q.day_range(), None);
+    }
+}

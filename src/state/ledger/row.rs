@@ -1,0 +1,150 @@
+//! A ledger row (one inference request) and the sums rows add up to: the
+//! daily rollups and the groups of the usage API.
+
+use super::calendar::{day_string, DAY_MS};
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One inference request, as the ledger keeps it (the access line's figures).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub request_id: String,
+    /// When the request finished, unix milliseconds.
+    pub time_ms: i64,
+    /// The key's id, never the key.
+    pub key_id: String,
+    pub family: &'static str,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub upstream_protocol: Option<&'static str>,
+    pub upstream_host: Option<String>,
+    pub status: u16,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub latency_ms: f64,
+    pub ttft_ms: Option<f64>,
+}
+
+/// The current time in unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A token count as SQL integer (counts never come near `i64::MAX`).
+pub fn sql_int(n: Option<u64>) -> Option<i64> {
+    n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// Sums of requests, tokens and cost: a rollup cell, or a group of the usage API.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Sums {
+    pub requests: i64,
+    /// Requests answered with a status of 400 or more.
+    pub errors: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub reasoning_tokens: i64,
+    pub cost_usd: f64,
+}
+
+impl Sums {
+    fn add_row(&mut self, r: &Row) {
+        self.requests += 1;
+        self.errors += i64::from(r.status >= 400);
+        self.input_tokens += sql_int(r.input_tokens).unwrap_or(0);
+        self.output_tokens += sql_int(r.output_tokens).unwrap_or(0);
+        self.cached_tokens += sql_int(r.cached_tokens).unwrap_or(0);
+        self.reasoning_tokens += sql_int(r.reasoning_tokens).unwrap_or(0);
+        self.cost_usd += r.cost_usd.unwrap_or(0.0);
+    }
+
+    /// Adds `o` into these sums.
+    pub fn add(&mut self, o: &Sums) {
+        self.requests += o.requests;
+        self.errors += o.errors;
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cached_tokens += o.cached_tokens;
+        self.reasoning_tokens += o.reasoning_tokens;
+        self.cost_usd += o.cost_usd;
+    }
+}
+
+/// A rollup cell's key: UTC day (`YYYY-MM-DD`), key id, provider, model
+/// (`""` for a request that failed before its model was known).
+pub type DailyKey = (String, String, String, String);
+
+/// A batch summed per UTC day, key and model: what the batch adds to the rollups.
+pub fn rollup(rows: &[Row]) -> BTreeMap<DailyKey, Sums> {
+    let mut out: BTreeMap<DailyKey, Sums> = BTreeMap::new();
+    for r in rows {
+        let k = (
+            day_string(r.time_ms.div_euclid(DAY_MS)),
+            r.key_id.clone(),
+            r.provider.clone().unwrap_or_default(),
+            r.model.clone().unwrap_or_default(),
+        );
+        out.entry(k).or_default().add_row(r);
+    }
+    out
+}
+
+/// A row with test figures: 10 input, 5 output and 2 reasoning tokens, 0.5 USD.
+#[cfg(test)]
+pub(super) fn test_row(key: &str, model: &str, time_ms: i64, status: u16) -> Row {
+    Row {
+        request_id: "r".into(),
+        time_ms,
+        key_id: key.into(),
+        family: "openai",
+        provider: Some("openai".into()),
+        model: Some(model.into()),
+        upstream_protocol: Some("openai"),
+        upstream_host: Some("h".into()),
+        status,
+        input_tokens: Some(10),
+        output_tokens: Some(5),
+        cached_tokens: None,
+        reasoning_tokens: Some(2),
+        cost_usd: Some(0.5),
+        latency_ms: 1.0,
+        ttft_ms: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &str, model: &str, time_ms: i64, status: u16) -> Row {
+        test_row(key, model, time_ms, status)
+    }
+
+    #[test]
+    fn rollup_sums_per_day_key_model() {
+        let rows = [
+            row("a", "m", 0, 200),
+            row("a", "m", DAY_MS - 1, 500),
+            row("a", "m", DAY_MS, 200),
+            row("b", "m", 0, 200),
+        ];
+        let r = rollup(&rows);
+        assert_eq!(r.len(), 3);
+        let first = &r[&(
+            "1970-01-01".to_string(),
+            "a".to_string(),
+            "openai".to_string(),
+            "m".to_string(),
+        )];
+        assert_eq!((first.requests, first.errors), (2, 1));
+        assert_eq!((first.input_tokens, first.reasoning_tokens), (20, 4));
+        assert_eq!(first.cost_usd, 1.0);
+    }
+}

@@ -1,0 +1,125 @@
+//! A reservation: a request's worst case held against its key's tpm window
+//! and budget until it is settled to the real usage or released (dropping
+//! one releases it).
+
+use super::backend::Backend;
+use super::Nanos;
+use crate::config::Budget;
+use std::sync::Arc;
+
+/// How long a reservation that is never settled (its instance died) holds
+/// budget and tokens in Redis before it is dropped.
+pub const RESERVATION_LEASE_SECS: u64 = 3600;
+
+/// What a reservation holds until it is settled or released.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub key_id: String,
+    /// Tokens reserved against tpm (0 when the key has no tpm).
+    pub tokens: u64,
+    /// Whether the key's tpm window holds the tokens.
+    pub tpm: bool,
+    /// The second the tokens were counted in (their window bucket).
+    pub bucket: u64,
+    /// Cost reserved against the budget (0 when the key has no budget).
+    pub cost: Nanos,
+    /// The budget and the period the cost was reserved in.
+    pub budget: Option<(Budget, String)>,
+    /// The reservation's id in the shared store.
+    pub id: String,
+}
+
+/// What a backend's reserve step gives back: `None` when nothing is held (a
+/// shared store that failed open), else what is held (if anything needs
+/// settling) and the budget left.
+pub(crate) type Reserved = Option<(Option<Held>, Option<Nanos>)>;
+
+/// A reservation: settle it with the real usage, or drop it to release.
+#[must_use = "a reservation is released when dropped; settle it when the usage is known"]
+pub struct Reservation {
+    backend: Option<Arc<Backend>>,
+    held: Option<Held>,
+    remaining: Option<Nanos>,
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("held", &self.held)
+            .field("remaining", &self.remaining)
+            .finish()
+    }
+}
+
+impl Reservation {
+    /// A reservation that holds nothing (no limits, or the store failed open).
+    pub fn none() -> Reservation {
+        Reservation {
+            backend: None,
+            held: None,
+            remaining: None,
+        }
+    }
+
+    pub(crate) fn new(backend: Arc<Backend>, held: Option<Held>, remaining: Option<Nanos>) -> Self {
+        Reservation {
+            backend: Some(backend),
+            held,
+            remaining,
+        }
+    }
+
+    /// The budget left after this reservation (USD nanos), when the key has one.
+    pub fn budget_remaining(&self) -> Option<Nanos> {
+        self.remaining
+    }
+
+    /// Whether the key's budget is being tracked by this reservation.
+    pub fn has_budget(&self) -> bool {
+        self.held.as_ref().is_some_and(|h| h.budget.is_some())
+    }
+
+    /// The worst case this reservation holds: (tokens, cost).
+    pub fn reserved(&self) -> (u64, Nanos) {
+        self.held.as_ref().map_or((0, 0), |h| (h.tokens, h.cost))
+    }
+
+    /// Settles to the real `tokens` and `cost`; returns the budget left.
+    pub async fn settle(mut self, tokens: u64, cost: Nanos) -> Option<Nanos> {
+        let (Some(backend), Some(held)) = (self.backend.take(), self.held.take()) else {
+            return self.remaining;
+        };
+        backend.settle(&held, tokens, cost).await
+    }
+
+    /// Settles to the worst case reserved (the usage is not known).
+    pub async fn settle_reserved(self) -> Option<Nanos> {
+        let (t, c) = self.reserved();
+        self.settle(t, c).await
+    }
+
+    /// Gives everything back (a failed request).
+    pub async fn release(self) -> Option<Nanos> {
+        self.settle(0, 0).await
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let (Some(backend), Some(held)) = (self.backend.take(), self.held.take()) else {
+            return;
+        };
+        match &*backend {
+            Backend::Local(l) => l.release_now(&held),
+            Backend::Redis(_) => {
+                // Released off the request path; outside a runtime (never in
+                // the gateway) the lease expiry gives it back.
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        backend.settle(&held, 0, 0).await;
+                    });
+                }
+            }
+        }
+    }
+}

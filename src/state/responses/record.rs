@@ -1,0 +1,119 @@
+//! A stored response as every backend keeps it (its response object, input
+//! items, instructions and link to the previous response), and its id.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One stored response.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredResponse {
+    pub id: String,
+    /// The key id that made it (never the key).
+    pub key_id: String,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// Unix milliseconds after which it is gone.
+    pub expires_at_ms: u64,
+    #[serde(default)]
+    pub previous_response_id: Option<String>,
+    #[serde(default)]
+    pub instructions: Option<Box<RawValue>>,
+    /// The request's own input items (not the inherited ones), in item form.
+    pub input_items: Vec<Box<RawValue>>,
+    /// The response object as the client received it.
+    pub response: Box<RawValue>,
+}
+
+impl StoredResponse {
+    /// Its size as the quota counts it: the JSON text of its response
+    /// object, input items and instructions (what every backend keeps, give
+    /// or take a few bytes of framing).
+    pub fn bytes(&self) -> u64 {
+        let items: usize = self.input_items.iter().map(|i| i.get().len()).sum();
+        let instructions = self.instructions.as_ref().map_or(0, |i| i.get().len());
+        u64::try_from(self.response.get().len() + items + instructions).unwrap_or(u64::MAX)
+    }
+
+    /// Whether it has expired at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms <= now_ms
+    }
+
+    /// The response's `output` items.
+    pub fn output_items(&self) -> Vec<Box<RawValue>> {
+        #[derive(Deserialize)]
+        struct Output {
+            #[serde(default)]
+            output: Option<Vec<Box<RawValue>>>,
+        }
+        serde_json::from_str::<Output>(self.response.get())
+            .ok()
+            .and_then(|o| o.output)
+            .unwrap_or_default()
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+/// A fresh response id: `resp_` and 48 hex digits from the OS generator
+/// (192 bits: unique and not guessable), the length of OpenAI's ids.
+pub fn new_response_id() -> String {
+    let mut b = [0u8; 24];
+    if getrandom::getrandom(&mut b).is_err() {
+        // No OS randomness: still unique within the process (time and counter).
+        let fallback = process_unique_hex();
+        let h = fallback.as_bytes();
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = h.get(i).copied().unwrap_or(0);
+        }
+    }
+    let mut s = String::with_capacity(53);
+    s.push_str("resp_");
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
+}
+
+/// 16 hex digits unique within the process (the time and a counter, hashed):
+/// what a response id is made from when the OS gives no randomness.
+fn process_unique_hex() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    crate::ir::ids::stable_id("", &[&nanos.to_le_bytes(), &n.to_le_bytes()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_long() {
+        let a = new_response_id();
+        let b = new_response_id();
+        assert_ne!(a, b);
+        assert!(a.starts_with("resp_") && a.len() == 53, "{a}");
+    }
+
+    #[test]
+    fn fallback_ids_are_unique_hex() {
+        let a = process_unique_hex();
+        assert_ne!(a, process_unique_hex());
+        assert!(
+            a.len() == 16 && a.bytes().all(|c| c.is_ascii_hexdigit()),
+            "{a}"
+        );
+    }
+}

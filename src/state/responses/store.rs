@@ -1,0 +1,288 @@
+//! The store the gateway uses: a backend, the TTL, and the writes in flight
+//! (a record is served from memory until its write lands), with the lookups
+//! and deletes of the Responses routes.
+
+use super::quota::{DEFAULT_KEY_QUOTA_BYTES, DEFAULT_MAX_RECORD_BYTES};
+use super::{now_ms, Backend, Memory, StoreError, StoredResponse};
+use crate::error::{ErrorKind, GatewayError};
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The default time a stored response is kept.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A write not yet landed: served from here meanwhile.
+#[derive(Debug)]
+struct Pending {
+    rec: Arc<StoredResponse>,
+    /// Deleted before its write landed: the write is undone when it does.
+    deleted: bool,
+}
+
+/// The store the gateway uses: a backend, the TTL, and the writes in flight.
+#[derive(Debug)]
+pub struct ResponseStore {
+    pub(super) backend: Arc<dyn Backend>,
+    ttl: Duration,
+    pending: Mutex<HashMap<String, Pending>>,
+    /// Writes (and undo-deletes) that failed, and records not kept for
+    /// their size; shared with the metrics.
+    pub(super) failures: Arc<AtomicU64>,
+    /// The largest record kept ([`StoredResponse::bytes`]).
+    pub(super) max_record_bytes: u64,
+    /// What one key's records may hold, summed.
+    pub(super) key_quota_bytes: u64,
+    /// Each key's usage as last read from an unshared backend (memory,
+    /// SQLite), with when, plus the records written since: `admit` asks the
+    /// backend at most once per `quota::USAGE_FRESH` per key (its answer is a sum
+    /// over the key's records, which must not run on every request). A
+    /// shared backend (Redis) keeps a total and is asked every time.
+    pub(super) usage: Mutex<HashMap<String, (u64, std::time::Instant)>>,
+}
+
+/// `'id'` (OpenAI quotes ids in single quotes), cut to a sane length.
+pub fn quote_single(id: &str) -> String {
+    let cut: String = id.chars().take(200).collect();
+    format!("'{cut}'")
+}
+
+fn unavailable(e: &StoreError) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::Unavailable,
+        format!("stored responses are unavailable: {e}"),
+    )
+    .with_code("store_unavailable")
+}
+
+impl ResponseStore {
+    /// A store over `backend` keeping records for `ttl`.
+    pub fn new(backend: Arc<dyn Backend>, ttl: Duration) -> Self {
+        ResponseStore {
+            backend,
+            ttl: ttl.max(Duration::from_secs(1)),
+            pending: Mutex::new(HashMap::new()),
+            failures: Arc::new(AtomicU64::new(0)),
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            key_quota_bytes: DEFAULT_KEY_QUOTA_BYTES,
+            usage: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts failed writes in `counter` (the metrics' own).
+    #[must_use]
+    pub fn count_failures_in(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.failures = counter;
+        self
+    }
+
+    /// Counts one failed write.
+    pub fn count_failure(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An in-memory store with the default TTL.
+    pub fn memory() -> Self {
+        ResponseStore::new(Arc::new(Memory::default()), DEFAULT_TTL)
+    }
+
+    /// The backend's name.
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// How long records are kept.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Writes that failed so far (`switchboard_responses_store_failures_total`).
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    fn pending<R>(&self, f: impl FnOnce(&mut HashMap<String, Pending>) -> R) -> R {
+        let mut g = match self.pending.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(&mut g)
+    }
+
+    /// A record for `key_id` made now, expiring after the TTL.
+    pub fn record(
+        &self,
+        id: String,
+        key_id: &str,
+        previous_response_id: Option<String>,
+        instructions: Option<Box<RawValue>>,
+        input_items: Vec<Box<RawValue>>,
+        response: Box<RawValue>,
+    ) -> StoredResponse {
+        let now = now_ms();
+        StoredResponse {
+            id,
+            key_id: key_id.to_string(),
+            created_at: now / 1000,
+            expires_at_ms: now
+                .saturating_add(u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)),
+            previous_response_id,
+            instructions,
+            input_items,
+            response,
+        }
+    }
+
+    /// Stores `rec` off the caller's path: served from memory at once, written
+    /// by a spawned task; a failure is logged and counted. A record over the
+    /// record limit is not kept (logged and counted); whether it was.
+    pub fn save(self: &Arc<Self>, rec: StoredResponse) -> bool {
+        let bytes = rec.bytes();
+        if bytes > self.max_record_bytes {
+            self.not_kept(&rec.id, bytes);
+            return false;
+        }
+        // Counted from now on in this instance's reading of the key's usage
+        // (a backend read replaces it with what the backend holds).
+        self.usage_edit(|m| {
+            if let Some((n, _)) = m.get_mut(&rec.key_id) {
+                *n = n.saturating_add(bytes);
+            }
+        });
+        let rec = Arc::new(rec);
+        let id = rec.id.clone();
+        self.pending(|p| {
+            p.insert(
+                id.clone(),
+                Pending {
+                    rec: rec.clone(),
+                    deleted: false,
+                },
+            )
+        });
+        let store = self.clone();
+        let key = id.clone();
+        let write = async move {
+            let r = store.backend.put(&rec).await;
+            if let Err(e) = &r {
+                store.failures.fetch_add(1, Ordering::Relaxed);
+                log::error!(
+                    "stored response {}: the {} write failed: {e}",
+                    rec.id,
+                    store.backend.name()
+                );
+            }
+            let deleted = store.pending(|p| p.remove(&id).is_some_and(|x| x.deleted));
+            if r.is_err() || deleted {
+                // Not kept after all: counted in `save`, read again next time.
+                store.usage_edit(|m| {
+                    m.remove(&rec.key_id);
+                });
+            }
+            if deleted && r.is_ok() {
+                if let Err(e) = store.backend.delete(&rec.key_id, &id).await {
+                    store.failures.fetch_add(1, Ordering::Relaxed);
+                    log::error!("stored response {id}: deleting it failed: {e}");
+                }
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(write);
+                true
+            }
+            Err(_) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                self.pending(|p| p.remove(&key));
+                log::error!("stored response {key}: no runtime to write it on");
+                false
+            }
+        }
+    }
+
+    /// The record `id` if it exists, has not expired and belongs to `key_id`.
+    pub async fn lookup(
+        &self,
+        key_id: &str,
+        id: &str,
+    ) -> Result<Option<Arc<StoredResponse>>, GatewayError> {
+        let now = now_ms();
+        let pending = self.pending(|p| p.get(id).map(|x| (x.rec.clone(), x.deleted)));
+        let rec = match pending {
+            Some((_, true)) => None,
+            Some((rec, false)) => Some(rec),
+            None => self
+                .backend
+                .get(id)
+                .await
+                .map_err(|e| unavailable(&e))?
+                .map(Arc::new),
+        };
+        Ok(rec.filter(|r| r.key_id == key_id && !r.expired(now)))
+    }
+
+    /// Deletes `id` if it belongs to `key_id`; whether it did.
+    pub async fn delete(&self, key_id: &str, id: &str) -> Result<bool, GatewayError> {
+        if self.lookup(key_id, id).await?.is_none() {
+            return Ok(false);
+        }
+        let was_pending = self.pending(|p| match p.get_mut(id) {
+            Some(x) => {
+                x.deleted = true;
+                true
+            }
+            None => false,
+        });
+        if was_pending {
+            return Ok(true);
+        }
+        self.backend
+            .delete(key_id, id)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        // The key's usage is read again at its next admission.
+        self.usage_edit(|m| {
+            m.remove(key_id);
+        });
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(in crate::state::responses) fn rawv(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    /// A record of `key` with one input message `q-ID` and one output message `a-ID`.
+    pub(in crate::state::responses) fn rec(
+        store: &ResponseStore,
+        id: &str,
+        key: &str,
+        prev: Option<&str>,
+    ) -> StoredResponse {
+        store.record(
+            id.into(),
+            key,
+            prev.map(str::to_string),
+            None,
+            crate::state::responses::normalise_input(&rawv(&format!("\"q-{id}\""))),
+            rawv(&format!(
+                r#"{{"id":"{id}","output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"a-{id}"}}]}}]}}"#
+            )),
+        )
+    }
+
+    #[tokio::test]
+    async fn expired_records_are_gone() {
+        let store = Arc::new(ResponseStore::memory());
+        let mut r = rec(&store, "old", "k", None);
+        r.expires_at_ms = now_ms() - 1;
+        store.save(r);
+        assert!(store.lookup("k", "old").await.unwrap().is_none());
+    }
+}
