@@ -43,7 +43,7 @@ const RULES: &[(&str, &[&str])] = &[
             "config", "family", "protocol", "secrets", "upstream", "util",
         ],
     ),
-    ("obs", &["adjust", "family", "util"]),
+    ("obs", &["adjust", "error", "family", "util"]),
     ("state", &["config", "error", "family", "ir", "obs", "util"]),
     ("listener", &["error"]),
     (

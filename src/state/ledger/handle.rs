@@ -1,10 +1,12 @@
 //! The handle the request path records rows through: a bounded channel it
 //! never waits on, the writer thread's start (after Pingora daemonizes) and
-//! its close at shutdown.
+//! its close at shutdown; opening the backend the flags ask for along with
+//! the admin API's reader.
 
 use super::backend::{Backend, BackendFactory};
+use super::query::Reader;
 use super::writer::{LedgerSettings, Msg, Writer};
-use super::Row;
+use super::{pg, sqlite, Row};
 use crate::obs::metrics::Metrics;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -158,4 +160,40 @@ impl pingora_core::services::background::BackgroundService for LedgerService {
             log::error!("{e}");
         }
     }
+}
+
+/// Opens the ledger the flags ask for: PostgreSQL when `database` is given,
+/// else `DIR/ledger.sqlite` (the directory and tables created when missing).
+/// Checks what can be checked now (the URL parses; the file opens), so a
+/// mistake stops the start; the writer connects when it starts. Returns the
+/// ledger and the admin API's reader.
+pub fn open(
+    data_dir: &std::path::Path,
+    database: Option<&str>,
+    settings: LedgerSettings,
+    metrics: Arc<Metrics>,
+) -> Result<(Ledger, Reader), String> {
+    let (factory, reader): (BackendFactory, Reader) = match database {
+        Some(url) => {
+            pg::parse_url(url)?;
+            let owned = url.to_string();
+            (
+                Box::new(move || Ok(Box::new(pg::Postgres::new(&owned)?) as Box<dyn Backend>)),
+                Reader::Postgres(url.to_string()),
+            )
+        }
+        None => {
+            std::fs::create_dir_all(data_dir)
+                .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+            let path = data_dir.join("ledger.sqlite");
+            // Opened here to fail early, closed before Pingora may fork.
+            drop(sqlite::Sqlite::open(&path)?);
+            let p = path.clone();
+            (
+                Box::new(move || Ok(Box::new(sqlite::Sqlite::open(&p)?) as Box<dyn Backend>)),
+                Reader::Sqlite(path),
+            )
+        }
+    };
+    Ok((Ledger::new(factory, settings, metrics), reader))
 }

@@ -1,9 +1,9 @@
 //! The two backends behind one enum (embedded, or Redis for a fleet) and the
 //! configuration that picks one.
 
+use super::held::Held;
 use super::local::LocalLimits;
 use super::redis::RedisLimits;
-use super::reservation::Held;
 use super::Nanos;
 use std::path::PathBuf;
 

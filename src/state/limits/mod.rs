@@ -16,7 +16,8 @@
 //! - [`window`]: the sliding minute of rpm and tpm;
 //! - [`budget`]: the budget's UTC period and what is left of it;
 //! - [`refusal`]: why a request does not fit, as the client's error;
-//! - [`reservation`]: what is held until the request settles or releases it;
+//! - [`reservation`]: the request's handle until it settles or releases it;
+//! - [`held`]: what a reservation holds, as a backend records it;
 //! - [`backend`]: the two backends with the same semantics, embedded (one
 //!   process: windows and reservations in memory, spend per key and period in
 //!   `DATA/limits.sqlite`, see [`local`]) and fleet (`--redis`: everything in
@@ -26,6 +27,7 @@ pub mod ask;
 pub mod backend;
 pub mod budget;
 pub mod handle;
+pub mod held;
 pub mod local;
 pub mod money;
 pub mod redis;
@@ -42,4 +44,4 @@ pub use refusal::Refusal;
 pub use reservation::{Reservation, RESERVATION_LEASE_SECS};
 pub use window::{unix_now, Window, WINDOW_SECS};
 
-pub(crate) use reservation::{Held, Reserved};
+pub(crate) use held::{Held, Reserved};
