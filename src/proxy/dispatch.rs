@@ -13,7 +13,7 @@ use crate::admit::validate::Inspected;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::protocol::http::UpstreamTarget;
+use crate::protocol::common::http::UpstreamTarget;
 use crate::protocol::{self, spoke, DecodeContext, EncodeOptions, TranslateError};
 use crate::translate::passthrough;
 use crate::upstream::client::{

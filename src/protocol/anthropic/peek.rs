@@ -4,7 +4,7 @@
 //! and terminal markers of a response body or stream frame for passthrough.
 
 use crate::error::GatewayError;
-use crate::protocol::peek::{
+use crate::protocol::common::peek::{
     bad, body_error, contains, model_of, number, positive_int, present, span_of, Inspected, Peeked,
     Raw, Usage,
 };

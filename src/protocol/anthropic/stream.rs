@@ -33,8 +33,8 @@ use crate::ir::stream::{
     merge_usage, BlockDelta, BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent,
 };
 use crate::ir::{Opaque, StopReason, Usage};
-use crate::protocol::framing::StreamFault;
-use crate::protocol::support::{
+use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::support::{
     error_body, error_kind, fresh_id, json_str, json_u64, json_value, malformed, DeltaBuf,
     DeltaKind, Emit,
 };
@@ -552,7 +552,10 @@ impl Encoder {
                     self.ping(out);
                 }
             }
-            StreamEvent::Error(e) => self.fail(&error_body(F, e), out),
+            StreamEvent::Error(e) => self.fail(
+                &error_body(F, e, crate::protocol::anthropic::error::error_body),
+                out,
+            ),
         }
     }
 
@@ -696,7 +699,14 @@ mod tests {
     use super::*;
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        crate::protocol::stream_codec::parse_all(Family::Anthropic, input.as_bytes())
+        let mut p = Parser::new();
+        crate::protocol::common::support::parse_all(
+            input.as_bytes(),
+            &mut |event, emit| match event {
+                Some(e) => p.push(e, emit),
+                None => p.finish(emit),
+            },
+        )
     }
 
     const START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":3,\"output_tokens\":null}}}\n\n";

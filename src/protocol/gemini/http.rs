@@ -3,7 +3,7 @@
 //! `:streamGenerateContent?alt=sse`); keys in `x-goog-api-key` (clients may
 //! also use the `key` query parameter).
 
-use crate::protocol::http::{header, query_param, SetHeader, UpstreamTarget};
+use crate::protocol::common::http::{header, query_param, SetHeader, UpstreamTarget};
 use http::HeaderMap;
 
 /// The upstream path (and query) for a call.

@@ -24,9 +24,9 @@ use crate::ir::{
     ImageSource, JsonSchemaFormat, Message, Opaque, Reasoning, ResponseFormat, Role, SystemPrompt,
     SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
-use crate::protocol::report::{self, Param};
-use crate::protocol::util::{nested, parse_request, take_nested, to_value};
-use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
+use crate::protocol::common::json::{nested, parse_request, take_nested, to_value};
+use crate::protocol::common::report::{self, Param};
+use crate::protocol::common::{DecodeContext, EncodeOptions, TranslateError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 

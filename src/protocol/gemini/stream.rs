@@ -39,8 +39,8 @@ use crate::ir::stream::{
 };
 use crate::ir::Extra;
 use crate::ir::{ImageBlock, ImageSource, Opaque, StopReason, Usage};
-use crate::protocol::framing::{Framing, StreamFault};
-use crate::protocol::support::{
+use crate::protocol::common::framing::{Framing, StreamFault};
+use crate::protocol::common::support::{
     error_body, error_kind, error_kind_for_status, json_str, json_value, malformed, DeltaBuf,
     DeltaKind, Emit, First, Indexed,
 };
@@ -627,7 +627,10 @@ impl Encoder {
                 self.ended = true;
             }
             StreamEvent::Ping => {}
-            StreamEvent::Error(e) => self.fail(&error_body(F, e), out),
+            StreamEvent::Error(e) => self.fail(
+                &error_body(F, e, crate::protocol::gemini::error::error_body),
+                out,
+            ),
         }
     }
 
@@ -763,7 +766,14 @@ mod tests {
     use super::*;
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        crate::protocol::stream_codec::parse_all(Family::Gemini, input.as_bytes())
+        let mut p = Parser::new();
+        crate::protocol::common::support::parse_all(
+            input.as_bytes(),
+            &mut |event, emit| match event {
+                Some(e) => p.push(e, emit),
+                None => p.finish(emit),
+            },
+        )
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! and terminal markers of a response body or stream frame for passthrough.
 
 use crate::error::GatewayError;
-use crate::protocol::peek::{
+use crate::protocol::common::peek::{
     bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_member, number,
     positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
 };

@@ -24,9 +24,9 @@ use crate::ir::{
     JsonSchemaFormat, Message, Opaque, Reasoning, ResponseFormat, Role, SystemPrompt, SystemRole,
     TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
-use crate::protocol::report::{self, Param};
-use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
-use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
+use crate::protocol::common::json::{nested, parse_request, take_nested, to_value, StringOr};
+use crate::protocol::common::report::{self, Param};
+use crate::protocol::common::{DecodeContext, EncodeOptions, TranslateError};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -803,7 +803,7 @@ fn encode_tool(tool: &Tool, i: usize) -> Result<ToolDef, TranslateError> {
             })
         }
         Tool::Opaque(o) if o.origin == F => {
-            crate::protocol::util::from_value(o.value.clone(), "tool")
+            crate::protocol::common::json::from_value(o.value.clone(), "tool")
         }
         Tool::Opaque(o) => Err(TranslateError::unsupported(
             format!("tools[{i}]"),

@@ -37,8 +37,8 @@ use crate::ir::stream::{
     StreamEvent,
 };
 use crate::ir::{ids, StopReason, Usage};
-use crate::protocol::framing::StreamFault;
-use crate::protocol::support::{
+use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::support::{
     error_body, error_kind, error_kind_for_status, fresh_id, json_str, json_u64, json_value,
     malformed, DeltaBuf, DeltaKind, Emit, First, Indexed,
 };
@@ -702,7 +702,10 @@ impl Encoder {
                 self.ended = true;
             }
             StreamEvent::Ping => {}
-            StreamEvent::Error(e) => self.fail(&error_body(F, e), out),
+            StreamEvent::Error(e) => self.fail(
+                &error_body(F, e, crate::protocol::openai::error::error_body),
+                out,
+            ),
         }
     }
 
@@ -778,7 +781,14 @@ mod tests {
     use super::*;
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        crate::protocol::stream_codec::parse_all(Family::OpenAi, input.as_bytes())
+        let mut p = Parser::new();
+        crate::protocol::common::support::parse_all(
+            input.as_bytes(),
+            &mut |event, emit| match event {
+                Some(e) => p.push(e, emit),
+                None => p.finish(emit),
+            },
+        )
     }
 
     fn call(index: u32, id: Option<&str>, name: Option<&str>, args: &str) -> String {

@@ -11,7 +11,7 @@ pub mod stream;
 pub mod wire;
 
 use crate::family::Family;
-use crate::protocol::spoke::{ModelName, Spoke};
+use crate::protocol::common::spoke::{ModelName, Spoke};
 
 /// Family D's facts and functions.
 pub const SPOKE: Spoke = Spoke {

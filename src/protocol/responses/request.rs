@@ -55,9 +55,9 @@ use crate::ir::{
     Message, Opaque, Reasoning, RedactedThinkingBlock, ResponseFormat, Role, SystemPrompt,
     SystemRole, TextBlock, ThinkingBlock, Tool, ToolCall, ToolChoice, ToolResult,
 };
-use crate::protocol::report::{self, Param};
-use crate::protocol::util::{nested, parse_request, take_nested, to_value, StringOr};
-use crate::protocol::{DecodeContext, EncodeOptions, TranslateError};
+use crate::protocol::common::json::{nested, parse_request, take_nested, to_value, StringOr};
+use crate::protocol::common::report::{self, Param};
+use crate::protocol::common::{DecodeContext, EncodeOptions, TranslateError};
 use crate::util::base64::to_standard as standard_base64;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;

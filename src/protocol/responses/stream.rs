@@ -48,8 +48,8 @@ use crate::ir::stream::{
     StreamEvent,
 };
 use crate::ir::{Extra, Opaque, StopReason, ThinkingBlock, ToolCall, Usage};
-use crate::protocol::framing::StreamFault;
-use crate::protocol::support::{
+use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::support::{
     error_body, error_kind, json_str, json_u64, json_value, malformed, DeltaBuf, DeltaKind, Emit,
 };
 use crate::sse::SseEvent;
@@ -125,7 +125,7 @@ fn stream_error(code: Option<&Value>, kind: Option<&str>, message: String) -> St
             known => known,
         },
         Some(Value::Number(n)) => {
-            crate::protocol::support::error_kind_for_status(n.as_u64().unwrap_or(500))
+            crate::protocol::common::support::error_kind_for_status(n.as_u64().unwrap_or(500))
         }
         _ => error_kind(kind.unwrap_or_default()),
     };
@@ -587,8 +587,8 @@ impl Parser {
                 if !self.item_had_block {
                     // No part events: the parts are in the item.
                     for part in item.content.into_iter().flat_map(|c| match c {
-                        crate::protocol::util::StringOr::List(parts) => parts,
-                        crate::protocol::util::StringOr::String(text) => {
+                        crate::protocol::common::json::StringOr::List(parts) => parts,
+                        crate::protocol::common::json::StringOr::String(text) => {
                             vec![super::wire::Part {
                                 kind: "output_text".into(),
                                 text: Some(text),
@@ -1132,7 +1132,10 @@ impl Encoder {
                 self.ended = true;
             }
             StreamEvent::Ping => {}
-            StreamEvent::Error(e) => self.fail(&error_body(F, e), out),
+            StreamEvent::Error(e) => self.fail(
+                &error_body(F, e, crate::protocol::responses::error::error_body),
+                out,
+            ),
         }
     }
 
@@ -1480,7 +1483,7 @@ pub fn passthrough_failure(error_body: &[u8], seq: u64, id: Option<&str>, out: &
         "type": "response.failed",
         "sequence_number": seq + 1,
         "response": {
-            "id": id.map_or_else(|| crate::protocol::support::fresh_id("resp_"), str::to_string),
+            "id": id.map_or_else(|| crate::protocol::common::support::fresh_id("resp_"), str::to_string),
             "object": "response",
             "status": "failed",
             "error": {"code": code, "message": message},
@@ -1512,7 +1515,14 @@ mod tests {
     use serde_json::json;
 
     fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-        crate::protocol::stream_codec::parse_all(Family::Responses, input.as_bytes())
+        let mut p = Parser::new();
+        crate::protocol::common::support::parse_all(
+            input.as_bytes(),
+            &mut |event, emit| match event {
+                Some(e) => p.push(e, emit),
+                None => p.finish(emit),
+            },
+        )
     }
 
     fn fold(events: &[StreamEvent]) -> crate::ir::ChatResponse {

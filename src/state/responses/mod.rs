@@ -130,7 +130,7 @@ pub fn new_response_id() -> String {
     let mut b = [0u8; 24];
     if getrandom::getrandom(&mut b).is_err() {
         // No OS randomness: still unique within the process (time and counter).
-        let fallback = crate::protocol::support::fresh_id("");
+        let fallback = crate::protocol::common::support::fresh_id("");
         let h = fallback.as_bytes();
         for (i, x) in b.iter_mut().enumerate() {
             *x = h.get(i).copied().unwrap_or(0);

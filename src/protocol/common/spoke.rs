@@ -1,9 +1,9 @@
-//! What the rest of the gateway may know about a protocol family, as one
-//! table per spoke ([`Spoke`], built in each family's `mod.rs`) reached
-//! through [`spoke`]. Routing, authentication, validation, policy, dispatch
-//! and the relay ask this table instead of matching on the family, so a new
-//! family is a new folder plus one arm here (and its stream codec's arms in
-//! `stream.rs`).
+//! The `Spoke` table type: what the rest of the gateway may know about a
+//! protocol family, one table per spoke (built in each family's `mod.rs`,
+//! found through `protocol::registry::spoke`). Routing, authentication,
+//! validation, policy, dispatch and the relay ask this table instead of
+//! matching on the family, so a new family is a new folder plus one arm in the
+//! registry (and its arms in `registry/stream_codec.rs`).
 
 use super::http::{SetHeader, UpstreamTarget};
 use super::peek::{Inspected, Peeked};
@@ -86,16 +86,6 @@ pub struct Spoke {
 /// See [`Spoke::drop_untranslatable`].
 pub type UntranslatableCut = fn(&[u8]) -> Option<(Vec<u8>, Vec<String>)>;
 
-/// The spoke of `family`.
-pub fn spoke(family: Family) -> &'static Spoke {
-    match family {
-        Family::OpenAi => &super::openai::SPOKE,
-        Family::Anthropic => &super::anthropic::SPOKE,
-        Family::Gemini => &super::gemini::SPOKE,
-        Family::Responses => &super::responses::SPOKE,
-    }
-}
-
 impl Spoke {
     /// The name a client of this family sees for a model.
     pub fn client_model<'m>(&self, qualified: &'m str, bare: &'m str) -> &'m str {
@@ -109,45 +99,5 @@ impl Spoke {
 impl std::fmt::Debug for Spoke {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Spoke({})", self.family)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::spoke;
-    use crate::family::Family;
-
-    #[test]
-    fn a_preamble_is_not_a_first_token() {
-        let cases: [(Family, &[u8], &[u8]); 4] = [
-            (
-                Family::OpenAi,
-                b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
-                b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
-            ),
-            (
-                Family::Anthropic,
-                b"event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n",
-                b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
-            ),
-            (
-                Family::Responses,
-                b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"error\":null}}\n\nevent: response.output_item.added\ndata: {\"type\":\"response.output_item.added\"}\n\n",
-                b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",
-            ),
-            (Family::Gemini, b"", b"data: {\"candidates\":[]}\n\n"),
-        ];
-        for (family, preamble, token) in cases {
-            let started = spoke(family).stream_started;
-            assert!(!started(preamble), "{family}: preamble taken for a token");
-            let mut both = preamble.to_vec();
-            both.extend_from_slice(token);
-            assert!(started(&both), "{family}: token missed");
-        }
-        // The end of an answer with no token at all still starts it.
-        assert!((spoke(Family::OpenAi).stream_started)(b"data: [DONE]\n\n"));
-        assert!((spoke(Family::OpenAi).stream_started)(
-            b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
-        ));
     }
 }
