@@ -1,4 +1,4 @@
-//! Family B over HTTP: `{base_url}/messages` with `x-api-key` and
+//! Anthropic Messages over HTTP: `{base_url}/messages` with `x-api-key` and
 //! `anthropic-version`; clients send `x-api-key` or a Bearer token.
 
 use crate::protocol::common::http::{bearer, header, SetHeader, UpstreamTarget};

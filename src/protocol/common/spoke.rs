@@ -14,9 +14,9 @@ use http::HeaderMap;
 /// How clients of a family see the model name in responses (docs/api.md "Inference behaviour").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelName {
-    /// `provider/model_id` (families A and D).
+    /// `provider/model_id` (OpenAI chat and Responses).
     Qualified,
-    /// The bare `model_id` (family B `model`, family C `modelVersion`).
+    /// The bare `model_id` (Anthropic Messages `model`, Gemini `modelVersion`).
     Bare,
 }
 
@@ -36,24 +36,24 @@ pub struct Spoke {
     pub max_temperature: f64,
     /// The temperature's path in a request body.
     pub temperature_field: &'static str,
-    /// The output cap is required on inference requests (family B `max_tokens`).
+    /// The output cap is required on inference requests (Anthropic Messages `max_tokens`).
     pub requires_max_tokens: bool,
-    /// A request header the family requires (family B `anthropic-version`).
+    /// A request header the family requires (Anthropic Messages `anthropic-version`).
     pub required_header: Option<&'static str>,
     /// The model is named in the body (spliced on passthrough), not the path.
     pub model_in_body: bool,
     /// The model name responses carry.
     pub model_name: ModelName,
-    /// A stream's end sentinel frame (family A `data: [DONE]`).
+    /// A stream's end sentinel frame (OpenAI chat `data: [DONE]`).
     pub stream_done: Option<&'static [u8]>,
     /// The SSE event name of an in-stream error (`None`: a bare `data:` frame).
     pub error_event: Option<&'static str>,
     /// Writes the end of a passed-through stream that failed, given the
     /// family's error body, the next sequence number and the response id the
-    /// stream announced (family D: an `error` event then `response.failed`). `None`: one frame with the error body,
+    /// stream announced (Responses: an `error` event then `response.failed`). `None`: one frame with the error body,
     /// under `error_event`.
     pub stream_error: Option<StreamErrorWriter>,
-    /// Streams carry usage only when asked (family A `stream_options.include_usage`).
+    /// Streams carry usage only when asked (OpenAI chat `stream_options.include_usage`).
     pub stream_usage_opt_in: bool,
     /// Peeks at a request body (`path_stream`: the stream flag from the path).
     pub inspect: fn(&[u8], bool) -> Result<Inspected, GatewayError>,
@@ -78,7 +78,7 @@ pub struct Spoke {
     /// The body of a local token-count answer, when the family has such a route.
     pub count_tokens_body: Option<fn(u64) -> String>,
     /// Under `adapt`, before translation: the body without what only this
-    /// family's own upstreams can serve (family D's hosted tools), and the
+    /// family's own upstreams can serve (the Responses hosted tools), and the
     /// reported names of what was cut; `None` when nothing is.
     pub drop_untranslatable: Option<UntranslatableCut>,
 }

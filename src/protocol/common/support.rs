@@ -239,16 +239,18 @@ impl<'de, T: Deserialize<'de> + Indexed> Deserialize<'de> for First<T> {
     }
 }
 
+/// One step of a test parse: an event (`Some`) or the end of the body (`None`).
+#[cfg(test)]
+pub(crate) type ParseStep<'a> =
+    dyn FnMut(Option<&crate::sse::SseEvent<'_>>, &mut Emit<'_>) -> Result<(), StreamFault> + 'a;
+
 /// Test helper: every canonical event a parser emits for a whole upstream
 /// stream, and how the stream ended. `step` reads one event (`Some`) or the
 /// end of the body (`None`), like a spoke parser's `push` and `finish`.
 #[cfg(test)]
 pub(crate) fn parse_all(
     input: &[u8],
-    step: &mut dyn FnMut(
-        Option<&crate::sse::SseEvent<'_>>,
-        &mut Emit<'_>,
-    ) -> Result<(), StreamFault>,
+    step: &mut ParseStep<'_>,
 ) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
     use crate::sse::{SseDecoder, SseItem};
     let mut events = Vec::new();

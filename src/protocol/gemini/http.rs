@@ -1,4 +1,4 @@
-//! Family C over HTTP: the model is in the path
+//! Gemini over HTTP: the model is in the path
 //! (`{base_url}/models/{model}:generateContent`, streams
 //! `:streamGenerateContent?alt=sse`); keys in `x-goog-api-key` (clients may
 //! also use the `key` query parameter).

@@ -1,4 +1,4 @@
-//! Family A over HTTP: `{base_url}/chat/completions`, Bearer keys both ways.
+//! OpenAI chat over HTTP: `{base_url}/chat/completions`, Bearer keys both ways.
 
 use crate::protocol::common::http::{bearer, SetHeader, UpstreamTarget};
 use http::HeaderMap;

@@ -1,4 +1,4 @@
-//! Family A (chat completions): what the gateway reads from bodies without decoding them.
+//! OpenAI chat (chat completions): what the gateway reads from bodies without decoding them.
 //! `request` fills [`Inspected`] (parameters by catalog name and the client's
 //! own field path, caps, stream flags); `response` reads the model span, usage
 //! and terminal markers of a response body or stream frame for passthrough.

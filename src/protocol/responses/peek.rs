@@ -1,4 +1,4 @@
-//! Family D (Responses): what the gateway reads from bodies without decoding
+//! Responses: what the gateway reads from bodies without decoding
 //! them. `request` fills [`Inspected`] and refuses what needs state the
 //! gateway does not keep (`conversation`, `background`, `prompt`;
 //! `previous_response_id` is served from stored responses, whose expansion

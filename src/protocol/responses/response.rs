@@ -334,7 +334,7 @@ pub(crate) fn call_item(c: &ToolCall, id: &str, status: &str) -> Value {
     v
 }
 
-/// The id and `encrypted_content` a family D client gets for a thinking signature.
+/// The id and `encrypted_content` a Responses client gets for a thinking signature.
 pub(crate) fn reasoning_state(signature: Option<&str>) -> (Option<String>, Option<String>) {
     let Some(sig) = signature else {
         return (None, None);
