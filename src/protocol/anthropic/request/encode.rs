@@ -204,7 +204,137 @@ pub fn encode(
     }
     let max_tokens = s.max_tokens.unwrap_or(opts.default_max_tokens);
 
-    // System: every system prompt (hoisted), then the response-format instruction.
+    let system = encode_system(req, &extra);
+
+    let messages = encode_messages(req)?;
+
+    let mut tools = Vec::new();
+    for (i, tool) in req.tools.iter().enumerate() {
+        tools.push(encode_tool(tool, i)?);
+    }
+    let tool_choice = if tools.is_empty() {
+        None
+    } else {
+        encode_tool_choice(
+            req.tool_choice.as_ref(),
+            req.parallel_tool_calls,
+            &mut extra,
+        )?
+    };
+
+    let metadata_extra = take_nested(&mut extra, "metadata");
+    let metadata = (req.user.is_some() || !metadata_extra.is_empty()).then(|| Metadata {
+        user_id: req.user.clone(),
+        extra: metadata_extra,
+    });
+
+    let (mut thinking, effort) = match &req.reasoning {
+        Some(r) => encode_reasoning(r, max_tokens, req, adj),
+        None => (None, None),
+    };
+    let mut thinking_on = thinking
+        .as_ref()
+        .is_some_and(|t| t.get("type") != Some(&json!("disabled")));
+    if thinking_on && !tool_loop_keeps_thinking(&messages) {
+        // Anthropic rejects thinking when the assistant turn of a tool loop in
+        // progress does not start with its (signed) thinking, which clients of
+        // other protocols cannot send back: think again from the next turn.
+        thinking = None;
+        thinking_on = false;
+        report::dropped(req, Param::Reasoning, adj);
+    }
+    let (temperature, top_p, top_k) = encode_sampling(req, thinking_on, adj);
+    if let Some(effort) = effort {
+        // `output_config.effort`, beside whatever else the client put there.
+        let config = extra
+            .entry("output_config")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(config) = config {
+            config.insert("effort".into(), json!(effort));
+        }
+    }
+
+    let wire = MessagesRequest {
+        model: opts.upstream_model.to_string(),
+        messages: Vec::new(),
+        system: None,
+        max_tokens: Some(max_tokens),
+        stop_sequences: (!s.stop.is_empty()).then(|| s.stop.clone()),
+        stream: opts.stream.then_some(true),
+        temperature,
+        top_p,
+        top_k,
+        tools: None,
+        tool_choice: None,
+        thinking: None,
+        metadata,
+        extra: Map::new(),
+    };
+    let mut out = to_value(&wire)?;
+    if let Value::Object(obj) = &mut out {
+        obj.insert("messages".into(), Value::Array(messages));
+        if let Some(system) = system {
+            obj.insert("system".into(), system);
+        }
+        if !tools.is_empty() {
+            obj.insert("tools".into(), Value::Array(tools));
+        }
+        if let Some(tc) = tool_choice {
+            obj.insert("tool_choice".into(), tc);
+        }
+        if let Some(t) = thinking {
+            obj.insert("thinking".into(), t);
+        }
+        deep_merge(obj, &extra);
+    }
+    Ok(out)
+}
+
+/// Temperature, top_p and top_k for the upstream. With thinking on,
+/// Anthropic only accepts the default temperature and top_k, and top_p of at
+/// least 0.95. Also reports the sampling settings Anthropic has no field for.
+fn encode_sampling(
+    req: &ChatRequest,
+    thinking_on: bool,
+    adj: &mut Adjustments,
+) -> (Option<f64>, Option<f64>, Option<u64>) {
+    let s = &req.sampling;
+    let sampling = if thinking_on {
+        if s.temperature.is_some() {
+            report::dropped(req, Param::Temperature, adj);
+        }
+        if s.top_p.is_some_and(|p| p < 0.95) {
+            report::dropped(req, Param::TopP, adj);
+        }
+        if s.top_k.is_some() {
+            report::dropped(req, Param::TopK, adj);
+        }
+        (None, s.top_p.filter(|p| *p >= 0.95), None)
+    } else {
+        (s.temperature.map(|t| t.min(1.0)), s.top_p, s.top_k)
+    };
+    for (set, param) in [
+        (s.seed.is_some(), Param::Seed),
+        (s.presence_penalty.is_some(), Param::PresencePenalty),
+        (s.frequency_penalty.is_some(), Param::FrequencyPenalty),
+        (
+            req.tools
+                .iter()
+                .any(|t| matches!(t, Tool::Function(f) if f.strict == Some(true))),
+            Param::Strict,
+        ),
+    ] {
+        if set {
+            report::dropped(req, param, adj);
+        }
+    }
+    sampling
+}
+
+/// The `system` field: every system prompt (hoisted), then the
+/// response-format instruction (unless the client used Anthropic's own
+/// `output_config.format` / `output_format`, found in `extra`).
+fn encode_system(req: &ChatRequest, extra: &Map<String, Value>) -> Option<Value> {
     let mut system: Vec<&TextBlock> = req.system.iter().flat_map(|sp| sp.content.iter()).collect();
     if system.len() > 1 {
         // Anthropic refuses empty text blocks.
@@ -223,13 +353,16 @@ pub fn encode(
     if let Some(i) = &instruction {
         system.push(i);
     }
-    let system = match system.as_slice() {
+    match system.as_slice() {
         [] => None,
         [only] if only.is_plain() => Some(json!(only.text)),
         blocks => Some(Value::Array(blocks.iter().map(|t| text_block(t)).collect())),
-    };
+    }
+}
 
-    // Messages: encode, drop empties, merge same-role neighbours, tool results first.
+/// The `messages` field: each message encoded, empties dropped, same-role
+/// neighbours merged, tool results first in their message.
+fn encode_messages(req: &ChatRequest) -> Result<Vec<Value>, TranslateError> {
     let mut messages: Vec<Turn> = Vec::new();
     for (i, msg) in req.messages.iter().enumerate() {
         let mut blocks = Vec::new();
@@ -294,117 +427,7 @@ pub fn encode(
             },
         )
         .collect();
-
-    let mut tools = Vec::new();
-    for (i, tool) in req.tools.iter().enumerate() {
-        tools.push(encode_tool(tool, i)?);
-    }
-    let tool_choice = if tools.is_empty() {
-        None
-    } else {
-        encode_tool_choice(
-            req.tool_choice.as_ref(),
-            req.parallel_tool_calls,
-            &mut extra,
-        )?
-    };
-
-    let metadata_extra = take_nested(&mut extra, "metadata");
-    let metadata = (req.user.is_some() || !metadata_extra.is_empty()).then(|| Metadata {
-        user_id: req.user.clone(),
-        extra: metadata_extra,
-    });
-
-    let (mut thinking, effort) = match &req.reasoning {
-        Some(r) => encode_reasoning(r, max_tokens, req, adj),
-        None => (None, None),
-    };
-    let mut thinking_on = thinking
-        .as_ref()
-        .is_some_and(|t| t.get("type") != Some(&json!("disabled")));
-    if thinking_on && !tool_loop_keeps_thinking(&messages) {
-        // Anthropic rejects thinking when the assistant turn of a tool loop in
-        // progress does not start with its (signed) thinking, which clients of
-        // other protocols cannot send back: think again from the next turn.
-        thinking = None;
-        thinking_on = false;
-        report::dropped(req, Param::Reasoning, adj);
-    }
-    // With thinking on, Anthropic only accepts the default temperature and
-    // top_k, and top_p of at least 0.95.
-    let (temperature, top_p, top_k) = if thinking_on {
-        if s.temperature.is_some() {
-            report::dropped(req, Param::Temperature, adj);
-        }
-        if s.top_p.is_some_and(|p| p < 0.95) {
-            report::dropped(req, Param::TopP, adj);
-        }
-        if s.top_k.is_some() {
-            report::dropped(req, Param::TopK, adj);
-        }
-        (None, s.top_p.filter(|p| *p >= 0.95), None)
-    } else {
-        (s.temperature.map(|t| t.min(1.0)), s.top_p, s.top_k)
-    };
-    for (set, param) in [
-        (s.seed.is_some(), Param::Seed),
-        (s.presence_penalty.is_some(), Param::PresencePenalty),
-        (s.frequency_penalty.is_some(), Param::FrequencyPenalty),
-        (
-            req.tools
-                .iter()
-                .any(|t| matches!(t, Tool::Function(f) if f.strict == Some(true))),
-            Param::Strict,
-        ),
-    ] {
-        if set {
-            report::dropped(req, param, adj);
-        }
-    }
-    if let Some(effort) = effort {
-        // `output_config.effort`, beside whatever else the client put there.
-        let config = extra
-            .entry("output_config")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(config) = config {
-            config.insert("effort".into(), json!(effort));
-        }
-    }
-
-    let wire = MessagesRequest {
-        model: opts.upstream_model.to_string(),
-        messages: Vec::new(),
-        system: None,
-        max_tokens: Some(max_tokens),
-        stop_sequences: (!s.stop.is_empty()).then(|| s.stop.clone()),
-        stream: opts.stream.then_some(true),
-        temperature,
-        top_p,
-        top_k,
-        tools: None,
-        tool_choice: None,
-        thinking: None,
-        metadata,
-        extra: Map::new(),
-    };
-    let mut out = to_value(&wire)?;
-    if let Value::Object(obj) = &mut out {
-        obj.insert("messages".into(), Value::Array(messages));
-        if let Some(system) = system {
-            obj.insert("system".into(), system);
-        }
-        if !tools.is_empty() {
-            obj.insert("tools".into(), Value::Array(tools));
-        }
-        if let Some(tc) = tool_choice {
-            obj.insert("tool_choice".into(), tc);
-        }
-        if let Some(t) = thinking {
-            obj.insert("thinking".into(), t);
-        }
-        deep_merge(obj, &extra);
-    }
-    Ok(out)
+    Ok(messages)
 }
 
 /// False when the last assistant turn calls tools without starting with a

@@ -16,7 +16,9 @@ use crate::ir::{
 };
 use crate::protocol::common::json::{nested, parse_request, to_value};
 use crate::protocol::common::{DecodeContext, TranslateError};
-use crate::protocol::gemini::wire::{GenerateContentRequest, GenerationConfig, Part};
+use crate::protocol::gemini::wire::{
+    Content, GenerateContentRequest, GenerationConfig, Part, Tool as WireTool,
+};
 use serde_json::{json, Map, Value};
 
 const F: Family = Family::Gemini;
@@ -199,9 +201,64 @@ pub fn from_wire(
         });
     }
 
+    decode_contents(wire.contents, &mut req)?;
+
+    decode_tools(wire.tools.unwrap_or_default(), &mut req)?;
+
+    if let Some(tc) = wire.tool_config {
+        let mut tc_extra = tc.extra;
+        if let Some(fcc) = tc.function_calling_config {
+            let mut fcc_extra = fcc.extra;
+            let names = fcc.allowed_function_names.unwrap_or_default();
+            let mode = fcc.mode.as_deref().map(str::to_ascii_uppercase);
+            req.tool_choice = Some(match (mode.as_deref(), names.as_slice()) {
+                (Some("NONE"), _) => ToolChoice::None,
+                (Some("ANY"), []) => ToolChoice::Required,
+                (Some("ANY"), [one]) => ToolChoice::Tool(one.clone()),
+                (Some("ANY"), _) => ToolChoice::Allowed {
+                    required: true,
+                    names,
+                },
+                (Some("VALIDATED"), [_, ..]) => ToolChoice::Allowed {
+                    required: false,
+                    names,
+                },
+                (Some("AUTO") | None, _) => ToolChoice::Auto,
+                (Some(_), _) => {
+                    // Unknown or name-less VALIDATED mode: auto, with the raw mode kept for Gemini.
+                    if let Some(raw) = fcc.mode.clone() {
+                        fcc_extra.insert("mode".into(), json!(raw));
+                    }
+                    ToolChoice::Auto
+                }
+            });
+            if !fcc_extra.is_empty() {
+                tc_extra.insert("functionCallingConfig".into(), Value::Object(fcc_extra));
+            }
+        }
+        if !tc_extra.is_empty() {
+            extra.insert("toolConfig".into(), Value::Object(tc_extra));
+        }
+    }
+
+    if let Some(gc) = wire.generation_config {
+        let gc_extra = decode_generation_config(gc, &mut req);
+        if !gc_extra.is_empty() {
+            extra.insert("generationConfig".into(), Value::Object(gc_extra));
+        }
+    }
+    req.extra = Extra::new(F, extra);
+    req.source = Some(F);
+    Ok(req)
+}
+
+/// The `contents` as canonical messages. Calls without an id get a synthetic
+/// one; id-less function responses are matched to the earliest unanswered
+/// call of the same name.
+fn decode_contents(contents: Vec<Content>, req: &mut ChatRequest) -> Result<(), TranslateError> {
     // Unanswered calls (id, name), to match id-less function responses.
     let mut pending: Vec<(String, String)> = Vec::new();
-    for (ci, content) in wire.contents.into_iter().enumerate() {
+    for (ci, content) in contents.into_iter().enumerate() {
         let param = format!("contents[{ci}]");
         let role = decode_role(content.role.as_deref(), &param)?;
         let mut msg_extra = content.extra;
@@ -254,8 +311,13 @@ pub fn from_wire(
             extra: Extra::new(F, msg_extra),
         });
     }
+    Ok(())
+}
 
-    for (i, tool) in wire.tools.unwrap_or_default().into_iter().enumerate() {
+/// The `tools`: function declarations become function tools, other tool
+/// kinds opaque Gemini tools.
+fn decode_tools(tools: Vec<WireTool>, req: &mut ChatRequest) -> Result<(), TranslateError> {
+    for (i, tool) in tools.into_iter().enumerate() {
         for mut decl in tool.function_declarations.unwrap_or_default() {
             // google-genai sends declarations in snake_case; the camelCase
             // spelling is kept (Gemini takes both).
@@ -289,52 +351,7 @@ pub fn from_wire(
             }));
         }
     }
-
-    if let Some(tc) = wire.tool_config {
-        let mut tc_extra = tc.extra;
-        if let Some(fcc) = tc.function_calling_config {
-            let mut fcc_extra = fcc.extra;
-            let names = fcc.allowed_function_names.unwrap_or_default();
-            let mode = fcc.mode.as_deref().map(str::to_ascii_uppercase);
-            req.tool_choice = Some(match (mode.as_deref(), names.as_slice()) {
-                (Some("NONE"), _) => ToolChoice::None,
-                (Some("ANY"), []) => ToolChoice::Required,
-                (Some("ANY"), [one]) => ToolChoice::Tool(one.clone()),
-                (Some("ANY"), _) => ToolChoice::Allowed {
-                    required: true,
-                    names,
-                },
-                (Some("VALIDATED"), [_, ..]) => ToolChoice::Allowed {
-                    required: false,
-                    names,
-                },
-                (Some("AUTO") | None, _) => ToolChoice::Auto,
-                (Some(_), _) => {
-                    // Unknown or name-less VALIDATED mode: auto, with the raw mode kept for Gemini.
-                    if let Some(raw) = fcc.mode.clone() {
-                        fcc_extra.insert("mode".into(), json!(raw));
-                    }
-                    ToolChoice::Auto
-                }
-            });
-            if !fcc_extra.is_empty() {
-                tc_extra.insert("functionCallingConfig".into(), Value::Object(fcc_extra));
-            }
-        }
-        if !tc_extra.is_empty() {
-            extra.insert("toolConfig".into(), Value::Object(tc_extra));
-        }
-    }
-
-    if let Some(gc) = wire.generation_config {
-        let gc_extra = decode_generation_config(gc, &mut req);
-        if !gc_extra.is_empty() {
-            extra.insert("generationConfig".into(), Value::Object(gc_extra));
-        }
-    }
-    req.extra = Extra::new(F, extra);
-    req.source = Some(F);
-    Ok(req)
+    Ok(())
 }
 
 /// snake_case spellings of `functionDeclarations[]` fields the wire types keep as unknown fields.

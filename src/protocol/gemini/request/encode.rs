@@ -207,114 +207,13 @@ pub fn encode(
         deep_merge(&mut system_extra, &sp.extra.to_map(F));
     }
 
-    // Contents: encode, drop empty turns, merge same-role neighbours.
-    let mut contents: Vec<(Role, Vec<Value>, Map<String, Value>)> = Vec::new();
-    for (i, msg) in req.messages.iter().enumerate() {
-        let mut parts = Vec::new();
-        for (j, block) in msg.content.iter().enumerate() {
-            let param = format!("messages[{i}].content[{j}]");
-            // An OpenAI reasoning item carried in a signature (ir::signature)
-            // is not Gemini's to verify: the thought goes without it.
-            let encoded = match block {
-                Block::Thinking(t)
-                    if t.signature
-                        .as_deref()
-                        .is_some_and(crate::ir::signature::is_reasoning_item) =>
-                {
-                    if t.text.is_empty() {
-                        continue;
-                    }
-                    let mut unsigned = t.clone();
-                    unsigned.signature = None;
-                    encode_part(&Block::Thinking(unsigned), &param, &names)?
-                }
-                _ => encode_part(block, &param, &names)?,
-            };
-            if let Some(p) = encoded {
-                parts.push(p);
-            }
-        }
-        if parts.is_empty() {
-            continue;
-        }
-        let msg_extra = msg.extra.to_map(F);
-        match contents.last_mut() {
-            Some((role, prev, prev_extra)) if *role == msg.role => {
-                prev.extend(parts);
-                deep_merge(prev_extra, &msg_extra);
-            }
-            _ => contents.push((msg.role, parts, msg_extra)),
-        }
-    }
-    let contents: Vec<Value> = contents
-        .into_iter()
-        .map(|(role, parts, msg_extra)| {
-            let role = match role {
-                Role::User => "user",
-                Role::Assistant => "model",
-            };
-            let mut c = json!({"role": role, "parts": parts});
-            if let Value::Object(obj) = &mut c {
-                deep_merge(obj, &msg_extra);
-            }
-            c
-        })
-        .collect();
+    let contents = encode_contents(req, &names)?;
 
-    // Tools: all function declarations in one tool object, provider tools apart.
-    let mut declarations = Vec::new();
-    let mut other_tools = Vec::new();
-    for (i, tool) in req.tools.iter().enumerate() {
-        match tool {
-            Tool::Function(f) => declarations.push(encode_declaration(f, i)?),
-            Tool::Opaque(o) if o.origin == F => other_tools.push(o.value.clone()),
-            Tool::Opaque(o) => {
-                return Err(TranslateError::unsupported(
-                    format!("tools[{i}]"),
-                    format!(
-                        "the {} tool type \"{}\" cannot be expressed in Gemini",
-                        o.origin, o.kind
-                    ),
-                ))
-            }
-        }
-    }
-    let has_functions = !declarations.is_empty();
-    let mut tools = Vec::new();
-    if has_functions {
-        tools.push(to_value(&WireTool {
-            function_declarations: Some(declarations),
-            extra: Map::new(),
-        })?);
-    }
-    tools.extend(other_tools);
+    let (tools, has_functions) = encode_tools(req)?;
 
     let mut tc_extra = take_nested(&mut extra, "toolConfig");
     let fcc_extra = take_nested(&mut tc_extra, "functionCallingConfig");
-    let fcc = match req.tool_choice.as_ref().filter(|_| has_functions) {
-        None => None,
-        Some(choice) => {
-            let (mode, names) = match choice {
-                ToolChoice::Auto => ("AUTO", None),
-                ToolChoice::None => ("NONE", None),
-                ToolChoice::Required => ("ANY", None),
-                ToolChoice::Tool(name) => ("ANY", Some(vec![name.clone()])),
-                ToolChoice::Allowed {
-                    required: true,
-                    names,
-                } => ("ANY", Some(names.clone())),
-                ToolChoice::Allowed {
-                    required: false,
-                    names,
-                } => ("VALIDATED", Some(names.clone())),
-            };
-            Some(FunctionCallingConfig {
-                mode: Some(mode.into()),
-                allowed_function_names: names,
-                extra: Map::new(),
-            })
-        }
-    };
+    let fcc = encode_function_calling(req.tool_choice.as_ref().filter(|_| has_functions));
     let tool_config = if fcc.is_some() || !fcc_extra.is_empty() || !tc_extra.is_empty() {
         let mut fcc = fcc.unwrap_or_default();
         fcc.extra = fcc_extra;
@@ -353,6 +252,128 @@ pub fn encode(
         deep_merge(obj, &extra);
     }
     Ok(out)
+}
+
+/// The `contents`: each message encoded, empty turns dropped, same-role
+/// neighbours merged. `names` gives each tool call id its function name.
+fn encode_contents(
+    req: &ChatRequest,
+    names: &HashMap<String, String>,
+) -> Result<Vec<Value>, TranslateError> {
+    let mut contents: Vec<(Role, Vec<Value>, Map<String, Value>)> = Vec::new();
+    for (i, msg) in req.messages.iter().enumerate() {
+        let mut parts = Vec::new();
+        for (j, block) in msg.content.iter().enumerate() {
+            let param = format!("messages[{i}].content[{j}]");
+            // An OpenAI reasoning item carried in a signature (ir::signature)
+            // is not Gemini's to verify: the thought goes without it.
+            let encoded = match block {
+                Block::Thinking(t)
+                    if t.signature
+                        .as_deref()
+                        .is_some_and(crate::ir::signature::is_reasoning_item) =>
+                {
+                    if t.text.is_empty() {
+                        continue;
+                    }
+                    let mut unsigned = t.clone();
+                    unsigned.signature = None;
+                    encode_part(&Block::Thinking(unsigned), &param, names)?
+                }
+                _ => encode_part(block, &param, names)?,
+            };
+            if let Some(p) = encoded {
+                parts.push(p);
+            }
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        let msg_extra = msg.extra.to_map(F);
+        match contents.last_mut() {
+            Some((role, prev, prev_extra)) if *role == msg.role => {
+                prev.extend(parts);
+                deep_merge(prev_extra, &msg_extra);
+            }
+            _ => contents.push((msg.role, parts, msg_extra)),
+        }
+    }
+    let contents: Vec<Value> = contents
+        .into_iter()
+        .map(|(role, parts, msg_extra)| {
+            let role = match role {
+                Role::User => "user",
+                Role::Assistant => "model",
+            };
+            let mut c = json!({"role": role, "parts": parts});
+            if let Value::Object(obj) = &mut c {
+                deep_merge(obj, &msg_extra);
+            }
+            c
+        })
+        .collect();
+    Ok(contents)
+}
+
+/// The `tools`: all function declarations in one tool object, provider tools
+/// apart; and whether there are function declarations.
+fn encode_tools(req: &ChatRequest) -> Result<(Vec<Value>, bool), TranslateError> {
+    let mut declarations = Vec::new();
+    let mut other_tools = Vec::new();
+    for (i, tool) in req.tools.iter().enumerate() {
+        match tool {
+            Tool::Function(f) => declarations.push(encode_declaration(f, i)?),
+            Tool::Opaque(o) if o.origin == F => other_tools.push(o.value.clone()),
+            Tool::Opaque(o) => {
+                return Err(TranslateError::unsupported(
+                    format!("tools[{i}]"),
+                    format!(
+                        "the {} tool type \"{}\" cannot be expressed in Gemini",
+                        o.origin, o.kind
+                    ),
+                ))
+            }
+        }
+    }
+    let has_functions = !declarations.is_empty();
+    let mut tools = Vec::new();
+    if has_functions {
+        tools.push(to_value(&WireTool {
+            function_declarations: Some(declarations),
+            extra: Map::new(),
+        })?);
+    }
+    tools.extend(other_tools);
+    Ok((tools, has_functions))
+}
+
+/// The `functionCallingConfig` for the client's tool choice (when there are
+/// function declarations).
+fn encode_function_calling(choice: Option<&ToolChoice>) -> Option<FunctionCallingConfig> {
+    match choice {
+        None => None,
+        Some(choice) => {
+            let (mode, names) = match choice {
+                ToolChoice::Auto => ("AUTO", None),
+                ToolChoice::None => ("NONE", None),
+                ToolChoice::Required => ("ANY", None),
+                ToolChoice::Tool(name) => ("ANY", Some(vec![name.clone()])),
+                ToolChoice::Allowed {
+                    required: true,
+                    names,
+                } => ("ANY", Some(names.clone())),
+                ToolChoice::Allowed {
+                    required: false,
+                    names,
+                } => ("VALIDATED", Some(names.clone())),
+            };
+            Some(FunctionCallingConfig {
+                mode: Some(mode.into()),
+                allowed_function_names: names,
+                extra: Map::new(),
+            })
+        }
+    }
 }
 
 fn encode_declaration(f: &FunctionTool, i: usize) -> Result<FunctionDeclaration, TranslateError> {

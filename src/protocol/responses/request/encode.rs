@@ -530,33 +530,7 @@ pub fn encode(
 
     let instructions = instructions(req);
     let skip = usize::from(instructions.is_some());
-    let custom_ids = custom_call_ids(req);
-    let mut input = Vec::new();
-    let mut systems = req.system.iter().skip(skip).peekable();
-    for (i, msg) in req.messages.iter().enumerate() {
-        let mut pending = Vec::new();
-        while let Some(sp) = systems.next_if(|sp| sp.position <= i) {
-            pending.push(encode_system(sp));
-        }
-        let mut encoded = Vec::new();
-        encode_message(msg, i, &custom_ids, &mut encoded)?;
-        // Tool outputs follow their calls directly (as chat-completions
-        // requires of tool messages): a system message placed before the
-        // outputs goes after them.
-        let outputs = encoded
-            .iter()
-            .take_while(|item| {
-                item.get("type")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| t.ends_with("_call_output"))
-            })
-            .count();
-        let mut encoded = encoded.into_iter();
-        input.extend(encoded.by_ref().take(outputs));
-        input.extend(pending);
-        input.extend(encoded);
-    }
-    input.extend(systems.map(encode_system));
+    let input = encode_input(req, skip)?;
 
     let mut tools = Vec::new();
     for (i, tool) in req.tools.iter().enumerate() {
@@ -650,4 +624,37 @@ pub fn encode(
     }
     deep_merge(&mut out, &extra);
     Ok(Value::Object(out))
+}
+
+/// The `input` items: each message, with the system prompts after the first
+/// `skip` (those that became `instructions`) at their positions.
+fn encode_input(req: &ChatRequest, skip: usize) -> Result<Vec<Value>, TranslateError> {
+    let custom_ids = custom_call_ids(req);
+    let mut input = Vec::new();
+    let mut systems = req.system.iter().skip(skip).peekable();
+    for (i, msg) in req.messages.iter().enumerate() {
+        let mut pending = Vec::new();
+        while let Some(sp) = systems.next_if(|sp| sp.position <= i) {
+            pending.push(encode_system(sp));
+        }
+        let mut encoded = Vec::new();
+        encode_message(msg, i, &custom_ids, &mut encoded)?;
+        // Tool outputs follow their calls directly (as chat-completions
+        // requires of tool messages): a system message placed before the
+        // outputs goes after them.
+        let outputs = encoded
+            .iter()
+            .take_while(|item| {
+                item.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.ends_with("_call_output"))
+            })
+            .count();
+        let mut encoded = encoded.into_iter();
+        input.extend(encoded.by_ref().take(outputs));
+        input.extend(pending);
+        input.extend(encoded);
+    }
+    input.extend(systems.map(encode_system));
+    Ok(input)
 }

@@ -318,80 +318,88 @@ impl Parser {
                 self.whole = false;
                 self.summary_parts = 0;
             }
-            "response.completed" | "response.incomplete" => {
-                self.start(ev.response.as_ref(), emit);
-                self.close(emit);
-                let (stop, usage) = match ev.response {
-                    Some(r) => {
-                        let status = r
-                            .status
-                            .as_deref()
-                            .or_else(|| kind.strip_prefix("response."));
-                        (
-                            decode_status(
-                                status,
-                                r.incomplete_details.as_ref(),
-                                self.refusal,
-                                self.has_calls,
-                            ),
-                            r.usage.map(decode_usage),
-                        )
-                    }
-                    None => (
-                        decode_status(
-                            kind.strip_prefix("response."),
-                            None,
-                            self.refusal,
-                            self.has_calls,
-                        ),
-                        None,
-                    ),
-                };
-                emit(&StreamEvent::MessageDelta(MessageDelta {
-                    stop_reason: stop,
-                    usage,
-                }));
-                emit(&StreamEvent::MessageStop);
-                self.done = true;
-            }
-            "response.failed" => {
-                let error = ev
-                    .response
-                    .as_ref()
-                    .and_then(|r| r.error.as_ref())
-                    .filter(|e| !e.is_null());
-                let message = error.map_or_else(
-                    || "the upstream response failed".to_string(),
-                    failure_message,
-                );
-                let code = error.and_then(|e| e.get("code"));
-                self.done = true;
-                emit(&StreamEvent::Error(stream_error(code, None, message)));
-            }
-            "error" => {
-                // `{"type":"error","code","message","param"}`, or an `error` object.
-                let (code, message, kind) = match &ev.error {
-                    Some(e) if e.is_object() => (
-                        e.get("code").cloned(),
-                        e.get("message").and_then(Value::as_str).map(str::to_string),
-                        e.get("type").and_then(Value::as_str).map(str::to_string),
-                    ),
-                    _ => (
-                        ev.code.clone(),
-                        ev.message.as_deref().map(str::to_string),
-                        None,
-                    ),
-                };
-                self.done = true;
-                emit(&StreamEvent::Error(stream_error(
-                    code.as_ref(),
-                    kind.as_deref(),
-                    message.unwrap_or_else(|| String::from_utf8_lossy(data).into_owned()),
-                )));
-            }
+            "response.completed" | "response.incomplete" => self.complete(kind, ev.response, emit),
+            "response.failed" => self.failed(ev.response.as_ref(), emit),
+            "error" => self.in_band_error(&ev, data, emit),
             _ => {}
         }
         Ok(())
+    }
+
+    /// `response.completed` / `response.incomplete`: the stop reason and
+    /// usage, then the end of the message.
+    fn complete(&mut self, kind: &str, response: Option<ResponsePeek<'_>>, emit: &mut Emit<'_>) {
+        self.start(response.as_ref(), emit);
+        self.close(emit);
+        let (stop, usage) = match response {
+            Some(r) => {
+                let status = r
+                    .status
+                    .as_deref()
+                    .or_else(|| kind.strip_prefix("response."));
+                (
+                    decode_status(
+                        status,
+                        r.incomplete_details.as_ref(),
+                        self.refusal,
+                        self.has_calls,
+                    ),
+                    r.usage.map(decode_usage),
+                )
+            }
+            None => (
+                decode_status(
+                    kind.strip_prefix("response."),
+                    None,
+                    self.refusal,
+                    self.has_calls,
+                ),
+                None,
+            ),
+        };
+        emit(&StreamEvent::MessageDelta(MessageDelta {
+            stop_reason: stop,
+            usage,
+        }));
+        emit(&StreamEvent::MessageStop);
+        self.done = true;
+    }
+
+    /// `response.failed`: a stream error with the response's error message.
+    fn failed(&mut self, response: Option<&ResponsePeek<'_>>, emit: &mut Emit<'_>) {
+        let error = response
+            .and_then(|r| r.error.as_ref())
+            .filter(|e| !e.is_null());
+        let message = error.map_or_else(
+            || "the upstream response failed".to_string(),
+            failure_message,
+        );
+        let code = error.and_then(|e| e.get("code"));
+        self.done = true;
+        emit(&StreamEvent::Error(stream_error(code, None, message)));
+    }
+
+    /// An `error` event: a stream error.
+    fn in_band_error(&mut self, ev: &Event<'_>, data: &[u8], emit: &mut Emit<'_>) {
+        // `{"type":"error","code","message","param"}`, or an `error` object.
+        let (code, message, kind) = match &ev.error {
+            Some(e) if e.is_object() => (
+                e.get("code").cloned(),
+                e.get("message").and_then(Value::as_str).map(str::to_string),
+                e.get("type").and_then(Value::as_str).map(str::to_string),
+            ),
+            _ => (
+                ev.code.clone(),
+                ev.message.as_deref().map(str::to_string),
+                None,
+            ),
+        };
+        self.done = true;
+        emit(&StreamEvent::Error(stream_error(
+            code.as_ref(),
+            kind.as_deref(),
+            message.unwrap_or_else(|| String::from_utf8_lossy(data).into_owned()),
+        )));
     }
 
     /// Called at the end of the upstream stream: a stream without its terminal event is truncated.
