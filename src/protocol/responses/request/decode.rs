@@ -13,7 +13,7 @@
 //!   packed with the item id by [`crate::ir::signature`] (or unwrapped, when
 //!   it holds an Anthropic / Gemini signature this gateway gave the client).
 //! - `custom` tools (free-form input, e.g. Codex's `apply_patch`) become
-//!   function tools taking one string argument named [`CUSTOM_INPUT_KEY`],
+//!   function tools taking one string argument named [`CUSTOM_INPUT_KEY`](super::CUSTOM_INPUT_KEY),
 //!   their grammar appended to the description; `custom_tool_call` items are
 //!   tool calls with arguments `{CUSTOM_INPUT_KEY: input}`, and their outputs
 //!   tool results. Response encoders recognise a call by that argument shape

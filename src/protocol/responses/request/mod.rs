@@ -1,7 +1,7 @@
 //! Responses request codec: wire JSON ⇄ canonical request.
 //!
 //! - [`custom`]: `custom` tools as function tools with one string argument.
-//! - [`reasoning`]: what a reasoning item's `encrypted_content` stands for.
+//! - `reasoning`: what a reasoning item's `encrypted_content` stands for.
 //! - [`decode`](mod@decode): a client's body → the canonical request.
 //! - [`encode`](mod@encode): the canonical request → an upstream body.
 

@@ -3,7 +3,7 @@
 //! the events a Responses client reads.
 //!
 //! - [`parser`]: upstream SSE → canonical events.
-//! - [`custom_input`]: a custom tool's input escaped into / unescaped from
+//! - `custom_input`: a custom tool's input escaped into / unescaped from
 //!   its JSON arguments as it streams.
 //! - [`encoder`]: canonical events → client SSE.
 
