@@ -10,10 +10,10 @@ use crate::admit::tokens::{self, Cancel, Countable};
 use crate::config::Model;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::protocol::peek::body_error;
+use crate::protocol::common::peek::body_error;
 use crate::protocol::spoke;
 
-pub use crate::protocol::peek::{Inspected, Use};
+pub use crate::protocol::common::peek::{Inspected, Use};
 
 /// Scans a request body of `family` (its spoke's peek). `path_stream` is the
 /// stream flag a Gemini route takes from its path.

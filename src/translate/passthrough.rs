@@ -12,10 +12,10 @@
 //! replaced by U+FFFD, as a client's SSE decoder would.
 
 use crate::family::Family;
-pub use crate::protocol::framing::{check_utf8, Framing, StreamFault};
-pub use crate::protocol::peek::Usage;
+pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault};
+pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::{event_response, Envelope};
-use crate::protocol::spoke::{spoke, Spoke};
+use crate::protocol::{spoke, Spoke};
 use crate::sse::{encode_comment, encode_event, SseDecoder, SseError, SseItem};
 use std::ops::Range;
 

@@ -67,7 +67,7 @@ impl StreamTranslator {
                 framing,
                 client_model,
                 include_usage,
-                crate::protocol::support::now(),
+                crate::protocol::common::support::now(),
             ),
             usage: None,
             complete: false,
@@ -128,7 +128,8 @@ impl StreamTranslator {
                 SseItem::Event(ev) => {
                     // Invalid UTF-8 in a member the parser skips would
                     // otherwise pass unnoticed (see `check_utf8`).
-                    if let Err(f) = crate::protocol::framing::check_utf8(ev.event, ev.data) {
+                    if let Err(f) = crate::protocol::common::framing::check_utf8(ev.event, ev.data)
+                    {
                         fault = Some(f);
                         return;
                     }

@@ -1,4 +1,4 @@
-//! Family B (Anthropic) error bodies: `{"type":"error","error":{"type","message"}}`.
+//! Anthropic Messages error bodies: `{"type":"error","error":{"type","message"}}`.
 
 use crate::error::{ErrorKind, GatewayError};
 use serde_json::json;

@@ -1,7 +1,7 @@
-//! Family B over HTTP: `{base_url}/messages` with `x-api-key` and
+//! Anthropic Messages over HTTP: `{base_url}/messages` with `x-api-key` and
 //! `anthropic-version`; clients send `x-api-key` or a Bearer token.
 
-use crate::protocol::http::{bearer, header, SetHeader, UpstreamTarget};
+use crate::protocol::common::http::{bearer, header, SetHeader, UpstreamTarget};
 use http::HeaderMap;
 
 /// The `anthropic-version` sent upstream.

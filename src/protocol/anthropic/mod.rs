@@ -1,5 +1,21 @@
-//! The `anthropic` wire protocol: wire types, codecs to and from the IR, stream
-//! parser and encoder, peeks, HTTP details, listings and error shape.
+//! The Anthropic Messages spoke: wire types and codecs to and from the IR.
+//!
+//! Its pieces, in the order a call uses them:
+//!
+//! - `peek.rs`: what the gateway reads from bodies without decoding them.
+//! - `wire.rs`: the wire types.
+//! - `request/`: `decode.rs` (client body → IR), `encode.rs` (IR → upstream body).
+//! - `http.rs`: the upstream path and key headers.
+//! - `response.rs`: non-streaming responses, both ways.
+//! - `stream/`: `parser.rs` (upstream SSE → IR events), `encoder.rs` (IR
+//!   events → client SSE).
+//! - `error.rs`, `models.rs`: error bodies and model listings.
+//!
+//! [`SPOKE`] is the table the registry hands out for this family. Shared
+//! pieces come from `protocol::common`; the registry is never imported.
+//!
+//! Imports from another spoke: `openai::response::fallback_id` (ids for
+//! responses that carry none). `openai` imports no spoke, so this stays acyclic.
 
 pub mod error;
 pub mod http;
@@ -11,9 +27,9 @@ pub mod stream;
 pub mod wire;
 
 use crate::family::Family;
-use crate::protocol::spoke::{ModelName, Spoke};
+use crate::protocol::common::spoke::{ModelName, Spoke};
 
-/// Family B's facts and functions.
+/// Anthropic Messages' facts and functions.
 pub const SPOKE: Spoke = Spoke {
     family: Family::Anthropic,
     input_field: "messages",

@@ -1,4 +1,4 @@
-//! Family B model objects (`/anthropic/v1/models…`): `{"models":[…]}` with
+//! Anthropic Messages model objects (`/anthropic/v1/models…`): `{"models":[…]}` with
 //! `models/<id>` ids, plus the Anthropic API's own page fields (`data`,
 //! `has_more`, `first_id`, `last_id`) and model fields (`type`, `created_at`)
 //! so that the official Anthropic SDK's `models.list()` / `models.retrieve()` read them.
@@ -7,7 +7,7 @@ use crate::config::Model;
 use crate::util::rfc3339::Rfc3339;
 use serde_json::{json, Value};
 
-/// One model as family B renders it.
+/// One model as Anthropic Messages renders it.
 pub fn model_object(m: &Model) -> Value {
     let f = m.supported_features;
     let created = Rfc3339::seconds(i64::try_from(m.created).unwrap_or(i64::MAX));

@@ -1,10 +1,10 @@
-//! Family B (Messages): what the gateway reads from bodies without decoding them.
+//! Anthropic Messages: what the gateway reads from bodies without decoding them.
 //! `request` fills [`Inspected`] (parameters by catalog name and the client's
 //! own field path, caps, stream flags); `response` reads the model span, usage
 //! and terminal markers of a response body or stream frame for passthrough.
 
 use crate::error::GatewayError;
-use crate::protocol::peek::{
+use crate::protocol::common::peek::{
     bad, body_error, contains, model_of, number, positive_int, present, span_of, Inspected, Peeked,
     Raw, Usage,
 };
@@ -131,7 +131,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
     Ok(out)
 }
 
-/// Where family B requests carry cache hints below the top level.
+/// Where Anthropic Messages requests carry cache hints below the top level.
 pub const CACHE_PATHS: [&str; 4] = [
     "system.*.cache_control",
     "tools.*.cache_control",

@@ -7,9 +7,9 @@ use super::request::{decode_block, encode_block};
 use super::wire::{MessagesResponse, Usage as WireUsage};
 use crate::family::Family;
 use crate::ir::{deep_merge, Block, ChatResponse, Extra, StopReason, Usage};
+use crate::protocol::common::json::parse_response;
+use crate::protocol::common::TranslateError;
 use crate::protocol::openai::response::fallback_id;
-use crate::protocol::util::parse_response;
-use crate::protocol::TranslateError;
 use serde_json::{json, Map, Value};
 
 const F: Family = Family::Anthropic;

@@ -4,7 +4,7 @@
 //! `extra` map so they survive an Anthropic → IR → Anthropic trip, and absent
 //! optionals are not serialized.
 
-use crate::protocol::util::StringOr;
+use crate::protocol::common::json::StringOr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -1,4 +1,4 @@
-//! Family C (Gemini) error bodies: `{"error":{"code","message","status"}}`.
+//! Gemini error bodies: `{"error":{"code","message","status"}}`.
 
 use crate::error::{ErrorKind, GatewayError};
 use serde_json::json;

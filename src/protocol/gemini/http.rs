@@ -1,9 +1,9 @@
-//! Family C over HTTP: the model is in the path
+//! Gemini over HTTP: the model is in the path
 //! (`{base_url}/models/{model}:generateContent`, streams
 //! `:streamGenerateContent?alt=sse`); keys in `x-goog-api-key` (clients may
 //! also use the `key` query parameter).
 
-use crate::protocol::http::{header, query_param, SetHeader, UpstreamTarget};
+use crate::protocol::common::http::{header, query_param, SetHeader, UpstreamTarget};
 use http::HeaderMap;
 
 /// The upstream path (and query) for a call.

@@ -1,4 +1,4 @@
-//! Family C model objects (`/google/v1beta/models…`): camelCase fields, `{"models":[…]}`.
+//! Gemini model objects (`/google/v1beta/models…`): camelCase fields, `{"models":[…]}`.
 //!
 //! `context_length` splits into `inputTokenLimit` (context minus the output
 //! budget) and `outputTokenLimit` (`max_output_tokens`), so the pair sums to it.
@@ -6,7 +6,7 @@
 use crate::config::Model;
 use serde_json::{json, Value};
 
-/// One model as family C renders it.
+/// One model as Gemini renders it.
 pub fn model_object(m: &Model) -> Value {
     let mut o = json!({
         "name": format!("models/{}", m.id),

@@ -1,10 +1,10 @@
-//! Family C (generateContent): what the gateway reads from bodies without decoding them.
+//! Gemini (generateContent): what the gateway reads from bodies without decoding them.
 //! `request` fills [`Inspected`] (parameters by catalog name and the client's
 //! own field path, caps, stream flags); `response` reads the model span, usage
 //! and terminal markers of a response body or stream frame for passthrough.
 
 use crate::error::GatewayError;
-use crate::protocol::peek::{
+use crate::protocol::common::peek::{
     bad, body_error, contains, is_true, more_than_one, number, positive_int, present, span_of,
     Inspected, Peeked, Raw, Usage,
 };
@@ -61,7 +61,7 @@ struct RequestPeek<'a> {
     cached_content: Raw<'a>,
 }
 
-/// Scans a request body (`path_stream`: the stream flag family C takes from its path).
+/// Scans a request body (`path_stream`: the stream flag Gemini takes from its path).
 pub fn request(body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError> {
     let mut out = Inspected::default();
     let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;

@@ -11,8 +11,8 @@ use super::request::{decode_part, embed_signature, encode_part, synthetic_call_i
 use super::wire::{GenerateContentResponse, UsageMetadata};
 use crate::family::Family;
 use crate::ir::{deep_merge, Block, ChatResponse, Extra, StopReason, Usage};
-use crate::protocol::util::{nested, parse_response, take_nested};
-use crate::protocol::TranslateError;
+use crate::protocol::common::json::{nested, parse_response, take_nested};
+use crate::protocol::common::TranslateError;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 

@@ -1,4 +1,4 @@
-//! Family A (OpenAI) error bodies: `{"error":{"message","type","param","code"}}`.
+//! OpenAI chat error bodies: `{"error":{"message","type","param","code"}}`.
 
 use crate::error::{ErrorKind, GatewayError};
 use serde_json::json;

@@ -1,6 +1,6 @@
-//! Family A over HTTP: `{base_url}/chat/completions`, Bearer keys both ways.
+//! OpenAI chat over HTTP: `{base_url}/chat/completions`, Bearer keys both ways.
 
-use crate::protocol::http::{bearer, SetHeader, UpstreamTarget};
+use crate::protocol::common::http::{bearer, SetHeader, UpstreamTarget};
 use http::HeaderMap;
 
 /// The upstream path (and query) for a call.

@@ -1,5 +1,18 @@
-//! The `openai` wire protocol: wire types, codecs to and from the IR, stream
-//! parser and encoder, peeks, HTTP details, listings and error shape.
+//! The OpenAI chat spoke (chat completions): wire types and codecs to and from the IR.
+//!
+//! Its pieces, in the order a call uses them:
+//!
+//! - `peek.rs`: what the gateway reads from bodies without decoding them.
+//! - `wire.rs`: the wire types.
+//! - `request/`: `decode.rs` (client body → IR), `encode.rs` (IR → upstream body).
+//! - `http.rs`: the upstream path and key headers.
+//! - `response.rs`: non-streaming responses, both ways.
+//! - `stream/`: `parser.rs` (upstream SSE → IR events), `encoder.rs` (IR
+//!   events → client SSE).
+//! - `error.rs`, `models.rs`: error bodies and model listings.
+//!
+//! [`SPOKE`] is the table the registry hands out for this family. Shared
+//! pieces come from `protocol::common`; the registry is never imported.
 
 pub mod error;
 pub mod http;
@@ -11,9 +24,9 @@ pub mod stream;
 pub mod wire;
 
 use crate::family::Family;
-use crate::protocol::spoke::{ModelName, Spoke};
+use crate::protocol::common::spoke::{ModelName, Spoke};
 
-/// Family A's facts and functions.
+/// OpenAI chat's facts and functions.
 pub const SPOKE: Spoke = Spoke {
     family: Family::OpenAi,
     input_field: "messages",

@@ -1,9 +1,9 @@
-//! Family A model objects (`/v1/models…`): OpenRouter-like fields, `{"object":"list","data":[…]}`.
+//! OpenAI chat model objects (`/v1/models…`): OpenRouter-like fields, `{"object":"list","data":[…]}`.
 
 use crate::config::Model;
 use serde_json::{json, Value};
 
-/// One model as family A renders it.
+/// One model as OpenAI chat renders it.
 pub fn model_object(m: &Model) -> Value {
     json!({
         "id": m.id,

@@ -1,10 +1,10 @@
-//! Family A (chat completions): what the gateway reads from bodies without decoding them.
+//! OpenAI chat (chat completions): what the gateway reads from bodies without decoding them.
 //! `request` fills [`Inspected`] (parameters by catalog name and the client's
 //! own field path, caps, stream flags); `response` reads the model span, usage
 //! and terminal markers of a response body or stream frame for passthrough.
 
 use crate::error::GatewayError;
-use crate::protocol::peek::{
+use crate::protocol::common::peek::{
     bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_member, number,
     positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
 };

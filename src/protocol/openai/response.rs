@@ -16,8 +16,8 @@ use crate::ir::stream::{arguments_text, parse_arguments};
 use crate::ir::{
     deep_merge, ids, Block, ChatResponse, Extra, StopReason, ThinkingBlock, ToolCall, Usage,
 };
-use crate::protocol::util::{nested, parse_response, take_nested};
-use crate::protocol::TranslateError;
+use crate::protocol::common::json::{nested, parse_response, take_nested};
+use crate::protocol::common::TranslateError;
 use serde_json::{json, Map, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 

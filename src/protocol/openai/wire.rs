@@ -4,7 +4,7 @@
 //! `extra` map so they survive an OpenAI → IR → OpenAI trip, and absent
 //! optionals are not serialized.
 
-use crate::protocol::util::{nullable, StringOr};
+use crate::protocol::common::json::{nullable, StringOr};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

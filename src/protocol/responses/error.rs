@@ -1,9 +1,9 @@
-//! Family D error bodies: OpenAI's shape, `{"error":{"message","type","param","code"}}`
+//! Responses error bodies: OpenAI's shape, `{"error":{"message","type","param","code"}}`
 //! (CONTRACT 6), plus the stream's `error` event.
 
 use crate::error::GatewayError;
 
-/// Renders the whole error body (as family A).
+/// Renders the whole error body (as OpenAI chat).
 pub fn error_body(e: &GatewayError) -> Vec<u8> {
     crate::protocol::openai::error::error_body(e)
 }

@@ -1,7 +1,7 @@
-//! Family D over HTTP: `{base_url}/responses`, Bearer keys both ways, and the
+//! Responses over HTTP: `{base_url}/responses`, Bearer keys both ways, and the
 //! local answer of `POST /v1/responses/input_tokens`.
 
-use crate::protocol::http::{bearer, SetHeader, UpstreamTarget};
+use crate::protocol::common::http::{bearer, SetHeader, UpstreamTarget};
 use http::HeaderMap;
 
 /// The upstream path for a call.

@@ -1,4 +1,26 @@
-//! The `responses` wire protocol (family D, the OpenAI Responses API).
+//! The Responses spoke (the OpenAI Responses API): wire types and codecs to and from the IR.
+//!
+//! Its pieces, in the order a call uses them:
+//!
+//! - `peek.rs`: what the gateway reads from bodies without decoding them.
+//! - `wire.rs`: the wire types.
+//! - `request/`: `decode.rs` (client body → IR), `encode.rs` (IR → upstream body).
+//! - `http.rs`: the upstream path and key headers.
+//! - `response.rs`: non-streaming responses, both ways.
+//! - `stream/`: `parser.rs` (upstream SSE → IR events), `encoder.rs` (IR
+//!   events → client SSE).
+//! - `error.rs`: error bodies (model listings use the OpenAI chat shape).
+//! - `request/custom.rs`, `request/reasoning.rs`, `stream/custom_input.rs`:
+//!   custom tools and reasoning items in the canonical model.
+//! - `envelope.rs`: what the gateway sets on a stored or relayed `response`.
+//! - `hosted.rs`: tools only a Responses upstream can run.
+//!
+//! [`SPOKE`] is the table the registry hands out for this family. Shared
+//! pieces come from `protocol::common`; the registry is never imported.
+//!
+//! Imports from another spoke: `openai` (the error shape, the `user` hashing
+//! and effort mapping of the request encoder, `response::fallback_id`).
+//! `openai` imports no spoke, so this stays acyclic.
 
 pub mod envelope;
 pub mod error;
@@ -11,9 +33,9 @@ pub mod stream;
 pub mod wire;
 
 use crate::family::Family;
-use crate::protocol::spoke::{ModelName, Spoke};
+use crate::protocol::common::spoke::{ModelName, Spoke};
 
-/// Family D's facts and functions.
+/// Responses' facts and functions.
 pub const SPOKE: Spoke = Spoke {
     family: Family::Responses,
     input_field: "input",

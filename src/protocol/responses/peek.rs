@@ -1,4 +1,4 @@
-//! Family D (Responses): what the gateway reads from bodies without decoding
+//! Responses: what the gateway reads from bodies without decoding
 //! them. `request` fills [`Inspected`] and refuses what needs state the
 //! gateway does not keep (`conversation`, `background`, `prompt`;
 //! `previous_response_id` is served from stored responses, whose expansion
@@ -8,7 +8,7 @@
 //! stream event sit in its nested `response`).
 
 use crate::error::GatewayError;
-use crate::protocol::peek::{
+use crate::protocol::common::peek::{
     bad, body_error, contains, model_of, positive_int, present, span_of, Inspected, Peeked, Raw,
     Usage,
 };
@@ -102,7 +102,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
         ));
     }
     out.stream = p.stream.unwrap_or(false);
-    out.temperature = crate::protocol::peek::number(p.temperature, "temperature")?;
+    out.temperature = crate::protocol::common::peek::number(p.temperature, "temperature")?;
     out.max_tokens = positive_int(p.max_output_tokens, "max_output_tokens")?;
     if let Some(n) = out.max_tokens {
         out.caps.push(("max_output_tokens", n));

@@ -30,8 +30,8 @@ use crate::ir::{
     deep_merge, ids, Block, ChatResponse, Extra, Opaque, StopReason, TextBlock, ThinkingBlock,
     ToolCall, Usage,
 };
-use crate::protocol::util::{nested, parse_response, take_nested, to_value, StringOr};
-use crate::protocol::TranslateError;
+use crate::protocol::common::json::{nested, parse_response, take_nested, to_value, StringOr};
+use crate::protocol::common::TranslateError;
 use serde_json::{json, Map, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -263,7 +263,7 @@ pub(crate) fn response_id(id: &str, resp: Option<&ChatResponse>) -> String {
     if id.is_empty() {
         return match resp {
             Some(r) => crate::protocol::openai::response::fallback_id("resp_", r),
-            None => crate::protocol::support::fresh_id("resp_"),
+            None => crate::protocol::common::support::fresh_id("resp_"),
         };
     }
     format!("resp_{id}")
@@ -334,7 +334,7 @@ pub(crate) fn call_item(c: &ToolCall, id: &str, status: &str) -> Value {
     v
 }
 
-/// The id and `encrypted_content` a family D client gets for a thinking signature.
+/// The id and `encrypted_content` a Responses client gets for a thinking signature.
 pub(crate) fn reasoning_state(signature: Option<&str>) -> (Option<String>, Option<String>) {
     let Some(sig) = signature else {
         return (None, None);

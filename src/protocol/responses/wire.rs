@@ -5,7 +5,7 @@
 //! Responses → IR → Responses trip. Items and content parts are flat structs
 //! (`type` says which fields apply), like the chat-completions parts.
 
-use crate::protocol::util::StringOr;
+use crate::protocol::common::json::StringOr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -8,7 +8,7 @@ use super::Call;
 use crate::adjust::Adjustments;
 use crate::config::Upstream;
 use crate::error::{ErrorKind, GatewayError};
-use crate::protocol::http::UpstreamTarget;
+use crate::protocol::common::http::UpstreamTarget;
 use crate::protocol::spoke;
 use crate::translate::body::translate_request;
 use crate::translate::passthrough;

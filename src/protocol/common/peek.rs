@@ -11,15 +11,15 @@ use std::ops::Range;
 /// What the gateway needs to know about a request body before choosing an upstream.
 #[derive(Debug, Default, Clone)]
 pub struct Inspected {
-    /// The body's `model` (families A, B and D).
+    /// The body's `model` (OpenAI chat, Anthropic Messages and Responses).
     pub model: Option<String>,
     /// Byte range of the `model` value (the JSON string, quotes included) in the body.
     pub model_span: Option<Range<usize>>,
-    /// Whether the body asks for a stream (families A and B).
+    /// Whether the body asks for a stream (OpenAI chat and Anthropic Messages).
     pub stream: bool,
-    /// Whether a family A stream asks for usage (`stream_options.include_usage`).
+    /// Whether an OpenAI chat stream asks for usage (`stream_options.include_usage`).
     pub include_usage: bool,
-    /// Whether a family A body has `stream_options` at all.
+    /// Whether an OpenAI chat body has `stream_options` at all.
     pub has_stream_options: bool,
     /// Requested output tokens.
     pub max_tokens: Option<u64>,
@@ -29,9 +29,9 @@ pub struct Inspected {
     pub params: Vec<&'static str>,
     /// Each optional field the request uses: its catalog name and the client's field path.
     pub uses: Vec<Use>,
-    /// The output-cap fields present, with their values (family A may send two).
+    /// The output-cap fields present, with their values (OpenAI chat may send two).
     pub caps: Vec<(&'static str, u64)>,
-    /// Family B `thinking.budget_tokens` (which must stay below `max_tokens`).
+    /// Anthropic Messages `thinking.budget_tokens` (which must stay below `max_tokens`).
     pub thinking_budget: Option<u64>,
 }
 
@@ -189,9 +189,9 @@ pub struct Peeked {
     pub error: bool,
     /// An OpenAI usage-only chunk (`choices: []` with usage).
     pub usage_only: bool,
-    /// The event's `sequence_number` (family D).
+    /// The event's `sequence_number` (Responses).
     pub sequence: Option<u64>,
-    /// The response id a stream event announces (family D `response.id`).
+    /// The response id a stream event announces (Responses `response.id`).
     pub response_id: Option<String>,
 }
 

@@ -6,7 +6,7 @@
 pub enum Framing {
     /// Server-sent events.
     Sse,
-    /// Family C's JSON array stream (E13j): `[obj,\r\nobj,…]`.
+    /// Gemini's JSON array stream (`:streamGenerateContent` without `alt=sse`, docs/api.md "Routes"): `[obj,\r\nobj,…]`.
     JsonArray,
 }
 

@@ -1,14 +1,12 @@
 //! Each family's stream parser (upstream SSE events → canonical events) and
 //! encoder (canonical events → client bytes), picked by family: the enum
-//! dispatch over the spokes' `stream.rs`, like `decode_request` and friends
+//! dispatch over the spokes' `stream/` codecs, like `decode_request` and friends
 //! for whole bodies.
 
-use super::framing::{Framing, StreamFault};
-use super::{anthropic, gemini, openai, responses};
 use crate::family::Family;
 use crate::ir::stream::StreamEvent;
-#[cfg(test)]
-use crate::sse::{SseDecoder, SseItem};
+use crate::protocol::common::framing::{Framing, StreamFault};
+use crate::protocol::{anthropic, gemini, openai, responses};
 
 /// An upstream family's stream parser (enum dispatch).
 #[derive(Debug)]
@@ -151,26 +149,4 @@ impl Encoder {
             Encoder::Responses(e) => e.is_ended(),
         }
     }
-}
-
-/// Test helper: every canonical event a `family` parser emits for a whole
-/// upstream stream, and how the stream ended.
-#[cfg(test)]
-pub(crate) fn parse_all(
-    family: Family,
-    input: &[u8],
-) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
-    let mut p = Parser::new(family);
-    let mut events = Vec::new();
-    let mut result = Ok(());
-    let decoded = SseDecoder::new(1 << 20).push(input, |item| {
-        if let (SseItem::Event(e), Ok(())) = (item, &result) {
-            result = p.push(&e, &mut |ev| events.push(ev.clone()));
-        }
-    });
-    assert!(decoded.is_ok(), "test stream is not valid SSE");
-    if result.is_ok() {
-        result = p.finish(&mut |ev| events.push(ev.clone()));
-    }
-    (events, result)
 }

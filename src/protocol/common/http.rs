@@ -13,9 +13,9 @@ pub struct UpstreamTarget<'a> {
     pub upstream_model: &'a str,
     /// Whether a stream is asked for.
     pub stream: bool,
-    /// Family B to family B only: the client's `?beta=true`, forwarded.
+    /// Anthropic Messages to Anthropic Messages only: the client's `?beta=true`, forwarded.
     pub beta_query: bool,
-    /// Family B to family B only: the client's `anthropic-beta` header, forwarded.
+    /// Anthropic Messages to Anthropic Messages only: the client's `anthropic-beta` header, forwarded.
     pub anthropic_beta: Option<&'a str>,
 }
 

@@ -138,9 +138,14 @@ fn gateway_error(client: Family, e: &StreamError) -> GatewayError {
 }
 
 /// The whole error body (`{"error":…}`, or Anthropic's `{"type":"error",…}`)
-/// that `client`'s stream ends with for a canonical stream error.
-pub fn error_body(client: Family, e: &StreamError) -> Vec<u8> {
-    super::error_body(client, &gateway_error(client, e))
+/// that `client`'s stream ends with for a canonical stream error, rendered by
+/// `render` (the client spoke's own `error::error_body`).
+pub fn error_body(
+    client: Family,
+    e: &StreamError,
+    render: fn(&GatewayError) -> Vec<u8>,
+) -> Vec<u8> {
+    render(&gateway_error(client, e))
 }
 
 /// The canonical error kind for an upstream's error `type` / `status` / `code` text.
@@ -232,6 +237,34 @@ impl<'de, T: Deserialize<'de> + Indexed> Deserialize<'de> for First<T> {
         }
         d.deserialize_any(V(PhantomData))
     }
+}
+
+/// One step of a test parse: an event (`Some`) or the end of the body (`None`).
+#[cfg(test)]
+pub(crate) type ParseStep<'a> =
+    dyn FnMut(Option<&crate::sse::SseEvent<'_>>, &mut Emit<'_>) -> Result<(), StreamFault> + 'a;
+
+/// Test helper: every canonical event a parser emits for a whole upstream
+/// stream, and how the stream ended. `step` reads one event (`Some`) or the
+/// end of the body (`None`), like a spoke parser's `push` and `finish`.
+#[cfg(test)]
+pub(crate) fn parse_all(
+    input: &[u8],
+    step: &mut ParseStep<'_>,
+) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
+    use crate::sse::{SseDecoder, SseItem};
+    let mut events = Vec::new();
+    let mut result = Ok(());
+    let decoded = SseDecoder::new(1 << 20).push(input, |item| {
+        if let (SseItem::Event(e), Ok(())) = (item, &result) {
+            result = step(Some(&e), &mut |ev| events.push(ev.clone()));
+        }
+    });
+    assert!(decoded.is_ok(), "test stream is not valid SSE");
+    if result.is_ok() {
+        result = step(None, &mut |ev| events.push(ev.clone()));
+    }
+    (events, result)
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
-//! What the rest of the gateway may know about a protocol family, as one
-//! table per spoke ([`Spoke`], built in each family's `mod.rs`) reached
-//! through [`spoke`]. Routing, authentication, validation, policy, dispatch
-//! and the relay ask this table instead of matching on the family, so a new
-//! family is a new folder plus one arm here (and its stream codec's arms in
-//! `stream.rs`).
+//! The `Spoke` table type: what the rest of the gateway may know about a
+//! protocol family, one table per spoke (built in each family's `mod.rs`,
+//! found through `protocol::registry::spoke`). Routing, authentication,
+//! validation, policy, dispatch and the relay ask this table instead of
+//! matching on the family, so a new family is a new folder plus one arm in the
+//! registry (and its arms in `registry/stream_codec.rs`).
 
 use super::http::{SetHeader, UpstreamTarget};
 use super::peek::{Inspected, Peeked};
@@ -14,9 +14,9 @@ use http::HeaderMap;
 /// How clients of a family see the model name in responses (docs/api.md "Inference behaviour").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelName {
-    /// `provider/model_id` (families A and D).
+    /// `provider/model_id` (OpenAI chat and Responses).
     Qualified,
-    /// The bare `model_id` (family B `model`, family C `modelVersion`).
+    /// The bare `model_id` (Anthropic Messages `model`, Gemini `modelVersion`).
     Bare,
 }
 
@@ -36,24 +36,24 @@ pub struct Spoke {
     pub max_temperature: f64,
     /// The temperature's path in a request body.
     pub temperature_field: &'static str,
-    /// The output cap is required on inference requests (family B `max_tokens`).
+    /// The output cap is required on inference requests (Anthropic Messages `max_tokens`).
     pub requires_max_tokens: bool,
-    /// A request header the family requires (family B `anthropic-version`).
+    /// A request header the family requires (Anthropic Messages `anthropic-version`).
     pub required_header: Option<&'static str>,
     /// The model is named in the body (spliced on passthrough), not the path.
     pub model_in_body: bool,
     /// The model name responses carry.
     pub model_name: ModelName,
-    /// A stream's end sentinel frame (family A `data: [DONE]`).
+    /// A stream's end sentinel frame (OpenAI chat `data: [DONE]`).
     pub stream_done: Option<&'static [u8]>,
     /// The SSE event name of an in-stream error (`None`: a bare `data:` frame).
     pub error_event: Option<&'static str>,
     /// Writes the end of a passed-through stream that failed, given the
     /// family's error body, the next sequence number and the response id the
-    /// stream announced (family D: an `error` event then `response.failed`). `None`: one frame with the error body,
+    /// stream announced (Responses: an `error` event then `response.failed`). `None`: one frame with the error body,
     /// under `error_event`.
     pub stream_error: Option<StreamErrorWriter>,
-    /// Streams carry usage only when asked (family A `stream_options.include_usage`).
+    /// Streams carry usage only when asked (OpenAI chat `stream_options.include_usage`).
     pub stream_usage_opt_in: bool,
     /// Peeks at a request body (`path_stream`: the stream flag from the path).
     pub inspect: fn(&[u8], bool) -> Result<Inspected, GatewayError>,
@@ -78,23 +78,13 @@ pub struct Spoke {
     /// The body of a local token-count answer, when the family has such a route.
     pub count_tokens_body: Option<fn(u64) -> String>,
     /// Under `adapt`, before translation: the body without what only this
-    /// family's own upstreams can serve (family D's hosted tools), and the
+    /// family's own upstreams can serve (the Responses hosted tools), and the
     /// reported names of what was cut; `None` when nothing is.
     pub drop_untranslatable: Option<UntranslatableCut>,
 }
 
 /// See [`Spoke::drop_untranslatable`].
 pub type UntranslatableCut = fn(&[u8]) -> Option<(Vec<u8>, Vec<String>)>;
-
-/// The spoke of `family`.
-pub fn spoke(family: Family) -> &'static Spoke {
-    match family {
-        Family::OpenAi => &super::openai::SPOKE,
-        Family::Anthropic => &super::anthropic::SPOKE,
-        Family::Gemini => &super::gemini::SPOKE,
-        Family::Responses => &super::responses::SPOKE,
-    }
-}
 
 impl Spoke {
     /// The name a client of this family sees for a model.
@@ -109,45 +99,5 @@ impl Spoke {
 impl std::fmt::Debug for Spoke {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Spoke({})", self.family)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::spoke;
-    use crate::family::Family;
-
-    #[test]
-    fn a_preamble_is_not_a_first_token() {
-        let cases: [(Family, &[u8], &[u8]); 4] = [
-            (
-                Family::OpenAi,
-                b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
-                b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
-            ),
-            (
-                Family::Anthropic,
-                b"event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n",
-                b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
-            ),
-            (
-                Family::Responses,
-                b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"error\":null}}\n\nevent: response.output_item.added\ndata: {\"type\":\"response.output_item.added\"}\n\n",
-                b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",
-            ),
-            (Family::Gemini, b"", b"data: {\"candidates\":[]}\n\n"),
-        ];
-        for (family, preamble, token) in cases {
-            let started = spoke(family).stream_started;
-            assert!(!started(preamble), "{family}: preamble taken for a token");
-            let mut both = preamble.to_vec();
-            both.extend_from_slice(token);
-            assert!(started(&both), "{family}: token missed");
-        }
-        // The end of an answer with no token at all still starts it.
-        assert!((spoke(Family::OpenAi).stream_started)(b"data: [DONE]\n\n"));
-        assert!((spoke(Family::OpenAi).stream_started)(
-            b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
-        ));
     }
 }

@@ -1,0 +1,226 @@
+//! Tests of the Responses stream codecs: parsing, encoding and round trips.
+
+use super::encoder::Encoder;
+use super::parser::Parser;
+use crate::ir::stream::{
+    BlockDelta, BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent,
+};
+use crate::ir::StopReason;
+use crate::protocol::common::framing::StreamFault;
+use crate::protocol::responses::request::custom_input;
+use serde_json::Value;
+
+use crate::ir::stream::{Accumulator, GrammarChecker};
+
+use crate::ir::Block;
+
+use serde_json::json;
+
+fn parse(input: &str) -> (Vec<StreamEvent>, Result<(), StreamFault>) {
+    let mut p = Parser::new();
+    crate::protocol::common::support::parse_all(input.as_bytes(), &mut |event, emit| match event {
+        Some(e) => p.push(e, emit),
+        None => p.finish(emit),
+    })
+}
+
+fn fold(events: &[StreamEvent]) -> crate::ir::ChatResponse {
+    let mut checker = GrammarChecker::new();
+    let mut acc = Accumulator::new();
+    for e in events {
+        assert_eq!(checker.push(e), Ok(()), "{e:?}\n{events:#?}");
+        acc.push(e);
+    }
+    acc.finish()
+}
+
+fn ev(kind: &str, body: &Value) -> String {
+    let mut v = body.clone();
+    v["type"] = json!(kind);
+    format!("event: {kind}\ndata: {v}\n\n")
+}
+
+fn encode(events: &[StreamEvent]) -> String {
+    let mut e = Encoder::new("acme/m", 1);
+    let mut out = Vec::new();
+    for event in events {
+        e.event(event, &mut out);
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+#[test]
+fn a_custom_call_is_told_and_unescaped_however_its_arguments_are_cut() {
+    let input = "*** Begin Patch\n+say \"hi\" \\ 😀\n*** End Patch";
+    let args = serde_json::to_string(&super::super::request::custom_arguments(input))
+        .unwrap_or_default()
+        .replace(':', ": ");
+    let cuts: Vec<usize> = (0..=args.len())
+        .filter(|c| args.is_char_boundary(*c))
+        .collect();
+    for &cut in &cuts {
+        let mut events = vec![
+            StreamEvent::MessageStart(MessageStart {
+                id: "resp_1".into(),
+                ..MessageStart::default()
+            }),
+            StreamEvent::BlockStart {
+                index: 0,
+                block: BlockStart::ToolCall {
+                    id: "call_1".into(),
+                    name: "apply_patch".into(),
+                },
+            },
+        ];
+        for piece in [&args[..cut], &args[cut..]] {
+            events.push(StreamEvent::BlockDelta {
+                index: 0,
+                delta: BlockDelta::ToolArguments(piece.to_string()),
+            });
+        }
+        events.push(StreamEvent::BlockStop { index: 0 });
+        events.push(StreamEvent::MessageDelta(MessageDelta {
+            stop_reason: Some(StopReason::ToolUse),
+            usage: None,
+        }));
+        events.push(StreamEvent::MessageStop);
+        let wire = encode(&events);
+        assert!(
+            wire.contains("\"type\":\"custom_tool_call\""),
+            "cut {cut}: {wire}"
+        );
+        assert!(!wire.contains("function_call"), "cut {cut}: {wire}");
+        let (parsed, r) = parse(&wire);
+        assert_eq!(r, Ok(()));
+        let resp = fold(&parsed);
+        let Some(Block::ToolCall(call)) = resp.content.first() else {
+            panic!("cut {cut}: {resp:?}");
+        };
+        assert_eq!(
+            custom_input(&call.arguments),
+            Some(input),
+            "cut {cut}: {wire}"
+        );
+        assert_eq!(resp.stop_reason, Some(StopReason::ToolUse));
+    }
+}
+
+#[test]
+fn what_comes_only_in_done_events_is_read_from_there() {
+    let input = [
+        ev("response.created", &json!({"response": {"id": "resp_1", "model": "m", "created_at": 5}})),
+        ev("response.output_item.added", &json!({"item": {"type": "reasoning", "id": "rs_1", "summary": []}})),
+        ev("response.output_item.done", &json!({"item": {"type": "reasoning", "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "a"}, {"type": "summary_text", "text": "b"}],
+            "encrypted_content": "gAAA"}})),
+        ev("response.output_item.added", &json!({"item": {"type": "message", "role": "assistant", "content": []}})),
+        ev("response.output_text.done", &json!({"text": "whole"})),
+        ev("response.content_part.done", &json!({})),
+        ev("response.output_item.done", &json!({"item": {"type": "message", "content": []}})),
+        ev("response.output_item.done", &json!({"item": {"type": "message",
+            "content": [{"type": "refusal", "refusal": "no"}]}})),
+        ev("response.output_item.done", &json!({"item": {"type": "function_call", "call_id": "c1",
+            "name": "f", "arguments": "{\"a\":1}"}})),
+        ev("response.completed", &json!({"response": {"status": "completed",
+            "usage": {"input_tokens": 3, "output_tokens": 4}}})),
+    ]
+    .concat();
+    let (events, r) = parse(&input);
+    assert_eq!(r, Ok(()));
+    let resp = fold(&events);
+    assert_eq!(resp.id, "resp_1");
+    assert_eq!(resp.created, Some(5));
+    assert!(
+        matches!(&resp.content[0], Block::Thinking(t) if t.text == "a\n\nb"
+        && t.signature.as_deref().and_then(crate::ir::signature::unwrap_reasoning_item)
+            == Some(("rs_1".into(), "gAAA".into())))
+    );
+    assert!(matches!(&resp.content[1], Block::Text(t) if t.text == "whole"));
+    assert!(matches!(&resp.content[2], Block::Text(t) if t.text == "no"));
+    assert!(matches!(&resp.content[3], Block::ToolCall(c) if c.arguments == json!({"a": 1})));
+    // A refusal part wins over the tool call.
+    assert_eq!(resp.stop_reason, Some(StopReason::Refusal));
+    assert_eq!(resp.usage.map(|u| u.output_tokens), Some(4));
+}
+
+#[test]
+fn errors_and_incomplete_ends() {
+    let (events, r) = parse(&ev(
+        "error",
+        &json!({"code": "rate_limit_exceeded", "message": "slow down", "param": null}),
+    ));
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        events,
+        [StreamEvent::Error(StreamError {
+            kind: crate::ir::stream::StreamErrorKind::RateLimited,
+            message: "slow down".into()
+        })]
+    );
+    let input = [
+        ev("response.created", &json!({"response": {"id": "resp_1"}})),
+        ev("response.output_text.delta", &json!({"delta": "x"})),
+        ev(
+            "response.incomplete",
+            &json!({"response": {"status": "incomplete",
+            "incomplete_details": {"reason": "content_filter"}}}),
+        ),
+    ]
+    .concat();
+    let (events, r) = parse(&input);
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        fold(&events).stop_reason,
+        Some(StopReason::ContentFilter(None))
+    );
+    // Without its terminal event a stream is truncated.
+    let (_, r) = parse(&ev(
+        "response.created",
+        &json!({"response": {"id": "resp_1"}}),
+    ));
+    assert_eq!(r, Err(StreamFault::Truncated));
+    // Unknown event types are skipped, even with fields of other shapes.
+    let input = [
+        ev("response.created", &json!({"response": {"id": "resp_1"}})),
+        ev(
+            "response.image_generation_call.partial_image",
+            &json!({"delta": {"x": 1}}),
+        ),
+        ev(
+            "response.completed",
+            &json!({"response": {"status": "completed"}}),
+        ),
+    ]
+    .concat();
+    assert_eq!(parse(&input).1, Ok(()));
+}
+
+#[test]
+fn a_failure_before_anything_still_opens_the_response() {
+    let mut e = Encoder::new("acme/m", 1);
+    let mut out = Vec::new();
+    e.event(
+        &StreamEvent::Error(StreamError {
+            kind: crate::ir::stream::StreamErrorKind::Overloaded,
+            message: "busy".into(),
+        }),
+        &mut out,
+    );
+    assert!(e.is_ended());
+    let text = String::from_utf8(out).unwrap_or_default();
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "error",
+            "response.failed"
+        ]
+    );
+    assert!(text.contains("\"message\":\"busy\""), "{text}");
+    assert!(text.contains("\"status\":\"failed\""), "{text}");
+}
