@@ -69,8 +69,64 @@ enum Next {
     ClientGone,
 }
 
+/// Sends the stream's response head (SSE, or a Gemini JSON array).
+async fn start(
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    framing: Framing,
+) -> Result<(), RelayError> {
+    let content_type = match framing {
+        Framing::Sse => "text/event-stream",
+        Framing::JsonArray => "application/json",
+    };
+    let mut h = respond::header(ctx, 200, content_type, None)?;
+    h.insert_header("cache-control", "no-cache")?;
+    if session.as_downstream().is_http2() {
+        h.remove_header("transfer-encoding");
+    }
+    ctx.outcome.status = 200;
+    session.write_response_header(Box::new(h), false).await
+}
+
+/// Puts what the upstream sent (a chunk, its end, or a read fault) through
+/// the client stream into `out`; `Some` when the stream is over: complete,
+/// or failed with the family's error event written.
+fn translate(
+    pass: &mut ClientStream,
+    read: Result<Option<Bytes>, ReadFault>,
+    family: Family,
+    out: &mut Vec<u8>,
+) -> Option<StreamEnd> {
+    let (e, cause) = match read {
+        Ok(Some(chunk)) => match pass.push(&chunk, out) {
+            Ok(()) => return None,
+            Err(fault) => (
+                GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
+                Cause::Invalid,
+            ),
+        },
+        Ok(None) => match pass.finish(out) {
+            Ok(()) => return Some(StreamEnd::Complete),
+            Err(fault) => (
+                GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
+                Cause::Invalid,
+            ),
+        },
+        Err(fault) => {
+            let cause = if fault.is_timeout() {
+                Cause::Timeout
+            } else {
+                Cause::Unreachable
+            };
+            (fault.error(), cause)
+        }
+    };
+    pass.fail(&crate::protocol::error_body(family, &e), out);
+    Some(StreamEnd::Failed(e, cause))
+}
+
 /// Relays an upstream stream to the client frame by frame, starting with
-/// the chunk `dispatch` read before committing to this upstream; each later
+/// the chunk the attempt read before committing to this upstream; each later
 /// chunk waits at most the provider's `idle` and never past the `total`
 /// deadline.
 pub async fn relay_stream(
@@ -90,23 +146,12 @@ pub async fn relay_stream(
         in_flight: _in_flight,
         ..
     } = answer;
-    let content_type = match framing {
-        Framing::Sse => "text/event-stream",
-        Framing::JsonArray => "application/json",
-    };
-    let mut h = respond::header(ctx, 200, content_type, None)?;
-    h.insert_header("cache-control", "no-cache")?;
-    if session.as_downstream().is_http2() {
-        h.remove_header("transfer-encoding");
-    }
-    ctx.outcome.status = 200;
-    session.write_response_header(Box::new(h), false).await?;
+    start(session, ctx, framing).await?;
     let mut out = Vec::with_capacity(OUT_START);
-    let mut end = StreamEnd::Complete;
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
     let mut pending = Some(Ok(first));
-    loop {
+    let end = loop {
         let next = match pending.take() {
             Some(r) => Next::Upstream(r),
             None => tokio::select! {
@@ -114,46 +159,17 @@ pub async fn relay_stream(
                 _ = session.as_downstream_mut().read_body_or_idle(true) => Next::ClientGone,
             },
         };
-        out.clear();
-        let mut done = false;
-        let fail = |pass: &mut ClientStream, e: GatewayError, cause: Cause, out: &mut Vec<u8>| {
-            pass.fail(&crate::protocol::error_body(family, &e), out);
-            StreamEnd::Failed(e, cause)
+        let Next::Upstream(read) = next else {
+            ctx.client_gone = true;
+            log::info!(
+                "{}: client went away mid-stream; dropping the upstream request",
+                ctx.request_id
+            );
+            drop(ex);
+            return Ok(StreamEnd::ClientGone);
         };
-        match next {
-            Next::ClientGone => {
-                ctx.client_gone = true;
-                log::info!(
-                    "{}: client went away mid-stream; dropping the upstream request",
-                    ctx.request_id
-                );
-                drop(ex);
-                return Ok(StreamEnd::ClientGone);
-            }
-            Next::Upstream(Ok(Some(chunk))) => {
-                if let Err(fault) = pass.push(&chunk, &mut out) {
-                    let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
-                    end = fail(pass, e, Cause::Invalid, &mut out);
-                    done = true;
-                }
-            }
-            Next::Upstream(Ok(None)) => {
-                if let Err(fault) = pass.finish(&mut out) {
-                    let e = GatewayError::new(ErrorKind::BadGateway, fault.to_string());
-                    end = fail(pass, e, Cause::Invalid, &mut out);
-                }
-                done = true;
-            }
-            Next::Upstream(Err(fault)) => {
-                let cause = if fault.is_timeout() {
-                    Cause::Timeout
-                } else {
-                    Cause::Unreachable
-                };
-                end = fail(pass, fault.error(), cause, &mut out);
-                done = true;
-            }
-        }
+        out.clear();
+        let end = translate(pass, read, family, &mut out);
         if !out.is_empty() {
             if ctx.outcome.ttft.is_none() {
                 ctx.outcome.ttft = Some(ctx.started.elapsed());
@@ -167,10 +183,10 @@ pub async fn relay_stream(
             };
             write(session, Some(data), false, deadline).await?;
         }
-        if done {
-            break;
+        if let Some(end) = end {
+            break end;
         }
-    }
+    };
     write(session, None, true, deadline).await?;
     if matches!(end, StreamEnd::Complete) {
         // Closed instead when its body was not read to the end.

@@ -1,6 +1,7 @@
 //! Base64 (RFC 4648): encoding in the standard alphabet, decoding either
-//! alphabet padded or not, and the rewrite of URL-safe text into the standard
-//! form some providers require.
+//! alphabet padded or not, and rewriting encoded text from one alphabet to
+//! the other (the standard form some providers require, the URL-safe form
+//! an identifier can carry).
 
 use std::borrow::Cow;
 
@@ -60,6 +61,12 @@ pub fn to_standard(data: &str) -> Cow<'_, str> {
     if !data.bytes().any(|b| b == b'-' || b == b'_') {
         return Cow::Borrowed(data);
     }
+    Cow::Owned(url_safe_to_standard(data))
+}
+
+/// Base64 text in the URL-safe alphabet, padded or not, rewritten in the
+/// standard alphabet, padded.
+pub fn url_safe_to_standard(data: &str) -> String {
     let mut out: String = data
         .chars()
         .map(|c| match c {
@@ -71,7 +78,20 @@ pub fn to_standard(data: &str) -> Cow<'_, str> {
     while !out.len().is_multiple_of(4) {
         out.push('=');
     }
-    Cow::Owned(out)
+    out
+}
+
+/// Base64 text in the standard alphabet rewritten in the URL-safe one,
+/// without padding (safe in identifiers and URLs).
+pub fn standard_to_url_safe(data: &str) -> String {
+    data.trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '+' => '-',
+            '/' => '_',
+            c => c,
+        })
+        .collect()
 }
 
 #[cfg(test)]

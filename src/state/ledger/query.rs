@@ -2,8 +2,9 @@
 //! "Usage ledger"): the query (bounds, grouping), its answer, and the reader
 //! that asks the SQLite file or PostgreSQL.
 
-use super::calendar::{day_string, days_from_civil, DAY_MS};
+use super::calendar::{day_string, DAY_MS};
 use super::{pg, sqlite, Sums};
+use crate::util::rfc3339::days_from_civil;
 
 /// What `GET /admin/usage` groups by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,18 +14,6 @@ pub struct Period {
     pub end: Option<i64>,
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (inverse of
-/// [`crate::util::rfc3339::civil_from_days`]).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// The period of kind `kind` that contains `unix_secs` (UTC calendar).
 pub fn period_at(kind: BudgetPeriod, unix_secs: i64) -> Period {
     let days = unix_secs.div_euclid(86_400);
@@ -40,8 +28,8 @@ pub fn period_at(kind: BudgetPeriod, unix_secs: i64) -> Period {
             let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
             Period {
                 id: format!("{y:04}-{m:02}"),
-                start: days_from_civil(y, m, 1) * 86_400,
-                end: Some(days_from_civil(ny, nm, 1) * 86_400),
+                start: crate::util::rfc3339::days_from_civil(y, m, 1) * 86_400,
+                end: Some(crate::util::rfc3339::days_from_civil(ny, nm, 1) * 86_400),
             }
         }
         BudgetPeriod::Total => Period {

@@ -37,17 +37,7 @@ pub fn embed_signature(id: &str, signature: &str) -> String {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=');
     let payload = if standard_b64 {
-        let mut s: String = signature
-            .trim_end_matches('=')
-            .chars()
-            .map(|c| match c {
-                '+' => '-',
-                '/' => '_',
-                c => c,
-            })
-            .collect();
-        s.insert(0, 'b');
-        s
+        format!("b{}", crate::util::base64::standard_to_url_safe(signature))
     } else {
         let mut s = String::from("h");
         for b in signature.bytes() {
@@ -64,18 +54,7 @@ pub fn split_call_id(id: &str) -> (&str, Option<String>) {
         return (id, None);
     };
     let signature = if let Some(b64) = payload.strip_prefix('b') {
-        let mut s: String = b64
-            .chars()
-            .map(|c| match c {
-                '-' => '+',
-                '_' => '/',
-                c => c,
-            })
-            .collect();
-        while !s.len().is_multiple_of(4) {
-            s.push('=');
-        }
-        Some(s)
+        Some(crate::util::base64::url_safe_to_standard(b64))
     } else if let Some(hex) = payload.strip_prefix('h') {
         let bytes: Option<Vec<u8>> = (0..hex.len())
             .step_by(2)
