@@ -153,8 +153,9 @@ pub struct GatewayError {
     pub message: String,
     /// The request parameter at fault, when there is one.
     pub param: Option<String>,
-    /// A machine-readable code (OpenAI's `code`), when there is one.
-    pub code: Option<&'static str>,
+    /// A machine-readable code (OpenAI's `code`), when there is one: the
+    /// gateway's own, or an upstream's kept as it sent it.
+    pub code: Option<std::borrow::Cow<'static, str>>,
     /// Seconds for `retry-after` on 429/503.
     pub retry_after: Option<u64>,
     /// The `allow` header of a 405.
@@ -184,8 +185,8 @@ impl GatewayError {
     }
 
     /// Sets the machine-readable code.
-    pub fn with_code(mut self, code: &'static str) -> Self {
-        self.code = Some(code);
+    pub fn with_code(mut self, code: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        self.code = Some(code.into());
         self
     }
 

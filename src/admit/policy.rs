@@ -478,7 +478,7 @@ mod tests {
         let e = plan
             .fit_context(Family::OpenAi, &req, &m, 1001)
             .unwrap_err();
-        assert_eq!(e.code, Some("context_length_exceeded"));
+        assert_eq!(e.code.as_deref(), Some("context_length_exceeded"));
         let mut strict = decide(Family::OpenAi, &req, body.as_bytes(), &m, Policy::Strict).unwrap();
         assert!(strict.fit_context(Family::OpenAi, &req, &m, 960).is_err());
         assert!(strict.fit_context(Family::OpenAi, &req, &m, 900).is_ok());

@@ -161,6 +161,16 @@ impl Metrics {
         });
     }
 
+    /// Counts `n` unreadable stream frames of `provider` that a stream
+    /// skipped (`switchboard_upstream_errors_total`, kind `skipped_frame`).
+    pub fn frames_skipped(&self, provider: &str, n: u32) {
+        self.with(|s| {
+            *s.upstream_errors
+                .entry((provider.to_string(), "skipped_frame".to_string()))
+                .or_default() += u64::from(n);
+        });
+    }
+
     /// Counts one upstream attempt and how it ended (`ok`, `error` for a
     /// final 4xx, or a failure label of `pool::Cause`).
     pub fn upstream_attempt(&self, provider: &str, upstream: &str, outcome: &'static str) {

@@ -35,6 +35,8 @@ pub struct Outcome {
     pub error: Option<ErrorNote>,
     /// Time to the first response body byte, for streams.
     pub ttft: Option<Duration>,
+    /// Unreadable upstream stream frames skipped (0: none).
+    pub skipped_frames: u32,
     /// What the gateway changed in the request (docs/api.md "Adapt or refuse").
     pub adjusted: Adjustments,
 }
@@ -56,6 +58,7 @@ impl Outcome {
             usage: Usage::default(),
             error: None,
             ttft: None,
+            skipped_frames: 0,
             adjusted: Adjustments::default(),
         }
     }

@@ -46,6 +46,8 @@ pub struct AccessLine<'a> {
     pub usage: &'a Usage,
     pub latency_ms: f64,
     pub ttft_ms: Option<f64>,
+    /// Unreadable upstream stream frames skipped; null when none.
+    pub skipped_frames: Option<u32>,
 }
 
 impl<'a> AccessLine<'a> {
@@ -83,6 +85,7 @@ impl<'a> AccessLine<'a> {
             usage: &ctx.outcome.usage,
             latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
             ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
+            skipped_frames: Some(ctx.outcome.skipped_frames).filter(|n| *n > 0),
         }
     }
 }

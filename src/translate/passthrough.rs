@@ -12,7 +12,7 @@
 //! replaced by U+FFFD, as a client's SSE decoder would.
 
 use crate::family::Family;
-pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault};
+pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault, MAX_SKIPPED_FRAMES};
 pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::{event_response, Envelope};
 use crate::protocol::{spoke, Spoke};
@@ -58,6 +58,10 @@ pub struct PassthroughStream {
     /// JSON array framing: elements written so far.
     elements: usize,
     complete: bool,
+    /// The answer reached its finish reason (`Peeked::finished`).
+    finished: bool,
+    /// Unreadable frames skipped so far.
+    skipped: u32,
     /// The next sequence number (Responses events carry one).
     next_seq: u64,
     /// The response id the stream announced (Responses).
@@ -108,6 +112,8 @@ impl PassthroughStream {
             scratch: Vec::new(),
             elements: 0,
             complete: false,
+            finished: false,
+            skipped: 0,
             next_seq: 0,
             response_id: None,
             withhold_usage: false,
@@ -122,6 +128,11 @@ impl PassthroughStream {
         self.complete
     }
 
+    /// The unreadable frames the stream skipped.
+    pub fn skipped_frames(&self) -> u32 {
+        self.skipped
+    }
+
     /// Feeds upstream bytes; appends what the client should receive to `out`.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), StreamFault> {
         let Self {
@@ -132,6 +143,8 @@ impl PassthroughStream {
             scratch,
             elements,
             complete,
+            finished,
+            skipped,
             next_seq,
             response_id,
             withhold_usage,
@@ -162,9 +175,10 @@ impl PassthroughStream {
                         return;
                     }
                     let Some(p) = (spoke.peek_response)(data) else {
-                        fault = Some(StreamFault::Malformed(
-                            String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
-                        ));
+                        // Not a document of this protocol at all: skipped,
+                        // while the stream has skipped few enough.
+                        let excerpt = String::from_utf8_lossy(&data[..data.len().min(120)]);
+                        fault = skip(skipped, StreamFault::Unreadable(excerpt.into_owned()));
                         return;
                     };
                     usage.merge(p.usage);
@@ -175,6 +189,7 @@ impl PassthroughStream {
                         *response_id = p.response_id;
                     }
                     *complete |= p.terminal || p.error;
+                    *finished |= p.finished;
                     if *withhold_usage && p.usage_only {
                         return;
                     }
@@ -213,7 +228,15 @@ impl PassthroughStream {
     /// Called at the upstream's end of stream: closes the framing, or reports a truncation.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), StreamFault> {
         let partial = self.decoder.finish().is_err();
-        // Gemini streams have no terminator: a clean end after a finish reason is complete.
+        // A stream that reached its finish reason and then ended without its
+        // terminator is complete: the client gets the terminator (Gemini
+        // streams have none: their finish reason is terminal already).
+        if !partial && !self.complete && self.finished {
+            if let (Framing::Sse, Some((event, data))) = (self.framing, self.spoke.stream_end) {
+                encode_event(out, event, data);
+            }
+            self.complete = true;
+        }
         if partial || !self.complete {
             return Err(StreamFault::Truncated);
         }
@@ -237,6 +260,24 @@ impl PassthroughStream {
                 None => encode_event(out, self.spoke.error_event, error_json),
             },
         }
+    }
+}
+
+/// What an unreadable frame comes to: skipped (`None`, counted in
+/// `skipped`) while the stream has skipped fewer than
+/// [`MAX_SKIPPED_FRAMES`]; past that, the fault that ends the stream. Any
+/// other fault is passed on.
+pub fn skip(skipped: &mut u32, fault: StreamFault) -> Option<StreamFault> {
+    match fault {
+        StreamFault::Unreadable(m) if *skipped < MAX_SKIPPED_FRAMES => {
+            *skipped += 1;
+            log::warn!("skipped an unreadable upstream stream frame: {m}");
+            None
+        }
+        StreamFault::Unreadable(m) => Some(StreamFault::Malformed(format!(
+            "more than {MAX_SKIPPED_FRAMES} unreadable frames; the last: {m}"
+        ))),
+        other => Some(other),
     }
 }
 
@@ -326,14 +367,21 @@ mod tests {
     }
 
     #[test]
-    fn truncated_and_malformed_streams_are_faults() {
+    fn truncated_streams_are_faults_and_unreadable_frames_are_skipped_up_to_a_limit() {
         let input = b"data: {\"model\":\"up\",\"choices\":[]}\n\n";
         assert_eq!(
             run(Family::OpenAi, Framing::Sse, input, 3).1,
             Err(StreamFault::Truncated)
         );
+        // Unreadable frames are skipped (and counted) up to the limit; the
+        // next one ends the stream.
         let mut s = PassthroughStream::new(Family::OpenAi, Framing::Sse, model_json("m"), 1 << 20);
         let mut out = Vec::new();
+        for n in 1..=MAX_SKIPPED_FRAMES {
+            assert_eq!(s.push(b"data: {oops\n\n", &mut out), Ok(()));
+            assert_eq!(s.skipped_frames(), n);
+        }
+        assert!(out.is_empty(), "a skipped frame reached the client");
         assert!(matches!(
             s.push(b"data: {oops\n\n", &mut out),
             Err(StreamFault::Malformed(_))

@@ -31,7 +31,7 @@ use crate::ir::Usage as CanonicalUsage;
 use crate::protocol::responses::envelope::Envelope;
 pub use crate::protocol::stream_codec::{Encoder, Parser};
 use crate::sse::{SseDecoder, SseError, SseItem};
-use crate::translate::passthrough::{self, Framing, PassthroughStream, StreamFault, Usage};
+use crate::translate::passthrough::{self, skip, Framing, PassthroughStream, StreamFault, Usage};
 
 /// Translates one upstream stream of one family into the client's family.
 #[derive(Debug)]
@@ -44,6 +44,8 @@ pub struct StreamTranslator {
     complete: bool,
     /// A fault was reported: later input is ignored.
     faulted: bool,
+    /// Unreadable frames skipped so far (`passthrough::skip`).
+    skipped: u32,
 }
 
 impl StreamTranslator {
@@ -72,6 +74,7 @@ impl StreamTranslator {
             usage: None,
             complete: false,
             faulted: false,
+            skipped: 0,
         }
     }
 
@@ -115,6 +118,7 @@ impl StreamTranslator {
             usage,
             complete,
             faulted,
+            skipped,
         } = self;
         let mut fault = None;
         let r = decoder.push(chunk, |item| {
@@ -138,7 +142,7 @@ impl StreamTranslator {
                         encoder.event(e, out);
                     };
                     if let Err(f) = parser.push(&ev, &mut sink) {
-                        fault = Some(f);
+                        fault = skip(skipped, f);
                     }
                     *complete = encoder.is_ended();
                 }
@@ -311,6 +315,14 @@ impl ClientStream {
         match self {
             ClientStream::Passthrough(p) => p.is_complete(),
             ClientStream::Translate(t) => t.is_complete(),
+        }
+    }
+
+    /// The unreadable upstream frames the stream skipped.
+    pub fn skipped_frames(&self) -> u32 {
+        match self {
+            ClientStream::Passthrough(p) => p.skipped_frames(),
+            ClientStream::Translate(t) => t.skipped,
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Upstream pools (docs/resilience.md): each upstream's passive health (cooled down
 //! after a 429, a 5xx, a timeout, a refused connection or a refused
-//! credential, for its
-//! `retry-after` or a growing back-off), its requests in flight, and the
-//! weighted choice among a provider's healthy upstreams (smooth weighted
+//! credential, for its `retry-after` or a back-off that doubles up to
+//! [`BACKOFF_MAX`]; when a cool-down ends the upstream is half-open: one
+//! trial request at a time until one succeeds), its requests in flight, and
+//! the weighted choice among a provider's usable upstreams (smooth weighted
 //! round-robin, the least loaded among equals).
 //!
 //! A member's state outlives catalog reloads: the `Registry` hands a new
@@ -18,8 +19,14 @@ use std::time::{Duration, Instant};
 
 /// The first back-off of an upstream that failed without a `retry-after`.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
-/// The longest back-off.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// The longest back-off: with half-open trials (one request at a time once a
+/// cool-down ends), a recovered upstream is back in use within this long,
+/// and a dead one costs one trial request per this long.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How long a half-open upstream's trial request keeps other requests away
+/// from it when the trial never reports (its request ended without an answer
+/// to judge the upstream by).
+pub const TRIAL_LEASE: Duration = Duration::from_secs(10);
 /// The longest `retry-after` honoured (a longer one is cut to this).
 pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(3600);
 
@@ -72,6 +79,8 @@ struct Health {
     streak: u32,
     /// The last failure, for the admin view.
     last: Option<(Cause, Instant)>,
+    /// When a half-open upstream's trial request was sent.
+    trial: Option<Instant>,
 }
 
 /// One upstream's live state.
@@ -152,11 +161,38 @@ impl Member {
             .filter(|d| !d.is_zero())
     }
 
+    /// Whether a request may go to this upstream at `now`: it is healthy,
+    /// or half-open (a cool-down after a failure is over) with no trial
+    /// request out.
+    fn open_at(&self, now: Instant) -> bool {
+        let h = self.lock();
+        if h.until.is_some_and(|u| u > now) {
+            return false;
+        }
+        h.streak == 0 || h.trial.is_none_or(|at| now >= at + TRIAL_LEASE)
+    }
+
+    /// Claims the trial of a half-open upstream for the request about to be
+    /// sent (always granted to a healthy one); false when another request
+    /// holds it.
+    fn claim(&self, now: Instant) -> bool {
+        let mut h = self.lock();
+        if h.streak == 0 {
+            return true;
+        }
+        if h.trial.is_some_and(|at| now < at + TRIAL_LEASE) {
+            return false;
+        }
+        h.trial = Some(now);
+        true
+    }
+
     /// The upstream answered: its failure streak ends.
     pub fn succeeded(&self) {
         let mut h = self.lock();
         h.streak = 0;
         h.until = None;
+        h.trial = None;
     }
 
     /// The upstream failed: cools it for its `retry-after`, else for a
@@ -167,6 +203,7 @@ impl Member {
         let mut h = self.lock();
         h.streak = h.streak.saturating_add(1);
         h.last = Some((cause, now));
+        h.trial = None;
         let cool = match cause.retry_after() {
             Some(r) => r.min(RETRY_AFTER_MAX),
             None => backoff(h.streak),
@@ -199,7 +236,7 @@ impl Member {
     }
 }
 
-/// The back-off after `streak` failures in a row: 1 s, 2 s, 4 s … 60 s.
+/// The back-off after `streak` failures in a row: 1 s, then 2 s ([`BACKOFF_MAX`]).
 pub fn backoff(streak: u32) -> Duration {
     let shift = streak.saturating_sub(1).min(16);
     (BACKOFF_BASE * (1u32 << shift)).min(BACKOFF_MAX)
@@ -269,9 +306,7 @@ impl ProviderPool {
     ) -> Option<usize> {
         let n = upstreams.len().min(self.members.len());
         let usable = |i: usize, protocol: Family| {
-            !tried.contains(i)
-                && upstreams[i].protocol == protocol
-                && self.members[i].cooling(now).is_none()
+            !tried.contains(i) && upstreams[i].protocol == protocol && self.members[i].open_at(now)
         };
         let mut candidates = Vec::new();
         let protocols = std::iter::once(family).chain(
@@ -286,8 +321,13 @@ impl ProviderPool {
         for protocol in protocols {
             candidates.clear();
             candidates.extend((0..n).filter(|&i| usable(i, protocol)));
-            if !candidates.is_empty() {
-                return Some(self.choose(upstreams, &candidates));
+            while !candidates.is_empty() {
+                let i = self.choose(upstreams, &candidates);
+                // A half-open upstream takes one trial request at a time.
+                if self.members[i].claim(now) {
+                    return Some(i);
+                }
+                candidates.retain(|&c| c != i);
             }
         }
         None
@@ -497,6 +537,40 @@ mod tests {
     }
 
     #[test]
+    fn a_half_open_upstream_takes_one_trial_at_a_time() {
+        let c = catalog(&[1, 1], &["openai", "openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        let cool = pool.member(0).failed(Cause::Unreachable, now);
+        // Cooling: only the other upstream is picked.
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, Tried::default(), now),
+            Some(1)
+        );
+        // Half-open: the first pick that lands on it holds its trial, the
+        // next ones go elsewhere until the trial reports.
+        let later = now + cool;
+        let mut only_first = Tried::default();
+        only_first.insert(1);
+        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), Some(0));
+        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), None);
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, Tried::default(), later),
+            Some(1)
+        );
+        // A trial that never reports gives way after its lease.
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, only_first, later + TRIAL_LEASE),
+            Some(0)
+        );
+        // The trial succeeded: the upstream is healthy, open to everyone.
+        pool.member(0).succeeded();
+        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), Some(0));
+        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), Some(0));
+    }
+
+    #[test]
     fn backoff_grows_and_success_resets_it() {
         let c = catalog(&[1], &["openai"]);
         let pool = &Registry::default().pools(&c)[0];
@@ -504,10 +578,7 @@ mod tests {
         let now = Instant::now();
         assert_eq!(m.failed(Cause::Unreachable, now), Duration::from_secs(1));
         assert_eq!(m.failed(Cause::Timeout, now), Duration::from_secs(2));
-        assert_eq!(
-            m.failed(Cause::Status(502, None), now),
-            Duration::from_secs(4)
-        );
+        assert_eq!(m.failed(Cause::Status(502, None), now), BACKOFF_MAX);
         assert_eq!(backoff(30), BACKOFF_MAX);
         m.succeeded();
         assert!(m.cooling(now).is_none());

@@ -608,16 +608,46 @@ async fn slow_upstream_times_out_with_504_without_resending() {
 #[tokio::test]
 async fn broken_streams_end_with_the_family_error_event() {
     let (mock, gw) = start().await;
-    for marker in ["[[cut]]", "[[malformed]]"] {
-        for (p, path, body) in stream_cases(&format!("break it {marker} please")) {
-            let r = gw.send(&call(p, &path, &body)).await;
-            let e = stream_error(p, &path, &r);
-            assert!(
-                e["message"].as_str().unwrap().contains("upstream"),
-                "{p:?} {marker}: {e}"
-            );
-        }
+    for (p, path, body) in stream_cases("break it [[cut]] please") {
+        let r = gw.send(&call(p, &path, &body)).await;
+        let e = stream_error(p, &path, &r);
+        assert!(
+            e["message"].as_str().unwrap().contains("upstream"),
+            "{p:?}: {e}"
+        );
     }
+    // One unreadable frame in an otherwise healthy stream is skipped (and
+    // counted): the client gets the whole answer and a clean end.
+    let prompt = "break it [[malformed]] please";
+    for (p, path, body) in stream_cases(prompt) {
+        let r = gw.send(&call(p, &path, &body)).await;
+        assert_eq!(r.status, 200, "{p:?}: {}", r.text());
+        assert!(!r.text().contains("\"error\""), "{p:?}: {}", r.text());
+        let text = if path.ends_with(":streamGenerateContent") {
+            let items: Vec<Value> = serde_json::from_slice(&r.body).unwrap();
+            stream_text(p, &items)
+        } else {
+            stream_text(
+                p,
+                &event_json(&crate::common::http_client::parse_sse(&r.body)),
+            )
+        };
+        assert_eq!(
+            text,
+            crate::common::mock_upstream::expected_reply(p, prompt),
+            "{p:?} {path}"
+        );
+    }
+    let m = metrics_text(gw.metrics).await;
+    assert!(
+        metric_value(
+            &m,
+            "switchboard_upstream_errors_total",
+            &["kind=\"skipped_frame\""]
+        )
+        .is_some_and(|n| n >= 4.0),
+        "{m}"
+    );
     // The upstream's own error event is passed on as it is.
     for (p, path, body) in stream_cases("break it [[stream-error]] please") {
         let r = gw.send(&call(p, &path, &body)).await;

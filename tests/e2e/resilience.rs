@@ -584,7 +584,16 @@ async fn nothing_is_retried_after_the_first_byte() {
     for i in 0..3 {
         let (path, req) = ask(OpenAi, &format!("p{i}/m{i}"), "break mid-way", true);
         let r = gw.send(&req).await;
-        stream_error(OpenAi, &path, &r);
+        if i == 2 {
+            // One unreadable frame is skipped: the stream goes on to its end.
+            assert_eq!(
+                text_of(OpenAi, &r, true),
+                expected_reply(OpenAi, "break mid-way")
+            );
+            assert_eq!(line_of(&gw, &r).await["skipped_frames"], 1);
+        } else {
+            stream_error(OpenAi, &path, &r);
+        }
         assert_eq!(hits(&mock, &format!("bad{i}")), 1);
         assert_eq!(
             hits(&mock, &format!("good{i}")),
@@ -688,4 +697,327 @@ async fn check_refused(cat: &Value, path: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "accepted: {cat}");
     assert!(err.contains(path), "{path} not named: {err}");
+}
+
+/// A stream that reached its finish reason and then ended without its
+/// terminator (OpenAI `[DONE]`, Anthropic `message_stop`) is complete: the
+/// client gets the whole answer and its terminator, no error event, whether
+/// the stream was passed through or translated.
+#[tokio::test]
+async fn a_stream_past_its_finish_reason_is_complete_without_its_terminator() {
+    let (mock, gw) = crate::common::families::start().await;
+    let prompt = "end it [[no-terminator]]";
+    let cases = [
+        (
+            OpenAi,
+            CHAT,
+            openai_body("openai/gpt-5", prompt, None, true),
+            OpenAi,
+        ),
+        (
+            Anthropic,
+            MESSAGES,
+            anthropic_body("claude-sonnet-4.7", prompt, None, true),
+            Anthropic,
+        ),
+        (
+            OpenAi,
+            CHAT,
+            openai_body("anthropic/claude-sonnet-4.7", prompt, None, true),
+            Anthropic,
+        ),
+    ];
+    for (p, path, body, upstream) in cases {
+        let r = gw.send(&call(p, path, &body)).await;
+        assert_eq!(r.status, 200, "{p:?} via {upstream:?}: {}", r.text());
+        let events = parse_sse(&r.body);
+        assert!(
+            !r.text().contains("\"error\""),
+            "{p:?} via {upstream:?}: {}",
+            r.text()
+        );
+        assert_eq!(
+            stream_text(p, &event_json(&events)),
+            expected_reply(upstream, prompt),
+            "{p:?} via {upstream:?}"
+        );
+        let last = events.last().unwrap();
+        match p {
+            OpenAi => assert_eq!(last.data, "[DONE]", "{p:?} via {upstream:?}"),
+            _ => assert_eq!(last.name(), "message_stop", "{p:?} via {upstream:?}"),
+        }
+        let line = line_of(&gw, &r).await;
+        assert_eq!(line["error"], Value::Null, "{line}");
+        assert!(line["output_tokens"].as_u64().unwrap() > 0, "{line}");
+    }
+    // Each answer came from one upstream call: nothing was resent.
+    assert_eq!(mock.requests().len(), 3);
+}
+
+/// An upstream's "longer than the context" (each provider's own words)
+/// keeps its code for the client and sends the request on to the first
+/// fallback whose context is larger, never to one no larger and never
+/// unchanged to the same model; with no such fallback the client gets the
+/// upstream's error, code included.
+#[tokio::test]
+async fn a_context_overflow_keeps_its_code_and_goes_to_a_larger_context() {
+    for upstream in [OpenAi, Anthropic, Gemini, Responses] {
+        let mock = MockUpstream::start().await;
+        let cat = catalog(
+            vec![
+                provider(
+                    "main",
+                    vec![
+                        up_in(&mock, upstream, "main", "context-overflow", 1),
+                        up_in(&mock, upstream, "main2", "context-overflow", 1),
+                    ],
+                    json!({}),
+                ),
+                provider("same", vec![up(&mock, "same", "", 1)], json!({})),
+                provider("big", vec![up(&mock, "big", "", 1)], json!({})),
+            ],
+            vec![
+                model(
+                    "m",
+                    "main",
+                    json!({"context_length": 128000, "fallbacks": ["same/same-fb", "big/big-fb"]}),
+                ),
+                model("alone", "main", json!({"context_length": 128000})),
+                model("same-fb", "same", json!({"context_length": 128000})),
+                model("big-fb", "big", json!({"context_length": 1000000})),
+            ],
+        );
+        let gw = start(&cat).await;
+        let (_, req) = ask(OpenAi, "main/m", "a long one", false);
+        let r = gw.send(&req).await;
+        assert_eq!(r.status, 200, "{upstream:?}: {}", r.text());
+        assert_eq!(r.header("x-switchboard-model"), Some("big/big-fb"));
+        assert_eq!(
+            (hits(&mock, "main") + hits(&mock, "main2"), hits(&mock, "same"), hits(&mock, "big")),
+            (1, 0, 1),
+            "{upstream:?}: the same model on another upstream, or a fallback no larger, was sent it"
+        );
+        let line = line_of(&gw, &r).await;
+        let tried = line["tried"].as_array().unwrap();
+        assert_eq!(tried[0]["failure"], "context_overflow", "{line}");
+        assert_eq!(tried[0]["status"], 400, "{line}");
+        // The overflowing upstream is alive: it is not cooled.
+        let view = admin_upstreams(&gw).await;
+        let main = [
+            upstream_view(&view, "main", "main"),
+            upstream_view(&view, "main", "main2"),
+        ];
+        assert!(main.iter().all(|u| u["healthy"] == true), "{view}");
+
+        // No larger model to go to: the client hears the upstream's 400 with
+        // its code, in its own shape.
+        let (_, req) = ask(OpenAi, "main/alone", "a long one", false);
+        let r = gw.send(&req).await;
+        let e = assert_error(OpenAi, &r, 400);
+        assert_eq!(e["code"], "context_length_exceeded", "{upstream:?}: {e}");
+        assert_eq!(e["type"], "invalid_request_error", "{e}");
+        let (_, req) = ask(Gemini, "main/alone", "a long one", false);
+        let e = assert_error(Gemini, &gw.send(&req).await, 400);
+        assert_eq!(e["status"], "INVALID_ARGUMENT", "{upstream:?}: {e}");
+    }
+}
+
+/// A lone 5xx is often transient: the same upstream gets one more try after
+/// a jittered pause, before it is blamed; an upstream that keeps failing is
+/// cooled after its second 5xx and the request moves on.
+#[tokio::test]
+async fn a_lone_5xx_is_retried_once_on_the_same_upstream() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![
+            provider(
+                "flaky",
+                vec![up(&mock, "flaky", "every:2,status:500", 1)],
+                json!({}),
+            ),
+            provider(
+                "pair",
+                vec![
+                    up(&mock, "broken", "status:502", 1),
+                    up(&mock, "fine", "", 1),
+                ],
+                json!({}),
+            ),
+        ],
+        vec![
+            model("m", "flaky", json!({})),
+            model("p", "pair", json!({})),
+        ],
+    );
+    let gw = start(&cat).await;
+    // The path's first request passes, its second fails once with a 500.
+    let mut last = None;
+    for prompt in ["one", "two"] {
+        let (_, req) = ask(OpenAi, "flaky/m", prompt, false);
+        let r = gw.send(&req).await;
+        assert_eq!(text_of(OpenAi, &r, false), expected_reply(OpenAi, prompt));
+        last = Some(r);
+    }
+    assert_eq!(
+        hits(&mock, "flaky"),
+        3,
+        "the 500 was retried once, on the same upstream"
+    );
+    let second = &line_of(&gw, &last.unwrap()).await;
+    assert_eq!(second["attempts"], 2, "{second}");
+    assert_eq!(second["tried"][0]["failure"], "status_5xx", "{second}");
+    assert_eq!(second["tried"][0]["status"], 500, "{second}");
+    assert_eq!(second["tried"][0]["cooled_ms"], Value::Null, "{second}");
+    assert_eq!(second["tried"][1]["failure"], Value::Null, "{second}");
+    let view = admin_upstreams(&gw).await;
+    assert_eq!(
+        upstream_view(&view, "flaky", "flaky")["healthy"],
+        true,
+        "{view}"
+    );
+
+    // One that keeps failing: twice, then cooled, then the other upstream.
+    // (The pool's first pick is the first upstream among equals.)
+    let (_, req) = ask(OpenAi, "pair/p", "three", false);
+    let r = gw.send(&req).await;
+    assert_eq!(text_of(OpenAi, &r, false), expected_reply(OpenAi, "three"));
+    let line = line_of(&gw, &r).await;
+    let tried: Vec<(Value, Value)> = line["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["upstream"].clone(), t["failure"].clone()))
+        .collect();
+    if tried[0].0 == "broken" {
+        assert_eq!(hits(&mock, "broken"), 2, "{line}");
+        assert_eq!(tried.len(), 3, "{line}");
+        assert!(line["tried"][1]["cooled_ms"].as_u64().is_some(), "{line}");
+        let view = admin_upstreams(&gw).await;
+        assert_eq!(
+            upstream_view(&view, "pair", "broken")["healthy"],
+            false,
+            "{view}"
+        );
+    } else {
+        assert_eq!(tried.len(), 1, "{line}");
+    }
+}
+
+/// A rate limit with a short `retry-after` and nowhere else to go is waited
+/// out once (never sooner), then the same upstream answers; a long one is
+/// the client's 429 at once, with the header.
+#[tokio::test]
+async fn a_short_retry_after_is_waited_out_when_nothing_else_can_answer() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![
+            provider(
+                "solo",
+                vec![up(&mock, "once", "every:2,status:429,retry-after:1", 1)],
+                json!({}),
+            ),
+            provider(
+                "long",
+                vec![up(&mock, "long", "status:429,retry-after:30", 1)],
+                json!({}),
+            ),
+        ],
+        vec![model("m", "solo", json!({})), model("l", "long", json!({}))],
+    );
+    let gw = start(&cat).await;
+    let mut last = None;
+    for prompt in ["one", "two"] {
+        let (_, req) = ask(Gemini, "solo/m", prompt, false);
+        let r = gw.send(&req).await;
+        assert_eq!(text_of(Gemini, &r, false), expected_reply(OpenAi, prompt));
+        last = Some(r);
+    }
+    assert_eq!(hits(&mock, "once"), 3);
+    let line = line_of(&gw, &last.unwrap()).await;
+    assert_eq!(line["attempts"], 2, "{line}");
+    assert_eq!(line["tried"][0]["failure"], "rate_limited", "{line}");
+    assert_eq!(line["tried"][0]["cooled_ms"], 1000, "{line}");
+    // The wait was the upstream's own: at least its retry-after.
+    assert!(line["latency_ms"].as_f64().unwrap() >= 1000.0, "{line}");
+
+    let (_, req) = ask(OpenAi, "long/l", "three", false);
+    let r = gw.send(&req).await;
+    assert_error(OpenAi, &r, 429);
+    assert_eq!(r.header("retry-after"), Some("30"));
+    assert_eq!(
+        hits(&mock, "long"),
+        1,
+        "a long retry-after is not waited out"
+    );
+}
+
+/// An upstream that was down comes back into use soon after it recovers:
+/// when its cool-down ends it is half-open (one trial request at a time, the
+/// others go elsewhere), the back-off is capped, and the first trial that
+/// succeeds makes it healthy again. No client request fails meanwhile.
+#[tokio::test]
+async fn a_recovered_upstream_is_back_in_use_soon_after_it_recovers() {
+    let spare = MockUpstream::start().await;
+    let port = free_port();
+    let cat = catalog(
+        vec![provider(
+            "pool",
+            vec![
+                json!({
+                    "id": "primary",
+                    "protocol": "openai",
+                    "base_url": format!("http://127.0.0.1:{port}/primary/v1"),
+                    "api_key_env": "SB_TEST_KEY_OPENAI",
+                }),
+                up(&spare, "spare", "", 1),
+            ],
+            json!({}),
+        )],
+        vec![model("m", "pool", json!({}))],
+    );
+    let gw = start(&cat).await;
+    let send = || async {
+        let (_, req) = ask(OpenAi, "pool/m", "hi", false);
+        let r = gw.send(&req).await;
+        assert_eq!(text_of(OpenAi, &r, false), expected_reply(OpenAi, "hi"));
+    };
+    // Down: the primary fails (and is probed again when its cool-downs end)
+    // until it has failed twice in a row.
+    eventually(
+        Duration::from_secs(30),
+        "two failures of the primary",
+        || async {
+            send().await;
+            let view = admin_upstreams(&gw).await;
+            let streak = upstream_view(&view, "pool", "primary")["failure_streak"].as_u64();
+            (streak >= Some(2)).then_some(())
+        },
+    )
+    .await;
+    // Back: the primary's next trial finds it and it takes traffic again.
+    let primary = MockUpstream::bind(format!("127.0.0.1:{port}").parse().unwrap())
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "traffic back on the primary",
+        || async {
+            send().await;
+            (hits(&primary, "primary") > 0).then_some(())
+        },
+    )
+    .await;
+    let view = admin_upstreams(&gw).await;
+    assert_eq!(
+        upstream_view(&view, "pool", "primary")["healthy"],
+        true,
+        "{view}"
+    );
+    for _ in 0..4 {
+        send().await;
+    }
+    assert!(
+        hits(&primary, "primary") >= 2,
+        "the recovered primary shares the load again"
+    );
 }

@@ -32,7 +32,18 @@ pub fn error_body(e: &GatewayError) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Reads the message out of an Anthropic-shaped error body, if it is one.
+/// The code of an Anthropic error body: [`CONTEXT_OVERFLOW`] for "prompt is
+/// too long" (Anthropic errors carry a type and a message, no code).
+///
+/// [`CONTEXT_OVERFLOW`]: crate::protocol::common::spoke::CONTEXT_OVERFLOW
+pub fn upstream_code(body: &serde_json::Value) -> Option<String> {
+    let message = upstream_message(body)?;
+    message
+        .starts_with("prompt is too long")
+        .then(|| crate::protocol::common::spoke::CONTEXT_OVERFLOW.to_string())
+}
+
+/// The message of an upstream error body (`error.message`).
 pub fn upstream_message(body: &serde_json::Value) -> Option<String> {
     body.get("error")?
         .get("message")?

@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, number, positive_int, present, span_of, Inspected, Peeked,
-    Raw, Usage,
+    bad, body_error, contains, model_of, nonempty_string_member, number, positive_int, present,
+    span_of, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -162,6 +162,9 @@ struct ResponsePeek<'a> {
     #[serde(borrow)]
     message: Option<AnthropicMessagePeek<'a>>,
     usage: Option<AnthropicUsage>,
+    /// A `message_delta`'s delta (its `stop_reason`).
+    #[serde(borrow)]
+    delta: Option<&'a RawValue>,
 }
 
 /// Reads the model span, usage and end-of-stream markers of a response body or stream frame.
@@ -182,6 +185,9 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
         };
     }
     out.terminal = p.kind == Some("message_stop");
+    out.finished = p.kind == Some("message_delta")
+        && p.delta
+            .is_some_and(|d| nonempty_string_member(d.get().as_bytes(), b"\"stop_reason\":"));
     out.error = p.kind == Some("error");
     Some(out)
 }

@@ -10,11 +10,19 @@ pub enum Framing {
     JsonArray,
 }
 
+/// The unreadable frames a stream may skip (each counted and logged); one
+/// more ends it with the client's error event.
+pub const MAX_SKIPPED_FRAMES: u32 = 3;
+
 /// Why a stream could not be passed on to its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamFault {
     /// The upstream sent bytes that are not a valid frame.
     Malformed(String),
+    /// One frame's data is not a document the parser can read at all (not
+    /// JSON, or not the shape of any event): the frame can be skipped and an
+    /// otherwise healthy stream goes on ([`MAX_SKIPPED_FRAMES`]).
+    Unreadable(String),
     /// The upstream stream ended before its terminal event.
     Truncated,
 }
@@ -44,7 +52,9 @@ pub fn check_utf8(event: Option<&[u8]>, data: &[u8]) -> Result<(), StreamFault> 
 impl std::fmt::Display for StreamFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StreamFault::Malformed(m) => write!(f, "upstream sent a malformed stream frame: {m}"),
+            StreamFault::Malformed(m) | StreamFault::Unreadable(m) => {
+                write!(f, "upstream sent a malformed stream frame: {m}")
+            }
             StreamFault::Truncated => f.write_str("upstream stream ended before it was complete"),
         }
     }

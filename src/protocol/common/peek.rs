@@ -185,6 +185,10 @@ pub struct Peeked {
     pub usage: Usage,
     /// This document ends the stream (Anthropic `message_stop`, Gemini finish reason).
     pub terminal: bool,
+    /// The answer reached its finish reason here (an OpenAI chunk's
+    /// `finish_reason`, an Anthropic `message_delta`'s `stop_reason`): a
+    /// stream that ends after it without its terminator is complete.
+    pub finished: bool,
     /// The upstream reported an error in-band.
     pub error: bool,
     /// An OpenAI usage-only chunk (`choices: []` with usage).

@@ -46,6 +46,12 @@ pub struct Spoke {
     pub model_name: ModelName,
     /// A stream's end sentinel frame (OpenAI chat `data: [DONE]`).
     pub stream_done: Option<&'static [u8]>,
+    /// The event that ends a stream (its SSE event name and data), written
+    /// to the client when the upstream's stream reached its finish reason and
+    /// then ended without it (docs/resilience.md "Streams"). `None`: the
+    /// finish reason itself ends the stream (Gemini) or the terminal event
+    /// carries the answer (Responses).
+    pub stream_end: Option<(Option<&'static str>, &'static [u8])>,
     /// The SSE event name of an in-stream error (`None`: a bare `data:` frame).
     pub error_event: Option<&'static str>,
     /// Writes the end of a passed-through stream that failed, given the
@@ -67,6 +73,10 @@ pub struct Spoke {
     pub error_body: fn(&GatewayError) -> Vec<u8>,
     /// Reads the message out of an upstream error body of this protocol.
     pub upstream_message: fn(&serde_json::Value) -> Option<String>,
+    /// The machine-readable code of an upstream error body, kept for the
+    /// client (OpenAI's `code`); a context overflow is
+    /// [`CONTEXT_OVERFLOW`] whatever the protocol calls it.
+    pub upstream_code: fn(&serde_json::Value) -> Option<String>,
     /// Where clients of the family put their key.
     pub client_key: for<'a> fn(&'a HeaderMap, Option<&'a str>) -> Option<&'a str>,
     /// Where the key goes, for the 401 that finds none.
@@ -82,6 +92,11 @@ pub struct Spoke {
     /// reported names of what was cut; `None` when nothing is.
     pub drop_untranslatable: Option<UntranslatableCut>,
 }
+
+/// The code of an upstream error that says the request is longer than the
+/// model's context (OpenAI's own code; Anthropic's "prompt is too long" and
+/// Gemini's token-count `INVALID_ARGUMENT` are read as it).
+pub const CONTEXT_OVERFLOW: &str = "context_length_exceeded";
 
 /// See [`Spoke::drop_untranslatable`].
 pub type UntranslatableCut = fn(&[u8]) -> Option<(Vec<u8>, Vec<String>)>;

@@ -89,6 +89,15 @@ pub fn json_value<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     }
 }
 
+/// An unreadable-frame fault (a frame whose data does not parse at all: the
+/// stream may skip it), naming the upstream family, with a short excerpt.
+pub fn unreadable(family: Family, what: &str, data: &[u8]) -> StreamFault {
+    match malformed(family, what, data) {
+        StreamFault::Malformed(m) => StreamFault::Unreadable(m),
+        other => other,
+    }
+}
+
 /// A malformed-frame fault naming the upstream family, with a short excerpt of the frame.
 pub fn malformed(family: Family, what: &str, data: &[u8]) -> StreamFault {
     let excerpt = String::from_utf8_lossy(&data[..data.len().min(120)]);

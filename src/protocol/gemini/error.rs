@@ -30,7 +30,18 @@ pub fn error_body(e: &GatewayError) -> Vec<u8> {
     json!({ "error": error_object(e) }).to_string().into_bytes()
 }
 
-/// Reads the message out of a Gemini-shaped error body, if it is one.
+/// The code of a Gemini error body: [`CONTEXT_OVERFLOW`] for a token count
+/// over the model's limit (Gemini says `INVALID_ARGUMENT` for all bad input).
+///
+/// [`CONTEXT_OVERFLOW`]: crate::protocol::common::spoke::CONTEXT_OVERFLOW
+pub fn upstream_code(body: &serde_json::Value) -> Option<String> {
+    let message = upstream_message(body)?;
+    (message.contains("exceeds the maximum number of tokens")
+        || message.contains("exceeds the maximum number of input tokens"))
+    .then(|| crate::protocol::common::spoke::CONTEXT_OVERFLOW.to_string())
+}
+
+/// The message of an upstream error body (`error.message`).
 pub fn upstream_message(body: &serde_json::Value) -> Option<String> {
     body.get("error")?
         .get("message")?

@@ -43,7 +43,7 @@ pub fn error_object(e: &GatewayError) -> serde_json::Value {
         "message": e.message,
         "type": error_type(e.kind),
         "param": e.param,
-        "code": e.code.or_else(|| default_code(e.kind)),
+        "code": e.code.as_deref().or_else(|| default_code(e.kind)),
     })
 }
 
@@ -52,7 +52,14 @@ pub fn error_body(e: &GatewayError) -> Vec<u8> {
     json!({ "error": error_object(e) }).to_string().into_bytes()
 }
 
-/// Reads the message out of an OpenAI-shaped error body, if it is one.
+/// The `code` of an OpenAI-shaped error body (`context_length_exceeded`,
+/// `content_policy_violation`, ...), if it has one.
+pub fn upstream_code(body: &serde_json::Value) -> Option<String> {
+    let code = body.get("error")?.get("code")?.as_str()?;
+    Some(code.to_string()).filter(|c| !c.is_empty() && c.len() <= 64)
+}
+
+/// The message of an upstream error body (`error.message`, or `error` as a string).
 pub fn upstream_message(body: &serde_json::Value) -> Option<String> {
     let err = body.get("error")?;
     match err {

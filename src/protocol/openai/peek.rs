@@ -210,6 +210,9 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
         };
     }
     out.error = p.error.is_some_and(|e| e.get() != "null");
+    out.finished = p
+        .choices
+        .is_some_and(|c| nonempty_string_member(c.get().as_bytes(), b"\"finish_reason\":"));
     Some(out)
 }
 

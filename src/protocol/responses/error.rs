@@ -8,7 +8,12 @@ pub fn error_body(e: &GatewayError) -> Vec<u8> {
     crate::protocol::openai::error::error_body(e)
 }
 
-/// Reads the message out of an upstream error body (OpenAI's shape).
+/// The `code` of an upstream error body (OpenAI's shape).
+pub fn upstream_code(body: &serde_json::Value) -> Option<String> {
+    crate::protocol::openai::error::upstream_code(body)
+}
+
+/// The message of an upstream error body (OpenAI's shape).
 pub fn upstream_message(body: &serde_json::Value) -> Option<String> {
     crate::protocol::openai::error::upstream_message(body)
 }

@@ -146,7 +146,7 @@ fn upstream_text(upstream: Family, body: &[u8]) -> String {
 }
 
 /// Turns an upstream error response into the client's error, keeping the
-/// upstream's status; its message is scrubbed (`upstream_text`).
+/// upstream's status and code; its message is scrubbed (`upstream_text`).
 pub(super) fn upstream_failure(
     upstream: Family,
     status: u16,
@@ -160,7 +160,15 @@ pub(super) fn upstream_failure(
     )
     .with_status(status);
     e.retry_after = retry_after.map(|d| d.as_secs().max(1));
-    e
+    // The upstream's code goes on to the client as it is (a context
+    // overflow under its one name whatever the upstream calls it).
+    let code = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| (spoke(upstream).upstream_code)(&v));
+    match code {
+        Some(c) => e.with_code(c),
+        None => e,
+    }
 }
 
 /// `retry-after` as seconds, or as an HTTP date (IMF-fixdate) from now.

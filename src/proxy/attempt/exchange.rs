@@ -10,6 +10,7 @@ use super::request::{request_for, upstream_header};
 use super::{Answer, Call};
 use crate::config::Upstream;
 use crate::error::{ErrorKind, GatewayError};
+use crate::protocol::common::spoke::CONTEXT_OVERFLOW;
 use crate::protocol::spoke;
 use crate::proxy::Gateway;
 use crate::upstream::client::{
@@ -32,6 +33,13 @@ pub(super) enum Outcome<'s> {
     Unfit(GatewayError),
     /// The request's total deadline passed waiting for this upstream.
     Expired(GatewayError),
+    /// The upstream (alive: it answered with this status) says the request
+    /// is longer than the model's context: a model with a larger context
+    /// may take it, the same model never will.
+    Overflow(GatewayError, u16),
+    /// A failure the provider loop retries on the same upstream (noted, not
+    /// blamed yet).
+    Again,
 }
 
 /// One attempt at one upstream; `resent` says whether the request had to
@@ -178,6 +186,7 @@ async fn judge_status<'s>(
     match status {
         429 => Outcome::Retry(e, Cause::RateLimited(retry_after), Some(status)),
         s if s >= 500 => Outcome::Retry(e, Cause::Status(s, retry_after), Some(status)),
+        s if e.code.as_deref() == Some(CONTEXT_OVERFLOW) => Outcome::Overflow(e, s),
         s => Outcome::Final(e, Some(s)),
     }
 }

@@ -145,4 +145,8 @@ pub enum Failed {
     /// refusal): the client's error for the model it named, a reason to skip
     /// a fallback.
     Unfit(GatewayError),
+    /// The upstream said the request is longer than the model's context
+    /// (the error keeps the upstream's status and code): a fallback whose
+    /// context is larger may take it.
+    Overflow(GatewayError),
 }

@@ -44,12 +44,15 @@ pub async fn call<'s>(
     let ups = &c.provider.upstreams;
     let mut seen = pool::Tried::default();
     let mut last: Option<GatewayError> = None;
+    // A lone 5xx gets one retry on the same upstream before it is blamed.
+    let mut again: Option<usize> = None;
+    let mut retried_here = false;
     while *attempts_left > 0 {
         let now = Instant::now();
-        let pick = if panic {
-            c.pool.soonest(ups, c.client.family, seen, now)
-        } else {
-            c.pool.pick(ups, c.client.family, seen, now)
+        let pick = match again.take() {
+            Some(i) => Some(i),
+            None if panic => c.pool.soonest(ups, c.client.family, seen, now),
+            None => c.pool.pick(ups, c.client.family, seen, now),
         };
         let Some(i) = pick else { break };
         seen.insert(i);
@@ -85,6 +88,28 @@ pub async fn call<'s>(
             note_resent(gw, c, up, tried, &r);
         }
         let mut note = super::note_of(c, up);
+        let outcome = match outcome {
+            // A 5xx without `retry-after`, the first of this request: often
+            // transient, so the same upstream gets one more try after the
+            // jittered pause, before it is cooled and the request moves on.
+            Outcome::Retry(e, Cause::Status(s, None), status)
+                if !retried_here && *attempts_left > 0 =>
+            {
+                log::info!(
+                    "{}: upstream {} of {} answered {s}; trying it once more",
+                    c.client.request_id,
+                    up.id,
+                    c.provider.id
+                );
+                retried_here = true;
+                again = Some(i);
+                note.status = status;
+                note.failure = Some(Cause::Status(s, None).label());
+                last = Some(e);
+                Outcome::Again
+            }
+            other => other,
+        };
         let result = judge(gw, c, up, member, outcome, &mut note, &mut last);
         note.ms = started.elapsed().as_millis() as u64;
         gw.metrics.upstream_attempt(
@@ -132,6 +157,7 @@ fn judge<'s>(
     last: &mut Option<GatewayError>,
 ) -> Result<Answer<'s>, Failed> {
     match outcome {
+        Outcome::Again => Err(Failed::Exhausted(None)),
         Outcome::Answer(a) => {
             member.succeeded();
             note.status = Some(a.status);
@@ -144,6 +170,12 @@ fn judge<'s>(
             Err(Failed::Final(e))
         }
         Outcome::Final(e, None) => Err(Failed::Final(e)),
+        Outcome::Overflow(e, status) => {
+            member.succeeded();
+            note.status = Some(status);
+            note.failure = Some("context_overflow");
+            Err(Failed::Overflow(e))
+        }
         Outcome::Expired(e) => {
             // The total deadline passed while this upstream was silent.
             let cooled = cool(gw, &c.provider.id, up, member, Cause::Timeout);

@@ -1,6 +1,8 @@
 //! The one fallback loop (docs/resilience.md): the model the client named,
 //! then each of its fallbacks in order while attempts are left, each planned
-//! afresh from the client's request and tried only if the request fits it;
+//! afresh from the client's request and tried only if the request fits it
+//! (after an upstream said the request overflows a model's context, only a
+//! fallback with a larger context);
 //! when nothing was tried at all (every upstream of the chain cooling down),
 //! one panic pass at the model's upstream that recovers first. What the loop
 //! tried goes into the request's context for the access log and metrics.
@@ -20,7 +22,7 @@ use crate::runtime::Snapshot;
 use crate::state::limits::{Ask, Reservation};
 use bytes::Bytes;
 use pingora_proxy::Session;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What the chain needs to know of the request.
 pub(super) struct Chain<'a, 's> {
@@ -55,6 +57,9 @@ pub(super) async fn call<'s>(
     let mut tried = Tried::default();
     let deadline = ch.provider.timeouts.total.map(|t| ctx.started + t);
     let mut last: Option<GatewayError> = None;
+    // An upstream's "longer than the context" for a model of this context
+    // length: only a fallback with a larger context is tried after it.
+    let mut overflow: Option<(GatewayError, u64)> = None;
     // The client's request as it came: each fallback plans from it afresh.
     let original = (!ch.model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
     let mut first = Some((body, req));
@@ -66,6 +71,15 @@ pub(super) async fn call<'s>(
         let is_own = own.is_none();
         if attempts_left == 0 {
             break;
+        }
+        if let Some((_, context)) = overflow.as_ref().filter(|(_, c)| m.context_length <= *c) {
+            log::info!(
+                "{}: fallback {} skipped: its context ({}) is no larger than the one the request overflowed ({context})",
+                ctx.request_id,
+                m.qualified_id,
+                m.context_length
+            );
+            continue;
         }
         let input = match first.take() {
             Some(input) => input,
@@ -107,6 +121,7 @@ pub(super) async fn call<'s>(
             Err(Failed::Unfit(e)) if is_own => return Err(fail(ctx, tried, e)),
             Err(Failed::Unfit(e)) => skipped(&ctx.request_id, m, &e),
             Err(Failed::Exhausted(e)) => last = e.or(last),
+            Err(Failed::Overflow(e)) => overflow = Some((e, m.context_length)),
         }
         if is_own {
             own = Some(planned);
@@ -114,22 +129,56 @@ pub(super) async fn call<'s>(
     }
     // Nothing was tried: every upstream of the chain is cooling down. A
     // passive health signal must not become an outage of its own: the
-    // model's upstream that recovers first is tried anyway.
-    if let Some(planned) = own.filter(|_| tried.attempts == 0) {
+    // model's upstream that recovers first is tried anyway. And when the
+    // chain ran out on a rate limit whose `retry-after` is short, that wait
+    // is sat out once (never sooner), then the same pass.
+    let wait = match (&overflow, &last) {
+        (None, Some(e)) if tried.attempts > 0 && attempts_left > 0 => short_wait(e, deadline),
+        _ => None,
+    };
+    if let Some(planned) = own.filter(|_| tried.attempts == 0 || wait.is_some()) {
+        if let Some(wait) = wait {
+            log::info!(
+                "{}: every upstream is rate-limited; waiting {} ms as asked, then once more",
+                ctx.request_id,
+                wait.as_millis()
+            );
+            tokio::time::sleep(wait).await;
+        }
         let call = model_call(ch, &planned, ch.model, ch.provider, deadline)?;
         match call_upstreams(gw, &call, &mut tried, &mut attempts_left, true).await {
             Ok(answer) => return Ok(answered(ctx, tried, answer, ch.model, planned)),
-            Err(Failed::Final(e) | Failed::Unfit(e)) => return Err(fail(ctx, tried, e)),
+            Err(Failed::Final(e) | Failed::Unfit(e) | Failed::Overflow(e)) => {
+                return Err(fail(ctx, tried, e))
+            }
             Err(Failed::Exhausted(e)) => last = e.or(last),
         }
     }
-    let e = last.unwrap_or_else(|| {
+    // The overflow is the answer when no model could take the request: it
+    // says what to change, where the fallbacks' failures would not.
+    let e = overflow.map(|(e, _)| e).or(last).unwrap_or_else(|| {
         GatewayError::new(
             ErrorKind::Unavailable,
             format!("no upstream of provider {} could be tried", ch.provider.id),
         )
     });
     Err(fail(ctx, tried, e))
+}
+
+/// The longest `retry-after` a request waits out before trying a
+/// rate-limited upstream once more (a longer one is the client's 429).
+pub(crate) const RETRY_AFTER_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// How long to wait before trying again after `e`: a 429 or 503 whose
+/// `retry-after` is at most [`RETRY_AFTER_WAIT_MAX`] and ends before the
+/// request's deadline.
+fn short_wait(e: &GatewayError, deadline: Option<Instant>) -> Option<Duration> {
+    if !matches!(e.status, 429 | 503) {
+        return None;
+    }
+    let wait = Duration::from_secs(e.retry_after?);
+    let fits = deadline.is_none_or(|d| Instant::now() + wait < d);
+    (wait <= RETRY_AFTER_WAIT_MAX && fits).then_some(wait)
 }
 
 /// The model's own plan and its worst case reserved: a refusal of either is

@@ -149,6 +149,11 @@ pub(super) async fn stream(
     };
     let usage = pass.usage();
     record_usage(ctx, model, usage);
+    ctx.outcome.skipped_frames = pass.skipped_frames();
+    if ctx.outcome.skipped_frames > 0 {
+        gw.metrics
+            .frames_skipped(&model.provider, ctx.outcome.skipped_frames);
+    }
     if let (Some(t), Some(obj)) = (d.turn, pass.final_response()) {
         stored::commit(gw, &d.key.id, t, obj);
     }

@@ -163,7 +163,7 @@ mod tests {
         assert!(used > 2100 && used < 2500, "{used}");
         let e = store.admit("k", 500).await.unwrap_err();
         assert_eq!(e.status, 429);
-        assert_eq!(e.code, Some("stored_responses_quota_exceeded"));
+        assert_eq!(e.code.as_deref(), Some("stored_responses_quota_exceeded"));
         store.admit("other", 500).await.unwrap();
         assert!(store.delete("k", &ids[0]).await.unwrap());
         store.admit("k", 500).await.unwrap();

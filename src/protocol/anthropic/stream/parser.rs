@@ -17,7 +17,9 @@ use crate::ir::{Opaque, Usage};
 use crate::protocol::anthropic::response::{decode_stop_reason, decode_usage};
 use crate::protocol::anthropic::wire::Usage as WireUsage;
 use crate::protocol::common::framing::StreamFault;
-use crate::protocol::common::support::{error_kind, malformed, DeltaBuf, DeltaKind, Emit};
+use crate::protocol::common::support::{
+    error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
+};
 use crate::sse::SseEvent;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -143,6 +145,8 @@ struct OpenBlock {
 pub struct Parser {
     started: bool,
     done: bool,
+    /// A `message_delta` gave the stop reason: the answer is all there.
+    stop_seen: bool,
     open: Option<OpenBlock>,
     next_index: usize,
     buf: DeltaBuf,
@@ -166,7 +170,7 @@ impl Parser {
         }
         let data = event.data;
         let ev: Event<'_> = serde_json::from_slice(data)
-            .map_err(|e| malformed(F, &format!("invalid event ({e})"), data))?;
+            .map_err(|e| unreadable(F, &format!("invalid event ({e})"), data))?;
         let kind = match ev.kind.as_deref() {
             Some(k) => k,
             None => event.event_str().unwrap_or_default(),
@@ -220,6 +224,7 @@ impl Parser {
                     d.stop_reason
                         .map(|r| decode_stop_reason(&r, d.stop_sequence.map(Cow::into_owned)))
                 });
+                self.stop_seen |= stop_reason.is_some();
                 emit(&StreamEvent::MessageDelta(MessageDelta {
                     stop_reason,
                     usage: ev.usage.map(EventUsage::into_canonical),
@@ -248,8 +253,15 @@ impl Parser {
         Ok(())
     }
 
-    /// Called at the end of the upstream stream: a stream without `message_stop` is truncated.
-    pub fn finish(&mut self, _emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+    /// Called at the end of the upstream stream. A stream whose
+    /// `message_delta` gave the stop reason is complete even without
+    /// `message_stop`; one that did not is truncated.
+    pub fn finish(&mut self, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        if !self.done && self.stop_seen {
+            self.close(emit);
+            self.done = true;
+            emit(&StreamEvent::MessageStop);
+        }
         if self.done {
             Ok(())
         } else {

@@ -21,7 +21,8 @@ use crate::ir::Extra;
 use crate::ir::{ImageBlock, ImageSource, Opaque, StopReason, Usage};
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, error_kind_for_status, malformed, DeltaBuf, DeltaKind, Emit, First, Indexed,
+    error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
+    Indexed,
 };
 use crate::protocol::gemini::request::{embed_signature, synthetic_call_id};
 use crate::protocol::gemini::response::{decode_finish_reason, decode_usage};
@@ -235,7 +236,7 @@ impl Parser {
         }
         let data = event.data;
         let chunk: Chunk<'_> = serde_json::from_slice(data)
-            .map_err(|e| malformed(F, &format!("invalid chunk ({e})"), data))?;
+            .map_err(|e| unreadable(F, &format!("invalid chunk ({e})"), data))?;
         if let Some(err) = chunk.error {
             self.failed = true;
             let kind = match (err.status.as_deref(), err.code) {

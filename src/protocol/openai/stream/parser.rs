@@ -20,7 +20,8 @@ use crate::ir::stream::{
 use crate::ir::{ids, StopReason, Usage};
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, error_kind_for_status, malformed, DeltaBuf, DeltaKind, Emit, First, Indexed,
+    error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
+    Indexed,
 };
 use crate::protocol::openai::response::{decode_finish_reason, decode_usage};
 use crate::protocol::openai::wire::{
@@ -260,20 +261,11 @@ impl Parser {
         }
         let data = event.data;
         if data == b"[DONE]" {
-            self.start(MessageStart::default(), emit);
-            self.close_all(emit);
-            if let Some(usage) = self.usage.take() {
-                emit(&StreamEvent::MessageDelta(MessageDelta {
-                    stop_reason: None,
-                    usage: Some(usage),
-                }));
-            }
-            emit(&StreamEvent::MessageStop);
-            self.done = true;
+            self.end(emit);
             return Ok(());
         }
         let chunk: Chunk<'_> = serde_json::from_slice(data)
-            .map_err(|e| malformed(F, &format!("invalid chunk ({e})"), data))?;
+            .map_err(|e| unreadable(F, &format!("invalid chunk ({e})"), data))?;
         if let Some(err) = chunk.error {
             self.done = true;
             emit(&StreamEvent::Error(stream_error(err)));
@@ -322,13 +314,32 @@ impl Parser {
         Ok(())
     }
 
-    /// Called at the end of the upstream stream: a stream without `[DONE]` is truncated.
-    pub fn finish(&mut self, _emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+    /// Called at the end of the upstream stream. A stream that reached its
+    /// finish reason is complete even without `[DONE]` (the answer is all
+    /// there); one that did not is truncated.
+    pub fn finish(&mut self, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        if !self.done && self.finish_seen {
+            self.end(emit);
+        }
         if self.done {
             Ok(())
         } else {
             Err(StreamFault::Truncated)
         }
+    }
+
+    /// The stream's end: open blocks closed, usage still held, the stop.
+    fn end(&mut self, emit: &mut Emit<'_>) {
+        self.start(MessageStart::default(), emit);
+        self.close_all(emit);
+        if let Some(usage) = self.usage.take() {
+            emit(&StreamEvent::MessageDelta(MessageDelta {
+                stop_reason: None,
+                usage: Some(usage),
+            }));
+        }
+        emit(&StreamEvent::MessageStop);
+        self.done = true;
     }
 
     fn start(&mut self, start: MessageStart, emit: &mut Emit<'_>) {
@@ -635,8 +646,11 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_without_done_is_truncated() {
-        let (_, r) = parse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n");
+    fn a_stream_without_done_is_truncated_only_before_its_finish_reason() {
+        let (_, r) = parse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n");
         assert_eq!(r, Err(StreamFault::Truncated));
+        let (events, r) = parse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n");
+        assert_eq!(r, Ok(()));
+        assert!(matches!(events.last(), Some(StreamEvent::MessageStop)));
     }
 }

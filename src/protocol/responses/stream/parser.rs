@@ -20,7 +20,9 @@ use crate::family::Family;
 use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent};
 use crate::ir::Opaque;
 use crate::protocol::common::framing::StreamFault;
-use crate::protocol::common::support::{error_kind, malformed, DeltaBuf, DeltaKind, Emit};
+use crate::protocol::common::support::{
+    error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
+};
 use crate::protocol::responses::request::{carried, Carried, CUSTOM_INPUT_KEY};
 use crate::protocol::responses::response::{decode_status, decode_usage, failure_message};
 use crate::protocol::responses::wire::{Item, Usage as WireUsage};
@@ -186,7 +188,7 @@ impl Parser {
             // An event type this parser does not read may have fields of
             // other shapes; only the ones it reads must parse.
             Err(_) if event.event_str().is_some_and(|n| !HANDLED.contains(&n)) => return Ok(()),
-            Err(e) => return Err(malformed(F, &format!("invalid event ({e})"), data)),
+            Err(e) => return Err(unreadable(F, &format!("invalid event ({e})"), data)),
         };
         let kind = match (&ev.kind, event.event_str()) {
             (Some(k), _) => k.as_ref(),

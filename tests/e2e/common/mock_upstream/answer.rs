@@ -29,6 +29,10 @@ pub(super) struct Markers {
     pub(super) cached: Option<u64>,
     /// `[[agent-tool:NAME:JSON]]`: the tool's name and arguments.
     pub(super) agent_tool: Option<(String, Value)>,
+    /// `[[no-terminator]]`: a stream's last frame is left out.
+    pub(super) no_terminator: bool,
+    /// `[[context-overflow]]`: a 400 saying the prompt is too long.
+    pub(super) context_overflow: bool,
 }
 
 impl Markers {
@@ -54,6 +58,8 @@ impl Markers {
                 "stall" => markers.stall = ms(),
                 "cut" => markers.cut = true,
                 "malformed" => markers.malformed = true,
+                "no-terminator" => markers.no_terminator = true,
+                "context-overflow" => markers.context_overflow = true,
                 "stream-error" => markers.stream_error = true,
                 "tool" => markers.tool = true,
                 "text+tool" => markers.text_tool = true,
@@ -72,8 +78,8 @@ impl Markers {
         markers
     }
 
-    /// Applies `[[malformed]]`, `[[stream-error]]` and `[[sse-comments]]` to a
-    /// finished frame list.
+    /// Applies `[[no-terminator]]`, `[[malformed]]`, `[[stream-error]]` and
+    /// `[[sse-comments]]` to a finished frame list.
     pub(super) fn shape_stream(
         &self,
         mut frames: Vec<Vec<u8>>,
@@ -81,6 +87,9 @@ impl Markers {
         error: Vec<u8>,
         comment: Option<&str>,
     ) -> Vec<Vec<u8>> {
+        if self.no_terminator {
+            frames.pop();
+        }
         let mid = (frames.len() / 2).max(1);
         if self.stream_error {
             frames.truncate(mid);

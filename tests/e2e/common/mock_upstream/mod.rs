@@ -45,6 +45,13 @@
 //!   the final chunk; non-stream: close after half of the body.
 //! - `[[malformed]]`: stream: a frame whose data is not JSON, mid-stream;
 //!   non-stream: a truncated JSON body with status 200.
+//! - `[[no-terminator]]`: stream: the last frame is left out (OpenAI `[DONE]`,
+//!   Anthropic `message_stop`, Responses `response.completed`, Gemini the
+//!   chunk with the finish reason), then a clean end of the HTTP body.
+//! - `[[context-overflow]]`: a 400 saying the prompt is longer than the
+//!   model's context, in the provider's own words (OpenAI and Responses
+//!   `code: context_length_exceeded`, Anthropic "prompt is too long", Gemini
+//!   "The input token count ... exceeds the maximum number of tokens").
 //! - `[[stream-error]]`: stream: the provider's in-stream error event after half
 //!   of the frames, then a clean end of the HTTP body (Responses: an `error`
 //!   event, then `response.failed`).

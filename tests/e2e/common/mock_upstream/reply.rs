@@ -32,6 +32,42 @@ pub(super) fn error_reply(protocol: Protocol, status: u16, message: &str) -> Rep
     }
 }
 
+/// A 400 saying the prompt is longer than the model's context, as each
+/// provider words it: OpenAI's `code: context_length_exceeded`, Anthropic's
+/// "prompt is too long", Gemini's token count over the limit.
+pub(super) fn overflow_reply(protocol: Protocol) -> Reply {
+    let (body, content_type) = match protocol {
+        Protocol::OpenAi | Protocol::Responses => (
+            obj! { "error": obj! {
+                "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            } },
+            "application/json",
+        ),
+        Protocol::Anthropic => (
+            obj! {
+                "type": "error",
+                "error": obj! {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 212000 tokens > 200000 maximum",
+                },
+            },
+            "application/json",
+        ),
+        Protocol::Gemini => (
+            obj! { "error": obj! {
+                "code": 400u64,
+                "message": "The input token count (1100000) exceeds the maximum number of tokens allowed (1048576).",
+                "status": "INVALID_ARGUMENT",
+            } },
+            "application/json; charset=UTF-8",
+        ),
+    };
+    Reply::json_ordered(400, content_type, &body)
+}
+
 // ---------------------------------------------------------------------------
 // Writing responses
 

@@ -306,6 +306,9 @@ pub(super) fn provider_reply(
         };
         return reply.with_effects(slow);
     }
+    if markers.context_overflow {
+        return overflow_reply(protocol).with_effects(slow);
+    }
     let Ok(body @ Value::Object(_)) = serde_json::from_slice::<Value>(&request.body) else {
         return error_reply(protocol, 400, "mock: request body is not a JSON object")
             .with_effects(slow);
