@@ -387,10 +387,15 @@ fn truncated_streams_end_with_the_client_error_event() {
             for &end in &ends {
                 let (out, r) = run_cut(upstream, client, framing, &input[..end], &[]);
                 let context = format!("{name} -> {client} {framing:?} cut to {end} bytes");
-                // Gemini's stream is complete once the finish reason is in; trailing
-                // comments do not matter.
+                // A stream is complete once its finish reason is in (Gemini's
+                // has no terminator; OpenAI's and Anthropic's may lose theirs:
+                // docs/resilience.md "Streams"); trailing comments do not matter.
                 if r.is_ok() {
-                    assert_eq!(upstream, Family::Gemini, "{context}");
+                    assert!(
+                        upstream == Family::Gemini || past_finish(upstream, &input[..end]),
+                        "{context}"
+                    );
+                    assert!(!ends_with_error(&out), "{context}");
                     continue;
                 }
                 assert_eq!(r, Err(StreamFault::Truncated), "{context}");
@@ -398,6 +403,30 @@ fn truncated_streams_end_with_the_client_error_event() {
             }
         }
     }
+}
+
+/// Whether a cut upstream stream holds a whole frame with the answer's
+/// finish reason (OpenAI `finish_reason`, Anthropic `message_delta`'s
+/// `stop_reason`).
+fn past_finish(upstream: Family, cut: &[u8]) -> bool {
+    let whole: Vec<&[u8]> = frames(cut)
+        .into_iter()
+        .filter(|f| f.ends_with(b"\n\n"))
+        .collect();
+    let has = |f: &&[u8], needle: &[u8]| f.windows(needle.len()).any(|w| w == needle);
+    match upstream {
+        Family::OpenAi => whole.iter().any(|f| has(f, b"\"finish_reason\":\"")),
+        Family::Anthropic => whole
+            .iter()
+            .any(|f| has(f, b"message_delta") && has(f, b"\"stop_reason\":\"")),
+        _ => false,
+    }
+}
+
+/// Whether a client stream's output carries an error.
+fn ends_with_error(out: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(out);
+    text.contains("\"error\"") && !text.contains("\"error\":null")
 }
 
 #[test]
@@ -410,6 +439,43 @@ fn in_band_upstream_errors_become_the_client_error_event() {
             let context = format!("{name} -> {client} {framing:?}");
             assert_eq!(r, Ok(()), "{context}");
             assert_ends_with_error(client, framing, &out, &context);
+        }
+    }
+}
+
+/// One unreadable frame (not JSON) in an otherwise whole stream is skipped:
+/// the client's stream is the same as without it, and counted.
+#[test]
+fn an_unreadable_frame_is_skipped_and_counted() {
+    for name in FIXTURES.iter().filter(|n| !n.contains("error")) {
+        let input = fixture(name);
+        let upstream = upstream_family(name);
+        let fr = frames(&input);
+        let mid = fr.len() / 2;
+        let junk: &[u8] = if upstream == Family::Gemini {
+            b"data: {oops\r\n\r\n"
+        } else {
+            b"data: {oops\n\n"
+        };
+        let mut with_junk = fr[..mid].concat();
+        with_junk.extend_from_slice(junk);
+        with_junk.extend_from_slice(&fr[mid..].concat());
+        for &(client, framing, _) in CLIENTS {
+            let context = format!("{name} -> {client} {framing:?}");
+            let mut clean = translator(upstream, client, framing);
+            let mut want = Vec::new();
+            clean.push(&input, &mut want).unwrap();
+            clean.finish(&mut want).unwrap();
+            let mut t = translator(upstream, client, framing);
+            let mut got = Vec::new();
+            assert_eq!(t.push(&with_junk, &mut got), Ok(()), "{context}");
+            assert_eq!(t.finish(&mut got), Ok(()), "{context}");
+            assert_eq!(t.skipped_frames(), 1, "{context}");
+            assert_eq!(
+                String::from_utf8_lossy(&without_fresh_ids(&got)),
+                String::from_utf8_lossy(&without_fresh_ids(&want)),
+                "{context}"
+            );
         }
     }
 }
@@ -429,6 +495,22 @@ fn malformed_frames_end_with_the_client_error_event() {
         for &(client, framing, _) in CLIENTS {
             let (out, r) = run_cut(*upstream, client, framing, input, &[]);
             let context = format!("{upstream} -> {client} {framing:?}");
+            // A frame that breaks the stream's order is malformed at once; an
+            // unreadable one is skipped, and the stream then ends short.
+            assert!(
+                matches!(
+                    r,
+                    Err(StreamFault::Malformed(_)) | Err(StreamFault::Truncated)
+                ),
+                "{context}: {r:?}"
+            );
+            assert_ends_with_error(client, framing, &out, &context);
+            // Past the limit of unreadable frames, the stream ends at once.
+            let mut many = Vec::new();
+            for _ in 0..=switchboard::translate::passthrough::MAX_SKIPPED_FRAMES {
+                many.extend_from_slice(b"data: {oops\n\n");
+            }
+            let (out, r) = run_cut(*upstream, client, framing, &many, &[]);
             assert!(
                 matches!(r, Err(StreamFault::Malformed(_))),
                 "{context}: {r:?}"

@@ -92,6 +92,11 @@ RESULTS=${RESULTS:-$LOAD/results.md}
 SB_RUST_LOG=${SB_RUST_LOG:-info}
 KEEP_TMP=${KEEP_TMP:-0}
 ALLOCS=${ALLOCS:-1}
+# The Responses scenarios (S7, S8) store every answer, as the API does by
+# default; one key's quota (--responses-key-quota-bytes, 64 MiB by default)
+# would run out within seconds of load and turn the rest into 429s. The run
+# measures the path, not the quota: the bench's key may keep this much.
+RESPONSES_QUOTA=${RESPONSES_QUOTA:-68719476736}
 ALLOC_DURATION=${ALLOC_DURATION:-3}
 [ "$STREAMS" -gt 0 ] || DO_STREAMS=0
 for s in $SCENARIOS; do
@@ -402,7 +407,8 @@ start_switchboard() {
         SB_BENCH_GEMINI_KEY=upstream-gemini RUST_LOG="$SB_RUST_LOG" \
         "$SB_BIN" --catalog "$TMP/catalog.json" --keys "$TMP/keys.json" \
         --listen "127.0.0.1:$SB_PORT" --metrics "127.0.0.1:$SB_METRICS_PORT" \
-        --data "$TMP/data" </dev/null >>"$TMP/switchboard.log" 2>&1 &
+        --data "$TMP/data" --responses-key-quota-bytes "$RESPONSES_QUOTA" \
+        </dev/null >>"$TMP/switchboard.log" 2>&1 &
     SB_PID=$!
     PIDS+=("$SB_PID")
     wait_http "http://127.0.0.1:$SB_PORT/readyz" || {

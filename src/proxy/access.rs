@@ -5,7 +5,6 @@
 //! never interleave and a request costs no write of its own.
 
 use super::ctx::RequestCtx;
-use crate::obs::outcome::Usage;
 use crate::util::rfc3339::Rfc3339;
 use serde::Serialize;
 use std::cell::RefCell;
@@ -42,8 +41,11 @@ pub struct AccessLine<'a> {
     /// What the gateway changed in the request (docs/api.md "Adapt or refuse"), as in
     /// `x-switchboard-adjusted`; null when nothing was.
     pub adjusted: Option<String>,
-    #[serde(flatten)]
-    pub usage: &'a Usage,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
     pub latency_ms: f64,
     pub ttft_ms: Option<f64>,
     /// Unreadable upstream stream frames skipped; null when none.
@@ -82,7 +84,14 @@ impl<'a> AccessLine<'a> {
             error_type,
             error,
             adjusted: (!ctx.outcome.adjusted.is_empty()).then(|| ctx.outcome.adjusted.render()),
-            usage: &ctx.outcome.usage,
+            // Written out, not `#[serde(flatten)]`, which makes the line a
+            // map serialiser's work (S1 of the load benchmark: about 3% fewer
+            // requests per second with it).
+            input_tokens: ctx.outcome.usage.input_tokens,
+            output_tokens: ctx.outcome.usage.output_tokens,
+            cached_tokens: ctx.outcome.usage.cached_tokens,
+            reasoning_tokens: ctx.outcome.usage.reasoning_tokens,
+            cost_usd: ctx.outcome.usage.cost_usd,
             latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
             ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
             skipped_frames: Some(ctx.outcome.skipped_frames).filter(|n| *n > 0),

@@ -91,6 +91,11 @@ impl StreamTranslator {
         self
     }
 
+    /// The unreadable upstream frames skipped so far.
+    pub fn skipped_frames(&self) -> u32 {
+        self.skipped
+    }
+
     /// Whether the stream has ended: its end event, or an upstream error event, was translated.
     pub fn is_complete(&self) -> bool {
         self.complete || self.parser.is_complete()
@@ -322,7 +327,7 @@ impl ClientStream {
     pub fn skipped_frames(&self) -> u32 {
         match self {
             ClientStream::Passthrough(p) => p.skipped_frames(),
-            ClientStream::Translate(t) => t.skipped,
+            ClientStream::Translate(t) => t.skipped_frames(),
         }
     }
 }

@@ -333,6 +333,13 @@ impl ProviderPool {
         None
     }
 
+    /// Whether an upstream not in `tried` could take a request now (of any
+    /// protocol; a half-open one's trial not claimed).
+    pub fn any_open(&self, upstreams: &[Upstream], tried: Tried, now: Instant) -> bool {
+        let n = upstreams.len().min(self.members.len());
+        (0..n).any(|i| !tried.contains(i) && self.members[i].open_at(now))
+    }
+
     /// When every upstream is cooling down: the untried one whose cool-down
     /// ends first (the client's protocol first among equals).
     pub fn soonest(

@@ -822,9 +822,10 @@ async fn a_context_overflow_keeps_its_code_and_goes_to_a_larger_context() {
     }
 }
 
-/// A lone 5xx is often transient: the same upstream gets one more try after
-/// a jittered pause, before it is blamed; an upstream that keeps failing is
-/// cooled after its second 5xx and the request moves on.
+/// A lone 5xx is often transient: when the provider has no other upstream
+/// to go to, the same one gets one more try after a jittered pause before it
+/// is blamed; one that keeps failing is cooled after its second 5xx and the
+/// request moves on. With another upstream open, that one is tried at once.
 #[tokio::test]
 async fn a_lone_5xx_is_retried_once_on_the_same_upstream() {
     let mock = MockUpstream::start().await;
@@ -836,9 +837,15 @@ async fn a_lone_5xx_is_retried_once_on_the_same_upstream() {
                 json!({}),
             ),
             provider(
+                "solo",
+                vec![up(&mock, "broken", "status:502", 1)],
+                json!({}),
+            ),
+            provider("good", vec![up(&mock, "spare", "", 1)], json!({})),
+            provider(
                 "pair",
                 vec![
-                    up(&mock, "broken", "status:502", 1),
+                    up(&mock, "worse", "status:503", 1),
                     up(&mock, "fine", "", 1),
                 ],
                 json!({}),
@@ -846,6 +853,8 @@ async fn a_lone_5xx_is_retried_once_on_the_same_upstream() {
         ],
         vec![
             model("m", "flaky", json!({})),
+            model("s", "solo", json!({"fallbacks": ["good/g"]})),
+            model("g", "good", json!({})),
             model("p", "pair", json!({})),
         ],
     );
@@ -876,31 +885,28 @@ async fn a_lone_5xx_is_retried_once_on_the_same_upstream() {
         "{view}"
     );
 
-    // One that keeps failing: twice, then cooled, then the other upstream.
-    // (The pool's first pick is the first upstream among equals.)
-    let (_, req) = ask(OpenAi, "pair/p", "three", false);
+    // One that keeps failing, alone in its provider: twice, then cooled,
+    // then the model's fallback.
+    let (_, req) = ask(OpenAi, "solo/s", "three", false);
     let r = gw.send(&req).await;
     assert_eq!(text_of(OpenAi, &r, false), expected_reply(OpenAi, "three"));
+    assert_eq!(r.header("x-switchboard-model"), Some("good/g"));
     let line = line_of(&gw, &r).await;
-    let tried: Vec<(Value, Value)> = line["tried"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| (t["upstream"].clone(), t["failure"].clone()))
-        .collect();
-    if tried[0].0 == "broken" {
-        assert_eq!(hits(&mock, "broken"), 2, "{line}");
-        assert_eq!(tried.len(), 3, "{line}");
-        assert!(line["tried"][1]["cooled_ms"].as_u64().is_some(), "{line}");
-        let view = admin_upstreams(&gw).await;
-        assert_eq!(
-            upstream_view(&view, "pair", "broken")["healthy"],
-            false,
-            "{view}"
-        );
-    } else {
-        assert_eq!(tried.len(), 1, "{line}");
-    }
+    assert_eq!(hits(&mock, "broken"), 2, "{line}");
+    assert_eq!(line["tried"][0]["cooled_ms"], Value::Null, "{line}");
+    assert!(line["tried"][1]["cooled_ms"].as_u64().is_some(), "{line}");
+    assert_eq!(line["attempts"], 3, "{line}");
+
+    // With another upstream open in the provider, a 5xx moves on to it at
+    // once (the failing one cooled), as before: no pause on the same one.
+    let (_, req) = ask(OpenAi, "pair/p", "four", false);
+    let r = gw.send(&req).await;
+    assert_eq!(text_of(OpenAi, &r, false), expected_reply(OpenAi, "four"));
+    let line = line_of(&gw, &r).await;
+    assert_eq!(hits(&mock, "worse"), 1, "{line}");
+    assert_eq!(line["tried"][0]["upstream"], "worse", "{line}");
+    assert!(line["tried"][0]["cooled_ms"].as_u64().is_some(), "{line}");
+    assert_eq!(line["tried"][1]["upstream"], "fine", "{line}");
 }
 
 /// A rate limit with a short `retry-after` and nowhere else to go is waited

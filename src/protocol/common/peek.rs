@@ -139,8 +139,15 @@ pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
 /// Whether a JSON string member `name` (given with its quotes and colon,
 /// e.g. `"content":`) occurs in `hay` with a non-empty string value.
 pub fn nonempty_string_member(hay: &[u8], name: &[u8]) -> bool {
-    memchr::memmem::find_iter(hay, name).any(|at| {
-        let rest = &hay[at + name.len()..];
+    nonempty_string_after(hay, &memchr::memmem::Finder::new(name))
+}
+
+/// [`nonempty_string_member`] with a finder built once (a per-frame test
+/// keeps it in a static: building one costs more than searching a frame).
+pub fn nonempty_string_after(hay: &[u8], name: &memchr::memmem::Finder<'_>) -> bool {
+    let len = name.needle().len();
+    name.find_iter(hay).any(|at| {
+        let rest = &hay[at + len..];
         let rest = &rest[rest.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
         rest.len() >= 2 && rest[0] == b'"' && rest[1] != b'"'
     })

@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_member, number,
-    positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
+    bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_after,
+    nonempty_string_member, number, positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -210,9 +210,11 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
         };
     }
     out.error = p.error.is_some_and(|e| e.get() != "null");
+    static FINISH_REASON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"finish_reason\":"));
     out.finished = p
         .choices
-        .is_some_and(|c| nonempty_string_member(c.get().as_bytes(), b"\"finish_reason\":"));
+        .is_some_and(|c| nonempty_string_after(c.get().as_bytes(), &FINISH_REASON));
     Some(out)
 }
 

@@ -89,11 +89,15 @@ pub async fn call<'s>(
         }
         let mut note = super::note_of(c, up);
         let outcome = match outcome {
-            // A 5xx without `retry-after`, the first of this request: often
-            // transient, so the same upstream gets one more try after the
-            // jittered pause, before it is cooled and the request moves on.
+            // A 5xx without `retry-after`, the first of this request, with
+            // no other upstream of the provider to go to: often transient,
+            // so the same upstream gets one more try after the jittered
+            // pause, before it is cooled and the request moves on (to the
+            // fallbacks). With another upstream open, that one is tried.
             Outcome::Retry(e, Cause::Status(s, None), status)
-                if !retried_here && *attempts_left > 0 =>
+                if !retried_here
+                    && *attempts_left > 0
+                    && !c.pool.any_open(ups, seen, Instant::now()) =>
             {
                 log::info!(
                     "{}: upstream {} of {} answered {s}; trying it once more",
