@@ -100,7 +100,8 @@ pub struct Server {
     ///
     /// Threads, grace periods, the upgrade socket; keys it leaves out get
     /// Switchboard's defaults: `threads` = available cores,
-    /// `grace_period_seconds` 1, `graceful_shutdown_timeout_seconds` 10.
+    /// `grace_period_seconds` 30 (the longest a SIGTERM waits for requests in
+    /// flight; it exits as soon as none are left), `graceful_shutdown_timeout_seconds` 10.
     #[arg(short = 'c', long = "conf", value_name = "PATH")]
     pub conf: Option<String>,
     /// Run in the background.

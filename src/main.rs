@@ -42,13 +42,64 @@ fn client_listener(addr: &str) -> pingora_core::listeners::ListenerConfig {
     ListenerConfig::tcp(addr).l4_buffer(L4BufferSettings::new(0, 4 * 1024))
 }
 
+/// How long a graceful shutdown waits for the requests in flight (streams
+/// included) before it ends what is left with each protocol's error event;
+/// a shutdown with nothing in flight ends at once (`DrainService`).
+const GRACE_PERIOD_SECONDS: u64 = 30;
+
+/// Ends the process once a graceful shutdown (SIGTERM; SIGQUIT once the
+/// listeners went to the successor) has drained: Pingora stops accepting and
+/// would sleep its whole grace period; this waits only for the requests in
+/// flight, up to the grace period less a second, then ends the streams
+/// still open with their protocol's error event (each still gets its access
+/// line and ledger row), writes the access log, the ledger and the traces
+/// out, and exits.
+struct DrainService {
+    drain: Arc<switchboard::runtime::drain::Drain>,
+    grace: Duration,
+    ledger: Arc<ledger::Ledger>,
+    telemetry: Option<Arc<switchboard::obs::telemetry::Telemetry>>,
+}
+
+#[async_trait::async_trait]
+impl pingora_core::services::background::BackgroundService for DrainService {
+    async fn start(&self, mut shutdown: pingora_core::server::ShutdownWatch) {
+        if shutdown.wait_for(|down| *down).await.is_err() {
+            return;
+        }
+        let grace = self.grace.saturating_sub(Duration::from_secs(1));
+        log::info!(
+            "shutting down: waiting for {} requests in flight (at most {} s)",
+            self.drain.in_flight(),
+            grace.as_secs()
+        );
+        let deadline = tokio::time::Instant::now() + grace;
+        if !self.drain.wait_idle(deadline).await {
+            log::warn!(
+                "shutting down: the grace period ended with {} requests in flight; ending their streams",
+                self.drain.in_flight()
+            );
+            self.drain.cut_streams();
+            let settle = tokio::time::Instant::now() + Duration::from_secs(5);
+            self.drain.wait_idle(settle).await;
+        }
+        switchboard::proxy::access::flush();
+        self.ledger.close(Duration::from_secs(10));
+        if let Some(t) = &self.telemetry {
+            t.shutdown();
+        }
+        log::info!("shut down");
+        std::process::exit(0);
+    }
+}
+
 /// Pingora's configuration: the file's when given, with our defaults for what it leaves unset.
 fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let Some(path) = path else {
         let mut conf = ServerConf::new().ok_or("cannot build the default Pingora configuration")?;
         conf.threads = cores;
-        conf.grace_period_seconds = Some(1);
+        conf.grace_period_seconds = Some(GRACE_PERIOD_SECONDS);
         conf.graceful_shutdown_timeout_seconds = Some(10);
         return Ok(conf);
     };
@@ -62,7 +113,7 @@ fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
         conf.threads = cores;
     }
     if !set("grace_period_seconds") {
-        conf.grace_period_seconds = Some(1);
+        conf.grace_period_seconds = Some(GRACE_PERIOD_SECONDS);
     }
     if !set("graceful_shutdown_timeout_seconds") {
         conf.graceful_shutdown_timeout_seconds = Some(10);
@@ -165,6 +216,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         test: cli.server.test,
         conf: None,
     };
+    let grace = Duration::from_secs(conf.grace_period_seconds.unwrap_or(GRACE_PERIOD_SECONDS));
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
     let admin_key = cli.admin_key();
@@ -204,6 +256,15 @@ fn run(cli: &Cli) -> Result<(), String> {
         gateway.telemetry = Some(Arc::new(t));
     }
     let telemetry = gateway.telemetry.clone();
+    server.add_service(pingora_core::services::background::background_service(
+        "shutdown drain",
+        DrainService {
+            drain: gateway.drain.clone(),
+            grace,
+            ledger: usage_ledger.clone(),
+            telemetry: telemetry.clone(),
+        },
+    ));
     gateway.responses = Arc::new(responses_store(cli, &gateway)?);
     let admin = switchboard::admin::Admin::new(admin_key.as_deref(), Some(ledger_reader))
         .with_limits(gateway.limits.clone(), rt.clone());

@@ -28,6 +28,9 @@ pub struct RequestCtx {
     /// is made.
     pub traceparent: Option<String>,
     pub outcome: Outcome,
+    /// Counts the request in flight for the shutdown drain until the
+    /// context drops (after `logging`).
+    pub in_flight: Option<crate::runtime::drain::InFlight>,
 }
 
 impl RequestCtx {
@@ -43,6 +46,7 @@ impl RequestCtx {
             trace: None,
             traceparent: None,
             outcome: Outcome::new(Family::OpenAi),
+            in_flight: None,
         }
     }
 }

@@ -90,6 +90,9 @@ pub struct Gateway {
     pub responses: Arc<crate::state::responses::ResponseStore>,
     /// OpenTelemetry export (`--otlp-endpoint`); off when `None`.
     pub telemetry: Option<Arc<crate::obs::telemetry::Telemetry>>,
+    /// Requests in flight, waited for at shutdown; ends open streams when
+    /// the grace period runs out.
+    pub drain: Arc<crate::runtime::drain::Drain>,
 }
 
 impl Gateway {
@@ -118,6 +121,7 @@ impl Gateway {
             upstream,
             ledger: None,
             telemetry: None,
+            drain: Arc::default(),
         }
     }
 
@@ -209,6 +213,7 @@ impl ProxyHttp for Gateway {
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         crate::listener::head_received(session);
+        ctx.in_flight = Some(self.drain.enter());
         ctx.request_id = session
             .req_header()
             .headers

@@ -62,11 +62,16 @@ pub enum StreamEnd {
     /// The upstream failed (idle, deadline, connection, an invalid frame):
     /// the client's stream was ended with its family's error event.
     Failed(GatewayError, Cause),
+    /// The gateway shut down before the stream ended: the client's stream
+    /// was ended with its family's error event; the upstream is not to blame.
+    Shutdown(GatewayError),
 }
 
 enum Next {
     Upstream(Result<Option<Bytes>, ReadFault>),
     ClientGone,
+    /// The gateway is shutting down and its grace period ran out.
+    Shutdown,
 }
 
 /// Sends the stream's response head (SSE, or a Gemini JSON array).
@@ -151,25 +156,37 @@ pub async fn relay_stream(
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
     let mut pending = Some(Ok(first));
+    let mut shutdown = gw.drain.cut_signal();
     let end = loop {
         let next = match pending.take() {
             Some(r) => Next::Upstream(r),
             None => tokio::select! {
                 r = UpstreamClient::read_chunk(&mut ex, idle, deadline) => Next::Upstream(r),
                 _ = session.as_downstream_mut().read_body_or_idle(true) => Next::ClientGone,
+                _ = shutdown.wait_for(|cut| *cut) => Next::Shutdown,
             },
         };
-        let Next::Upstream(read) = next else {
-            ctx.client_gone = true;
-            log::info!(
-                "{}: client went away mid-stream; dropping the upstream request",
-                ctx.request_id
-            );
-            drop(ex);
-            return Ok(StreamEnd::ClientGone);
-        };
         out.clear();
-        let end = translate(pass, read, family, &mut out);
+        let end = match next {
+            Next::Upstream(read) => translate(pass, read, family, &mut out),
+            Next::ClientGone => {
+                ctx.client_gone = true;
+                log::info!(
+                    "{}: client went away mid-stream; dropping the upstream request",
+                    ctx.request_id
+                );
+                drop(ex);
+                return Ok(StreamEnd::ClientGone);
+            }
+            Next::Shutdown => {
+                let e = GatewayError::new(
+                    ErrorKind::Unavailable,
+                    "the gateway is shutting down and its grace period ended before the stream did",
+                );
+                pass.fail(&crate::protocol::error_body(family, &e), &mut out);
+                Some(StreamEnd::Shutdown(e))
+            }
+        };
         if !out.is_empty() {
             if ctx.outcome.ttft.is_none() {
                 ctx.outcome.ttft = Some(ctx.started.elapsed());

@@ -2,6 +2,7 @@
 //! an atomic pointer: requests load it once and keep it to the end, reloads swap
 //! in a complete new one, so no request ever sees a half-applied change.
 
+pub mod drain;
 pub mod reload;
 
 use crate::config::{Catalog, ConfigError, KeyStore, Model};

@@ -26,6 +26,7 @@ mod resilience;
 mod responses;
 mod responses_store;
 mod security;
+mod shutdown;
 mod tls_upstream;
 mod translation;
 mod upstream_wire;

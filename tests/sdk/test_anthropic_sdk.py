@@ -347,7 +347,7 @@ def test_500_from_upstream(anthropic_client, protocol):
     expect_error_type(e.value, 500, "api_error")
 
 
-@pytest.mark.parametrize("marker", ["[[cut]]", "[[malformed]]", "[[stream-error]]"])
+@pytest.mark.parametrize("marker", ["[[cut]]", "[[stream-error]]"])
 @pytest.mark.parametrize("protocol", S.upstreams(F))
 def test_stream_failure_is_an_error(anthropic_client, protocol, marker):
     """A stream that fails upstream after it started must raise in the SDK, not end cleanly."""
@@ -359,3 +359,16 @@ def test_stream_failure_is_an_error(anthropic_client, protocol, marker):
             for text in s.text_stream:
                 received.append(text)
     assert received, "the failure must come after the stream started"
+
+
+@pytest.mark.parametrize("protocol", S.upstreams(F))
+def test_one_unreadable_frame_is_skipped(anthropic_client, protocol):
+    """One upstream frame that is not JSON is skipped: the SDK sees a whole, clean stream."""
+    prompt = "[[malformed]] hi there, how are you today?"
+    with anthropic_client.messages.stream(
+        model=S.MODEL[F, protocol], max_tokens=256, messages=user(prompt)
+    ) as s:
+        text = "".join(s.text_stream)
+        final = s.get_final_message()
+    assert text == S.expected_reply(protocol, prompt)
+    assert final.stop_reason == "end_turn"

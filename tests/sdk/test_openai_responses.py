@@ -624,7 +624,7 @@ def test_500_from_upstream(openai_client, protocol):
     assert e.value.status_code == 500
 
 
-@pytest.mark.parametrize("marker", ["[[cut]]", "[[malformed]]", "[[stream-error]]"])
+@pytest.mark.parametrize("marker", ["[[cut]]", "[[stream-error]]"])
 @pytest.mark.parametrize("protocol", S.upstreams(F))
 def test_stream_failure_ends_with_error_then_response_failed(openai_client, protocol, marker):
     """An upstream stream that fails after it started ends the client's stream
@@ -643,3 +643,17 @@ def test_stream_failure_ends_with_error_then_response_failed(openai_client, prot
     assert failed.response.status == "failed"
     assert failed.response.error is not None and failed.response.error.message
     assert failed.response.id == events[0].response.id
+
+
+@pytest.mark.parametrize("protocol", S.upstreams(F))
+def test_one_unreadable_frame_is_skipped(openai_client, protocol):
+    """One upstream frame that is not JSON is skipped: the stream still ends
+    with `response.completed` and the whole text."""
+    prompt = "[[malformed]] hi there, how are you today?"
+    events = list(openai_client.responses.create(model=model_of(protocol), input=prompt, stream=True))
+    types_ = [e.type for e in events]
+    assert types_[-1] == "response.completed", types_
+    assert "error" not in types_
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == S.expected_reply(protocol, prompt)
+    assert seqs(events) == list(range(len(events)))

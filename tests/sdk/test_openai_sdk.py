@@ -326,7 +326,7 @@ def test_503_provider_key_missing(openai_client):
     assert "SB_SDK_UNSET_KEY" in e.value.message
 
 
-@pytest.mark.parametrize("marker", ["[[cut]]", "[[malformed]]", "[[stream-error]]"])
+@pytest.mark.parametrize("marker", ["[[cut]]", "[[stream-error]]"])
 @pytest.mark.parametrize("protocol", S.upstreams(F))
 def test_stream_failure_is_an_error(openai_client, protocol, marker):
     """A stream that fails upstream after it started must raise in the SDK, not end cleanly."""
@@ -339,3 +339,14 @@ def test_stream_failure_is_an_error(openai_client, protocol, marker):
             if chunk.choices and chunk.choices[0].delta.content:
                 received.append(chunk.choices[0].delta.content)
     assert received, "the failure must come after the stream started"
+
+
+@pytest.mark.parametrize("protocol", S.upstreams(F))
+def test_one_unreadable_frame_is_skipped(openai_client, protocol):
+    """One upstream frame that is not JSON is skipped: the SDK sees a whole, clean stream."""
+    prompt = "[[malformed]] hi there, how are you today?"
+    stream = openai_client.chat.completions.create(
+        model=S.MODEL[F, protocol], messages=user(prompt), stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == S.expected_reply(protocol, prompt)

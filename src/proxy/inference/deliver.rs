@@ -134,6 +134,10 @@ pub(super) async fn stream(
         .map_err(Stop::Io)?;
     let clean = match end {
         StreamEnd::Complete | StreamEnd::ClientGone => true,
+        StreamEnd::Shutdown(e) => {
+            ctx.outcome.error = Some(ErrorNote::from(&e));
+            false
+        }
         StreamEnd::Failed(e, cause) => {
             gw.metrics.upstream_error(&model.provider, "stream");
             cool(gw, &model.provider, up, &member, cause);
