@@ -25,7 +25,7 @@ use crate::config::{ApiKey, BudgetPeriod};
 use crate::obs::metrics::Metrics;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,11 +101,14 @@ local function purge()
 end
 "#;
 
-/// ARGV: rpm limit, tpm limit, tokens, budget, period kind, cost, id, lease
-/// (empty strings for no limit). Returns `{"0", remaining, period, now}`, or
-/// `{"1"|"2", retry_after (-1: never), used}` for rpm / tpm, or `{"3",
-/// remaining, period}` for the budget.
+/// ARGV: rpm limit, tpm limit, tokens, budget, period kind, cost, id, lease,
+/// answer-by (empty strings for no limit). Returns `{"0", remaining, period,
+/// now}`, or `{"1"|"2", retry_after (-1: never), used}` for rpm / tpm, or
+/// `{"3", remaining, period}` for the budget, or `{"4"}` (nothing done) when
+/// the script runs after its answer-by second: a call the gateway gave up
+/// on, run late by a Redis that had stopped answering, must not hold budget.
 const RESERVE: &str = r#"
+if ARGV[9] ~= '' and now > tonumber(ARGV[9]) then return {'4'} end
 local tokens = tonumber(ARGV[3])
 local cost = tonumber(ARGV[6])
 if ARGV[1] ~= '' then
@@ -194,6 +197,66 @@ end
 return {fmt(r), fmt(tk), period, fmt(spent), fmt(held), fmt(now)}
 "#;
 
+/// How long the gateway waits for one answer from Redis.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How late a reserve script may still run and count: a call the gateway
+/// gave up on after [`RESPONSE_TIMEOUT`] and that Redis runs later than
+/// this (its clock against the gateway's) does nothing.
+const ANSWER_BY_SECS: u64 = 10;
+/// Failed calls in a row that open the breaker.
+const BREAKER_FAILURES: u32 = 3;
+/// How long an open breaker answers for Redis (failing open or closed at
+/// once) before one call tries Redis again.
+const BREAKER_OPEN: Duration = Duration::from_secs(1);
+
+/// Fails fast while Redis keeps failing: after [`BREAKER_FAILURES`] failed
+/// calls in a row, calls fail at once for [`BREAKER_OPEN`]; then one call
+/// at a time tries Redis until one succeeds.
+#[derive(Debug, Default)]
+struct Breaker {
+    failures: AtomicU32,
+    /// Unix milliseconds until which the breaker is open.
+    open_until: AtomicU64,
+    /// A trial call is out.
+    trial: AtomicBool,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Breaker {
+    /// Whether a call may go to Redis now.
+    fn allow(&self) -> bool {
+        if self.failures.load(Ordering::Acquire) < BREAKER_FAILURES {
+            return true;
+        }
+        if unix_ms() < self.open_until.load(Ordering::Acquire) {
+            return false;
+        }
+        // Half-open: one trial at a time.
+        self.trial
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn succeeded(&self) {
+        self.failures.store(0, Ordering::Release);
+        self.trial.store(false, Ordering::Release);
+    }
+
+    fn failed(&self) {
+        let n = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
+        if n >= BREAKER_FAILURES {
+            let until = unix_ms() + BREAKER_OPEN.as_millis() as u64;
+            self.open_until.store(until, Ordering::Release);
+        }
+        self.trial.store(false, Ordering::Release);
+    }
+}
+
 /// Limits in Redis.
 pub struct RedisLimits {
     client: redis::Client,
@@ -203,6 +266,7 @@ pub struct RedisLimits {
     metrics: Arc<Metrics>,
     /// Whether the last call failed (the outage is logged once).
     down: AtomicBool,
+    breaker: Breaker,
     reserve: Script,
     settle: Script,
     state: Script,
@@ -239,6 +303,7 @@ impl RedisLimits {
             fail,
             metrics,
             down: AtomicBool::new(false),
+            breaker: Breaker::default(),
             reserve: Script::new(&format!("{PRELUDE}{RESERVE}")),
             settle: Script::new(&format!("{PRELUDE}{SETTLE}")),
             state: Script::new(&format!("{PRELUDE}{STATE}")),
@@ -261,7 +326,7 @@ impl RedisLimits {
                 let cfg = ConnectionManagerConfig::new()
                     .set_number_of_retries(0)
                     .set_connection_timeout(Some(Duration::from_secs(1)))
-                    .set_response_timeout(Some(Duration::from_secs(2)));
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT));
                 ConnectionManager::new_lazy_with_config(self.client.clone(), cfg)
             })
             .await?;
@@ -269,12 +334,14 @@ impl RedisLimits {
     }
 
     fn up(&self) {
+        self.breaker.succeeded();
         if self.down.swap(false, Ordering::Relaxed) {
             log::warn!("limits: Redis is reachable again; limits are enforced");
         }
     }
 
     fn failed(&self, what: &str, e: &redis::RedisError) {
+        self.breaker.failed();
         self.metrics.limits_redis_failure(self.fail.name());
         if !self.down.swap(true, Ordering::Relaxed) {
             let effect = match self.fail {
@@ -296,6 +363,16 @@ impl RedisLimits {
             self.seq.fetch_add(1, Ordering::Relaxed)
         );
         let budget = ask.budget.as_ref();
+        if !self.breaker.allow() {
+            // Redis kept failing: answer at once instead of waiting out
+            // another timeout.
+            self.metrics.limits_redis_failure(self.fail.name());
+            return match self.fail {
+                FailMode::Open => Ok(None),
+                FailMode::Closed => Err(Refusal::Unavailable),
+            };
+        }
+        let answer_by = super::unix_now() + ANSWER_BY_SECS;
         let result: redis::RedisResult<Vec<String>> = async {
             let mut c = self.conn().await?;
             self.reserve
@@ -308,6 +385,7 @@ impl RedisLimits {
                 .arg(ask.cost.to_string())
                 .arg(&id)
                 .arg(RESERVATION_LEASE_SECS.to_string())
+                .arg(answer_by.to_string())
                 .invoke_async(&mut c)
                 .await
         }
@@ -360,6 +438,14 @@ impl RedisLimits {
                 }),
                 None => Ok(None),
             },
+            // Redis's clock is ahead of the gateway's by more than the
+            // answer-by margin: admitted unchecked, and said loudly.
+            Some("4") => {
+                log::error!(
+                    "limits: Redis ran a reservation past its answer-by time at once: its clock is more than {ANSWER_BY_SECS} s ahead of this host's"
+                );
+                Ok(None)
+            }
             _ => {
                 log::error!("limits: unexpected answer from the reserve script: {r:?}");
                 Ok(None)
@@ -410,6 +496,9 @@ impl RedisLimits {
 
     /// The live state of `key`.
     pub async fn state(&self, key: &ApiKey) -> Result<KeyState, String> {
+        if !self.breaker.allow() {
+            return Err("Redis unreachable: it kept failing; trying again shortly".to_string());
+        }
         let result: redis::RedisResult<Vec<String>> = async {
             let mut c = self.conn().await?;
             self.state
