@@ -89,6 +89,7 @@ async fn start(
     if session.as_downstream().is_http2() {
         h.remove_header("transfer-encoding");
     }
+    respond::close_if_draining(session, &mut h)?;
     ctx.outcome.status = 200;
     session.write_response_header(Box::new(h), false).await
 }

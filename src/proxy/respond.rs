@@ -40,6 +40,23 @@ pub fn header(
     Ok(h)
 }
 
+/// During a graceful shutdown (SIGTERM, or SIGQUIT to a successor), an
+/// answer on HTTP/1.1 carries `connection: close` and its connection is not
+/// kept: the client sends its next request on a new connection, to the
+/// successor or elsewhere, instead of racing the drain on this one.
+pub fn close_if_draining(
+    session: &mut Session,
+    h: &mut ResponseHeader,
+) -> pingora_core::Result<()> {
+    if session.is_process_shutting_down() {
+        session.set_keepalive(None);
+        if !session.as_downstream().is_http2() {
+            h.insert_header("connection", "close")?;
+        }
+    }
+    Ok(())
+}
+
 /// Sends a complete JSON response.
 pub async fn json(
     session: &mut Session,
@@ -73,9 +90,10 @@ pub async fn error(
 async fn send(
     session: &mut Session,
     ctx: &mut RequestCtx,
-    h: ResponseHeader,
+    mut h: ResponseHeader,
     body: Bytes,
 ) -> pingora_core::Result<()> {
+    close_if_draining(session, &mut h)?;
     ctx.outcome.status = h.status.as_u16();
     let head = session.req_header().method == http::Method::HEAD;
     session.write_response_header(Box::new(h), head).await?;

@@ -1,6 +1,7 @@
 //! End-to-end: a graceful shutdown (SIGTERM) loses nothing. Requests in
-//! flight finish, streams included, up to the grace period; a stream still
-//! open when it ends gets its protocol's error event (never a cut body);
+//! flight finish, streams included, up to the grace period, and what is
+//! answered meanwhile closes its connection; a stream still open when it
+//! ends gets its protocol's error event (never a cut body);
 //! every request has its access line; and a shutdown with nothing in flight
 //! does not wait the grace period out.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -61,14 +62,31 @@ async fn a_sigterm_lets_streams_finish_and_ends_the_rest_with_the_error_event() 
         CHAT,
         &openai_body("openai/gpt-5", long_prompt, None, true),
     );
+    // A whole answer whose head the upstream sends only after the SIGTERM.
+    let slow_prompt = "slow [[slow:1500]]";
+    let slow = call(
+        OpenAi,
+        CHAT,
+        &openai_body("openai/gpt-5", slow_prompt, None, false),
+    );
     let short = tokio::spawn(async move { http_client::send(addr, &short).await.unwrap() });
     let long = tokio::spawn(async move { http_client::send(addr, &long).await.unwrap() });
-    eventually(Duration::from_secs(20), "both streams upstream", || {
+    let slow = tokio::spawn(async move { http_client::send(addr, &slow).await.unwrap() });
+    eventually(Duration::from_secs(20), "the requests upstream", || {
         let n = mock.requests().len();
-        async move { (n == 2).then_some(()) }
+        async move { (n == 3).then_some(()) }
     })
     .await;
     sigterm(&gw);
+
+    // Answered during the drain: whole, and its connection is not kept.
+    let slow = slow.await.unwrap();
+    assert_eq!(slow.status, 200, "{}", slow.text());
+    assert_eq!(
+        reply_text(OpenAi, &slow.json()),
+        expected_reply(OpenAi, slow_prompt)
+    );
+    assert_eq!(slow.header("connection"), Some("close"));
 
     // The stream that ends within the grace period is whole.
     let short = short.await.unwrap();
@@ -92,7 +110,7 @@ async fn a_sigterm_lets_streams_finish_and_ends_the_rest_with_the_error_event() 
     assert!(status.success(), "{status:?}");
     // Both have their access line, the cut one with its error.
     let log = lines(&gw);
-    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log.len(), 3, "{log:?}");
     assert!(log.iter().all(|l| l["status"] == 200), "{log:?}");
     let cut: Vec<&Value> = log.iter().filter(|l| l["error"] != Value::Null).collect();
     assert_eq!(cut.len(), 1, "{log:?}");
