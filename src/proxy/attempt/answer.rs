@@ -105,7 +105,7 @@ pub(super) fn refused(
         c.client.request_id,
         up.id,
         c.provider.id,
-        upstream_text(up.protocol, raw)
+        upstream_text(up.protocol, raw, serde_json::from_slice(raw).ok().as_ref())
     );
     let e = GatewayError::new(
         ErrorKind::BadGateway,
@@ -121,14 +121,11 @@ pub(super) fn refused(
 /// The message of an upstream error body (its protocol's `message`, else the
 /// body's first bytes), scrubbed of every secret and masked key before it is
 /// cut, so no cut leaves part of a key.
-fn upstream_text(upstream: Family, body: &[u8]) -> String {
+fn upstream_text(upstream: Family, body: &[u8], parsed: Option<&serde_json::Value>) -> String {
     if body.is_empty() {
         return String::from("(no body)");
     }
-    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let message = parsed
-        .as_ref()
-        .and_then(|v| (spoke(upstream).upstream_message)(v));
+    let message = parsed.and_then(|v| (spoke(upstream).upstream_message)(v));
     let mut text = match message {
         Some(m) => crate::secrets::scrub_upstream(&m),
         None => crate::secrets::scrub_upstream(&String::from_utf8_lossy(
@@ -153,7 +150,8 @@ pub(super) fn upstream_failure(
     body: &[u8],
     retry_after: Option<Duration>,
 ) -> GatewayError {
-    let message = upstream_text(upstream, body);
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let message = upstream_text(upstream, body, parsed.as_ref());
     let mut e = GatewayError::new(
         GatewayError::kind_for_status(status),
         format!("upstream error ({status}): {message}"),
@@ -162,9 +160,7 @@ pub(super) fn upstream_failure(
     e.retry_after = retry_after.map(|d| d.as_secs().max(1));
     // The upstream's code goes on to the client as it is (a context
     // overflow under its one name whatever the upstream calls it).
-    let code = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| (spoke(upstream).upstream_code)(&v));
+    let code = parsed.and_then(|v| (spoke(upstream).upstream_code)(&v));
     match code {
         Some(c) => e.with_code(c),
         None => e,

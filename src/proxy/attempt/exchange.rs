@@ -37,9 +37,6 @@ pub(super) enum Outcome<'s> {
     /// is longer than the model's context: a model with a larger context
     /// may take it, the same model never will.
     Overflow(GatewayError, u16),
-    /// A failure the provider loop retries on the same upstream (noted, not
-    /// blamed yet).
-    Again,
 }
 
 /// One attempt at one upstream; `resent` says whether the request had to

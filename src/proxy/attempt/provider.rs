@@ -88,7 +88,7 @@ pub async fn call<'s>(
             note_resent(gw, c, up, tried, &r);
         }
         let mut note = super::note_of(c, up);
-        let outcome = match outcome {
+        let result = match outcome {
             // A 5xx without `retry-after`, the first of this request, with
             // no other upstream of the provider to go to: often transient,
             // so the same upstream gets one more try after the jittered
@@ -110,11 +110,10 @@ pub async fn call<'s>(
                 note.status = status;
                 note.failure = Some(Cause::Status(s, None).label());
                 last = Some(e);
-                Outcome::Again
+                Err(Failed::Exhausted(None))
             }
-            other => other,
+            other => judge(gw, c, up, member, other, &mut note, &mut last),
         };
-        let result = judge(gw, c, up, member, outcome, &mut note, &mut last);
         note.ms = started.elapsed().as_millis() as u64;
         gw.metrics.upstream_attempt(
             &c.provider.id,
@@ -161,7 +160,6 @@ fn judge<'s>(
     last: &mut Option<GatewayError>,
 ) -> Result<Answer<'s>, Failed> {
     match outcome {
-        Outcome::Again => Err(Failed::Exhausted(None)),
         Outcome::Answer(a) => {
             member.succeeded();
             note.status = Some(a.status);

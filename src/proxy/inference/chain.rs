@@ -3,9 +3,10 @@
 //! afresh from the client's request and tried only if the request fits it
 //! (after an upstream said the request overflows a model's context, only a
 //! fallback with a larger context);
-//! when nothing was tried at all (every upstream of the chain cooling down),
-//! one panic pass at the model's upstream that recovers first. What the loop
-//! tried goes into the request's context for the access log and metrics.
+//! then `last_resort`: when nothing was tried at all (every upstream of the
+//! chain cooling down), or the chain ran out on a short `retry-after` (sat
+//! out once), one pass at the model's upstream that recovers first. What the
+//! loop tried goes into the request's context for the access log and metrics.
 
 use super::budget::{reserve, worst_case};
 use super::plan::plan_for;
@@ -42,6 +43,17 @@ pub(super) struct Answered<'s> {
     pub plan: Planned,
 }
 
+/// What the chain has spent and learnt so far.
+struct Progress<'s> {
+    tried: Tried<'s>,
+    attempts_left: u32,
+    /// The last failure of a model whose upstreams ran out.
+    last: Option<GatewayError>,
+    /// An upstream's "longer than the context" for a model of this context
+    /// length: only a fallback with a larger context is tried after it.
+    overflow: Option<(GatewayError, u64)>,
+}
+
 /// Calls the chain until a model answers. `held` carries the reservation of
 /// the model being tried (released and re-made for each fallback, released
 /// by the caller when the request fails).
@@ -53,13 +65,13 @@ pub(super) async fn call<'s>(
     (body, req): (Bytes, Inspected),
     held: &mut Option<Reservation>,
 ) -> Result<Answered<'s>, Stop> {
-    let mut attempts_left = ch.provider.retries.saturating_add(1);
-    let mut tried = Tried::default();
+    let mut pr = Progress {
+        tried: Tried::default(),
+        attempts_left: ch.provider.retries.saturating_add(1),
+        last: None,
+        overflow: None,
+    };
     let deadline = ch.provider.timeouts.total.map(|t| ctx.started + t);
-    let mut last: Option<GatewayError> = None;
-    // An upstream's "longer than the context" for a model of this context
-    // length: only a fallback with a larger context is tried after it.
-    let mut overflow: Option<(GatewayError, u64)> = None;
     // The client's request as it came: each fallback plans from it afresh.
     let original = (!ch.model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
     let mut first = Some((body, req));
@@ -69,30 +81,21 @@ pub(super) async fn call<'s>(
         .chain(fallbacks.filter_map(|name| fallback_target(ch.snap, name)));
     for (m, p) in candidates {
         let is_own = own.is_none();
-        if attempts_left == 0 {
+        if pr.attempts_left == 0 {
             break;
         }
-        if let Some((_, context)) = overflow.as_ref().filter(|(_, c)| m.context_length <= *c) {
-            log::info!(
-                "{}: fallback {} skipped: its context ({}) is no larger than the one the request overflowed ({context})",
-                ctx.request_id,
-                m.qualified_id,
-                m.context_length
-            );
+        if too_small(ctx, &pr, m) {
             continue;
         }
-        let input = match first.take() {
-            Some(input) => input,
-            None => match &original {
-                Some((b, r)) => (b.clone(), r.clone()),
-                None => break,
-            },
+        let Some(input) = first.take().or_else(|| original.clone()) else {
+            break;
         };
-        let planned = if is_own {
-            plan_own(gw, session, ctx, ch, input, held).await?
+        let (planned, deadline) = if is_own {
+            let planned = plan_own(gw, session, ctx, ch, input, held).await?;
+            (planned, deadline)
         } else {
             match Box::pin(plan_fallback(gw, session, ctx, ch, m, input, held)).await {
-                Ok(p) => p,
+                Ok(planned) => (planned, fallback_deadline(deadline, p)),
                 Err(Stop::Client(e)) => {
                     skipped(&ctx.request_id, m, &e);
                     continue;
@@ -100,43 +103,71 @@ pub(super) async fn call<'s>(
                 Err(stop) => return Err(stop),
             }
         };
-        let deadline = if is_own {
-            deadline
-        } else {
-            p.timeouts.total.map_or(deadline, |t| {
-                let own_end = Instant::now() + t;
-                Some(deadline.map_or(own_end, |d| d.min(own_end)))
-            })
-        };
         let call = model_call(ch, &planned, m, p, deadline)?;
-        match call_upstreams(gw, &call, &mut tried, &mut attempts_left, false).await {
+        match call_upstreams(gw, &call, &mut pr.tried, &mut pr.attempts_left, false).await {
             Ok(answer) => {
                 if !is_own {
                     gw.metrics.fallback(&ch.model.qualified_id, &m.qualified_id);
                     ctx.outcome.fallback_from = Some(ch.model.qualified_id.clone());
                 }
-                return Ok(answered(ctx, tried, answer, m, planned));
+                return Ok(answered(ctx, pr.tried, answer, m, planned));
             }
-            Err(Failed::Final(e)) => return Err(fail(ctx, tried, e)),
-            Err(Failed::Unfit(e)) if is_own => return Err(fail(ctx, tried, e)),
+            Err(Failed::Final(e)) => return Err(fail(ctx, pr.tried, e)),
+            Err(Failed::Unfit(e)) if is_own => return Err(fail(ctx, pr.tried, e)),
             Err(Failed::Unfit(e)) => skipped(&ctx.request_id, m, &e),
-            Err(Failed::Exhausted(e)) => last = e.or(last),
-            Err(Failed::Overflow(e)) => overflow = Some((e, m.context_length)),
+            Err(Failed::Exhausted(e)) => pr.last = e.or(pr.last),
+            Err(Failed::Overflow(e)) => pr.overflow = Some((e, m.context_length)),
         }
         if is_own {
             own = Some(planned);
         }
     }
-    // Nothing was tried: every upstream of the chain is cooling down. A
-    // passive health signal must not become an outage of its own: the
-    // model's upstream that recovers first is tried anyway. And when the
-    // chain ran out on a rate limit whose `retry-after` is short, that wait
-    // is sat out once (never sooner), then the same pass.
-    let wait = match (&overflow, &last) {
-        (None, Some(e)) if tried.attempts > 0 && attempts_left > 0 => short_wait(e, deadline),
+    last_resort(gw, ctx, ch, own, pr, deadline).await
+}
+
+/// Whether an upstream already said the request overflows a context at
+/// least as large as `m`'s (then `m` is skipped, and logged).
+fn too_small(ctx: &RequestCtx, pr: &Progress<'_>, m: &Model) -> bool {
+    let Some((_, context)) = pr.overflow.as_ref().filter(|(_, c)| m.context_length <= *c) else {
+        return false;
+    };
+    log::info!(
+        "{}: fallback {} skipped: its context ({}) is no larger than the one the request overflowed ({context})",
+        ctx.request_id,
+        m.qualified_id,
+        m.context_length
+    );
+    true
+}
+
+/// A fallback's deadline: the request's, or its own provider's `total` from
+/// now when that ends sooner.
+fn fallback_deadline(deadline: Option<Instant>, p: &Provider) -> Option<Instant> {
+    p.timeouts.total.map_or(deadline, |t| {
+        let own_end = Instant::now() + t;
+        Some(deadline.map_or(own_end, |d| d.min(own_end)))
+    })
+}
+
+/// What follows the last model of the chain. Nothing was tried (every
+/// upstream of the chain is cooling down): a passive health signal must not
+/// become an outage of its own, so the model's upstream that recovers first
+/// is tried anyway. The chain ran out on a rate limit whose `retry-after` is
+/// short: that wait is sat out once (never sooner), then the same pass.
+/// Otherwise, or when that fails too, the client's error.
+async fn last_resort<'s>(
+    gw: &Gateway,
+    ctx: &mut RequestCtx,
+    ch: &Chain<'_, 's>,
+    own: Option<Planned>,
+    mut pr: Progress<'s>,
+    deadline: Option<Instant>,
+) -> Result<Answered<'s>, Stop> {
+    let wait = match (&pr.overflow, &pr.last) {
+        (None, Some(e)) if pr.tried.attempts > 0 && pr.attempts_left > 0 => short_wait(e, deadline),
         _ => None,
     };
-    if let Some(planned) = own.filter(|_| tried.attempts == 0 || wait.is_some()) {
+    if let Some(planned) = own.filter(|_| pr.tried.attempts == 0 || wait.is_some()) {
         if let Some(wait) = wait {
             log::info!(
                 "{}: every upstream is rate-limited; waiting {} ms as asked, then once more",
@@ -146,23 +177,23 @@ pub(super) async fn call<'s>(
             tokio::time::sleep(wait).await;
         }
         let call = model_call(ch, &planned, ch.model, ch.provider, deadline)?;
-        match call_upstreams(gw, &call, &mut tried, &mut attempts_left, true).await {
-            Ok(answer) => return Ok(answered(ctx, tried, answer, ch.model, planned)),
+        match call_upstreams(gw, &call, &mut pr.tried, &mut pr.attempts_left, true).await {
+            Ok(answer) => return Ok(answered(ctx, pr.tried, answer, ch.model, planned)),
             Err(Failed::Final(e) | Failed::Unfit(e) | Failed::Overflow(e)) => {
-                return Err(fail(ctx, tried, e))
+                return Err(fail(ctx, pr.tried, e))
             }
-            Err(Failed::Exhausted(e)) => last = e.or(last),
+            Err(Failed::Exhausted(e)) => pr.last = e.or(pr.last),
         }
     }
     // The overflow is the answer when no model could take the request: it
     // says what to change, where the fallbacks' failures would not.
-    let e = overflow.map(|(e, _)| e).or(last).unwrap_or_else(|| {
+    let e = pr.overflow.map(|(e, _)| e).or(pr.last).unwrap_or_else(|| {
         GatewayError::new(
             ErrorKind::Unavailable,
             format!("no upstream of provider {} could be tried", ch.provider.id),
         )
     });
-    Err(fail(ctx, tried, e))
+    Err(fail(ctx, pr.tried, e))
 }
 
 /// The longest `retry-after` a request waits out before trying a
