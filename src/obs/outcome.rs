@@ -65,7 +65,7 @@ impl Outcome {
 }
 
 /// What the request used, as the upstream reported it, and its price.
-#[derive(Debug, Default, Clone, Copy, Serialize)]
+#[derive(Debug, Default, Clone, Copy)]
 pub struct Usage {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
@@ -85,8 +85,8 @@ pub struct AttemptNote {
     /// The upstream's status, when it answered.
     pub status: Option<u16>,
     /// Why the attempt failed (`rate_limited`, `status_5xx`, `timeout`,
-    /// `unreachable`, `invalid`, `credential_refused`, `stale_connection`),
-    /// or null when it answered.
+    /// `unreachable`, `invalid`, `credential_refused`, `context_overflow`,
+    /// `stale_connection`, `skipped`, `unfit`), or null when it answered.
     pub failure: Option<&'static str>,
     /// The cool-down it started, in milliseconds.
     pub cooled_ms: Option<u64>,
