@@ -105,6 +105,72 @@ pub struct Provider {
     pub timeouts: Timeouts,
     /// How many times a request may move on to another upstream (default 2).
     pub retries: u32,
+    /// What happens to a stream the upstream cuts after the client got its
+    /// first bytes (docs/resilience.md "Continuing a cut stream").
+    pub continuation: Continuation,
+}
+
+/// A provider's answer to a stream cut mid-answer (`continuation` in the catalog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Continuation {
+    /// Continue the answer: with a prefill where the answering model takes
+    /// one (`prefill`), else by asking again and passing on only what
+    /// follows what the client has (the default).
+    #[default]
+    Auto,
+    /// Continue by asking again only, never with a prefill.
+    Restart,
+    /// End the stream with the protocol's error event.
+    Off,
+}
+
+impl Continuation {
+    /// Parses `auto`, `restart` or `off`.
+    pub fn from_name(s: &str) -> Option<Continuation> {
+        match s {
+            "auto" => Some(Continuation::Auto),
+            "restart" => Some(Continuation::Restart),
+            "off" => Some(Continuation::Off),
+            _ => None,
+        }
+    }
+}
+
+/// How a model continues an assistant message that ends the conversation
+/// (`prefill` in the catalog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Prefill {
+    /// It does not (the default): a continuation asks for the whole answer again.
+    #[default]
+    None,
+    /// A last assistant turn is continued as it is (Anthropic, Gemini).
+    Native,
+    /// OpenAI chat upstreams: the last assistant message carries `"prefix": true` (DeepSeek, Mistral).
+    Prefix,
+    /// OpenAI chat upstreams: the last assistant message carries `"partial": true` (Qwen, Kimi).
+    Partial,
+}
+
+impl Prefill {
+    /// Parses `none`, `native`, `prefix` or `partial`.
+    pub fn from_name(s: &str) -> Option<Prefill> {
+        match s {
+            "none" => Some(Prefill::None),
+            "native" => Some(Prefill::Native),
+            "prefix" => Some(Prefill::Prefix),
+            "partial" => Some(Prefill::Partial),
+            _ => None,
+        }
+    }
+
+    /// The member an OpenAI chat upstream wants on the prefilled message.
+    pub fn openai_member(self) -> Option<&'static str> {
+        match self {
+            Prefill::Prefix => Some("prefix"),
+            Prefill::Partial => Some("partial"),
+            Prefill::None | Prefill::Native => None,
+        }
+    }
 }
 
 /// A provider's optional deadlines (catalog milliseconds).
@@ -183,6 +249,8 @@ pub struct Model {
     /// `provider/model_id` of the models tried, in order, when every upstream
     /// of this model's provider failed or is cooling down.
     pub fallbacks: Vec<String>,
+    /// Whether (and how) the model continues an assistant prefill.
+    pub prefill: Prefill,
 }
 
 impl Model {
@@ -249,7 +317,14 @@ pub struct Catalog {
     model_index: HashMap<String, usize>,
 }
 
-const PROVIDER_FIELDS: &[&str] = &["id", "families", "upstreams", "timeouts", "retries"];
+const PROVIDER_FIELDS: &[&str] = &[
+    "id",
+    "families",
+    "upstreams",
+    "timeouts",
+    "retries",
+    "continuation",
+];
 const UPSTREAM_FIELDS: &[&str] = &["id", "protocol", "base_url", "api_key_env", "weight"];
 const TIMEOUT_FIELDS: &[&str] = &["connect", "first_token", "idle", "total"];
 const MODEL_FIELDS: &[&str] = &[
@@ -271,6 +346,7 @@ const MODEL_FIELDS: &[&str] = &[
     "defaults",
     "protocols",
     "fallbacks",
+    "prefill",
 ];
 
 impl Catalog {
@@ -504,12 +580,18 @@ fn provider(
         Some(n) if n <= MAX_RETRIES => n as u32,
         Some(_) => return Err(o.err("retries", format!("must be at most {MAX_RETRIES}"))),
     };
+    let continuation = match o.opt_str("continuation")? {
+        None => Continuation::default(),
+        Some(name) => Continuation::from_name(name)
+            .ok_or_else(|| o.err("continuation", "must be one of auto, restart, off"))?,
+    };
     Ok(Provider {
         id,
         families,
         upstreams,
         timeouts,
         retries,
+        continuation,
     })
 }
 
@@ -621,6 +703,11 @@ fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, Confi
         defaults,
         protocols: families(&o, "protocols")?,
         fallbacks: o.opt_strings("fallbacks")?.unwrap_or_default(),
+        prefill: match o.opt_str("prefill")? {
+            None => Prefill::default(),
+            Some(name) => Prefill::from_name(name)
+                .ok_or_else(|| o.err("prefill", "must be one of none, native, prefix, partial"))?,
+        },
         id,
     })
 }

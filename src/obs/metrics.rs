@@ -66,6 +66,7 @@ struct Series {
     cooldowns: BTreeMap<(String, String, &'static str), u64>,
     /// Requests answered by a fallback model, by (requested, answering) model.
     fallbacks: BTreeMap<(String, String), u64>,
+    continuations: BTreeMap<(String, &'static str), u64>,
     /// Adaptations (docs/api.md "Adapt or refuse") by model and parameter (a fixed
     /// vocabulary, `crate::adjust::metric_label`).
     adaptations: BTreeMap<(String, &'static str), u64>,
@@ -191,6 +192,17 @@ impl Metrics {
     }
 
     /// Counts a request for `from` answered by the fallback `to` (qualified ids).
+    /// Counts a cut stream of `provider` and what came of it: `continued`
+    /// (a continuation took the answer on), `diverged` (it did not begin
+    /// with what the client had), `failed` (none could be had).
+    pub fn continuation(&self, provider: &str, outcome: &'static str) {
+        self.with(|s| {
+            *s.continuations
+                .entry((provider.to_string(), outcome))
+                .or_default() += 1;
+        });
+    }
+
     pub fn fallback(&self, from: &str, to: &str) {
         self.with(|s| {
             *s.fallbacks
@@ -348,6 +360,14 @@ impl Metrics {
                     "switchboard_fallbacks_total{{model=\"{}\",fallback=\"{}\"}} {n}",
                     esc(from),
                     esc(to)
+                );
+            }
+            out.push_str("# HELP switchboard_stream_continuations_total Streams cut after the client got bytes, by the provider that cut them and what came of it (continued, diverged, failed).\n# TYPE switchboard_stream_continuations_total counter\n");
+            for ((p, o), n) in &s.continuations {
+                let _ = writeln!(
+                    out,
+                    "switchboard_stream_continuations_total{{provider=\"{}\",outcome=\"{o}\"}} {n}",
+                    esc(p)
                 );
             }
             out.push_str("# HELP switchboard_adaptations_total Changes the gateway made to requests (lowered output caps, dropped fields, CONTRACT 5.1) by model and parameter.\n# TYPE switchboard_adaptations_total counter\n");

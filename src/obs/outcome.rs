@@ -37,6 +37,8 @@ pub struct Outcome {
     pub ttft: Option<Duration>,
     /// Unreadable upstream stream frames skipped (0: none).
     pub skipped_frames: u32,
+    /// Continuations of a cut stream that reached the client (0: none).
+    pub continued: u32,
     /// What the gateway changed in the request (docs/api.md "Adapt or refuse").
     pub adjusted: Adjustments,
 }
@@ -59,6 +61,7 @@ impl Outcome {
             error: None,
             ttft: None,
             skipped_frames: 0,
+            continued: 0,
             adjusted: Adjustments::default(),
         }
     }

@@ -50,6 +50,8 @@ pub struct AccessLine<'a> {
     pub ttft_ms: Option<f64>,
     /// Unreadable upstream stream frames skipped; null when none.
     pub skipped_frames: Option<u32>,
+    /// Continuations of a cut stream the client received; null when none.
+    pub continued: Option<u32>,
 }
 
 impl<'a> AccessLine<'a> {
@@ -95,6 +97,7 @@ impl<'a> AccessLine<'a> {
             latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
             ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
             skipped_frames: Some(ctx.outcome.skipped_frames).filter(|n| *n > 0),
+            continued: Some(ctx.outcome.continued).filter(|n| *n > 0),
         }
     }
 }

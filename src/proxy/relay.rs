@@ -14,7 +14,7 @@ use super::respond;
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
-use crate::translate::passthrough::Framing;
+use crate::translate::passthrough::{Framing, StreamFault};
 use crate::translate::stream::ClientStream;
 use crate::upstream::client::{ReadFault, UpstreamClient};
 use crate::upstream::pool::Cause;
@@ -60,11 +60,17 @@ pub enum StreamEnd {
     /// The client went away; the upstream request was dropped.
     ClientGone,
     /// The upstream failed (idle, deadline, connection, an invalid frame):
-    /// the client's stream was ended with its family's error event.
-    Failed(GatewayError, Cause),
+    /// the client's stream was ended with its family's error event. No
+    /// cause: no upstream is to blame (a continuation that differs from
+    /// what the client has).
+    Failed(GatewayError, Option<Cause>),
     /// The gateway shut down before the stream ended: the client's stream
     /// was ended with its family's error event; the upstream is not to blame.
     Shutdown(GatewayError),
+    /// The upstream failed as in `Failed`, but the client's stream was left
+    /// open for a continuation (`super::inference` rescue): the caller goes
+    /// on with another upstream, or ends it with [`fail`].
+    Cut(GatewayError, Cause),
 }
 
 enum Next {
@@ -96,11 +102,13 @@ async fn start(
 
 /// Puts what the upstream sent (a chunk, its end, or a read fault) through
 /// the client stream into `out`; `Some` when the stream is over: complete,
-/// or failed with the family's error event written.
+/// failed with the family's error event written, or (`rescue`) cut and left
+/// open for a continuation.
 fn translate(
     pass: &mut ClientStream,
     read: Result<Option<Bytes>, ReadFault>,
     family: Family,
+    rescue: bool,
     out: &mut Vec<u8>,
 ) -> Option<StreamEnd> {
     let (e, cause) = match read {
@@ -108,14 +116,14 @@ fn translate(
             Ok(()) => return None,
             Err(fault) => (
                 GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
-                Cause::Invalid,
+                invalid(&fault),
             ),
         },
         Ok(None) => match pass.finish(out) {
             Ok(()) => return Some(StreamEnd::Complete),
             Err(fault) => (
                 GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
-                Cause::Invalid,
+                invalid(&fault),
             ),
         },
         Err(fault) => {
@@ -124,11 +132,51 @@ fn translate(
             } else {
                 Cause::Unreachable
             };
-            (fault.error(), cause)
+            (fault.error(), Some(cause))
         }
     };
+    if let (true, Some(cause)) = (rescue, cause) {
+        return Some(StreamEnd::Cut(e, cause));
+    }
     pass.fail(&crate::protocol::error_body(family, &e), out);
     Some(StreamEnd::Failed(e, cause))
+}
+
+/// Ends a stream left open by [`StreamEnd::Cut`] with the family's error
+/// event carrying `e`.
+pub async fn fail(
+    session: &mut Session,
+    pass: &mut ClientStream,
+    family: Family,
+    e: &GatewayError,
+    deadline: Option<Instant>,
+) -> Result<(), RelayError> {
+    let mut out = Vec::with_capacity(OUT_START);
+    pass.fail(&crate::protocol::error_body(family, e), &mut out);
+    write(session, Some(Bytes::from(out)), false, deadline).await?;
+    write(session, None, true, deadline).await
+}
+
+/// What a stream fault says of the upstream: a continuation that differs
+/// from what the client has is the answer's end, not a broken upstream.
+fn invalid(fault: &StreamFault) -> Option<Cause> {
+    match fault {
+        StreamFault::Diverged(_) => None,
+        _ => Some(Cause::Invalid),
+    }
+}
+
+/// How to relay one upstream stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Relay {
+    /// The client's protocol and framing.
+    pub family: Family,
+    pub framing: Framing,
+    /// The client's response is under way (a continuation): no head.
+    pub resumed: bool,
+    /// A cut leaves the client's stream open for a continuation
+    /// ([`StreamEnd::Cut`]) instead of ending it with the error event.
+    pub rescue: bool,
 }
 
 /// Relays an upstream stream to the client frame by frame, starting with
@@ -141,9 +189,14 @@ pub async fn relay_stream(
     ctx: &mut RequestCtx,
     answer: Answer<'_>,
     pass: &mut ClientStream,
-    family: Family,
-    framing: Framing,
+    relay: Relay,
 ) -> Result<StreamEnd, RelayError> {
+    let Relay {
+        family,
+        framing,
+        resumed,
+        rescue,
+    } = relay;
     let Answer {
         mut ex,
         first,
@@ -152,7 +205,9 @@ pub async fn relay_stream(
         in_flight: _in_flight,
         ..
     } = answer;
-    start(session, ctx, framing).await?;
+    if !resumed {
+        start(session, ctx, framing).await?;
+    }
     let mut out = Vec::with_capacity(OUT_START);
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
@@ -169,7 +224,7 @@ pub async fn relay_stream(
         };
         out.clear();
         let end = match next {
-            Next::Upstream(read) => translate(pass, read, family, &mut out),
+            Next::Upstream(read) => translate(pass, read, family, rescue, &mut out),
             Next::ClientGone => {
                 ctx.client_gone = true;
                 log::info!(
@@ -205,6 +260,10 @@ pub async fn relay_stream(
             break end;
         }
     };
+    if matches!(end, StreamEnd::Cut(..)) {
+        // Left open: a continuation goes on where this one stopped.
+        return Ok(end);
+    }
     write(session, None, true, deadline).await?;
     if matches!(end, StreamEnd::Complete) {
         // Closed instead when its body was not read to the end.

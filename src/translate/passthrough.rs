@@ -73,6 +73,10 @@ pub struct PassthroughStream {
     envelope: Option<Envelope>,
     /// Responses: the terminal event's `response` object as sent, for the store.
     final_response: Option<Vec<u8>>,
+    /// The upstream bytes passed so far, kept (up to
+    /// `continuation::MAX_TRANSCRIPT`) when the stream may be continued
+    /// after a cut; None when not kept or past the limit.
+    transcript: Option<Vec<u8>>,
     pub usage: Usage,
 }
 
@@ -119,8 +123,25 @@ impl PassthroughStream {
             withhold_usage: false,
             envelope: None,
             final_response: None,
+            transcript: None,
             usage: Usage::default(),
         }
+    }
+
+    /// Keeps the upstream bytes passed, so what the client received can be
+    /// rebuilt after a cut (`continuation::Partial::replay`).
+    pub fn keep_transcript(&mut self) {
+        self.transcript = Some(Vec::new());
+    }
+
+    /// The upstream bytes passed so far (None: not kept, or too long to keep).
+    pub fn transcript(&self) -> Option<&[u8]> {
+        self.transcript.as_deref()
+    }
+
+    /// Responses: the envelope the stream's `response` objects carry.
+    pub fn envelope(&self) -> Option<&Envelope> {
+        self.envelope.as_ref()
     }
 
     /// Whether the terminal event has been seen.
@@ -150,8 +171,16 @@ impl PassthroughStream {
             withhold_usage,
             envelope,
             final_response,
+            transcript,
             usage,
         } = self;
+        if let Some(t) = transcript {
+            if t.len() + chunk.len() <= super::continuation::MAX_TRANSCRIPT {
+                t.extend_from_slice(chunk);
+            } else {
+                *transcript = None;
+            }
+        }
         let mut fault = None;
         let r = decoder.push(chunk, |item| {
             if fault.is_some() {

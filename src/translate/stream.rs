@@ -31,6 +31,7 @@ use crate::ir::Usage as CanonicalUsage;
 use crate::protocol::responses::envelope::Envelope;
 pub use crate::protocol::stream_codec::{Encoder, Parser};
 use crate::sse::{SseDecoder, SseError, SseItem};
+use crate::translate::continuation::{Partial, Splice};
 use crate::translate::passthrough::{self, skip, Framing, PassthroughStream, StreamFault, Usage};
 
 /// Translates one upstream stream of one family into the client's family.
@@ -46,6 +47,11 @@ pub struct StreamTranslator {
     faulted: bool,
     /// Unreadable frames skipped so far (`passthrough::skip`).
     skipped: u32,
+    /// What the client has received, recorded when the stream may be
+    /// continued after a cut (`translate::continuation`).
+    record: Option<Box<Partial>>,
+    /// A continuation's events on their way into the client's stream.
+    splice: Option<Box<Splice>>,
 }
 
 impl StreamTranslator {
@@ -75,7 +81,73 @@ impl StreamTranslator {
             complete: false,
             faulted: false,
             skipped: 0,
+            record: None,
+            splice: None,
         }
+    }
+
+    /// Records what the client receives, so the stream can be continued
+    /// after a cut ([`StreamTranslator::partial`]).
+    #[must_use]
+    pub fn recording(mut self) -> Self {
+        self.record = Some(Box::default());
+        self
+    }
+
+    /// A translator that takes over a passed-through stream the client has
+    /// received `partial` of: a fresh encoder brought to where the client
+    /// is (what it writes meanwhile is thrown away: the client has it),
+    /// then [`resume`](Self::resume)d on the continuation's upstream.
+    pub fn primed(
+        client: Family,
+        framing: Framing,
+        client_model: &str,
+        include_usage: bool,
+        max_frame_bytes: usize,
+        partial: &Partial,
+        envelope: Option<Envelope>,
+    ) -> Self {
+        let mut t = StreamTranslator::new(
+            client,
+            client,
+            framing,
+            client_model,
+            include_usage,
+            max_frame_bytes,
+        );
+        if let (Some(env), Encoder::Responses(e)) = (envelope, &mut t.encoder) {
+            e.set_envelope(env);
+        }
+        let mut discard = Vec::new();
+        for e in partial.events() {
+            t.encoder.event(&e, &mut discard);
+            discard.clear();
+        }
+        t.usage = partial.usage().cloned();
+        t.record = Some(Box::new(partial.clone()));
+        t
+    }
+
+    /// What the client has received so far (when recording).
+    pub fn partial(&self) -> Option<&Partial> {
+        self.record.as_deref()
+    }
+
+    /// Goes on with a continuation from an `upstream` stream: its events
+    /// reach the client's encoder through `splice`.
+    pub fn resume(&mut self, upstream: Family, splice: Splice, max_frame_bytes: usize) {
+        self.decoder = SseDecoder::new(max_frame_bytes);
+        self.parser = Parser::new(upstream);
+        self.splice = Some(Box::new(splice));
+        self.complete = false;
+        self.faulted = false;
+    }
+
+    /// The usage of the answer's earlier segments and of the current
+    /// continuation, apart (None before any continuation).
+    pub fn usage_parts(&self) -> Option<(CanonicalUsage, Option<CanonicalUsage>)> {
+        let (base, cont) = self.splice.as_ref()?.usage_parts();
+        Some((base.clone(), cont.cloned()))
     }
 
     /// Sets the `created` time OpenAI (and `created_at` Responses) clients
@@ -124,6 +196,8 @@ impl StreamTranslator {
             complete,
             faulted,
             skipped,
+            record,
+            splice,
         } = self;
         let mut fault = None;
         let r = decoder.push(chunk, |item| {
@@ -142,12 +216,17 @@ impl StreamTranslator {
                         fault = Some(f);
                         return;
                     }
+                    let mut spliced = None;
                     let mut sink = |e: &StreamEvent| {
-                        track(usage, e);
-                        encoder.event(e, out);
+                        if spliced.is_none() {
+                            spliced = deliver(e, splice, record, usage, encoder, out).err();
+                        }
                     };
                     if let Err(f) = parser.push(&ev, &mut sink) {
                         fault = skip(skipped, f);
+                    }
+                    if spliced.is_some() {
+                        fault = spliced;
                     }
                     *complete = encoder.is_ended();
                 }
@@ -179,12 +258,19 @@ impl StreamTranslator {
                 parser,
                 encoder,
                 usage,
+                record,
+                splice,
                 ..
             } = self;
+            let mut spliced = None;
             parser.finish(&mut |e: &StreamEvent| {
-                track(usage, e);
-                encoder.event(e, out);
+                if spliced.is_none() {
+                    spliced = deliver(e, splice, record, usage, encoder, out).err();
+                }
             })?;
+            if let Some(f) = spliced {
+                return Err(f);
+            }
             self.complete = self.encoder.is_ended();
             if !self.complete {
                 return Err(StreamFault::Truncated);
@@ -200,6 +286,32 @@ impl StreamTranslator {
         self.faulted = true;
         self.encoder.fail(error_json, out);
         self.encoder.close(out);
+    }
+}
+
+/// One canonical event on its way to the client: through the splice of a
+/// continuation (which may refuse it), recorded, counted, encoded.
+fn deliver(
+    e: &StreamEvent,
+    splice: &mut Option<Box<Splice>>,
+    record: &mut Option<Box<Partial>>,
+    usage: &mut Option<CanonicalUsage>,
+    encoder: &mut Encoder,
+    out: &mut Vec<u8>,
+) -> Result<(), StreamFault> {
+    let mut to_client = |e: &StreamEvent| {
+        track(usage, e);
+        if let Some(r) = record.as_mut() {
+            r.record(e);
+        }
+        encoder.event(e, out);
+    };
+    match splice.as_mut() {
+        Some(s) => s.map(e, &mut to_client),
+        None => {
+            to_client(e);
+            Ok(())
+        }
     }
 }
 
@@ -330,4 +442,74 @@ impl ClientStream {
             ClientStream::Translate(t) => t.skipped_frames(),
         }
     }
+
+    /// Records what the client receives, so the stream can be continued
+    /// after a cut.
+    pub fn record(&mut self) {
+        match self {
+            ClientStream::Passthrough(p) => p.keep_transcript(),
+            ClientStream::Translate(t) => t.record = Some(Box::default()),
+        }
+    }
+
+    /// What the client has received so far, when recorded (None: not
+    /// recorded, or too long to rebuild); `upstream` is the protocol of the
+    /// stream passed through.
+    pub fn partial(&self, upstream: Family, max_frame_bytes: usize) -> Option<Partial> {
+        match self {
+            ClientStream::Passthrough(p) => p
+                .transcript()
+                .map(|t| Partial::replay(upstream, t, max_frame_bytes)),
+            ClientStream::Translate(t) => t.partial().cloned(),
+        }
+    }
+
+    /// Goes on with a continuation from an `upstream` stream, its events
+    /// through `splice`. A passed-through stream becomes a translated one
+    /// whose encoder is first brought to where the client is (`partial`).
+    pub fn resume(
+        &mut self,
+        upstream: Family,
+        splice: Splice,
+        partial: &Partial,
+        client: &Resume<'_>,
+    ) {
+        if let ClientStream::Passthrough(p) = self {
+            let mut t = StreamTranslator::primed(
+                client.family,
+                client.framing,
+                client.model,
+                client.include_usage,
+                client.max_frame_bytes,
+                partial,
+                p.envelope().cloned(),
+            );
+            t.skipped = p.skipped_frames();
+            *self = ClientStream::Translate(t);
+        }
+        if let ClientStream::Translate(t) = self {
+            t.resume(upstream, splice, client.max_frame_bytes);
+        }
+    }
+
+    /// The usage of the answer's earlier segments and of the current
+    /// continuation, apart (None before any continuation).
+    pub fn usage_parts(&self) -> Option<(CanonicalUsage, Option<CanonicalUsage>)> {
+        match self {
+            ClientStream::Passthrough(_) => None,
+            ClientStream::Translate(t) => t.usage_parts(),
+        }
+    }
+}
+
+/// The client's side of a stream being continued: what a fresh encoder for
+/// it needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Resume<'a> {
+    pub family: Family,
+    pub framing: Framing,
+    /// The model name as the client's protocol writes it.
+    pub model: &'a str,
+    pub include_usage: bool,
+    pub max_frame_bytes: usize,
 }

@@ -1027,3 +1027,336 @@ async fn a_recovered_upstream_is_back_in_use_soon_after_it_recovers() {
         "the recovered primary shares the load again"
     );
 }
+
+/// No error event of any protocol in a stream (Responses objects carry
+/// `"error": null`, which is no error).
+fn assert_no_error_event(r: &Response, what: &str) {
+    let text = r.text();
+    assert!(
+        !text.contains("\"error\":{") && !text.contains("\"type\":\"error\""),
+        "{what}: {text}"
+    );
+}
+
+/// The mock requests of upstream `id`, as JSON bodies.
+fn bodies(mock: &MockUpstream, id: &str) -> Vec<Value> {
+    let prefix = format!("/{id}/");
+    mock.requests()
+        .iter()
+        .filter(|r| r.path.starts_with(&prefix))
+        .map(|r| r.json().unwrap())
+        .collect()
+}
+
+/// The text of the assistant turn that ends a request body of protocol
+/// `p`, if one does (the continuation's prefill).
+fn prefill_of(p: Protocol, body: &Value) -> Option<(String, Value)> {
+    let last = match p {
+        OpenAi | Anthropic => body["messages"].as_array()?.last()?.clone(),
+        Gemini => body["contents"].as_array()?.last()?.clone(),
+        Responses => body["input"].as_array()?.last()?.clone(),
+    };
+    let role_ok = match p {
+        Gemini => last["role"] == "model",
+        _ => last["role"] == "assistant",
+    };
+    if !role_ok {
+        return None;
+    }
+    let content = match p {
+        Gemini => &last["parts"],
+        _ => &last["content"],
+    };
+    let text = match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        _ => return None,
+    };
+    Some((text, last))
+}
+
+/// A stream the upstream cuts mid-answer is continued: the answer's text so
+/// far goes back up as an assistant prefill (in each upstream protocol's own
+/// form; OpenAI-compatible `prefix: true` where the catalog says so), and
+/// the client, of every protocol, gets one whole answer in one stream:
+/// every word once, its terminator, no error event; the access log says the
+/// stream was continued and sums the usage.
+#[tokio::test]
+async fn a_cut_stream_is_continued_with_a_prefill_on_every_route() {
+    let mock = MockUpstream::start().await;
+    let ups = [OpenAi, Anthropic, Gemini, Responses];
+    let providers = ups
+        .iter()
+        .map(|u| {
+            let id = format!("p-{}", u.name());
+            let mut p = provider(&id, vec![up_in(&mock, *u, &id, "", 1)], json!({}));
+            p["families"] = json!(["openai", "anthropic", "gemini"]);
+            p
+        })
+        .collect();
+    let models = ups
+        .iter()
+        .map(|u| {
+            let prefill = if *u == OpenAi { "prefix" } else { "native" };
+            model(
+                &format!("m-{}", u.name()),
+                &format!("p-{}", u.name()),
+                json!({"prefill": prefill, "protocols": ["openai", "anthropic", "gemini"]}),
+            )
+        })
+        .collect();
+    let gw = start(&catalog(providers, models)).await;
+    let prompt = "please go on [[cut]]";
+    for u in ups {
+        for client in [OpenAi, Anthropic, Gemini, Responses] {
+            mock.clear();
+            let qualified = format!("p-{0}/m-{0}", u.name());
+            let (_, req) = ask(client, &qualified, prompt, true);
+            let r = gw.send(&req).await;
+            let what = format!("{client:?} client, {u:?} upstream");
+            assert_eq!(r.status, 200, "{what}: {}", r.text());
+            assert_no_error_event(&r, &what);
+            assert_eq!(
+                text_of(client, &r, true),
+                expected_reply(u, prompt),
+                "{what}"
+            );
+            let events = parse_sse(&r.body);
+            let last = events.last().unwrap();
+            match client {
+                OpenAi => assert_eq!(last.data, "[DONE]", "{what}"),
+                Anthropic => assert_eq!(last.name(), "message_stop", "{what}"),
+                Responses => assert_eq!(last.name(), "response.completed", "{what}"),
+                Gemini => assert!(last.data.contains("finishReason"), "{what}: {}", last.data),
+            }
+            // One message: one id, one start.
+            if client == Anthropic {
+                let starts = events
+                    .iter()
+                    .filter(|e| e.name() == "message_start")
+                    .count();
+                assert_eq!(starts, 1, "{what}");
+            }
+            if client == OpenAi {
+                let ids: std::collections::BTreeSet<String> = event_json(&events)
+                    .iter()
+                    .map(|c| c["id"].as_str().unwrap().to_string())
+                    .collect();
+                assert_eq!(ids.len(), 1, "{what}: {ids:?}");
+            }
+            let sent = bodies(&mock, &format!("p-{}", u.name()));
+            assert_eq!(
+                sent.len(),
+                2,
+                "{what}: the first request, then one continuation"
+            );
+            assert!(prefill_of(u, &sent[0]).is_none(), "{what}");
+            let (prefill, turn) = prefill_of(u, &sent[1]).unwrap_or_else(|| {
+                panic!("{what}: the continuation carries no prefill: {}", sent[1])
+            });
+            assert!(
+                !prefill.is_empty() && prefill.trim_end() == prefill,
+                "{what}: {prefill:?}"
+            );
+            assert!(
+                expected_reply(u, prompt).starts_with(&prefill),
+                "{what}: {prefill:?}"
+            );
+            if u == OpenAi {
+                assert_eq!(turn["prefix"], true, "{what}: {turn}");
+            }
+            let line = line_of(&gw, &r).await;
+            assert_eq!(line["error"], Value::Null, "{what}: {line}");
+            assert_eq!(line["continued"], 1, "{what}: {line}");
+            assert!(
+                line["output_tokens"].as_u64().unwrap() > 0,
+                "{what}: {line}"
+            );
+        }
+    }
+    let m = metrics_text(gw.metrics).await;
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_stream_continuations_total",
+            &["provider=\"p-anthropic\"", "outcome=\"continued\""]
+        ),
+        Some(4.0),
+        "{m}"
+    );
+}
+
+/// An upstream that goes silent mid-answer past the provider's `idle`
+/// timeout is cut and the answer continued, as a broken connection is.
+#[tokio::test]
+async fn a_stream_stalled_mid_answer_is_continued() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![provider(
+            "slow",
+            vec![up_in(&mock, Anthropic, "slow", "", 1)],
+            json!({"timeouts": {"idle": 300}}),
+        )],
+        vec![model("m", "slow", json!({"prefill": "native"}))],
+    );
+    let gw = start(&cat).await;
+    let prompt = "a long answer [[stall-mid:600000]]";
+    let (_, req) = ask(OpenAi, "slow/m", prompt, true);
+    let r = gw.send(&req).await;
+    assert_eq!(text_of(OpenAi, &r, true), expected_reply(Anthropic, prompt));
+    assert_eq!(parse_sse(&r.body).last().unwrap().data, "[DONE]");
+    let line = line_of(&gw, &r).await;
+    assert_eq!(line["continued"], 1, "{line}");
+    assert_eq!(line["error"], Value::Null, "{line}");
+    assert_eq!(hits(&mock, "slow"), 2);
+}
+
+/// Without a prefill (a model that takes none), the continuation asks a
+/// fallback for the whole answer again and passes on only what follows what
+/// the client has, when the fallback's answer begins with it; a fallback
+/// whose answer differs ends the stream with the error event instead of
+/// mixing two answers.
+#[tokio::test]
+async fn a_restarted_answer_continues_only_when_it_begins_with_what_the_client_has() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![
+            provider(
+                "cuts",
+                vec![up_in(&mock, OpenAi, "cuts", "cut", 1)],
+                json!({}),
+            ),
+            provider(
+                "cuts2",
+                vec![up_in(&mock, OpenAi, "cuts2", "cut", 1)],
+                json!({}),
+            ),
+            provider("same", vec![up_in(&mock, OpenAi, "same", "", 1)], json!({})),
+            provider(
+                "other",
+                vec![up_in(&mock, Anthropic, "other", "", 1)],
+                json!({}),
+            ),
+        ],
+        vec![
+            model("m", "cuts", json!({"fallbacks": ["same/m2"]})),
+            model("m2", "same", json!({})),
+            model("d", "cuts2", json!({"fallbacks": ["other/d2"]})),
+            model("d2", "other", json!({})),
+        ],
+    );
+    let gw = start(&cat).await;
+    let prompt = "say it again";
+    let (_, req) = ask(Anthropic, "cuts/m", prompt, true);
+    let r = gw.send(&req).await;
+    assert_eq!(text_of(Anthropic, &r, true), expected_reply(OpenAi, prompt));
+    assert_eq!(parse_sse(&r.body).last().unwrap().name(), "message_stop");
+    let again = bodies(&mock, "same");
+    assert_eq!(again.len(), 1);
+    assert!(prefill_of(OpenAi, &again[0]).is_none(), "{}", again[0]);
+    let line = line_of(&gw, &r).await;
+    assert_eq!(
+        (line["continued"].clone(), line["error"].clone()),
+        (json!(1), Value::Null),
+        "{line}"
+    );
+
+    // The fallback speaks another protocol: the mock's answer differs.
+    let (_, req) = ask(Anthropic, "cuts2/d", prompt, true);
+    let r = gw.send(&req).await;
+    let e = stream_error(Anthropic, MESSAGES, &r);
+    assert!(e.to_string().contains("continuation"), "{e}");
+    let text = text_of(Anthropic, &r, true);
+    assert!(
+        expected_reply(OpenAi, prompt).starts_with(&text) && !text.is_empty(),
+        "{text:?}"
+    );
+    let m = metrics_text(gw.metrics).await;
+    assert_eq!(
+        metric_value(
+            &m,
+            "switchboard_stream_continuations_total",
+            &["provider=\"other\"", "outcome=\"diverged\""]
+        ),
+        Some(1.0),
+        "{m}"
+    );
+}
+
+/// A model the catalog says takes a prefill but whose upstream refuses it
+/// (a 400) is asked again without one; the refusal never reaches the client.
+#[tokio::test]
+async fn a_refused_prefill_is_asked_again_without_it() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![
+            provider(
+                "cuts",
+                vec![up_in(&mock, OpenAi, "cuts", "cut", 1)],
+                json!({}),
+            ),
+            provider(
+                "picky",
+                vec![up_in(&mock, OpenAi, "picky", "no-prefill", 1)],
+                json!({}),
+            ),
+        ],
+        vec![
+            model("m", "cuts", json!({"fallbacks": ["picky/m2"]})),
+            model("m2", "picky", json!({"prefill": "native"})),
+        ],
+    );
+    let gw = start(&cat).await;
+    let prompt = "no prefill here";
+    let (_, req) = ask(OpenAi, "cuts/m", prompt, true);
+    let r = gw.send(&req).await;
+    assert_no_error_event(&r, "refused prefill");
+    assert_eq!(text_of(OpenAi, &r, true), expected_reply(OpenAi, prompt));
+    let sent = bodies(&mock, "picky");
+    assert_eq!(sent.len(), 2, "with the prefill (refused), then without");
+    assert!(prefill_of(OpenAi, &sent[0]).is_some(), "{}", sent[0]);
+    assert!(prefill_of(OpenAi, &sent[1]).is_none(), "{}", sent[1]);
+}
+
+/// A cut in an answer with a tool call: the text goes up as the prefill and
+/// the call the continuation makes is matched against the arguments the
+/// client has; the client gets the text and the call whole, once.
+#[tokio::test]
+async fn a_cut_answer_with_a_tool_call_is_continued_whole() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![provider(
+            "p",
+            vec![up_in(&mock, Anthropic, "p", "", 1)],
+            json!({}),
+        )],
+        vec![model("m", "p", json!({"prefill": "native"}))],
+    );
+    let gw = start(&cat).await;
+    let prompt = "weather please [[text+tool]] [[cut]] [[chunk:0]]";
+    let mut body = anthropic_body("m", prompt, None, true);
+    body["tools"] = json!([{"name": "get_weather", "input_schema": {"type": "object"}}]);
+    let r = gw.send(&call(Anthropic, MESSAGES, &body)).await;
+    assert_no_error_event(&r, "tool call");
+    let events = event_json(&parse_sse(&r.body));
+    assert_eq!(
+        stream_text(Anthropic, &events),
+        expected_reply(Anthropic, prompt)
+    );
+    let args: String = events
+        .iter()
+        .filter(|e| e["delta"]["type"] == "input_json_delta")
+        .map(|e| e["delta"]["partial_json"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&args).unwrap(),
+        serde_json::from_str::<Value>(crate::common::mock_upstream::TOOL_ARGS).unwrap()
+    );
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "content_block_start")
+        .collect();
+    assert_eq!(starts.len(), 2, "one text block, one tool call: {starts:?}");
+    assert_eq!(starts[1]["index"], 1);
+    assert_eq!(hits(&mock, "p"), 2);
+}

@@ -25,6 +25,9 @@ pub enum StreamFault {
     Unreadable(String),
     /// The upstream stream ended before its terminal event.
     Truncated,
+    /// A continuation of a cut stream (`translate::continuation`) did not
+    /// begin with what the client already received.
+    Diverged(String),
 }
 
 /// Checks that an upstream event's name and data are UTF-8, as JSON must be
@@ -56,6 +59,7 @@ impl std::fmt::Display for StreamFault {
                 write!(f, "upstream sent a malformed stream frame: {m}")
             }
             StreamFault::Truncated => f.write_str("upstream stream ended before it was complete"),
+            StreamFault::Diverged(m) => f.write_str(m),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod http;
 pub(crate) mod json;
 pub mod options;
 pub mod peek;
+pub mod prefill;
 pub(crate) mod report;
 pub mod spoke;
 pub mod support;

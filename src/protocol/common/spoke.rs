@@ -91,6 +91,13 @@ pub struct Spoke {
     /// family's own upstreams can serve (the Responses hosted tools), and the
     /// reported names of what was cut; `None` when nothing is.
     pub drop_untranslatable: Option<UntranslatableCut>,
+    /// A client body asking for a cut answer's continuation: the
+    /// assistant prefill added as the last turn, reasoning settings dropped
+    /// with it (`protocol::common::prefill`).
+    pub continue_body: super::prefill::ContinueBody,
+    /// OpenAI chat upstreams: sets the member an OpenAI-compatible upstream
+    /// wants on the prefilled last message (`prefix`, `partial`).
+    pub mark_prefill: Option<fn(&[u8], &str) -> Option<Vec<u8>>>,
 }
 
 /// The code of an upstream error that says the request is longer than the

@@ -56,4 +56,6 @@ pub const SPOKE: Spoke = Spoke {
     upstream_auth: http::upstream_auth,
     count_tokens_body: Some(http::count_tokens_body),
     drop_untranslatable: None,
+    continue_body: request::prefill::continue_body,
+    mark_prefill: None,
 };

@@ -54,4 +54,6 @@ pub const SPOKE: Spoke = Spoke {
     upstream_auth: http::upstream_auth,
     count_tokens_body: None,
     drop_untranslatable: None,
+    continue_body: request::prefill::continue_body,
+    mark_prefill: Some(request::prefill::mark_prefill),
 };

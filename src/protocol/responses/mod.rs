@@ -63,4 +63,6 @@ pub const SPOKE: Spoke = Spoke {
     upstream_auth: http::upstream_auth,
     count_tokens_body: Some(http::count_tokens_body),
     drop_untranslatable: Some(hosted::drop_hosted_tools),
+    continue_body: request::prefill::continue_body,
+    mark_prefill: None,
 };

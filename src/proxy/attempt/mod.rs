@@ -38,6 +38,9 @@ pub struct Planned {
     pub req: validate::Inspected,
     pub adjusted: crate::adjust::Adjustments,
     pub adapt: bool,
+    /// The body ends with an assistant prefill the answer continues (a cut
+    /// stream's continuation, docs/resilience.md).
+    pub continues: bool,
 }
 
 /// What every attempt of one client request shares, whichever model and

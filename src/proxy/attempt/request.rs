@@ -69,6 +69,15 @@ pub(super) async fn request_for(
         )?
     };
     adjusted.merge(cut);
+    // A continuation's prefill, marked the way this OpenAI-compatible
+    // upstream wants it (the model's catalog `prefill`).
+    let body = match (c.plan.continues, spoke(up.protocol).mark_prefill) {
+        (true, Some(mark)) => match c.model.prefill.openai_member() {
+            Some(member) => mark(&body, member).map_or(body, Bytes::from),
+            None => body,
+        },
+        _ => body,
+    };
     Ok((body, adjusted, usage_injected))
 }
 
@@ -235,6 +244,7 @@ mod tests {
             req,
             adjusted: Adjustments::default(),
             adapt: true,
+            continues: false,
         };
         let call = Call {
             client: &client,

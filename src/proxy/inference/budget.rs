@@ -7,7 +7,7 @@ use crate::config::{ApiKey, Model};
 use crate::proxy::attempt::Planned;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::Gateway;
-use crate::state::limits::{cost_nanos, Ask, Reservation};
+use crate::state::limits::{cost_nanos, Ask, Nanos, Reservation};
 use crate::translate::passthrough::Usage;
 
 /// Checks and reserves `ask` against the key's rpm, tpm and budget
@@ -53,6 +53,29 @@ pub(super) async fn settle(
         }
         (None, true) => Box::pin(resv.settle_reserved()).await,
         (None, false) => Box::pin(resv.release()).await,
+    };
+    if left.is_some() {
+        ctx.budget_remaining = left;
+    }
+}
+
+/// Settles a reservation to the usage `u` at a cost worked out by the
+/// caller (`nanos`, nano-USD: an answer whose parts came from models of
+/// different prices); otherwise as [`settle`].
+pub(super) async fn settle_to(
+    ctx: &mut RequestCtx,
+    resv: Option<Reservation>,
+    u: Usage,
+    nanos: Option<Nanos>,
+    completed: bool,
+) {
+    let Some(resv) = resv else {
+        return;
+    };
+    let left = match (u.input, nanos, completed) {
+        (Some(i), Some(nanos), _) => Box::pin(resv.settle(i + u.output.unwrap_or(0), nanos)).await,
+        (_, _, true) => Box::pin(resv.settle_reserved()).await,
+        (_, _, false) => Box::pin(resv.release()).await,
     };
     if left.is_some() {
         ctx.budget_remaining = left;

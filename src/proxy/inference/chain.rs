@@ -261,7 +261,7 @@ async fn plan_fallback(
 }
 
 /// The call of `model` at `provider` with the request as planned for it.
-fn model_call<'a, 's>(
+pub(super) fn model_call<'a, 's>(
     ch: &Chain<'a, 's>,
     plan: &'a Planned,
     model: &'s Model,
@@ -287,7 +287,7 @@ fn model_call<'a, 's>(
 /// `attempt::call`, boxed: its future (connect, write, read, deadlines)
 /// is large, and inline it would stay in the request's state for a whole
 /// stream.
-async fn call_upstreams<'s>(
+pub(super) async fn call_upstreams<'s>(
     gw: &Gateway,
     call: &Call<'_, 's>,
     tried: &mut Tried<'s>,

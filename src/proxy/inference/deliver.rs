@@ -4,35 +4,46 @@
 //! record the usage, settle the reservation, and for a stored Responses turn
 //! save what the client got.
 
-use super::budget::settle;
+use super::budget::{settle, settle_to};
 use super::chain::Answered;
+use super::chain::Chain;
+use super::rescue::{continue_answer, Cut, MAX_CONTINUATIONS};
 use super::resolve::client_model_name;
 use super::Stop;
-use crate::config::{ApiKey, Model};
+use crate::admit::validate::Inspected;
+use crate::config::{ApiKey, Continuation, Model};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::ir::Usage as CanonicalUsage;
 use crate::obs::outcome::ErrorNote;
 use crate::proxy::attempt::cool;
 use crate::proxy::ctx::RequestCtx;
-use crate::proxy::relay::{relay_stream, StreamEnd};
+use crate::proxy::relay::{self, relay_stream, Relay, StreamEnd};
 use crate::proxy::route::GeminiStream;
 use crate::proxy::stored::{self, Turn};
 use crate::proxy::{respond, Gateway};
 use crate::state::limits::Reservation;
+use crate::state::limits::{cost_nanos, Nanos};
 use crate::translate::body::translate_response;
+use crate::translate::continuation::Partial;
 use crate::translate::passthrough::{self, Framing, Usage};
-use crate::translate::stream::ClientStream;
+use crate::translate::stream::{ClientStream, Resume};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
 use pingora_proxy::Session;
 
 /// What delivering needs besides the answer.
-pub(super) struct Delivery<'a> {
+pub(super) struct Delivery<'a, 's> {
     pub family: Family,
     pub key: &'a ApiKey,
     /// The Responses turn, when the answer is stored or continues one.
     pub turn: Option<Turn>,
     pub gemini_stream: GeminiStream,
+    /// The chain that answered, for a cut stream's continuation.
+    pub chain: &'a Chain<'a, 's>,
+    /// The client's body and peek, for a fallback's continuation (None:
+    /// the model has no fallbacks, or the answer is whole).
+    pub original: Option<(Bytes, Inspected)>,
 }
 
 /// A whole answer: rewritten or translated for the client, usage recorded,
@@ -42,7 +53,7 @@ pub(super) async fn whole(
     session: &mut Session,
     ctx: &mut RequestCtx,
     answered: Answered<'_>,
-    d: Delivery<'_>,
+    d: Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let Answered {
@@ -99,7 +110,7 @@ pub(super) async fn stream(
     session: &mut Session,
     ctx: &mut RequestCtx,
     answered: Answered<'_>,
-    d: Delivery<'_>,
+    d: Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let Answered {
@@ -127,20 +138,99 @@ pub(super) async fn stream(
         pass.set_envelope(env);
     }
     let _active = gw.metrics.stream_started();
-    let member = answer.in_flight.member().clone();
-    let up = answer.up;
-    let end = relay_stream(gw, session, ctx, answer, &mut pass, d.family, framing)
-        .await
-        .map_err(Stop::Io)?;
+    let provider = d.chain.snap.catalog.provider(&model.provider);
+    let rescue = provider.is_some_and(|p| p.continuation != Continuation::Off);
+    if rescue {
+        pass.record();
+    }
+    let resume = Resume {
+        family: d.family,
+        framing,
+        model: client_model_name(d.family, model),
+        include_usage: plan.req.include_usage,
+        max_frame_bytes: gw.settings.max_frame_bytes,
+    };
+    // The segment being relayed: who answers it, on which plan; and the
+    // models and usage of the segments before it (for the cost).
+    let (mut answer, mut model, mut plan) = (answer, model, plan);
+    let mut earlier: Vec<(&Model, CanonicalUsage)> = Vec::new();
+    let (mut rounds, mut relay) = (
+        0,
+        Relay {
+            family: d.family,
+            framing,
+            resumed: false,
+            rescue,
+        },
+    );
+    let end = loop {
+        let member = answer.in_flight.member().clone();
+        let (up, deadline) = (answer.up, answer.deadline);
+        relay.rescue = rescue && rounds < MAX_CONTINUATIONS;
+        let end = relay_stream(gw, session, ctx, answer, &mut pass, relay)
+            .await
+            .map_err(Stop::Io)?;
+        let (e, cause) = match end {
+            StreamEnd::Cut(e, cause) => (e, cause),
+            StreamEnd::Failed(e, Some(cause)) => {
+                gw.metrics.upstream_error(&model.provider, "stream");
+                cool(gw, &model.provider, up, &member, cause);
+                break StreamEnd::Failed(e, Some(cause));
+            }
+            StreamEnd::Failed(e, None) => {
+                // Nobody to blame: a continuation that differed from what
+                // the client has.
+                gw.metrics.continuation(&model.provider, "diverged");
+                break StreamEnd::Failed(e, None);
+            }
+            other => break other,
+        };
+        gw.metrics.upstream_error(&model.provider, "stream");
+        cool(gw, &model.provider, up, &member, cause);
+        rounds += 1;
+        let partial = pass
+            .partial(up.protocol, gw.settings.max_frame_bytes)
+            .filter(Partial::continuable);
+        let cut = Cut {
+            chain: d.chain,
+            original: d.original.as_ref(),
+            model,
+            plan: &plan,
+            deadline,
+        };
+        let next = match &partial {
+            Some(p) => Box::pin(continue_answer(gw, session, ctx, &cut, p)).await,
+            None => None,
+        };
+        let (Some(next), Some(partial)) = (next, partial) else {
+            log::warn!(
+                "{}: the upstream stream was cut and could not be continued: {}",
+                ctx.request_id,
+                e.message
+            );
+            gw.metrics.continuation(&model.provider, "failed");
+            relay::fail(session, &mut pass, d.family, &e, deadline)
+                .await
+                .map_err(Stop::Io)?;
+            break StreamEnd::Failed(e, None);
+        };
+        gw.metrics.continuation(&model.provider, "continued");
+        let mut splice = next.splice;
+        let segment = estimate_output(&partial, splice.base_mut());
+        earlier.push((model, segment));
+        pass.resume(next.answer.up.protocol, splice, &partial, &resume);
+        ctx.outcome.continued += 1;
+        ctx.outcome.answered_by = Some(next.model.qualified_id.clone());
+        (answer, model, plan) = (next.answer, next.model, next.plan);
+        relay.resumed = true;
+    };
     let clean = match end {
         StreamEnd::Complete | StreamEnd::ClientGone => true,
         StreamEnd::Shutdown(e) => {
             ctx.outcome.error = Some(ErrorNote::from(&e));
             false
         }
-        StreamEnd::Failed(e, cause) => {
-            gw.metrics.upstream_error(&model.provider, "stream");
-            cool(gw, &model.provider, up, &member, cause);
+        StreamEnd::Failed(e, _) | StreamEnd::Cut(e, _) => {
             ctx.outcome.error = Some(ErrorNote {
                 kind: e.kind.name(),
                 message: format!(
@@ -152,7 +242,7 @@ pub(super) async fn stream(
         }
     };
     let usage = pass.usage();
-    record_usage(ctx, model, usage);
+    let nanos = record_segments(ctx, &earlier, model, usage);
     ctx.outcome.skipped_frames = pass.skipped_frames();
     if ctx.outcome.skipped_frames > 0 {
         gw.metrics
@@ -162,8 +252,49 @@ pub(super) async fn stream(
         stored::commit(gw, &d.key.id, t, obj);
     }
     let completed = clean && !ctx.client_gone;
-    settle(ctx, held.take(), model, usage, completed).await;
+    settle_to(ctx, held.take(), usage, nanos, completed).await;
     Ok(())
+}
+
+/// The output tokens of a cut segment the upstream did not report (it
+/// reports them at the end): counted from what the client received with
+/// the gateway's tokenizer. Returns the segment's usage.
+fn estimate_output(partial: &Partial, base: &mut CanonicalUsage) -> CanonicalUsage {
+    if base.output_tokens == 0 {
+        let cancel = crate::admit::tokens::Cancel::default();
+        base.output_tokens = partial
+            .output_text()
+            .filter_map(|t| crate::admit::tokens::count_text(t, u64::MAX, &cancel))
+            .sum();
+    }
+    base.clone()
+}
+
+/// Records the answer's usage (the sum over its segments) and its cost:
+/// each earlier segment at its model's prices, the rest at `last`'s.
+/// Returns the cost for the budget.
+fn record_segments(
+    ctx: &mut RequestCtx,
+    earlier: &[(&Model, CanonicalUsage)],
+    last: &Model,
+    total: Usage,
+) -> Option<Nanos> {
+    record_usage(ctx, last, total);
+    if earlier.is_empty() {
+        let i = total.input?;
+        return Some(cost_nanos(&last.pricing, i, total.output.unwrap_or(0)));
+    }
+    let (mut i_left, mut o_left) = (total.input.unwrap_or(0), total.output.unwrap_or(0));
+    let (mut usd, mut nanos): (f64, Nanos) = (0.0, 0);
+    for (m, u) in earlier {
+        let (i, o) = (u.input_tokens.min(i_left), u.output_tokens.min(o_left));
+        (i_left, o_left) = (i_left - i, o_left - o);
+        usd += i as f64 * m.pricing.prompt_usd + o as f64 * m.pricing.completion_usd;
+        nanos = nanos.saturating_add(cost_nanos(&m.pricing, i, o));
+    }
+    usd += i_left as f64 * last.pricing.prompt_usd + o_left as f64 * last.pricing.completion_usd;
+    ctx.outcome.usage.cost_usd = Some(usd);
+    Some(nanos.saturating_add(cost_nanos(&last.pricing, i_left, o_left)))
 }
 
 fn usage_cost(m: &Model, u: Usage) -> Option<f64> {

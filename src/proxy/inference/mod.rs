@@ -14,6 +14,7 @@ mod chain;
 pub(super) mod count;
 mod deliver;
 mod plan;
+mod rescue;
 mod resolve;
 
 use super::ctx::RequestCtx;
@@ -133,12 +134,17 @@ async fn run(
         provider,
         policy: key.policy.unwrap_or(snap.catalog.policy),
     };
+    // A stream cut mid-answer may be continued on a fallback, planned from
+    // the client's request as it came (a refcount and the peek's copy).
+    let original = (req.stream && !model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
     let answered = Box::pin(chain::call(gw, session, ctx, &ch, (body, req), held)).await?;
     let d = deliver::Delivery {
         family,
         key,
         turn,
         gemini_stream,
+        chain: &ch,
+        original,
     };
     if answered.plan.req.stream {
         deliver::stream(gw, session, ctx, answered, d, held).await

@@ -70,5 +70,6 @@ pub async fn plan_for(
         req,
         adjusted,
         adapt,
+        continues: false,
     })
 }

@@ -9,6 +9,7 @@
 pub mod call_id;
 pub mod decode;
 pub mod encode;
+pub mod prefill;
 pub mod schema;
 
 pub use self::call_id::{

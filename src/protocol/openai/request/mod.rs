@@ -5,6 +5,7 @@
 
 pub mod decode;
 pub mod encode;
+pub mod prefill;
 
 pub(crate) use self::decode::decode_content;
 pub use self::decode::{decode, from_wire};

@@ -8,6 +8,7 @@
 pub mod custom;
 pub mod decode;
 pub mod encode;
+pub mod prefill;
 pub(crate) mod reasoning;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@ pub(super) struct Markers {
     pub(super) slow: Option<Duration>,
     pub(super) hold: Option<Duration>,
     pub(super) stall: Option<Duration>,
+    /// `[[stall-mid:MS]]`: a stream stalls after half of its frames.
+    pub(super) stall_mid: Option<Duration>,
     pub(super) cut: bool,
     pub(super) malformed: bool,
     pub(super) stream_error: bool,
@@ -33,6 +35,8 @@ pub(super) struct Markers {
     pub(super) no_terminator: bool,
     /// `[[context-overflow]]`: a 400 saying the prompt is too long.
     pub(super) context_overflow: bool,
+    /// `[[no-prefill]]`: a request ending with an assistant prefill gets a 400.
+    pub(super) no_prefill: bool,
 }
 
 impl Markers {
@@ -56,10 +60,12 @@ impl Markers {
                 "hold" => markers.hold = ms(),
                 "retry-after" => markers.retry_after = Some(arg.trim().to_owned()),
                 "stall" => markers.stall = ms(),
+                "stall-mid" => markers.stall_mid = ms(),
                 "cut" => markers.cut = true,
                 "malformed" => markers.malformed = true,
                 "no-terminator" => markers.no_terminator = true,
                 "context-overflow" => markers.context_overflow = true,
+                "no-prefill" => markers.no_prefill = true,
                 "stream-error" => markers.stream_error = true,
                 "tool" => markers.tool = true,
                 "text+tool" => markers.text_tool = true,
@@ -395,4 +401,40 @@ pub(super) fn first_tool_name(protocol: Protocol, body: &Value) -> String {
         }
     };
     name.as_str().unwrap_or(FALLBACK_TOOL).to_owned()
+}
+
+/// The text of the assistant turn that ends the conversation (a prefill the
+/// answer continues), if it does: OpenAI and Anthropic a last `assistant`
+/// message (OpenAI: without tool calls), Gemini a last `model` turn,
+/// Responses a last assistant message item.
+pub(super) fn assistant_prefill(protocol: Protocol, body: &Value) -> Option<String> {
+    let text = match protocol {
+        Protocol::OpenAi | Protocol::Anthropic => {
+            let last = body["messages"].as_array()?.last()?;
+            if last["role"] != "assistant" || last.get("tool_calls").is_some() {
+                return None;
+            }
+            text_of_openai_content(&last["content"])
+        }
+        Protocol::Gemini => {
+            let last = body["contents"].as_array()?.last()?;
+            if last["role"] != "model" {
+                return None;
+            }
+            last["parts"]
+                .as_array()?
+                .iter()
+                .filter(|p| p["thought"] != true)
+                .filter_map(|p| p["text"].as_str())
+                .collect()
+        }
+        Protocol::Responses => {
+            let last = body["input"].as_array()?.last()?;
+            if !(is_responses_message(last) && last["role"] == "assistant") {
+                return None;
+            }
+            text_of_responses_content(&last["content"])
+        }
+    };
+    (!text.is_empty()).then_some(text)
 }

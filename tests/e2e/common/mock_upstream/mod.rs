@@ -41,6 +41,8 @@
 //!   then wait MS milliseconds before the rest. A stream whose reader closes the
 //!   connection during the wait ends there and is counted
 //!   ([`MockUpstream::aborted_streams`]).
+//! - `[[stall-mid:MS]]`: stream: wait MS milliseconds after half of the
+//!   frames (a stall mid-answer).
 //! - `[[cut]]`: stream: close the connection after half of the frames, without
 //!   the final chunk; non-stream: close after half of the body.
 //! - `[[malformed]]`: stream: a frame whose data is not JSON, mid-stream;
@@ -52,6 +54,13 @@
 //!   model's context, in the provider's own words (OpenAI and Responses
 //!   `code: context_length_exceeded`, Anthropic "prompt is too long", Gemini
 //!   "The input token count ... exceeds the maximum number of tokens").
+//! - `[[no-prefill]]`: a request that ends with an assistant prefill gets a
+//!   400 (a model that cannot continue one).
+//! - A request that ends with an assistant turn (a prefill: OpenAI and
+//!   Anthropic `assistant`, Gemini `model`, Responses an assistant message)
+//!   is a continuation: the reply is the rest of the answer after that text
+//!   (or a reply saying it is not its start), and the body's `[[cut]]`,
+//!   `[[stall:…]]` and `[[hold:…]]` do not apply to it (a path's do).
 //! - `[[stream-error]]`: stream: the provider's in-stream error event after half
 //!   of the frames, then a clean end of the HTTP body (Responses: an `error`
 //!   event, then `response.failed`).

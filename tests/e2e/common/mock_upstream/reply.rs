@@ -83,6 +83,8 @@ pub(super) struct Effects {
     pub(super) slow: Option<Duration>,
     pub(super) hold: Option<Duration>,
     pub(super) stall: Option<Duration>,
+    /// `[[stall-mid:MS]]`: the wait after half of a stream's frames.
+    pub(super) stall_mid: Option<Duration>,
     pub(super) cut: bool,
     /// Largest random stream write; 0 writes each frame whole.
     pub(super) max_piece: usize,
@@ -240,6 +242,16 @@ pub(super) async fn write_reply(
                     return Ok(false);
                 }
                 writer.write_frame(io, frame).await?;
+                if i + 1 == (frames.len() / 2).max(1) {
+                    if let Some(delay) = fx.stall_mid {
+                        if stall_unless_closed(io, delay).await {
+                            return Err(io::Error::new(
+                                io::ErrorKind::ConnectionAborted,
+                                "the reader closed the connection during a stall",
+                            ));
+                        }
+                    }
+                }
                 if i == 0 {
                     if let Some(delay) = fx.stall {
                         if stall_unless_closed(io, delay).await {

@@ -287,11 +287,31 @@ pub(super) fn provider_reply(
         }
     };
     let text = String::from_utf8_lossy(&request.body);
+    let parsed = serde_json::from_slice::<Value>(&request.body).unwrap_or(Value::Null);
+    // A continuation (the request ends with an assistant prefill): the body's
+    // faults were for the answer's first request, the path's still apply.
+    let prefill = assistant_prefill(protocol, &parsed);
+    let text = match &prefill {
+        Some(_) => std::borrow::Cow::Owned(
+            text.replace("[[cut]]", "")
+                .replace("[[stall:", "[[spent-stall:")
+                .replace("[[stall-mid:", "[[spent-stall-mid:")
+                .replace("[[hold:", "[[spent-hold:"),
+        ),
+        None => text,
+    };
     let markers = if faults.is_empty() {
         Markers::parse(&text)
     } else {
         Markers::parse(&format!("{faults}{text}"))
     };
+    if prefill.is_some() && markers.no_prefill {
+        return error_reply(
+            protocol,
+            400,
+            "mock: this model does not support assistant message prefill",
+        );
+    }
     let slow = Effects {
         slow: markers.slow,
         hold: markers.hold,
@@ -335,6 +355,13 @@ pub(super) fn provider_reply(
     } else {
         expected_reply(protocol, &last_user_text(protocol, &body))
     };
+    if let Some(prefill) = &prefill {
+        // The model goes on from the prefill: the rest of its answer.
+        reply_text = match reply_text.strip_prefix(prefill.as_str()) {
+            Some(rest) => rest.to_owned(),
+            None => format!("mock: the prefill {prefill:?} is not the start of this answer"),
+        };
+    }
     if let Some((name, args)) = &markers.agent_tool {
         if declares_tools(&body) {
             match last_turn_tool_results(protocol, &body) {
@@ -377,6 +404,7 @@ pub(super) fn provider_reply(
         slow: markers.slow,
         hold: markers.hold,
         stall: markers.stall,
+        stall_mid: markers.stall_mid,
         cut: markers.cut,
         max_piece: markers.max_piece.unwrap_or(DEFAULT_MAX_PIECE),
         seed: fnv1a(&request.body),
