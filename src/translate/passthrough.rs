@@ -139,6 +139,12 @@ impl PassthroughStream {
         self.transcript.as_deref()
     }
 
+    /// Responses: the response id the client was given, and the next
+    /// sequence number.
+    pub fn position(&self) -> (Option<&str>, u64) {
+        (self.response_id.as_deref(), self.next_seq)
+    }
+
     /// Responses: the envelope the stream's `response` objects carry.
     pub fn envelope(&self) -> Option<&Envelope> {
         self.envelope.as_ref()

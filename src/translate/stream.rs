@@ -98,22 +98,14 @@ impl StreamTranslator {
     /// received `partial` of: a fresh encoder brought to where the client
     /// is (what it writes meanwhile is thrown away: the client has it),
     /// then [`resume`](Self::resume)d on the continuation's upstream.
-    pub fn primed(
-        client: Family,
-        framing: Framing,
-        client_model: &str,
-        include_usage: bool,
-        max_frame_bytes: usize,
-        partial: &Partial,
-        envelope: Option<Envelope>,
-    ) -> Self {
+    pub fn primed(client: &Resume<'_>, partial: &Partial, envelope: Option<Envelope>) -> Self {
         let mut t = StreamTranslator::new(
-            client,
-            client,
-            framing,
-            client_model,
-            include_usage,
-            max_frame_bytes,
+            client.family,
+            client.family,
+            client.framing,
+            client.model,
+            client.include_usage,
+            client.max_frame_bytes,
         );
         if let (Some(env), Encoder::Responses(e)) = (envelope, &mut t.encoder) {
             e.set_envelope(env);
@@ -475,16 +467,12 @@ impl ClientStream {
         client: &Resume<'_>,
     ) {
         if let ClientStream::Passthrough(p) = self {
-            let mut t = StreamTranslator::primed(
-                client.family,
-                client.framing,
-                client.model,
-                client.include_usage,
-                client.max_frame_bytes,
-                partial,
-                p.envelope().cloned(),
-            );
+            let mut t = StreamTranslator::primed(client, partial, p.envelope().cloned());
             t.skipped = p.skipped_frames();
+            if let Encoder::Responses(e) = &mut t.encoder {
+                let (id, next_seq) = p.position();
+                e.continue_from(id, next_seq);
+            }
             *self = ClientStream::Translate(t);
         }
         if let ClientStream::Translate(t) = self {

@@ -405,6 +405,8 @@ async fn a_stalled_first_token_fails_over_within_the_deadline_in_every_family() 
     // end with the family's error event (nothing retried).
 }
 
+/// With `continuation: off`, a stream that goes silent past `idle` ends
+/// with the family's error event and nothing is asked again.
 #[tokio::test]
 async fn an_idle_stream_ends_with_the_family_error_event() {
     let mock = MockUpstream::start().await;
@@ -412,7 +414,7 @@ async fn an_idle_stream_ends_with_the_family_error_event() {
         vec![provider(
             "slowpoke",
             vec![up(&mock, "idler", "stall:600000", 1)],
-            json!({"timeouts": {"idle": 300}}),
+            json!({"timeouts": {"idle": 300}, "continuation": "off"}),
         )],
         vec![model("m", "slowpoke", json!({}))],
     );
@@ -555,6 +557,9 @@ async fn a_fallback_answers_when_the_provider_is_down_and_only_when_the_request_
     );
 }
 
+/// With `continuation: off`, nothing is asked again once the client has a
+/// byte of the answer (the default continues a cut stream: see the tests
+/// after `a_cut_stream_is_continued_with_a_prefill_on_every_route`).
 #[tokio::test]
 async fn nothing_is_retried_after_the_first_byte() {
     let mock = MockUpstream::start().await;
@@ -567,7 +572,7 @@ async fn nothing_is_retried_after_the_first_byte() {
                 up(&mock, &format!("bad{i}"), faults, 1),
                 up(&mock, &format!("good{i}"), "", 1),
             ],
-            json!({}),
+            json!({"continuation": "off"}),
         ));
         models.push(model(&format!("m{i}"), &format!("p{i}"), json!({})));
     }

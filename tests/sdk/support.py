@@ -155,6 +155,7 @@ def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
     | down       | openai                     | openai (nothing listening) |
     | nokey      | openai                     | openai (key variable unset) |
     | azure      | openai, gemini, responses  | responses            |
+    | resume     | all four                   | anthropic (its model `claude-resume` takes a prefill) |
 
     Without `responses` (for a gateway that does not know family D and the
     `responses` protocol yet, and refuses such a catalog) no provider or model
@@ -184,6 +185,10 @@ def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
             {"id": "nokey", "families": ["openai"],
              "upstreams": [{"protocol": "openai", "base_url": base_url("openai"), "api_key_env": "SB_SDK_UNSET_KEY"}]},
             {"id": "azure", "families": fam("openai", "gemini", "responses"), "upstreams": [up("responses")]},
+            # A model that continues an assistant prefill: a stream cut
+            # mid-answer is continued (docs/resilience.md).
+            {"id": "resume", "families": fam("openai", "anthropic", "gemini", "responses"),
+             "upstreams": [up("anthropic")]},
         ],
         "models": [
             _model("gpt-5", "openai", upstream_model=UPSTREAM_MODEL["gpt-5"], protocols=d),
@@ -198,6 +203,7 @@ def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
             _model("offline", "down"),
             _model("orphan-key", "nokey"),
             _model("gpt-5-codex", "azure", upstream_model=UPSTREAM_MODEL["gpt-5-codex"], protocols=d),
+            _model("claude-resume", "resume", protocols=d, prefill="native"),
         ],
     }
 

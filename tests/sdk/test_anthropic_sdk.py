@@ -372,3 +372,18 @@ def test_one_unreadable_frame_is_skipped(anthropic_client, protocol):
         final = s.get_final_message()
     assert text == S.expected_reply(protocol, prompt)
     assert final.stop_reason == "end_turn"
+
+
+def test_a_cut_stream_is_continued(anthropic_client):
+    """A stream the upstream cuts mid-answer is continued with a prefill: the SDK
+    reads one whole message (docs/resilience.md)."""
+    prompt = "[[cut]] hi there, how are you today?"
+    with anthropic_client.messages.stream(
+        model="claude-resume", max_tokens=256, messages=user(prompt)
+    ) as s:
+        text = "".join(s.text_stream)
+        final = s.get_final_message()
+    assert text == S.expected_reply("anthropic", prompt)
+    assert final.stop_reason == "end_turn"
+    assert [b.type for b in final.content] == ["text"]
+    assert final.content[0].text == text

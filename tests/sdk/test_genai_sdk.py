@@ -319,3 +319,12 @@ def test_one_unreadable_frame_is_skipped(genai_client, protocol):
         for chunk in genai_client.models.generate_content_stream(model=model_of(protocol), contents=prompt)
     )
     assert text == S.expected_reply(protocol, prompt)
+
+
+def test_a_cut_stream_is_continued(genai_client):
+    """A stream the upstream cuts mid-answer is continued with a prefill: the SDK
+    reads the whole answer (docs/resilience.md)."""
+    prompt = "[[cut]] hi there, how are you today?"
+    chunks = list(genai_client.models.generate_content_stream(model="resume/claude-resume", contents=prompt))
+    assert "".join(c.text or "" for c in chunks) == S.expected_reply("anthropic", prompt)
+    assert chunks[-1].candidates[0].finish_reason.name == "STOP"

@@ -657,3 +657,19 @@ def test_one_unreadable_frame_is_skipped(openai_client, protocol):
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text == S.expected_reply(protocol, prompt)
     assert seqs(events) == list(range(len(events)))
+
+
+def test_a_cut_stream_is_continued(openai_client):
+    """A stream the upstream cuts mid-answer is continued with a prefill: one
+    response, numbered without a gap, ending `response.completed` with the
+    whole text (docs/resilience.md)."""
+    S.require_responses()
+    prompt = "[[cut]] hi there, how are you today?"
+    events = list(openai_client.responses.create(model="resume/claude-resume", input=prompt, stream=True))
+    types_ = [e.type for e in events]
+    assert types_[-1] == "response.completed", types_
+    assert "error" not in types_
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == S.expected_reply("anthropic", prompt)
+    assert events[-1].response.output_text == text
+    assert seqs(events) == list(range(len(events)))

@@ -350,3 +350,17 @@ def test_one_unreadable_frame_is_skipped(openai_client, protocol):
     )
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == S.expected_reply(protocol, prompt)
+
+
+def test_a_cut_stream_is_continued(openai_client):
+    """A stream the upstream cuts mid-answer is continued with a prefill: the SDK
+    reads one whole answer and a clean end (docs/resilience.md)."""
+    prompt = "[[cut]] hi there, how are you today?"
+    stream = openai_client.chat.completions.create(
+        model="resume/claude-resume", messages=user(prompt), stream=True
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == S.expected_reply("anthropic", prompt)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    assert len({c.id for c in chunks}) == 1

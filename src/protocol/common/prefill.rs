@@ -9,6 +9,10 @@ use serde_json::{Map, Value};
 /// reasoning settings dropped with it. None: the body is no JSON object.
 pub type ContinueBody = fn(&[u8], Option<&str>) -> Option<Vec<u8>>;
 
+/// An upstream body's prefilled last message marked with the member an
+/// OpenAI-compatible upstream wants (`prefix`, `partial`) set to true.
+pub type MarkPrefill = fn(&[u8], &str) -> Option<Vec<u8>>;
+
 /// Parses `body`, lets `edit` change its object, writes it back.
 pub fn edit(body: &[u8], edit: impl FnOnce(&mut Map<String, Value>)) -> Option<Vec<u8>> {
     let mut doc: Value = serde_json::from_slice(body).ok()?;

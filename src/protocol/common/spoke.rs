@@ -97,7 +97,7 @@ pub struct Spoke {
     pub continue_body: super::prefill::ContinueBody,
     /// OpenAI chat upstreams: sets the member an OpenAI-compatible upstream
     /// wants on the prefilled last message (`prefix`, `partial`).
-    pub mark_prefill: Option<fn(&[u8], &str) -> Option<Vec<u8>>>,
+    pub mark_prefill: Option<super::prefill::MarkPrefill>,
 }
 
 /// The code of an upstream error that says the request is longer than the

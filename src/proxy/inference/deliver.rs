@@ -221,6 +221,11 @@ pub(super) async fn stream(
         pass.resume(next.answer.up.protocol, splice, &partial, &resume);
         ctx.outcome.continued += 1;
         ctx.outcome.answered_by = Some(next.model.qualified_id.clone());
+        if next.model.qualified_id != d.chain.model.qualified_id {
+            ctx.outcome
+                .fallback_from
+                .get_or_insert_with(|| d.chain.model.qualified_id.clone());
+        }
         (answer, model, plan) = (next.answer, next.model, next.plan);
         relay.resumed = true;
     };

@@ -132,6 +132,16 @@ impl Encoder {
         self.kept.as_ref().and_then(|k| k.final_object.as_deref())
     }
 
+    /// Goes on from a passed-through stream the client has: its response
+    /// id (when known) and the next sequence number, so the events this
+    /// encoder adds continue the client's numbering.
+    pub fn continue_from(&mut self, id: Option<&str>, next_seq: u64) {
+        if let Some(id) = id {
+            self.id = id.to_string();
+        }
+        self.seq = next_seq;
+    }
+
     /// Sets the `created_at` time used when the upstream gives none.
     pub fn set_created(&mut self, created: u64) {
         self.created = created;
