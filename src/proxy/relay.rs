@@ -126,6 +126,15 @@ fn translate(
                 invalid(&fault),
             ),
         },
+        // A read that fails once the answer has its stop reason ends a
+        // complete stream: the client gets the terminator.
+        Err(_) if pass.is_finished() => match pass.finish(out) {
+            Ok(()) => return Some(StreamEnd::Complete),
+            Err(fault) => (
+                GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
+                invalid(&fault),
+            ),
+        },
         Err(fault) => {
             let cause = if fault.is_timeout() {
                 Cause::Timeout

@@ -155,6 +155,12 @@ impl PassthroughStream {
         self.complete
     }
 
+    /// Whether the answer reached its finish reason (its terminator may
+    /// still be missing).
+    pub fn is_finished(&self) -> bool {
+        self.finished || self.complete
+    }
+
     /// The unreadable frames the stream skipped.
     pub fn skipped_frames(&self) -> u32 {
         self.skipped
@@ -262,17 +268,20 @@ impl PassthroughStream {
 
     /// Called at the upstream's end of stream: closes the framing, or reports a truncation.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), StreamFault> {
-        let partial = self.decoder.finish().is_err();
+        // An incomplete frame at the end never reached the client: what
+        // counts is whether the answer reached its end.
+        let _incomplete = self.decoder.finish().is_err();
         // A stream that reached its finish reason and then ended without its
-        // terminator is complete: the client gets the terminator (Gemini
-        // streams have none: their finish reason is terminal already).
-        if !partial && !self.complete && self.finished {
+        // terminator (cleanly, or cut mid-frame) is complete: the client gets
+        // the terminator (Gemini streams have none: their finish reason is
+        // terminal already).
+        if !self.complete && self.finished {
             if let (Framing::Sse, Some((event, data))) = (self.framing, self.spoke.stream_end) {
                 encode_event(out, event, data);
             }
             self.complete = true;
         }
-        if partial || !self.complete {
+        if !self.complete {
             return Err(StreamFault::Truncated);
         }
         if self.framing == Framing::JsonArray {

@@ -52,6 +52,8 @@ pub struct StreamTranslator {
     record: Option<Box<Partial>>,
     /// A continuation's events on their way into the client's stream.
     splice: Option<Box<Splice>>,
+    /// The client was given the answer's stop reason.
+    finished: bool,
 }
 
 impl StreamTranslator {
@@ -83,6 +85,7 @@ impl StreamTranslator {
             skipped: 0,
             record: None,
             splice: None,
+            finished: false,
         }
     }
 
@@ -190,6 +193,7 @@ impl StreamTranslator {
             skipped,
             record,
             splice,
+            finished,
         } = self;
         let mut fault = None;
         let r = decoder.push(chunk, |item| {
@@ -212,6 +216,7 @@ impl StreamTranslator {
                     let mut sink = |e: &StreamEvent| {
                         if spliced.is_none() {
                             spliced = deliver(e, splice, record, usage, encoder, out).err();
+                            *finished |= is_stop(e);
                         }
                     };
                     if let Err(f) = parser.push(&ev, &mut sink) {
@@ -243,7 +248,8 @@ impl StreamTranslator {
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), StreamFault> {
         let partial = self.decoder.finish().is_err();
         if !self.complete {
-            if partial || self.faulted {
+            // Cut mid-frame past the stop reason, the answer is whole.
+            if (partial && !self.finished) || self.faulted {
                 return Err(StreamFault::Truncated);
             }
             let Self {
@@ -305,6 +311,11 @@ fn deliver(
             Ok(())
         }
     }
+}
+
+/// Whether `e` gives the answer's stop reason.
+fn is_stop(e: &StreamEvent) -> bool {
+    matches!(e, StreamEvent::MessageDelta(d) if d.stop_reason.is_some())
 }
 
 /// Keeps the running canonical usage up to date.
@@ -416,6 +427,15 @@ impl ClientStream {
         match self {
             ClientStream::Passthrough(p) => p.usage,
             ClientStream::Translate(t) => t.usage(),
+        }
+    }
+
+    /// Whether the answer reached its stop reason (its terminator may still
+    /// be missing): a read that fails after it ends the stream as complete.
+    pub fn is_finished(&self) -> bool {
+        match self {
+            ClientStream::Passthrough(p) => p.is_finished(),
+            ClientStream::Translate(t) => t.finished || t.is_complete(),
         }
     }
 

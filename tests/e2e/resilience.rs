@@ -710,8 +710,15 @@ async fn check_refused(cat: &Value, path: &str) {
 /// the stream was passed through or translated.
 #[tokio::test]
 async fn a_stream_past_its_finish_reason_is_complete_without_its_terminator() {
+    for prompt in ["end it [[no-terminator]]", "end it [[cut-end]]"] {
+        past_its_finish_reason(prompt).await;
+    }
+}
+
+/// `prompt`'s stream ends after its finish reason without its terminator,
+/// cleanly (`[[no-terminator]]`) or with the connection cut (`[[cut-end]]`).
+async fn past_its_finish_reason(prompt: &str) {
     let (mock, gw) = crate::common::families::start().await;
-    let prompt = "end it [[no-terminator]]";
     let cases = [
         (
             OpenAi,

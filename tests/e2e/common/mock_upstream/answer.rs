@@ -16,6 +16,8 @@ pub(super) struct Markers {
     /// `[[stall-mid:MS]]`: a stream stalls after half of its frames.
     pub(super) stall_mid: Option<Duration>,
     pub(super) cut: bool,
+    /// `[[cut-end]]`: a stream's connection closes before its last frame.
+    pub(super) cut_end: bool,
     pub(super) malformed: bool,
     pub(super) stream_error: bool,
     pub(super) tool: bool,
@@ -62,6 +64,7 @@ impl Markers {
                 "stall" => markers.stall = ms(),
                 "stall-mid" => markers.stall_mid = ms(),
                 "cut" => markers.cut = true,
+                "cut-end" => markers.cut_end = true,
                 "malformed" => markers.malformed = true,
                 "no-terminator" => markers.no_terminator = true,
                 "context-overflow" => markers.context_overflow = true,

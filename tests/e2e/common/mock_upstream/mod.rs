@@ -45,6 +45,8 @@
 //!   frames (a stall mid-answer).
 //! - `[[cut]]`: stream: close the connection after half of the frames, without
 //!   the final chunk; non-stream: close after half of the body.
+//! - `[[cut-end]]`: stream: close the connection before the last frame (OpenAI
+//!   `[DONE]`, Anthropic `message_stop`), without the final chunk.
 //! - `[[malformed]]`: stream: a frame whose data is not JSON, mid-stream;
 //!   non-stream: a truncated JSON body with status 200.
 //! - `[[no-terminator]]`: stream: the last frame is left out (OpenAI `[DONE]`,

@@ -85,6 +85,8 @@ pub(super) struct Effects {
     pub(super) stall: Option<Duration>,
     /// `[[stall-mid:MS]]`: the wait after half of a stream's frames.
     pub(super) stall_mid: Option<Duration>,
+    /// `[[cut-end]]`: a stream's connection closes before its last frame.
+    pub(super) cut_end: bool,
     pub(super) cut: bool,
     /// Largest random stream write; 0 writes each frame whole.
     pub(super) max_piece: usize,
@@ -228,6 +230,8 @@ pub(super) async fn write_reply(
             }
             let cut_after = if fx.cut {
                 (frames.len() / 2).max(1)
+            } else if fx.cut_end {
+                frames.len().saturating_sub(1)
             } else {
                 usize::MAX
             };

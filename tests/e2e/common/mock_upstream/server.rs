@@ -406,6 +406,7 @@ pub(super) fn provider_reply(
         stall: markers.stall,
         stall_mid: markers.stall_mid,
         cut: markers.cut,
+        cut_end: markers.cut_end,
         max_piece: markers.max_piece.unwrap_or(DEFAULT_MAX_PIECE),
         seed: fnv1a(&request.body),
     })
