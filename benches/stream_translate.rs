@@ -158,11 +158,21 @@ fn bench_translate(c: &mut Criterion) {
     for upstream in Family::ALL {
         let frames = stream_of(upstream);
         group.throughput(Throughput::Elements(frames.len() as u64));
-        for client in Family::ALL {
-            group.bench_function(format!("{upstream}_to_{client}"), |b| {
+        let cases = Family::ALL
+            .into_iter()
+            .map(|client| (client, false))
+            .chain(std::iter::once((Family::Anthropic, true)));
+        for (client, recording) in cases {
+            // `+recording`: what the client receives is recorded so a cut
+            // stream can be continued (the default, `continuation: auto`).
+            let name = format!(
+                "{upstream}_to_{client}{}",
+                if recording { "+recording" } else { "" }
+            );
+            group.bench_function(name, |b| {
                 let mut out = Vec::with_capacity(1 << 16);
                 b.iter(|| {
-                    let mut t = StreamTranslator::new(
+                    let t = StreamTranslator::new(
                         upstream,
                         client,
                         Framing::Sse,
@@ -170,6 +180,7 @@ fn bench_translate(c: &mut Criterion) {
                         true,
                         1 << 20,
                     );
+                    let mut t = if recording { t.recording() } else { t };
                     out.clear();
                     for frame in &frames {
                         if t.push(black_box(frame), &mut out).is_err() {
@@ -189,14 +200,27 @@ fn bench_translate(c: &mut Criterion) {
 
 fn bench_passthrough(c: &mut Criterion) {
     let mut group = c.benchmark_group("stream_passthrough");
-    for family in Family::ALL {
+    for (family, transcript) in Family::ALL
+        .into_iter()
+        .flat_map(|f| [(f, false), (f, true)])
+    {
         let frames = stream_of(family);
         group.throughput(Throughput::Elements(frames.len() as u64));
         let model = model_json(client_model(family));
-        group.bench_function(format!("{family}"), |b| {
+        // `+transcript`: the bytes kept so a cut stream can be continued
+        // (the default, `continuation: auto`).
+        let name = if transcript {
+            format!("{family}+transcript")
+        } else {
+            format!("{family}")
+        };
+        group.bench_function(name, |b| {
             let mut out = Vec::with_capacity(1 << 16);
             b.iter(|| {
                 let mut p = PassthroughStream::new(family, Framing::Sse, model.clone(), 1 << 20);
+                if transcript {
+                    p.keep_transcript();
+                }
                 out.clear();
                 for frame in &frames {
                     if p.push(black_box(frame), &mut out).is_err() {

@@ -1372,3 +1372,44 @@ async fn a_cut_answer_with_a_tool_call_is_continued_whole() {
     assert_eq!(starts[1]["index"], 1);
     assert_eq!(hits(&mock, "p"), 2);
 }
+
+/// Gemini's JSON-array stream (`:streamGenerateContent` without `alt=sse`)
+/// is continued too, passed through or translated: the client parses one
+/// well-formed array holding the whole answer.
+#[tokio::test]
+async fn a_cut_json_array_stream_is_continued() {
+    let mock = MockUpstream::start().await;
+    let mut providers = Vec::new();
+    let mut models = Vec::new();
+    for u in [Gemini, Anthropic] {
+        let id = format!("p-{}", u.name());
+        providers.push(provider(&id, vec![up_in(&mock, u, &id, "", 1)], json!({})));
+        models.push(model(
+            &format!("m-{}", u.name()),
+            &id,
+            json!({"prefill": "native"}),
+        ));
+    }
+    let gw = start(&catalog(providers, models)).await;
+    let prompt = "an array please [[cut]]";
+    for u in [Gemini, Anthropic] {
+        let path = gemini_path(&format!("p-{0}/m-{0}", u.name()), GeminiMode::JsonArray);
+        let r = gw
+            .send(&call(Gemini, &path, &gemini_body(prompt, None)))
+            .await;
+        assert_eq!(r.status, 200, "{u:?}: {}", r.text());
+        let items: Vec<Value> = serde_json::from_slice(&r.body)
+            .unwrap_or_else(|e| panic!("{u:?}: not one JSON array ({e}): {}", r.text()));
+        assert!(
+            items.iter().all(|i| i.get("error").is_none()),
+            "{u:?}: {}",
+            r.text()
+        );
+        assert_eq!(
+            stream_text(Gemini, &items),
+            expected_reply(u, prompt),
+            "{u:?}"
+        );
+        assert_eq!(hits(&mock, &format!("p-{}", u.name())), 2, "{u:?}");
+    }
+}
