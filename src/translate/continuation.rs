@@ -278,8 +278,9 @@ struct Expect {
 }
 
 /// Where the continuation's current block goes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 enum Cur {
+    #[default]
     None,
     /// Reasoning, or whitespace-only text before an expected tool call: not passed on.
     Drop,
@@ -293,8 +294,9 @@ enum Cur {
     Into(usize),
 }
 
-/// Puts a continuation's canonical events into the client's stream.
-#[derive(Debug)]
+/// Puts a continuation's canonical events into the client's stream
+/// (`Default`: an empty placeholder, for moving a splice out).
+#[derive(Debug, Default)]
 pub struct Splice {
     expect: VecDeque<Expect>,
     /// Whitespace the client has at the end of its open text block that the

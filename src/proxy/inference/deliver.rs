@@ -7,7 +7,7 @@
 use super::budget::{settle, settle_to};
 use super::chain::Answered;
 use super::chain::Chain;
-use super::rescue::{continue_answer, Cut, MAX_CONTINUATIONS};
+use super::rescue::{continue_answer, Continued, Cut, MAX_CONTINUATIONS};
 use super::resolve::client_model_name;
 use super::Stop;
 use crate::admit::validate::Inspected;
@@ -25,7 +25,7 @@ use crate::proxy::{respond, Gateway};
 use crate::state::limits::Reservation;
 use crate::state::limits::{cost_nanos, Nanos};
 use crate::translate::body::translate_response;
-use crate::translate::continuation::Partial;
+use crate::translate::continuation::{Partial, Splice};
 use crate::translate::passthrough::{self, Framing, Usage};
 use crate::translate::stream::{ClientStream, Resume};
 use crate::upstream::pool::Cause;
@@ -188,21 +188,15 @@ pub(super) async fn stream(
         gw.metrics.upstream_error(&model.provider, "stream");
         cool(gw, &model.provider, up, &member, cause);
         rounds += 1;
-        let partial = pass
-            .partial(up.protocol, gw.settings.max_frame_bytes)
-            .filter(Partial::continuable);
         let cut = Cut {
             chain: d.chain,
             original: d.original.as_ref(),
             model,
             plan: &plan,
             deadline,
+            protocol: up.protocol,
         };
-        let next = match &partial {
-            Some(p) => Box::pin(continue_answer(gw, session, ctx, &cut, p)).await,
-            None => None,
-        };
-        let (Some(next), Some(partial)) = (next, partial) else {
+        let Some(next) = take_over(gw, session, ctx, &mut pass, &cut, &resume).await else {
             log::warn!(
                 "{}: the upstream stream was cut and could not be continued: {}",
                 ctx.request_id,
@@ -215,18 +209,20 @@ pub(super) async fn stream(
             break StreamEnd::Failed(e, None);
         };
         gw.metrics.continuation(&model.provider, "continued");
-        let mut splice = next.splice;
-        let segment = estimate_output(&partial, splice.base_mut());
-        earlier.push((model, segment));
-        pass.resume(next.answer.up.protocol, splice, &partial, &resume);
-        ctx.outcome.continued += 1;
-        ctx.outcome.answered_by = Some(next.model.qualified_id.clone());
-        if next.model.qualified_id != d.chain.model.qualified_id {
+        let Continued {
+            answer: a,
+            model: m,
+            plan: p,
+            earlier: cut_usage,
+            ..
+        } = next;
+        earlier.push((model, cut_usage));
+        if m.qualified_id != d.chain.model.qualified_id {
             ctx.outcome
                 .fallback_from
                 .get_or_insert_with(|| d.chain.model.qualified_id.clone());
         }
-        (answer, model, plan) = (next.answer, next.model, next.plan);
+        (answer, model, plan) = (a, m, p);
         relay.resumed = true;
     };
     let clean = match end {
@@ -259,6 +255,29 @@ pub(super) async fn stream(
     let completed = clean && !ctx.client_gone;
     settle_to(ctx, held.take(), usage, nanos, completed).await;
     Ok(())
+}
+
+/// After a cut: a continuation found (`rescue::continue_answer`) and put
+/// into the client's stream, which goes on with it; None when none could
+/// be had (the caller ends the stream with the error event).
+async fn take_over<'s>(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    pass: &mut ClientStream,
+    cut: &Cut<'_, 's>,
+    resume: &Resume<'_>,
+) -> Option<Continued<'s>> {
+    let partial = pass
+        .partial(cut.protocol, gw.settings.max_frame_bytes)
+        .filter(Partial::continuable)?;
+    let mut next = Box::pin(continue_answer(gw, session, ctx, cut, &partial)).await?;
+    next.earlier = estimate_output(&partial, next.splice.base_mut());
+    let splice = std::mem::replace(&mut next.splice, Splice::default());
+    pass.resume(next.answer.up.protocol, splice, &partial, resume);
+    ctx.outcome.continued += 1;
+    ctx.outcome.answered_by = Some(next.model.qualified_id.clone());
+    Some(next)
 }
 
 /// The output tokens of a cut segment the upstream did not report (it

@@ -33,6 +33,9 @@ pub(super) struct Continued<'s> {
     pub model: &'s Model,
     pub plan: Planned,
     pub splice: Splice,
+    /// The usage of what the client had before (its output counted when
+    /// the upstream did not say), for the cost.
+    pub earlier: crate::ir::Usage,
 }
 
 /// What the client's request was, for the continuation of its answer.
@@ -46,6 +49,8 @@ pub(super) struct Cut<'a, 's> {
     pub plan: &'a Planned,
     /// When the request must be done.
     pub deadline: Option<Instant>,
+    /// The protocol of the stream that was cut.
+    pub protocol: crate::family::Family,
 }
 
 /// Finds a continuation of the answer the client has `partial` of: the
@@ -150,6 +155,7 @@ pub(super) async fn continue_answer<'s>(
                         model: m,
                         splice: plan.splice,
                         plan: planned,
+                        earlier: crate::ir::Usage::default(),
                     });
                     break;
                 }
