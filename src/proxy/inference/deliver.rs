@@ -103,8 +103,10 @@ pub(super) async fn whole(
 }
 
 /// A stream: relayed frame by frame through the client stream (pass-through
-/// or translated); a failure after the first byte ends the client's stream
-/// with its protocol's error event and cools the upstream.
+/// or translated). An upstream that fails after the first byte is cooled;
+/// its cut answer is continued (`super::rescue`, at most
+/// `MAX_CONTINUATIONS` times) in the same client stream, or the stream
+/// ends with its protocol's error event.
 pub(super) async fn stream(
     gw: &Gateway,
     session: &mut Session,
