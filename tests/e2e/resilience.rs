@@ -1413,3 +1413,83 @@ async fn a_cut_json_array_stream_is_continued() {
         assert_eq!(hits(&mock, &format!("p-{}", u.name())), 2, "{u:?}");
     }
 }
+
+/// A stream cut inside a tool call's arguments, on a model that takes no
+/// prefill: the answer is asked for again, the call it makes is matched
+/// against the arguments the client has, and only the rest goes on, into
+/// the same call (same index, same id): the client's call is whole, once,
+/// passed through (OpenAI) and translated (Anthropic).
+#[tokio::test]
+async fn a_stream_cut_inside_a_tool_call_is_continued_in_the_same_call() {
+    for client in [OpenAi, Anthropic] {
+        let mock = MockUpstream::start().await;
+        let cat = catalog(
+            vec![provider(
+                "p",
+                vec![up_in(&mock, OpenAi, "p", "once,cut", 1)],
+                json!({}),
+            )],
+            vec![model("m", "p", json!({}))],
+        );
+        let gw = start(&cat).await;
+        let prompt = "weather in Paris [[tool]] [[chunk:0]]";
+        let tools = json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]);
+        let (path, mut body) = match client {
+            OpenAi => (CHAT, openai_body("p/m", prompt, None, true)),
+            _ => (MESSAGES, anthropic_body("m", prompt, None, true)),
+        };
+        body["tools"] = match client {
+            OpenAi => tools,
+            _ => json!([{"name": "get_weather", "input_schema": {"type": "object"}}]),
+        };
+        let r = gw.send(&call(client, path, &body)).await;
+        assert_no_error_event(&r, &format!("{client:?}"));
+        let events = event_json(&parse_sse(&r.body));
+        let (ids, args): (Vec<String>, String) = match client {
+            OpenAi => {
+                let calls: Vec<&Value> = events
+                    .iter()
+                    .filter_map(|c| {
+                        c["choices"][0]["delta"]["tool_calls"][0]
+                            .as_object()
+                            .map(|_| &c["choices"][0]["delta"]["tool_calls"][0])
+                    })
+                    .collect();
+                assert!(calls.iter().all(|c| c["index"] == 0), "{calls:?}");
+                (
+                    calls
+                        .iter()
+                        .filter_map(|c| c["id"].as_str().map(str::to_string))
+                        .collect(),
+                    calls
+                        .iter()
+                        .filter_map(|c| c["function"]["arguments"].as_str())
+                        .collect(),
+                )
+            }
+            _ => (
+                events
+                    .iter()
+                    .filter(|e| e["type"] == "content_block_start")
+                    .map(|e| e["content_block"]["id"].as_str().unwrap().to_string())
+                    .collect(),
+                events
+                    .iter()
+                    .filter(|e| e["delta"]["type"] == "input_json_delta")
+                    .map(|e| e["delta"]["partial_json"].as_str().unwrap())
+                    .collect(),
+            ),
+        };
+        assert_eq!(ids.len(), 1, "{client:?}: one call: {ids:?}");
+        assert_eq!(args, crate::common::mock_upstream::TOOL_ARGS, "{client:?}");
+        let sent = bodies(&mock, "p");
+        assert_eq!(sent.len(), 2, "{client:?}");
+        assert!(
+            prefill_of(OpenAi, &sent[1]).is_none(),
+            "{client:?}: {}",
+            sent[1]
+        );
+        let line = line_of(&gw, &r).await;
+        assert_eq!(line["continued"], 1, "{client:?}: {line}");
+    }
+}

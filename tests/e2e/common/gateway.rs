@@ -240,6 +240,16 @@ impl Gateway {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // The metrics listener starts beside the client one: a test may
+        // call it at once (on a loaded machine it came up a moment later).
+        while tokio::net::TcpStream::connect(gw.metrics).await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the metrics listener did not start:\n{}",
+                gw.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         gw
     }
 

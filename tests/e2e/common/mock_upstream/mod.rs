@@ -22,7 +22,8 @@
 //! those markers (written without brackets) to every request on that path, so
 //! one mock serves a healthy and a failing upstream side by side. `every:N`
 //! among them applies the others to every Nth request on the path only
-//! (`~every:2,status:503`: half of them fail).
+//! (`~every:2,status:503`: half of them fail); `once` applies them to the
+//! path's first request only (`~once,cut`).
 //! - anything else: 404 in the error shape of the protocol the path looks like.
 //!
 //! Reply text: `"Hello from {protocol} mock: " + last user text + " ✓ héllo 🌍"`

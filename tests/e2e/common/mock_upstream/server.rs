@@ -217,14 +217,20 @@ pub(super) fn respond(state: &State, request: RecordedRequest) -> Reply {
 }
 
 /// The markers of a `~…` path segment, as bracketed marker text, unless an
-/// `every:N` among them skips this request.
+/// `every:N` among them skips this request (or `once`: every request but
+/// the path's first).
 pub(super) fn path_faults(state: &State, path: &str) -> String {
     let Some(segment) = path.split('/').find_map(|s| s.strip_prefix('~')) else {
         return String::new();
     };
     let mut every = 1u64;
+    let mut once = false;
     let mut text = String::new();
     for m in segment.split(',').filter(|m| !m.is_empty()) {
+        if m == "once" {
+            once = true;
+            continue;
+        }
         match m.strip_prefix("every:") {
             Some(n) => every = n.parse().unwrap_or(1).max(1),
             None => {
@@ -240,6 +246,9 @@ pub(super) fn path_faults(state: &State, path: &str) -> String {
         .unwrap_or_else(PoisonError::into_inner);
     let n = counts.entry(segment.to_owned()).or_default();
     *n += 1;
+    if once {
+        return if *n == 1 { text } else { String::new() };
+    }
     if (*n).is_multiple_of(every) {
         text
     } else {
