@@ -25,7 +25,7 @@ use crate::proxy::{respond, Gateway};
 use crate::state::limits::Reservation;
 use crate::state::limits::{cost_nanos, Nanos};
 use crate::translate::body::translate_response;
-use crate::translate::continuation::{Partial, Splice};
+use crate::translate::continuation::Partial;
 use crate::translate::passthrough::{self, Framing, Usage};
 use crate::translate::stream::{ClientStream, Resume};
 use crate::upstream::pool::Cause;
@@ -275,7 +275,7 @@ async fn take_over<'s>(
         .filter(Partial::continuable)?;
     let mut next = Box::pin(continue_answer(gw, session, ctx, cut, &partial)).await?;
     next.earlier = estimate_output(&partial, next.splice.base_mut());
-    let splice = std::mem::replace(&mut next.splice, Splice::default());
+    let splice = std::mem::take(&mut next.splice);
     pass.resume(next.answer.up.protocol, splice, &partial, resume);
     ctx.outcome.continued += 1;
     ctx.outcome.answered_by = Some(next.model.qualified_id.clone());
