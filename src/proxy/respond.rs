@@ -43,12 +43,14 @@ pub fn header(
 /// During a graceful shutdown (SIGTERM, or SIGQUIT to a successor), an
 /// answer on HTTP/1.1 carries `connection: close` and its connection is not
 /// kept: the client sends its next request on a new connection, to the
-/// successor or elsewhere, instead of racing the drain on this one.
+/// successor or elsewhere, instead of racing the drain on this one. The
+/// listener says when the drain started (`listener::draining`); Pingora's
+/// own flag is raised only after the listener's linger window.
 pub fn close_if_draining(
     session: &mut Session,
     h: &mut ResponseHeader,
 ) -> pingora_core::Result<()> {
-    if session.is_process_shutting_down() {
+    if crate::listener::draining() || session.is_process_shutting_down() {
         session.set_keepalive(None);
         if !session.as_downstream().is_http2() {
             h.insert_header("connection", "close")?;

@@ -190,13 +190,64 @@ impl Gateway {
         .unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = Gateway::spawn(&dir, &dir, addr, metrics, args, env);
+        let gw = Gateway {
+            child,
+            addr,
+            metrics,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
+                if r.status == 200 {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway did not start:\n{}",
+                gw.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        gw
+    }
+
+    /// Starts a new process with `-u` to take over this one's listening
+    /// sockets (an upgrade): the same catalog, keys and addresses, its own
+    /// directory (logs, data). Returns at once: the new process waits on
+    /// the upgrade socket (`upgrade_sock`, from a `--conf` in `args`) until
+    /// this one is sent SIGQUIT.
+    pub fn spawn_successor(&self, args: &[&str]) -> Gateway {
+        let dir = TempDir::new();
+        let mut with_u = vec!["-u"];
+        with_u.extend_from_slice(args);
+        let child = Gateway::spawn(&self.dir, &dir, self.addr, self.metrics, &with_u, &[]);
+        Gateway {
+            child,
+            addr: self.addr,
+            metrics: self.metrics,
+            dir,
+        }
+    }
+
+    /// The gateway process on the files in `files`, logging into `dir`.
+    fn spawn(
+        files: &TempDir,
+        dir: &TempDir,
+        addr: SocketAddr,
+        metrics: SocketAddr,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Child {
         let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
         let access = std::fs::File::create(dir.file("access.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        Command::new(env!("CARGO_BIN_EXE_switchboard"))
             .arg("--catalog")
-            .arg(dir.file("catalog.json"))
+            .arg(files.file("catalog.json"))
             .arg("--keys")
-            .arg(dir.file("keys.json"))
+            .arg(files.file("keys.json"))
             .arg("--listen")
             .arg(addr.to_string())
             .arg("--metrics")
@@ -219,28 +270,7 @@ impl Gateway {
             .stdout(access)
             .stderr(log)
             .spawn()
-            .unwrap();
-        let gw = Gateway {
-            child,
-            addr,
-            metrics,
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
-                if r.status == 200 {
-                    break;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gateway did not start:\n{}",
-                gw.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        gw
+            .unwrap()
     }
 
     /// Starts the gateway on the test catalog for `mock`.
