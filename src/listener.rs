@@ -26,8 +26,8 @@
 //!   which drops a connection whose request head is still on its way, is
 //!   raised only once that window (and a second for the head) has passed
 //!   ([`Guarded`]'s `cleanup`). [`draining`] tells the application the drain
-//!   has started; [`Connections`] lets the shutdown wait for the last
-//!   connection to close.
+//!   has started; [`Connections`] lets the shutdown wait until the listener
+//!   is done with its connections.
 //! - **body deadlines**: once the head is in, [`head_received`] (called
 //!   by the application when it starts on a request) sets the session's
 //!   per-read timeout and drain timeout to `body_timeout` (nginx's
@@ -170,7 +170,12 @@ pub fn body_deadline(started: Instant, received: usize) -> Option<Instant> {
 struct Gate {
     max: usize,
     live: AtomicUsize,
-    /// Woken each time the last open connection closes.
+    /// True once the listener's `cleanup` has run: it stopped accepting,
+    /// every connection it accepted has been counted in `live`, and the
+    /// application's `http_cleanup` has run.
+    finished: AtomicBool,
+    /// Woken each time the last open connection closes, and when `finished`
+    /// turns true.
     closed: Notify,
     idle: Mutex<BTreeMap<u64, Arc<Notify>>>,
     next_id: AtomicU64,
@@ -200,20 +205,26 @@ impl Connections {
         self.0.live.load(Ordering::Acquire)
     }
 
-    /// Waits until no connection is open or `deadline` passes; true when
-    /// none is left.
+    /// Once the shutdown has begun: waits until the listener is done (it
+    /// stopped accepting, and the linger window and Pingora's cleanup are
+    /// over, so a connection accepted at the last moment has been counted)
+    /// and no connection is open, or until `deadline`; true when done.
     pub async fn wait_closed(&self, deadline: Instant) -> bool {
         loop {
             let woken = self.0.closed.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            if self.open() == 0 {
+            if self.finished() {
                 return true;
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
-                return self.open() == 0;
+                return self.finished();
             }
         }
+    }
+
+    fn finished(&self) -> bool {
+        self.0.finished.load(Ordering::Acquire) && self.open() == 0
     }
 }
 
@@ -287,6 +298,7 @@ impl<A> Guarded<A> {
             gate: Arc::new(Gate {
                 max: limits.max_connections.max(1),
                 live: AtomicUsize::new(0),
+                finished: AtomicBool::new(false),
                 closed: Notify::new(),
                 idle: Mutex::new(BTreeMap::new()),
                 next_id: AtomicU64::new(0),
@@ -424,6 +436,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     async fn cleanup(&self) {
         tokio::time::sleep(self.limits.drain_linger + Duration::from_secs(1)).await;
         self.app.http_cleanup().await;
+        self.gate.finished.store(true, Ordering::Release);
+        self.gate.closed.notify_waiters();
     }
 }
 

@@ -50,9 +50,10 @@ const GRACE_PERIOD_SECONDS: u64 = 30;
 /// Ends the process once a graceful shutdown (SIGTERM; SIGQUIT once the
 /// listeners went to the successor) has drained: Pingora stops accepting and
 /// would sleep its whole grace period; this waits only for the client
-/// connections still open (those idle when the drain started close after
-/// `--drain-linger-ms`, or after the one request they still take) and the
-/// requests in flight, up to the grace period less a second, then ends the
+/// listener to be done (connections idle when the drain started are kept
+/// `--drain-linger-ms` for one more request, Pingora's cleanup runs a
+/// second later) with every connection closed, and for the requests in
+/// flight, up to the grace period less a second, then ends the
 /// streams still open with their protocol's error event (each still gets
 /// its access line and ledger row), writes the access log, the ledger and
 /// the traces out, and exits.
