@@ -124,7 +124,7 @@ fn nofile_soft_limit() -> Option<u64> {
 struct Conn {
     limits: ClientLimits,
     head_done: AtomicBool,
-    shutdown: ShutdownWatch,
+    gate: Arc<Gate>,
 }
 
 tokio::task_local! {
@@ -144,14 +144,19 @@ pub fn head_received(session: &mut ServerSession) {
 }
 
 /// True once a graceful shutdown has started (SIGTERM, or SIGQUIT once the
-/// listeners went to the successor): an answer written now should close its
-/// connection. False outside a [`Guarded`] connection.
+/// listeners went to the successor) and the listener has stopped accepting:
+/// an answer written now should close its connection. False outside a
+/// [`Guarded`] connection.
 ///
-/// Pingora's `Session::is_process_shutting_down` turns true only when
-/// [`Guarded`] lets its application's `http_cleanup` run, `drain_linger`
-/// after the drain starts; this is true from its start.
+/// Not before the listener has stopped: a client told to close reconnects
+/// at once, and a connection that lands in the listen queue of a listener
+/// about to close (Pingora ends its accept loop without emptying the queue)
+/// is reset with its request. Pingora's `Session::is_process_shutting_down`
+/// turns true only when [`Guarded`] lets its application's `http_cleanup`
+/// run, `drain_linger` later.
 pub fn draining() -> bool {
-    CONN.try_with(|c| *c.shutdown.borrow()).unwrap_or(false)
+    CONN.try_with(|c| c.gate.stopped.load(Ordering::Acquire))
+        .unwrap_or(false)
 }
 
 /// When a request body begun at `started` with `received` bytes so far must
@@ -170,6 +175,8 @@ pub fn body_deadline(started: Instant, received: usize) -> Option<Instant> {
 struct Gate {
     max: usize,
     live: AtomicUsize,
+    /// True once the listener stopped accepting (its `cleanup` began).
+    stopped: AtomicBool,
     /// True once the listener's `cleanup` has run: it stopped accepting,
     /// every connection it accepted has been counted in `live`, and the
     /// application's `http_cleanup` has run.
@@ -298,6 +305,7 @@ impl<A> Guarded<A> {
             gate: Arc::new(Gate {
                 max: limits.max_connections.max(1),
                 live: AtomicUsize::new(0),
+                stopped: AtomicBool::new(false),
                 finished: AtomicBool::new(false),
                 closed: Notify::new(),
                 idle: Mutex::new(BTreeMap::new()),
@@ -335,7 +343,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         let conn = Arc::new(Conn {
             limits: self.limits,
             head_done: AtomicBool::new(false),
-            shutdown: shutdown.clone(),
+            gate: self.gate.clone(),
         });
         let head_timer = async {
             tokio::time::sleep_until(deadline).await;
@@ -434,6 +442,9 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     /// as the drain began, or on a connection accepted just before it, is
     /// served rather than dropped.
     async fn cleanup(&self) {
+        // Every accept loop of this listener has ended (its sockets closed, or
+        // open only in the successor).
+        self.gate.stopped.store(true, Ordering::Release);
         tokio::time::sleep(self.limits.drain_linger + Duration::from_secs(1)).await;
         self.app.http_cleanup().await;
         self.gate.finished.store(true, Ordering::Release);
