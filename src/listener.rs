@@ -125,6 +125,7 @@ struct Conn {
     limits: ClientLimits,
     head_done: AtomicBool,
     gate: Arc<Gate>,
+    shutdown: ShutdownWatch,
 }
 
 tokio::task_local! {
@@ -156,6 +157,14 @@ pub fn head_received(session: &mut ServerSession) {
 /// run, `drain_linger` later.
 pub fn draining() -> bool {
     CONN.try_with(|c| c.gate.stopped.load(Ordering::Acquire))
+        .unwrap_or(false)
+}
+
+/// True between the shutdown signal and the listener's stop (see
+/// [`draining`]): pingora-proxy turns keep-alive off for a request it
+/// starts now, though the listener is still open.
+pub fn stopping() -> bool {
+    CONN.try_with(|c| *c.shutdown.borrow() && !c.gate.stopped.load(Ordering::Acquire))
         .unwrap_or(false)
 }
 
@@ -344,6 +353,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
             limits: self.limits,
             head_done: AtomicBool::new(false),
             gate: self.gate.clone(),
+            shutdown: shutdown.clone(),
         });
         let head_timer = async {
             tokio::time::sleep_until(deadline).await;

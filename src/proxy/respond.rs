@@ -55,6 +55,15 @@ pub fn close_if_draining(
         if !session.as_downstream().is_http2() {
             h.insert_header("connection", "close")?;
         }
+    } else if crate::listener::stopping() && session.req_header().version == http::Version::HTTP_11
+    {
+        // pingora-proxy turned keep-alive off when it saw the shutdown at
+        // this request's start (`process_new_http`), while the listener was
+        // still open: a client told to close now would reconnect into a
+        // listen queue about to be dropped. Kept (unless the client asked
+        // to close), its next request is served within the listener's
+        // linger window and answered with `connection: close`.
+        session.set_keepalive(Some(0));
     }
     Ok(())
 }
