@@ -44,8 +44,8 @@ pub fn header(
 /// answer on HTTP/1.1 carries `connection: close` and its connection is not
 /// kept: the client sends its next request on a new connection, to the
 /// successor or elsewhere, instead of racing the drain on this one. The
-/// listener says when the drain started (`listener::draining`); Pingora's
-/// own flag is raised only after the listener's linger window.
+/// listener says when (`listener::draining`: once it has stopped
+/// accepting); Pingora's own flag is raised only after its linger window.
 pub fn close_if_draining(
     session: &mut Session,
     h: &mut ResponseHeader,
