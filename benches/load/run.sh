@@ -681,9 +681,11 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
     echo
     echo "$(date -u '+%Y-%m-%d %H:%M UTC'), switchboard $GIT_REV$GIT_DIRTY (release), nginx $NGINX_V, wrk $WRK_V."
     echo "Machine: $CPU_MODEL, $CORES cores, ${MEM_GB} GB, Linux $(uname -r); load average at start $START_LOAD."
-    echo "Load: wrk, $CONNS connections, $THREADS threads, ${WARMUP} s warm-up then ${DURATION} s measured, per target."
-    echo "Both proxies: $CORES worker threads/processes, access log $([ "$ACCESS_LOG" = 1 ] && echo on || echo off); the mock upstream is nginx serving fixed bodies (benches/load/fixtures)."
-    echo "CPU is the proxy's own user+system time during the measured run (nginx: master and workers); peak RSS is VmHWM over the measured run (nginx: summed over its processes)."
+    if [ "$RESTARTS" = 0 ]; then
+        echo "Load: wrk, $CONNS connections, $THREADS threads, ${WARMUP} s warm-up then ${DURATION} s measured, per target."
+        echo "Both proxies: $CORES worker threads/processes, access log $([ "$ACCESS_LOG" = 1 ] && echo on || echo off); the mock upstream is nginx serving fixed bodies (benches/load/fixtures)."
+        echo "CPU is the proxy's own user+system time during the measured run (nginx: master and workers); peak RSS is VmHWM over the measured run (nginx: summed over its processes)."
+    fi
     echo
     echo "Switchboard idle RSS right after start: **$(mb "$SB_IDLE_KB") MB** (target ≤ 20 MB); nginx proxy idle (master + workers): $(mb "$NGINX_IDLE_KB") MB."
     echo
@@ -758,8 +760,11 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
         done
         echo
     fi
-    if [ "$RESTARTS" = 1 ]; then restarts_report; fi
-    echo "Reproduce: \`bash benches/load/run.sh\` (settings: \`bash benches/load/run.sh -h\`)."
+    if [ "$RESTARTS" = 1 ]; then
+        restarts_report
+    else
+        echo "Reproduce: \`bash benches/load/run.sh\` (settings: \`bash benches/load/run.sh -h\`)."
+    fi
 } >"$TMP/results.md"
 
 log "results"
