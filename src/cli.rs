@@ -194,6 +194,15 @@ pub struct Clients {
     #[arg(long, value_name = "N", env = "SWITCHBOARD_KEEPALIVE_TIMEOUT_MS",
           value_parser = positive::<u64>, allow_negative_numbers = true, default_value_t = ms(ClientLimits::default().keepalive_timeout))]
     pub keepalive_timeout_ms: u64,
+    /// At a graceful shutdown, a connection idle between requests still
+    /// takes one request for N ms.
+    ///
+    /// Its client may have sent it already, on the word of the last answer's
+    /// keep-alive; it is served and answered with `Connection: close`. 0
+    /// closes idle connections when the drain starts.
+    #[arg(long, value_name = "N", env = "SWITCHBOARD_DRAIN_LINGER_MS",
+          default_value_t = ms(ClientLimits::default().drain_linger))]
+    pub drain_linger_ms: u64,
     /// Open client connections at most [default: (open-files limit - 256) / 2, at least 16].
     ///
     /// Past it the longest-idle one is closed, or with none idle the new one
@@ -389,6 +398,7 @@ impl Cli {
             body_timeout: Duration::from_millis(c.body_timeout_ms),
             body_min_rate: c.body_min_rate,
             keepalive_timeout: Duration::from_millis(c.keepalive_timeout_ms),
+            drain_linger: Duration::from_millis(c.drain_linger_ms),
             max_connections: c
                 .max_connections
                 .unwrap_or_else(crate::listener::default_max_connections),
@@ -528,6 +538,7 @@ mod tests {
         assert_eq!(c.body_timeout, Duration::from_millis(60_000));
         assert_eq!(c.body_min_rate, 500);
         assert_eq!(c.keepalive_timeout, Duration::from_millis(75_000));
+        assert_eq!(c.drain_linger, Duration::from_millis(2_000));
         assert_eq!(
             c.max_connections,
             crate::listener::default_max_connections()
@@ -606,6 +617,8 @@ mod tests {
                 "11",
                 "--keepalive-timeout-ms",
                 "12",
+                "--drain-linger-ms",
+                "0",
                 "--max-connections",
                 "13",
                 "--metrics-max-connections",
@@ -686,6 +699,7 @@ mod tests {
             ),
             (ms(9), ms(10), 11, ms(12), 13)
         );
+        assert_eq!(c.drain_linger, ms(0), "0 is allowed: no window");
         assert_eq!(cli.metrics_clients().max_connections, 14);
         assert_eq!(cli.metrics_clients().header_timeout, ms(9));
         let l = cli.ledger();

@@ -18,6 +18,16 @@
 //!   `client_header_timeout`).
 //! - **keep-alive idle timeout**: a connection between requests is closed
 //!   after `keepalive_timeout` without a byte (nginx's `keepalive_timeout`).
+//! - **graceful shutdown**: a connection that is idle between requests when
+//!   the drain starts (SIGTERM, or SIGQUIT to a successor) is kept for
+//!   `drain_linger` more: a request its client had already sent (or sends
+//!   then) is served and answered with `Connection: close` instead of
+//!   finding the connection closed under it; Pingora's own shutdown flag,
+//!   which drops a connection whose request head is still on its way, is
+//!   raised only once that window (and a second for the head) has passed
+//!   ([`Guarded`]'s `cleanup`). [`draining`] tells the application the drain
+//!   has started; [`Connections`] lets the shutdown wait until the listener
+//!   is done with its connections.
 //! - **body deadlines**: once the head is in, [`head_received`] (called
 //!   by the application when it starts on a request) sets the session's
 //!   per-read timeout and drain timeout to `body_timeout` (nginx's
@@ -60,6 +70,9 @@ pub struct ClientLimits {
     pub keepalive_timeout: Duration,
     /// Open connections at most; past it idle ones are closed, then new ones refused.
     pub max_connections: usize,
+    /// How long a connection idle when a graceful shutdown starts still
+    /// takes one more request (answered with `Connection: close`).
+    pub drain_linger: Duration,
 }
 
 impl Default for ClientLimits {
@@ -73,6 +86,7 @@ impl Default for ClientLimits {
             body_min_rate: 500,
             keepalive_timeout: Duration::from_secs(75),
             max_connections: default_max_connections(),
+            drain_linger: Duration::from_secs(2),
         }
     }
 }
@@ -110,6 +124,8 @@ fn nofile_soft_limit() -> Option<u64> {
 struct Conn {
     limits: ClientLimits,
     head_done: AtomicBool,
+    gate: Arc<Gate>,
+    shutdown: ShutdownWatch,
 }
 
 tokio::task_local! {
@@ -128,6 +144,30 @@ pub fn head_received(session: &mut ServerSession) {
     });
 }
 
+/// True once a graceful shutdown has started (SIGTERM, or SIGQUIT once the
+/// listeners went to the successor) and the listener has stopped accepting:
+/// an answer written now should close its connection. False outside a
+/// [`Guarded`] connection.
+///
+/// Not before the listener has stopped: a client told to close reconnects
+/// at once, and a connection that lands in the listen queue of a listener
+/// about to close (Pingora ends its accept loop without emptying the queue)
+/// is reset with its request. Pingora's `Session::is_process_shutting_down`
+/// turns true only when [`Guarded`] lets its application's `http_cleanup`
+/// run, `drain_linger` later.
+pub fn draining() -> bool {
+    CONN.try_with(|c| c.gate.stopped.load(Ordering::Acquire))
+        .unwrap_or(false)
+}
+
+/// True between the shutdown signal and the listener's stop (see
+/// [`draining`]): pingora-proxy turns keep-alive off for a request it
+/// starts now, though the listener is still open.
+pub fn stopping() -> bool {
+    CONN.try_with(|c| *c.shutdown.borrow() && !c.gate.stopped.load(Ordering::Acquire))
+        .unwrap_or(false)
+}
+
 /// When a request body begun at `started` with `received` bytes so far must
 /// be in whole: `body_timeout` plus one second per `body_min_rate` bytes.
 /// `None` outside a [`Guarded`] connection.
@@ -144,6 +184,15 @@ pub fn body_deadline(started: Instant, received: usize) -> Option<Instant> {
 struct Gate {
     max: usize,
     live: AtomicUsize,
+    /// True once the listener stopped accepting (its `cleanup` began).
+    stopped: AtomicBool,
+    /// True once the listener's `cleanup` has run: it stopped accepting,
+    /// every connection it accepted has been counted in `live`, and the
+    /// application's `http_cleanup` has run.
+    finished: AtomicBool,
+    /// Woken each time the last open connection closes, and when `finished`
+    /// turns true.
+    closed: Notify,
     idle: Mutex<BTreeMap<u64, Arc<Notify>>>,
     next_id: AtomicU64,
     refused: AtomicU64,
@@ -155,7 +204,43 @@ struct Slot(Arc<Gate>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.live.fetch_sub(1, Ordering::AcqRel);
+        if self.0.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.closed.notify_waiters();
+        }
+    }
+}
+
+/// The open connections of a [`Guarded`] listener, for the shutdown to
+/// wait on.
+#[derive(Clone)]
+pub struct Connections(Arc<Gate>);
+
+impl Connections {
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.0.live.load(Ordering::Acquire)
+    }
+
+    /// Once the shutdown has begun: waits until the listener is done (it
+    /// stopped accepting, and the linger window and Pingora's cleanup are
+    /// over, so a connection accepted at the last moment has been counted)
+    /// and no connection is open, or until `deadline`; true when done.
+    pub async fn wait_closed(&self, deadline: Instant) -> bool {
+        loop {
+            let woken = self.0.closed.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.finished() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return self.finished();
+            }
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.0.finished.load(Ordering::Acquire) && self.open() == 0
     }
 }
 
@@ -229,6 +314,9 @@ impl<A> Guarded<A> {
             gate: Arc::new(Gate {
                 max: limits.max_connections.max(1),
                 live: AtomicUsize::new(0),
+                stopped: AtomicBool::new(false),
+                finished: AtomicBool::new(false),
+                closed: Notify::new(),
                 idle: Mutex::new(BTreeMap::new()),
                 next_id: AtomicU64::new(0),
                 refused: AtomicU64::new(0),
@@ -237,6 +325,11 @@ impl<A> Guarded<A> {
             limits,
             name,
         }
+    }
+
+    /// This listener's open connections (for the shutdown to wait on).
+    pub fn connections(&self) -> Connections {
+        Connections(self.gate.clone())
     }
 }
 
@@ -259,6 +352,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         let conn = Arc::new(Conn {
             limits: self.limits,
             head_done: AtomicBool::new(false),
+            gate: self.gate.clone(),
+            shutdown: shutdown.clone(),
         });
         let head_timer = async {
             tokio::time::sleep_until(deadline).await;
@@ -279,20 +374,36 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     /// Waits between requests for the next one's first byte.
     async fn idle(&self, stream: &mut Stream, shutdown: &ShutdownWatch) -> Idle {
         if *shutdown.borrow() {
-            return Idle::Close;
+            return self.linger(stream).await;
         }
         let wake = Arc::new(Notify::new());
         let id = self.gate.park(wake.clone());
         let mut shutdown = shutdown.clone();
         let mut probe = [0u8; 1];
         let outcome = tokio::select! {
-            r = stream.try_peek(&mut probe) => if r.is_ok() { Idle::Request } else { Idle::Close },
-            () = tokio::time::sleep(self.limits.keepalive_timeout) => Idle::Close,
-            () = wake.notified() => Idle::Close,
-            _ = shutdown.changed() => Idle::Close,
+            r = stream.try_peek(&mut probe) => if r.is_ok() { Some(Idle::Request) } else { Some(Idle::Close) },
+            () = tokio::time::sleep(self.limits.keepalive_timeout) => Some(Idle::Close),
+            () = wake.notified() => Some(Idle::Close),
+            _ = shutdown.changed() => None,
         };
         self.gate.unpark(id);
-        outcome
+        match outcome {
+            Some(o) => o,
+            None => self.linger(stream).await,
+        }
+    }
+
+    /// The drain started while the connection was idle: its client may
+    /// have sent its next request already (the last answer said
+    /// keep-alive). It is served if its first byte arrives within
+    /// `drain_linger` (and answered with `Connection: close`); else the
+    /// connection is closed.
+    async fn linger(&self, stream: &mut Stream) -> Idle {
+        let mut probe = [0u8; 1];
+        match tokio::time::timeout(self.limits.drain_linger, stream.try_peek(&mut probe)).await {
+            Ok(Ok(_)) => Idle::Request,
+            _ => Idle::Close,
+        }
     }
 }
 
@@ -333,8 +444,21 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         }
     }
 
+    /// Called by Pingora once the listener stopped accepting (the drain
+    /// started). The application's `http_cleanup` (pingora-proxy: raise the
+    /// shutdown flag and drop every connection waiting for a request head)
+    /// waits until the linger window has passed, and a second more for a
+    /// head already on its way: a request sent on a kept connection just
+    /// as the drain began, or on a connection accepted just before it, is
+    /// served rather than dropped.
     async fn cleanup(&self) {
+        // Every accept loop of this listener has ended (its sockets closed, or
+        // open only in the successor).
+        self.gate.stopped.store(true, Ordering::Release);
+        tokio::time::sleep(self.limits.drain_linger + Duration::from_secs(1)).await;
         self.app.http_cleanup().await;
+        self.gate.finished.store(true, Ordering::Release);
+        self.gate.closed.notify_waiters();
     }
 }
 

@@ -49,13 +49,17 @@ const GRACE_PERIOD_SECONDS: u64 = 30;
 
 /// Ends the process once a graceful shutdown (SIGTERM; SIGQUIT once the
 /// listeners went to the successor) has drained: Pingora stops accepting and
-/// would sleep its whole grace period; this waits only for the requests in
-/// flight, up to the grace period less a second, then ends the streams
-/// still open with their protocol's error event (each still gets its access
-/// line and ledger row), writes the access log, the ledger and the traces
-/// out, and exits.
+/// would sleep its whole grace period; this waits only for the client
+/// listener to be done (connections idle when the drain started are kept
+/// `--drain-linger-ms` for one more request, Pingora's cleanup runs a
+/// second later) with every connection closed, and for the requests in
+/// flight, up to the grace period less a second, then ends the
+/// streams still open with their protocol's error event (each still gets
+/// its access line and ledger row), writes the access log, the ledger and
+/// the traces out, and exits.
 struct DrainService {
     drain: Arc<switchboard::runtime::drain::Drain>,
+    connections: switchboard::listener::Connections,
     grace: Duration,
     ledger: Arc<ledger::Ledger>,
     telemetry: Option<Arc<switchboard::obs::telemetry::Telemetry>>,
@@ -69,12 +73,16 @@ impl pingora_core::services::background::BackgroundService for DrainService {
         }
         let grace = self.grace.saturating_sub(Duration::from_secs(1));
         log::info!(
-            "shutting down: waiting for {} requests in flight (at most {} s)",
+            "shutting down: waiting for {} requests in flight and {} client connections (at most {} s)",
             self.drain.in_flight(),
+            self.connections.open(),
             grace.as_secs()
         );
         let deadline = tokio::time::Instant::now() + grace;
-        if !self.drain.wait_idle(deadline).await {
+        // Every request has its connection: once none is open, what is
+        // still in flight is only finishing its log lines.
+        let closed = self.connections.wait_closed(deadline).await;
+        if !(closed && self.drain.wait_idle(deadline).await) {
             log::warn!(
                 "shutting down: the grace period ended with {} requests in flight; ending their streams",
                 self.drain.in_flight()
@@ -218,7 +226,6 @@ fn run(cli: &Cli) -> Result<(), String> {
     };
     let grace = Duration::from_secs(conf.grace_period_seconds.unwrap_or(GRACE_PERIOD_SECONDS));
     let mut server = Server::new_with_opt_and_conf(opt, conf);
-    server.bootstrap();
     let admin_key = cli.admin_key();
     if let Some(k) = &admin_key {
         // Scrubbed from everything relayed or logged, like the configured keys.
@@ -256,15 +263,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         gateway.telemetry = Some(Arc::new(t));
     }
     let telemetry = gateway.telemetry.clone();
-    server.add_service(pingora_core::services::background::background_service(
-        "shutdown drain",
-        DrainService {
-            drain: gateway.drain.clone(),
-            grace,
-            ledger: usage_ledger.clone(),
-            telemetry: telemetry.clone(),
-        },
-    ));
+    let drain = gateway.drain.clone();
     gateway.responses = Arc::new(responses_store(cli, &gateway)?);
     let admin = switchboard::admin::Admin::new(admin_key.as_deref(), Some(ledger_reader))
         .with_limits(gateway.limits.clone(), rt.clone());
@@ -284,17 +283,42 @@ fn run(cli: &Cli) -> Result<(), String> {
     server.add_service(metrics_service);
     let proxy = pingora_proxy::http_proxy(&server.configuration, gateway);
     let client_listener_app = Guarded::new("client listener", proxy, cli.clients());
+    server.add_service(pingora_core::services::background::background_service(
+        "shutdown drain",
+        DrainService {
+            drain,
+            connections: client_listener_app.connections(),
+            grace,
+            ledger: usage_ledger.clone(),
+            telemetry: telemetry.clone(),
+        },
+    ));
     let mut service = pingora_core::services::listening::Service::new(
         "switchboard".to_string(),
         client_listener_app,
     );
     service.add_listener(client_listener(&cli.listeners.listen));
     server.add_service(service);
+    // Last, once everything that can fail has been opened: with `-u` this
+    // takes the running instance's listening sockets, and a new process
+    // that failed after taking them would leave nobody on the port.
+    if cli.server.upgrade {
+        log::info!(
+            "upgrade: waiting for the running instance's listening sockets on {} (send it SIGQUIT)",
+            server.configuration.upgrade_sock
+        );
+    }
+    server.bootstrap();
     log_start(cli);
     // `run` returns once Pingora has shut down (SIGTERM: after the grace
     // period and the drain; SIGINT: at once), every request logged: then what
     // the ledger still holds is written before the process exits.
-    server.run(pingora_core::server::RunArgs::default());
+    // SIGQUIT with no successor waiting on the upgrade socket is refused
+    // (the port would close with nobody left to answer).
+    let upgrade = switchboard::runtime::upgrade::Signals::new(&server.configuration.upgrade_sock);
+    server.run(pingora_core::server::RunArgs {
+        shutdown_signal: Box::new(upgrade),
+    });
     switchboard::proxy::access::flush();
     usage_ledger.close(Duration::from_secs(10));
     if let Some(t) = telemetry {

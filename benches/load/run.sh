@@ -2,7 +2,7 @@
 # Switchboard load benchmark: the same load against Switchboard and against a
 # plain nginx proxy_pass, both in front of the same mock upstream, in one run.
 #
-#   bash benches/load/run.sh [--quick] [--no-streams] [--no-install] [--no-build] [-h]
+#   bash benches/load/run.sh [--quick] [--no-streams] [--restarts] [--no-install] [--no-build] [-h]
 #
 # What it does, all on 127.0.0.1, every process stopped on exit:
 #  1. installs wrk and nginx (and curl, cmake, ...) from Debian packages if
@@ -20,6 +20,9 @@
 #     and through a freshly started Switchboard, then STREAM_PROBES more
 #     streams timed while all are open (skip with --no-streams or STREAMS=0);
 #  6. prints the tables and writes them as Markdown to RESULTS.
+# --restarts runs only the restart scenarios instead (benches/load/restarts.sh:
+#  an upgrade and a SIGTERM under load, JSON and streams, reporting failed
+#  requests next to the request count).
 #
 # Scenarios (the nginx baseline posts the same body to the upstream path
 # Switchboard calls: it only relays, which is the lower bound):
@@ -39,6 +42,8 @@
 #  STREAM_RAMP_MS [3000] (connections spread over this)   STREAM_PROBES [100]
 #  RESULTS [benches/load/results.md]
 #  SB_RUST_LOG [info] Switchboard's RUST_LOG   KEEP_TMP [0] keep the temp dir
+#  SB_BIN, SL_BIN: run these switchboard and stream_load binaries (with
+#     --no-build: e.g. an older build, to compare)
 #  ALLOCS [1] the allocation pass: each scenario again, ALLOC_DURATION [3] s
 #     of wrk, on a build with the counting allocator (feature alloc-count),
 #     reporting heap allocations and bytes allocated per request
@@ -52,13 +57,14 @@ usage() {
     sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
 }
 
-INSTALL=1 BUILD=1 DO_STREAMS=1
+INSTALL=1 BUILD=1 DO_STREAMS=1 RESTARTS=0
 for arg in "$@"; do
     case "$arg" in
         --quick)
             : "${DURATION:=3}" "${WARMUP:=1}" "${STREAMS:=500}" "${STREAM_TOKENS:=30}" "${STREAM_RAMP_MS:=1000}"
             ;;
         --no-streams) DO_STREAMS=0 ;;
+        --restarts) RESTARTS=1 ;;
         --no-install) INSTALL=0 ;;
         --no-build) BUILD=0 ;;
         -h | --help)
@@ -67,7 +73,7 @@ for arg in "$@"; do
             ;;
         *)
             echo "unknown argument: $arg" >&2
-            echo "usage: bash benches/load/run.sh [--quick] [--no-streams] [--no-install] [--no-build] [-h]" >&2
+            echo "usage: bash benches/load/run.sh [--quick] [--no-streams] [--restarts] [--no-install] [--no-build] [-h]" >&2
             exit 2
             ;;
     esac
@@ -99,6 +105,10 @@ ALLOCS=${ALLOCS:-1}
 RESPONSES_QUOTA=${RESPONSES_QUOTA:-68719476736}
 ALLOC_DURATION=${ALLOC_DURATION:-3}
 [ "$STREAMS" -gt 0 ] || DO_STREAMS=0
+if [ "$RESTARTS" = 1 ]; then
+    # Only the restart scenarios (benches/load/restarts.sh).
+    SCENARIOS="" ALLOCS=0 DO_STREAMS=0
+fi
 for s in $SCENARIOS; do
     case "$s" in S[1-9] | S10) ;; *) echo "run.sh: unknown scenario $s (S1..S10)" >&2 && exit 2 ;; esac
 done
@@ -106,7 +116,7 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 CLIENT_KEY=sk-bench-local
 TICK=$(getconf CLK_TCK)
 
-echo "usage: bash benches/load/run.sh [--quick] [--no-streams] [--no-install] [--no-build] [-h]  (settings: see -h)"
+echo "usage: bash benches/load/run.sh [--quick] [--no-streams] [--restarts] [--no-install] [--no-build] [-h]  (settings: see -h)"
 
 log() { printf '\n== %s\n' "$*"; }
 die() {
@@ -146,7 +156,7 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v wrk >/dev/null || die "wrk not found (run without --no-install)"
 
 # ------------------------------------------------------------------ build
-SB_BIN="$TARGET_DIR/release/switchboard"
+SB_BIN=${SB_BIN:-$TARGET_DIR/release/switchboard}
 SB_COUNTING_BIN="$TARGET_DIR/release/switchboard-alloc-count"
 if [ "$BUILD" = 1 ]; then
     log "building switchboard (release) and the stream_load client"
@@ -160,8 +170,8 @@ if [ "$BUILD" = 1 ]; then
 fi
 [ -x "$SB_BIN" ] || die "$SB_BIN missing (run without --no-build)"
 if [ "$ALLOCS" = 1 ] && ! [ -x "$SB_COUNTING_BIN" ]; then die "$SB_COUNTING_BIN missing (run without --no-build, or ALLOCS=0)"; fi
-SL_BIN=""
-if [ "$DO_STREAMS" = 1 ]; then
+SL_BIN=${SL_BIN:-}
+if [ -z "$SL_BIN" ] && { [ "$DO_STREAMS" = 1 ] || [ "$RESTARTS" = 1 ]; }; then
     if [ "$BUILD" = 1 ]; then
         (cd "$ROOT" && cargo bench --bench stream_load --no-run)
     fi
@@ -634,6 +644,12 @@ if [ "$DO_STREAMS" = 1 ]; then
     run_streams sb "$SB_PORT" /v1/chat/completions "$CLIENT_KEY" "$SB_PID"
 fi
 
+# ------------------------------------------------------------------ restarts
+if [ "$RESTARTS" = 1 ]; then
+    # shellcheck source=benches/load/restarts.sh
+    . "$LOAD/restarts.sh"
+fi
+
 # ------------------------------------------------------------------ report
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 target_check() { # SCENARIO -> target verdict
@@ -665,9 +681,11 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
     echo
     echo "$(date -u '+%Y-%m-%d %H:%M UTC'), switchboard $GIT_REV$GIT_DIRTY (release), nginx $NGINX_V, wrk $WRK_V."
     echo "Machine: $CPU_MODEL, $CORES cores, ${MEM_GB} GB, Linux $(uname -r); load average at start $START_LOAD."
-    echo "Load: wrk, $CONNS connections, $THREADS threads, ${WARMUP} s warm-up then ${DURATION} s measured, per target."
-    echo "Both proxies: $CORES worker threads/processes, access log $([ "$ACCESS_LOG" = 1 ] && echo on || echo off); the mock upstream is nginx serving fixed bodies (benches/load/fixtures)."
-    echo "CPU is the proxy's own user+system time during the measured run (nginx: master and workers); peak RSS is VmHWM over the measured run (nginx: summed over its processes)."
+    if [ "$RESTARTS" = 0 ]; then
+        echo "Load: wrk, $CONNS connections, $THREADS threads, ${WARMUP} s warm-up then ${DURATION} s measured, per target."
+        echo "Both proxies: $CORES worker threads/processes, access log $([ "$ACCESS_LOG" = 1 ] && echo on || echo off); the mock upstream is nginx serving fixed bodies (benches/load/fixtures)."
+        echo "CPU is the proxy's own user+system time during the measured run (nginx: master and workers); peak RSS is VmHWM over the measured run (nginx: summed over its processes)."
+    fi
     echo
     echo "Switchboard idle RSS right after start: **$(mb "$SB_IDLE_KB") MB** (target ≤ 20 MB); nginx proxy idle (master + workers): $(mb "$NGINX_IDLE_KB") MB."
     echo
@@ -742,7 +760,11 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
         done
         echo
     fi
-    echo "Reproduce: \`bash benches/load/run.sh\` (settings: \`bash benches/load/run.sh -h\`)."
+    if [ "$RESTARTS" = 1 ]; then
+        restarts_report
+    else
+        echo "Reproduce: \`bash benches/load/run.sh\` (settings: \`bash benches/load/run.sh -h\`)."
+    fi
 } >"$TMP/results.md"
 
 log "results"

@@ -43,16 +43,27 @@ pub fn header(
 /// During a graceful shutdown (SIGTERM, or SIGQUIT to a successor), an
 /// answer on HTTP/1.1 carries `connection: close` and its connection is not
 /// kept: the client sends its next request on a new connection, to the
-/// successor or elsewhere, instead of racing the drain on this one.
+/// successor or elsewhere, instead of racing the drain on this one. The
+/// listener says when (`listener::draining`: once it has stopped
+/// accepting); Pingora's own flag is raised only after its linger window.
 pub fn close_if_draining(
     session: &mut Session,
     h: &mut ResponseHeader,
 ) -> pingora_core::Result<()> {
-    if session.is_process_shutting_down() {
+    if crate::listener::draining() || session.is_process_shutting_down() {
         session.set_keepalive(None);
         if !session.as_downstream().is_http2() {
             h.insert_header("connection", "close")?;
         }
+    } else if crate::listener::stopping() && session.req_header().version == http::Version::HTTP_11
+    {
+        // pingora-proxy turned keep-alive off when it saw the shutdown at
+        // this request's start (`process_new_http`), while the listener was
+        // still open: a client told to close now would reconnect into a
+        // listen queue about to be dropped. Kept (unless the client asked
+        // to close), its next request is served within the listener's
+        // linger window and answered with `connection: close`.
+        session.set_keepalive(Some(0));
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 pub mod drain;
 pub mod reload;
+pub mod upgrade;
 
 use crate::config::{Catalog, ConfigError, KeyStore, Model};
 use crate::family::Family;

@@ -2,16 +2,21 @@
 //! flight finish, streams included, up to the grace period, and what is
 //! answered meanwhile closes its connection; a stream still open when it
 //! ends gets its protocol's error event (never a cut body);
-//! every request has its access line; and a shutdown with nothing in flight
-//! does not wait the grace period out.
+//! every request has its access line; a request sent on a kept-alive
+//! connection as the drain begins is still served; and a shutdown with
+//! nothing in flight does not wait the grace period out. An upgrade (`-u`,
+//! then SIGQUIT) hands the port to the new process; a SIGQUIT with no new
+//! process waiting is refused and the gateway keeps serving.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::families::*;
 use crate::common::gateway::{catalog, keys, Gateway};
+use crate::common::http_client::Connection;
 use crate::common::http_client::{self, parse_sse};
 use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol::OpenAi};
 use serde_json::Value;
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 
 /// A Pingora configuration file with a grace period of `seconds`.
 fn grace_conf(seconds: u64) -> String {
@@ -27,13 +32,31 @@ fn grace_conf(seconds: u64) -> String {
     path.display().to_string()
 }
 
-fn sigterm(gw: &Gateway) {
+/// A Pingora configuration file whose upgrade socket is in `dir`.
+fn upgrade_conf(dir: &std::path::Path) -> String {
+    let path = dir.join("pingora.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "version: 1\ngrace_period_seconds: 30\nupgrade_sock: {}\n",
+            dir.join("upgrade.sock").display()
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+fn signal(gw: &Gateway, name: &str) {
     let status = std::process::Command::new("kill")
-        .arg("-TERM")
+        .arg(format!("-{name}"))
         .arg(gw.pid().to_string())
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+fn sigterm(gw: &Gateway) {
+    signal(gw, "TERM");
 }
 
 /// The access lines of inference requests (the harness's own health probe left out).
@@ -142,4 +165,149 @@ async fn a_sigterm_with_nothing_in_flight_does_not_wait_the_grace_period_out() {
         1,
         "the request's access line was written out"
     );
+}
+
+#[tokio::test]
+async fn a_request_sent_on_a_kept_alive_connection_as_the_drain_begins_is_served() {
+    let mock = MockUpstream::start().await;
+    // A long window, so the test does not race it on a slow machine.
+    let mut gw =
+        Gateway::start_with(&catalog(&mock), &keys(), &["--drain-linger-ms", "10000"]).await;
+    let prompt = "hello";
+    let request = call(
+        OpenAi,
+        CHAT,
+        &openai_body("openai/gpt-5", prompt, None, false),
+    );
+    let mut kept = Connection::connect(gw.addr).await.unwrap();
+    let first = kept.send(&request).await.unwrap();
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert!(kept.is_open(), "the first answer keeps its connection");
+    // Connected before the drain, its first request never sent.
+    let mut silent = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+
+    sigterm(&gw);
+    eventually(Duration::from_secs(30), "the drain to start", || {
+        let started = gw.log().contains("shutting down: waiting");
+        async move { started.then_some(()) }
+    })
+    .await;
+    // Well into the drain (Pingora alone, or `--drain-linger-ms 0`, has
+    // closed the idle connection by now; the window here is 10 s).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The client trusted the last answer's keep-alive: its next request
+    // goes out on the same connection, now idle in a draining gateway.
+    let second = kept
+        .send(&request)
+        .await
+        .expect("the kept-alive connection was closed under its next request");
+    assert_eq!(second.status, 200, "{}", second.text());
+    assert_eq!(
+        reply_text(OpenAi, &second.json()),
+        expected_reply(OpenAi, prompt)
+    );
+    assert_eq!(second.header("connection"), Some("close"));
+    assert!(!kept.is_open());
+
+    // The connection that sent nothing is closed once the window is over,
+    // and then the gateway exits.
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(120), silent.read(&mut buf))
+        .await
+        .expect("the silent connection was never closed");
+    assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+    let status = gw
+        .wait_exit(Duration::from_secs(120))
+        .expect("the gateway did not exit");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(lines(&gw).len(), 2, "both requests have their access line");
+}
+
+#[tokio::test]
+async fn an_upgrade_hands_the_port_to_the_new_process() {
+    let mock = MockUpstream::start().await;
+    let dir = crate::common::gateway::TempDir::new();
+    let conf = upgrade_conf(&dir.0);
+    let mut old = Gateway::start_with(&catalog(&mock), &keys(), &["--conf", &conf]).await;
+    let request = call(
+        OpenAi,
+        CHAT,
+        &openai_body("openai/gpt-5", "before", None, false),
+    );
+    assert_eq!(old.send(&request).await.status, 200);
+
+    // The new process waits for the sockets; the old one, told to hand
+    // them over, waits for it.
+    let new = old.spawn_successor(&["--conf", &conf]);
+    signal(&old, "QUIT");
+    eventually(Duration::from_secs(60), "the new process to listen", || {
+        let listening = new.log().contains("switchboard listening");
+        async move { listening.then_some(()) }
+    })
+    .await;
+    let status = old
+        .wait_exit(Duration::from_secs(120))
+        .expect("the old process did not exit");
+    assert!(status.success(), "{status:?}\n{}", old.log());
+    // The port stayed open: the new process answers on it.
+    let after = call(
+        OpenAi,
+        CHAT,
+        &openai_body("openai/gpt-5", "after", None, false),
+    );
+    let r = new.send(&after).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    eventually(
+        Duration::from_secs(30),
+        "the new process's access line",
+        || {
+            let n = lines(&new).len();
+            async move { (n == 1).then_some(()) }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_sigquit_with_no_new_process_waiting_keeps_serving() {
+    let mock = MockUpstream::start().await;
+    let dir = crate::common::gateway::TempDir::new();
+    let conf = upgrade_conf(&dir.0);
+    let mut gw = Gateway::start_with(&catalog(&mock), &keys(), &["--conf", &conf]).await;
+    signal(&gw, "QUIT");
+    // Pingora alone would try to send the sockets, give up, and close the
+    // port all the same.
+    eventually(Duration::from_secs(60), "the refusal", || {
+        let refused = gw
+            .log()
+            .contains("no new process took the listening sockets");
+        async move { refused.then_some(()) }
+    })
+    .await;
+    let request = call(
+        OpenAi,
+        CHAT,
+        &openai_body("openai/gpt-5", "still here", None, false),
+    );
+    let r = gw.send(&request).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_ne!(r.header("connection"), Some("close"), "not draining");
+    assert!(
+        !gw.log().contains("Broadcasting graceful shutdown"),
+        "{}",
+        gw.log()
+    );
+    assert!(
+        gw.wait_exit(Duration::from_millis(1)).is_none(),
+        "it exited"
+    );
+    // An upgrade still works afterwards.
+    let new = gw.spawn_successor(&["--conf", &conf]);
+    signal(&gw, "QUIT");
+    let status = gw
+        .wait_exit(Duration::from_secs(120))
+        .expect("the old process did not exit");
+    assert!(status.success(), "{status:?}");
+    let r = new.send(&request).await;
+    assert_eq!(r.status, 200, "{}", r.text());
 }

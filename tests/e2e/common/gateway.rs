@@ -190,36 +190,7 @@ impl Gateway {
         .unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
-        let access = std::fs::File::create(dir.file("access.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .arg("--catalog")
-            .arg(dir.file("catalog.json"))
-            .arg("--keys")
-            .arg(dir.file("keys.json"))
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--metrics")
-            .arg(metrics.to_string())
-            // The test's own data directory (a later `--data` in `args` wins).
-            .arg("--data")
-            .arg(dir.file("data"))
-            .args(args)
-            .env("SB_TEST_KEY_OPENAI", provider_key("openai"))
-            .env("SB_TEST_KEY_ANTHROPIC", provider_key("anthropic"))
-            .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
-            .env("SB_TEST_KEY_RESPONSES", provider_key("responses"))
-            .env_remove("SB_TEST_UNSET_KEY")
-            // The embedded store in the test's own directory (a `--data`
-            // argument still wins), never the working directory's `data/`.
-            .env("SWITCHBOARD_DATA", dir.file("data"))
-            .env_remove("SWITCHBOARD_REDIS")
-            .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
-            .stdout(access)
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let child = Gateway::spawn(&dir, &dir, addr, metrics, args, env);
         let gw = Gateway {
             child,
             addr,
@@ -251,6 +222,65 @@ impl Gateway {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         gw
+    }
+
+    /// Starts a new process with `-u` to take over this one's listening
+    /// sockets (an upgrade): the same catalog, keys and addresses, its own
+    /// directory (logs, data). Returns at once: the new process waits on
+    /// the upgrade socket (`upgrade_sock`, from a `--conf` in `args`) until
+    /// this one is sent SIGQUIT.
+    pub fn spawn_successor(&self, args: &[&str]) -> Gateway {
+        let dir = TempDir::new();
+        let mut with_u = vec!["-u"];
+        with_u.extend_from_slice(args);
+        let child = Gateway::spawn(&self.dir, &dir, self.addr, self.metrics, &with_u, &[]);
+        Gateway {
+            child,
+            addr: self.addr,
+            metrics: self.metrics,
+            dir,
+        }
+    }
+
+    /// The gateway process on the files in `files`, logging into `dir`.
+    fn spawn(
+        files: &TempDir,
+        dir: &TempDir,
+        addr: SocketAddr,
+        metrics: SocketAddr,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Child {
+        let log = std::fs::File::create(dir.file("gateway.log")).unwrap();
+        let access = std::fs::File::create(dir.file("access.log")).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("--catalog")
+            .arg(files.file("catalog.json"))
+            .arg("--keys")
+            .arg(files.file("keys.json"))
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--metrics")
+            .arg(metrics.to_string())
+            // The test's own data directory (a later `--data` in `args` wins).
+            .arg("--data")
+            .arg(dir.file("data"))
+            .args(args)
+            .env("SB_TEST_KEY_OPENAI", provider_key("openai"))
+            .env("SB_TEST_KEY_ANTHROPIC", provider_key("anthropic"))
+            .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
+            .env("SB_TEST_KEY_RESPONSES", provider_key("responses"))
+            .env_remove("SB_TEST_UNSET_KEY")
+            // The embedded store in the test's own directory (a `--data`
+            // argument still wins), never the working directory's `data/`.
+            .env("SWITCHBOARD_DATA", dir.file("data"))
+            .env_remove("SWITCHBOARD_REDIS")
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .stdout(access)
+            .stderr(log)
+            .spawn()
+            .unwrap()
     }
 
     /// Starts the gateway on the test catalog for `mock`.
