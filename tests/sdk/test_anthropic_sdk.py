@@ -37,7 +37,7 @@ def test_models_list(anthropic_client):
     paginated `models.list()` reads it: one page holding every model."""
     ids = ["models/gpt-5", "models/claude-sonnet-4.7", "models/gemini-3.1-pro", "models/qwen3-max",
            "models/deepseek-v4-pro", "models/kimi-k2", "models/offline", "models/orphan-key",
-           "models/gpt-5-codex"]
+           "models/gpt-5-codex", "models/claude-resume"]
     page = anthropic_client.models.list()
     assert [m.id for m in page.data] == ids
     assert page.has_more is False
