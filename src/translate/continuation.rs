@@ -820,6 +820,81 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_inside_reasoning_closes_it_and_the_answer_follows() {
+        let p = recorded(&[
+            StreamEvent::MessageStart(MessageStart::default()),
+            start(0, BlockStart::Thinking),
+            StreamEvent::BlockDelta {
+                index: 0,
+                delta: BlockDelta::Thinking("let me th".into()),
+            },
+        ]);
+        let mut plan = p.plan(true);
+        assert_eq!(plan.prefill, None, "no visible text to carry");
+        let cont = [
+            start(0, BlockStart::Thinking),
+            StreamEvent::BlockDelta {
+                index: 0,
+                delta: BlockDelta::Thinking("other thoughts".into()),
+            },
+            StreamEvent::BlockStop { index: 0 },
+            start(1, BlockStart::Text),
+            text(1, "Answer."),
+            StreamEvent::BlockStop { index: 1 },
+        ];
+        let out = run(&mut plan.splice, &cont).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::BlockStop { index: 0 },
+                start(1, BlockStart::Text),
+                text(1, "Answer."),
+                StreamEvent::BlockStop { index: 1 },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_continuation_that_differs_inside_a_tool_call_diverges() {
+        let p = recorded(&[
+            start(
+                0,
+                BlockStart::ToolCall {
+                    id: "c".into(),
+                    name: "f".into(),
+                },
+            ),
+            args(0, "{\"a\":1"),
+        ]);
+        for cont in [
+            vec![start(
+                0,
+                BlockStart::ToolCall {
+                    id: "x".into(),
+                    name: "g".into(),
+                },
+            )],
+            vec![
+                start(
+                    0,
+                    BlockStart::ToolCall {
+                        id: "x".into(),
+                        name: "f".into(),
+                    },
+                ),
+                args(0, "{\"a\":2}"),
+            ],
+            vec![start(0, BlockStart::Text), text(0, "I will not")],
+        ] {
+            let mut plan = p.plan(true);
+            assert!(
+                matches!(run(&mut plan.splice, &cont), Err(StreamFault::Diverged(_))),
+                "{cont:?}"
+            );
+        }
+    }
+
+    #[test]
     fn replay_rebuilds_a_passed_through_stream_without_its_cut_frame() {
         let sse = concat!(
             "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
