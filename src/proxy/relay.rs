@@ -114,26 +114,17 @@ fn translate(
     let (e, cause) = match read {
         Ok(Some(chunk)) => match pass.push(&chunk, out) {
             Ok(()) => return None,
-            Err(fault) => (
-                GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
-                invalid(&fault),
-            ),
+            Err(fault) => (fault_error(&fault), invalid(&fault)),
         },
         Ok(None) => match pass.finish(out) {
             Ok(()) => return Some(StreamEnd::Complete),
-            Err(fault) => (
-                GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
-                invalid(&fault),
-            ),
+            Err(fault) => (fault_error(&fault), invalid(&fault)),
         },
         // A read that fails once the answer has its stop reason ends a
         // complete stream: the client gets the terminator.
         Err(_) if pass.is_finished() => match pass.finish(out) {
             Ok(()) => return Some(StreamEnd::Complete),
-            Err(fault) => (
-                GatewayError::new(ErrorKind::BadGateway, fault.to_string()),
-                invalid(&fault),
-            ),
+            Err(fault) => (fault_error(&fault), invalid(&fault)),
         },
         Err(fault) => {
             let cause = if fault.is_timeout() {
@@ -167,12 +158,37 @@ pub async fn fail(
 }
 
 /// What a stream fault says of the upstream: a continuation that differs
-/// from what the client has is the answer's end, not a broken upstream.
+/// from what the client has is the answer's end, not a broken upstream; an
+/// error event of its own is its failure of that kind.
 fn invalid(fault: &StreamFault) -> Option<Cause> {
+    use crate::ir::stream::StreamErrorKind as K;
     match fault {
         StreamFault::Diverged(_) => None,
+        StreamFault::Upstream(e, _) => Some(match e.kind {
+            K::RateLimited => Cause::RateLimited(None),
+            K::Overloaded => Cause::Status(529, None),
+            K::Timeout => Cause::Timeout,
+            K::InvalidUpstream => Cause::Invalid,
+            _ => Cause::Status(500, None),
+        }),
         _ => Some(Cause::Invalid),
     }
+}
+
+/// The error a stream fault is logged as (the client gets the family's
+/// error event, or the upstream's own).
+fn fault_error(fault: &StreamFault) -> GatewayError {
+    use crate::ir::stream::StreamErrorKind as K;
+    let kind = match fault {
+        StreamFault::Upstream(e, _) => match e.kind {
+            K::RateLimited => ErrorKind::RateLimited,
+            K::Overloaded => ErrorKind::Unavailable,
+            K::Timeout => ErrorKind::Timeout,
+            _ => ErrorKind::BadGateway,
+        },
+        _ => ErrorKind::BadGateway,
+    };
+    GatewayError::new(kind, fault.to_string())
 }
 
 /// How to relay one upstream stream.

@@ -603,10 +603,7 @@ impl Splice {
                 emit(e);
                 Ok(())
             }
-            StreamEvent::Error(err) => Err(StreamFault::Malformed(format!(
-                "the continuation's stream failed: {}",
-                err.message
-            ))),
+            StreamEvent::Error(err) => Err(StreamFault::Upstream(err.clone(), Vec::new())),
         }
     }
 }

@@ -77,6 +77,9 @@ pub struct PassthroughStream {
     /// `continuation::MAX_TRANSCRIPT`) when the stream may be continued
     /// after a cut; None when not kept or past the limit.
     transcript: Option<Vec<u8>>,
+    /// An upstream error event held back for a continuation, as the client
+    /// would have got it.
+    held: Option<Vec<u8>>,
     pub usage: Usage,
 }
 
@@ -124,6 +127,7 @@ impl PassthroughStream {
             envelope: None,
             final_response: None,
             transcript: None,
+            held: None,
             usage: Usage::default(),
         }
     }
@@ -184,6 +188,7 @@ impl PassthroughStream {
             envelope,
             final_response,
             transcript,
+            held,
             usage,
         } = self;
         if let Some(t) = transcript {
@@ -229,6 +234,16 @@ impl PassthroughStream {
                     if p.response_id.is_some() && envelope.as_ref().is_none_or(|e| e.id.is_none()) {
                         *response_id = p.response_id;
                     }
+                    if p.error && transcript.is_some() {
+                        // A stream that may be continued holds back an
+                        // upstream error event worth another attempt.
+                        let first = *elements == 0;
+                        let at = (*framing, first);
+                        if let Some(f) = held_error(spoke, &ev, p.span.as_ref(), model_json, at) {
+                            fault = Some(f);
+                            return;
+                        }
+                    }
                     *complete |= p.terminal || p.error;
                     *finished |= p.finished;
                     if *withhold_usage && p.usage_only {
@@ -261,6 +276,10 @@ impl PassthroughStream {
             )));
         }
         match fault {
+            Some(StreamFault::Upstream(e, bytes)) => {
+                *held = Some(bytes);
+                Err(StreamFault::Upstream(e, Vec::new()))
+            }
             Some(f) => Err(f),
             None => Ok(()),
         }
@@ -290,8 +309,14 @@ impl PassthroughStream {
         Ok(())
     }
 
-    /// Ends the client's stream with `error_json` (the family's error object body).
+    /// Ends the client's stream with `error_json` (the family's error object
+    /// body), or with the upstream's own error event when one was held back
+    /// for a continuation that did not come.
     pub fn fail(&mut self, error_json: &[u8], out: &mut Vec<u8>) {
+        if let Some(held) = self.held.take() {
+            out.extend_from_slice(&held);
+            return;
+        }
         match self.framing {
             Framing::JsonArray => {
                 out.extend_from_slice(if self.elements == 0 { b"[" } else { b",\r\n" });
@@ -305,6 +330,44 @@ impl PassthroughStream {
             },
         }
     }
+}
+
+/// An upstream error event of a kind another attempt may not meet, read as
+/// the canonical error its protocol's parser makes of it, with the event as
+/// the client would get it (the model renamed); None for any other (a
+/// Responses stream's error is followed by its `response.failed`: passed on
+/// as it is).
+fn held_error(
+    spoke: &Spoke,
+    ev: &crate::sse::SseEvent<'_>,
+    span: Option<&Range<usize>>,
+    model_json: &[u8],
+    (framing, first): (Framing, bool),
+) -> Option<StreamFault> {
+    if spoke.family == Family::Responses {
+        return None;
+    }
+    let mut parser = crate::protocol::stream_codec::Parser::new(spoke.family);
+    let mut found = None;
+    let _ = parser.push(ev, &mut |e: &crate::ir::stream::StreamEvent| {
+        if let crate::ir::stream::StreamEvent::Error(err) = e {
+            found.get_or_insert_with(|| err.clone());
+        }
+    });
+    let err = found.filter(|e| StreamFault::transient(e.kind))?;
+    let mut data = Vec::with_capacity(ev.data.len() + model_json.len());
+    splice(ev.data, span, model_json, &mut data);
+    let mut bytes = Vec::new();
+    match framing {
+        Framing::Sse => encode_event(&mut bytes, ev.event_str(), &data),
+        // The array's element, and its end: nothing follows the error.
+        Framing::JsonArray => {
+            bytes.extend_from_slice(if first { b"[" } else { b",\r\n" });
+            bytes.extend_from_slice(&data);
+            bytes.push(b']');
+        }
+    }
+    Some(StreamFault::Upstream(err, bytes))
 }
 
 /// What an unreadable frame comes to: skipped (`None`, counted in

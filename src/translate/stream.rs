@@ -54,6 +54,9 @@ pub struct StreamTranslator {
     splice: Option<Box<Splice>>,
     /// The client was given the answer's stop reason.
     finished: bool,
+    /// An upstream error event held back for a continuation: what the
+    /// client gets if the stream is not continued.
+    held: Option<crate::ir::stream::StreamError>,
 }
 
 impl StreamTranslator {
@@ -86,6 +89,7 @@ impl StreamTranslator {
             record: None,
             splice: None,
             finished: false,
+            held: None,
         }
     }
 
@@ -136,6 +140,7 @@ impl StreamTranslator {
         self.splice = Some(Box::new(splice));
         self.complete = false;
         self.faulted = false;
+        self.held = None;
     }
 
     /// The usage of the answer's earlier segments and of the current
@@ -194,6 +199,7 @@ impl StreamTranslator {
             record,
             splice,
             finished,
+            held: _,
         } = self;
         let mut fault = None;
         let r = decoder.push(chunk, |item| {
@@ -237,6 +243,9 @@ impl StreamTranslator {
         match fault {
             Some(f) => {
                 *faulted = true;
+                if let StreamFault::Upstream(e, _) = &f {
+                    self.held = Some(e.clone());
+                }
                 Err(f)
             }
             None => Ok(()),
@@ -282,7 +291,12 @@ impl StreamTranslator {
     /// error body, as `respond::error_body` renders it).
     pub fn fail(&mut self, error_json: &[u8], out: &mut Vec<u8>) {
         self.faulted = true;
-        self.encoder.fail(error_json, out);
+        match self.held.take() {
+            // The upstream's own error event, held back for a continuation
+            // that did not come: the client gets it as it would have.
+            Some(e) => self.encoder.event(&StreamEvent::Error(e), out),
+            None => self.encoder.fail(error_json, out),
+        }
         self.encoder.close(out);
     }
 }
@@ -297,6 +311,13 @@ fn deliver(
     encoder: &mut Encoder,
     out: &mut Vec<u8>,
 ) -> Result<(), StreamFault> {
+    // A stream that may be continued holds back an upstream error event
+    // worth another attempt (`relay` decides; `fail` writes it if not).
+    if let (Some(_), StreamEvent::Error(err)) = (record.as_ref(), e) {
+        if StreamFault::transient(err.kind) {
+            return Err(StreamFault::Upstream(err.clone(), Vec::new()));
+        }
+    }
     let mut to_client = |e: &StreamEvent| {
         track(usage, e);
         if let Some(r) = record.as_mut() {

@@ -1493,3 +1493,46 @@ async fn a_stream_cut_inside_a_tool_call_is_continued_in_the_same_call() {
         assert_eq!(line["continued"], 1, "{client:?}: {line}");
     }
 }
+
+/// The upstream's own error event mid-stream, of a kind another attempt may
+/// not meet (Anthropic's `overloaded_error`, OpenAI's and Gemini's server
+/// errors), is held back and the answer continued like a cut one; the
+/// client, passed through or translated, reads one whole answer and never
+/// the error.
+#[tokio::test]
+async fn an_overloaded_error_mid_stream_is_continued() {
+    let mock = MockUpstream::start().await;
+    let mut providers = Vec::new();
+    let mut models = Vec::new();
+    for u in [Anthropic, OpenAi, Gemini] {
+        let id = format!("p-{}", u.name());
+        let mut p = provider(&id, vec![up_in(&mock, u, &id, "", 1)], json!({}));
+        p["families"] = json!(["openai", "anthropic", "gemini"]);
+        providers.push(p);
+        let prefill = if u == OpenAi { "prefix" } else { "native" };
+        models.push(model(
+            &format!("m-{}", u.name()),
+            &id,
+            json!({"prefill": prefill}),
+        ));
+    }
+    let gw = start(&catalog(providers, models)).await;
+    let prompt = "keep going [[stream-error]]";
+    for u in [Anthropic, OpenAi, Gemini] {
+        for client in [u, if u == OpenAi { Anthropic } else { OpenAi }] {
+            mock.clear();
+            let (_, req) = ask(client, &format!("p-{0}/m-{0}", u.name()), prompt, true);
+            let r = gw.send(&req).await;
+            let what = format!("{client:?} client, {u:?} upstream");
+            assert_no_error_event(&r, &what);
+            assert_eq!(
+                text_of(client, &r, true),
+                expected_reply(u, prompt),
+                "{what}"
+            );
+            assert_eq!(hits(&mock, &format!("p-{}", u.name())), 2, "{what}");
+            let line = line_of(&gw, &r).await;
+            assert_eq!(line["continued"], 1, "{what}: {line}");
+        }
+    }
+}

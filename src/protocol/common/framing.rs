@@ -28,6 +28,24 @@ pub enum StreamFault {
     /// A continuation of a cut stream (`translate::continuation`) did not
     /// begin with what the client already received.
     Diverged(String),
+    /// The upstream's own error event, mid-stream, of a kind another
+    /// attempt may not meet (overloaded, rate-limited, a server error),
+    /// held back from a stream that may be continued: its canonical error,
+    /// and for a passed-through stream the event as the client would have
+    /// got it (written as it is when the stream is not continued).
+    Upstream(crate::ir::stream::StreamError, Vec<u8>),
+}
+
+impl StreamFault {
+    /// Whether an upstream error event of this kind is worth another
+    /// attempt: the upstream's trouble, not the request's.
+    pub fn transient(kind: crate::ir::stream::StreamErrorKind) -> bool {
+        use crate::ir::stream::StreamErrorKind as K;
+        matches!(
+            kind,
+            K::Overloaded | K::Api | K::RateLimited | K::Timeout | K::InvalidUpstream
+        )
+    }
 }
 
 /// Checks that an upstream event's name and data are UTF-8, as JSON must be
@@ -60,6 +78,7 @@ impl std::fmt::Display for StreamFault {
             }
             StreamFault::Truncated => f.write_str("upstream stream ended before it was complete"),
             StreamFault::Diverged(m) => f.write_str(m),
+            StreamFault::Upstream(e, _) => write!(f, "{}", e.message),
         }
     }
 }

@@ -63,7 +63,8 @@
 //!   Anthropic `assistant`, Gemini `model`, Responses an assistant message)
 //!   is a continuation: the reply is the rest of the answer after that text
 //!   (or a reply saying it is not its start), and the body's `[[cut]]`,
-//!   `[[stall:…]]` and `[[hold:…]]` do not apply to it (a path's do).
+//!   `[[stream-error]]`, `[[stall:…]]`, `[[stall-mid:…]]` and `[[hold:…]]`
+//!   do not apply to it (a path's do).
 //! - `[[stream-error]]`: stream: the provider's in-stream error event after half
 //!   of the frames, then a clean end of the HTTP body (Responses: an `error`
 //!   event, then `response.failed`).

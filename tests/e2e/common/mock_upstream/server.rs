@@ -303,6 +303,7 @@ pub(super) fn provider_reply(
     let text = match &prefill {
         Some(_) => std::borrow::Cow::Owned(
             text.replace("[[cut]]", "")
+                .replace("[[stream-error]]", "")
                 .replace("[[stall:", "[[spent-stall:")
                 .replace("[[stall-mid:", "[[spent-stall-mid:")
                 .replace("[[hold:", "[[spent-hold:"),
