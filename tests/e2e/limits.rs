@@ -228,6 +228,85 @@ async fn a_budget_survives_a_restart() {
     assert!(e["message"].as_str().unwrap().contains("budget"), "{e}");
 }
 
+/// What `DATA/limits.sqlite` holds for a key's budget: (spent, held).
+fn spend_in_file(dir: &std::path::Path, key_id: &str, period: &str) -> (i64, i64) {
+    let db = rusqlite::Connection::open(dir.join("limits.sqlite")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.query_row(
+        "SELECT spent_nanos, held_nanos FROM budget_spend WHERE key_id = ?1 AND period = ?2",
+        [key_id, period],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap_or((0, 0))
+}
+
+/// Two processes on one data directory (the old and the new process of an
+/// upgrade, both serving): forty requests at once, spread over both, and a
+/// budget that pays for ten: exactly ten are served, and the file holds
+/// their spend. (Each process with its own view admitted ten of its own.)
+#[tokio::test]
+async fn two_processes_on_one_data_directory_enforce_one_budget_exactly() {
+    let mock = MockUpstream::start().await;
+    let data = TempDir::new();
+    let dir = data.file("data");
+    let args = ["--data", dir.to_str().unwrap()];
+    let (c, k) = (limits_catalog(&mock), limits_keys("0.08"));
+    let a = Gateway::start_with(&c, &k, &args).await;
+    let b = Gateway::start_with(&c, &k, &args).await;
+    let results = burst(&[a.addr, b.addr], BUDGET_KEY, 40).await;
+    let cost = check_budget_burst(&results, 10);
+    assert_eq!(cost, 80_000_000);
+    for gw in [&a, &b] {
+        let (p, req) = metered(2, BUDGET_KEY);
+        let r = gw.send(&req).await;
+        assert_error(p, &r, 429);
+        assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.00"));
+    }
+    // Streams settle just after their last byte.
+    eventually(Duration::from_secs(10), "nothing held", || async {
+        (spend_in_file(&dir, "budgeted", "total") == (80_000_000, 0)).then_some(())
+    })
+    .await;
+}
+
+/// A stream in flight on one process holds its worst case on the other;
+/// when its client goes away, the other sees the budget whole again.
+#[tokio::test]
+async fn a_reservation_in_flight_on_one_process_holds_on_the_other() {
+    let mock = MockUpstream::start().await;
+    let data = TempDir::new();
+    let dir = data.file("data");
+    let args = ["--data", dir.to_str().unwrap()];
+    let (c, k) = (limits_catalog(&mock), limits_keys("0.016"));
+    let a = Gateway::start_with(&c, &k, &args).await;
+    let b = Gateway::start_with(&c, &k, &args).await;
+    let req = authed(
+        "openai",
+        CHAT,
+        BUDGET_KEY,
+        &json!({"model": "metered", "max_tokens": 8, "stream": true, "messages": [
+            {"role": "system", "content": "[[stall:30000]]"}, {"role": "user", "content": "hi"}]}),
+    );
+    let mut s = http_client::send_streaming(a.addr, &req).await.unwrap();
+    assert_eq!(s.header("x-switchboard-budget-remaining"), Some("0.008"));
+    assert!(s.next_chunk().await.unwrap().is_some());
+    assert_eq!(budget_left(&b, BUDGET_KEY).await, "0.008");
+    // One more fits, on either; then none.
+    let (_, req) = metered(0, BUDGET_KEY);
+    let r = b.send(&req).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.00"));
+    let (p, req) = metered(2, BUDGET_KEY);
+    assert_error(p, &a.send(&req).await, 429);
+    drop(s);
+    eventually(
+        Duration::from_secs(20),
+        "the other process to see the release",
+        || async { (budget_left(&b, BUDGET_KEY).await == "0.008").then_some(()) },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn failed_requests_release_their_reservation() {
     let mock = MockUpstream::start().await;
@@ -936,5 +1015,212 @@ mod needs_redis {
         assert!(ns.get("budgeted", "spent:total").await > spent);
         drop(gw);
         ns.cleanup().await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A full disk under the embedded store.
+
+/// Needs root (it mounts a small tmpfs): ignored by a plain `cargo test`;
+/// run with `cargo test --test e2e -- --ignored needs_root::`.
+mod needs_root {
+    use super::*;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// A small filesystem of its own (a tmpfs of 4 MiB), unmounted on drop,
+    /// that a filler file can fill to the last byte.
+    struct SmallDisk {
+        mount: PathBuf,
+        _dir: TempDir,
+    }
+
+    impl SmallDisk {
+        fn mount() -> SmallDisk {
+            let dir = TempDir::new();
+            let mount = dir.file("disk");
+            std::fs::create_dir_all(&mount).unwrap();
+            let ok = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+                .arg(&mount)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "cannot mount a tmpfs (these tests need root)");
+            SmallDisk { mount, _dir: dir }
+        }
+
+        fn path(&self, name: &str) -> PathBuf {
+            self.mount.join(name)
+        }
+
+        /// Writes a filler file until the disk is full.
+        fn fill(&self) {
+            use std::io::Write;
+            let mut f = std::fs::File::create(self.path("filler")).unwrap();
+            let block = vec![0u8; 4096];
+            loop {
+                match f.write_all(&block) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(28) => break,
+                    Err(e) => panic!("filling the disk: {e}"),
+                }
+            }
+            let _ = f.sync_all();
+        }
+
+        fn free(&self) {
+            std::fs::remove_file(self.path("filler")).unwrap();
+        }
+    }
+
+    impl Drop for SmallDisk {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+        }
+    }
+
+    async fn metric(gw: &Gateway, name: &str) -> f64 {
+        metric_value(&metrics_text(gw.metrics).await, name, &[]).unwrap_or(f64::NAN)
+    }
+
+    fn data_args(dir: &Path) -> Vec<String> {
+        vec!["--data".into(), dir.display().to_string()]
+    }
+
+    async fn start(mock: &MockUpstream, dir: &Path) -> Gateway {
+        let args = data_args(dir);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Gateway::start_with(&limits_catalog(mock), &limits_keys("0.08"), &args).await
+    }
+
+    async fn served(gw: &Gateway, left: &str) {
+        let (_, req) = metered(0, BUDGET_KEY);
+        let r = gw.send(&req).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("x-switchboard-budget-remaining"), Some(left));
+    }
+
+    /// The disk fills under a running gateway: requests are served and
+    /// their budget enforced, the spend that cannot be written is kept in
+    /// memory (logged, counted) and written once space returns. A restart
+    /// on a full disk starts, degraded, and enforces what the file holds.
+    #[tokio::test]
+    #[ignore = "needs root: mounts a small tmpfs (run with -- --ignored needs_root::)"]
+    async fn a_full_disk_keeps_budgets_and_writes_the_spend_when_space_returns() {
+        let mock = MockUpstream::start().await;
+        let disk = SmallDisk::mount();
+        let dir = disk.path("data");
+        let gw = start(&mock, &dir).await;
+        served(&gw, "0.072").await;
+        assert_eq!(spend_in_file(&dir, "budgeted", "total"), (8_000_000, 0));
+
+        disk.fill();
+        for left in ["0.064", "0.056", "0.048"] {
+            served(&gw, left).await;
+        }
+        assert_eq!(
+            spend_in_file(&dir, "budgeted", "total").0,
+            8_000_000,
+            "nothing could be written"
+        );
+        eventually(
+            Duration::from_secs(10),
+            "the unwritten spend gauge",
+            || async {
+                (metric(&gw, "switchboard_limits_store_unwritten_usd").await == 0.024).then_some(())
+            },
+        )
+        .await;
+        assert_eq!(metric(&gw, "switchboard_limits_store_degraded").await, 1.0);
+        assert!(metric(&gw, "switchboard_limits_store_write_failures_total").await >= 3.0);
+        assert!(gw.log().contains("serving degraded"), "{}", gw.log());
+
+        // Space returns: the spend kept in memory is written.
+        disk.free();
+        eventually(
+            Duration::from_secs(20),
+            "the kept spend in the file",
+            || async {
+                (spend_in_file(&dir, "budgeted", "total") == (32_000_000, 0)).then_some(())
+            },
+        )
+        .await;
+        assert_eq!(metric(&gw, "switchboard_limits_store_degraded").await, 0.0);
+        assert_eq!(metric(&gw, "switchboard_limits_store_unwritten").await, 0.0);
+        assert!(gw.log().contains("is written again"), "{}", gw.log());
+        served(&gw, "0.04").await;
+
+        // A restart on a full disk: it starts, says it is degraded, and
+        // enforces the budget the file holds.
+        drop(gw);
+        disk.fill();
+        let gw = start(&mock, &dir).await;
+        for left in ["0.032", "0.024", "0.016", "0.008", "0.00"] {
+            served(&gw, left).await;
+        }
+        let (p, req) = metered(2, BUDGET_KEY);
+        assert_error(p, &gw.send(&req).await, 429);
+        eventually(Duration::from_secs(10), "the degraded gauge", || async {
+            (metric(&gw, "switchboard_limits_store_degraded").await == 1.0).then_some(())
+        })
+        .await;
+        disk.free();
+        eventually(
+            Duration::from_secs(20),
+            "the kept spend in the file",
+            || async {
+                (spend_in_file(&dir, "budgeted", "total") == (80_000_000, 0)).then_some(())
+            },
+        )
+        .await;
+        drop(gw);
+    }
+
+    /// A first start on a full disk (an empty data directory): served,
+    /// budgets enforced from memory, said and counted; once space returns
+    /// the spend, the usage ledger's rows and the budget store are written.
+    #[tokio::test]
+    #[ignore = "needs root: mounts a small tmpfs (run with -- --ignored needs_root::)"]
+    async fn a_first_start_on_a_full_disk_serves_and_writes_when_space_returns() {
+        let mock = MockUpstream::start().await;
+        let disk = SmallDisk::mount();
+        let dir = disk.path("data");
+        std::fs::create_dir_all(&dir).unwrap();
+        disk.fill();
+        let gw = start(&mock, &dir).await;
+        for left in ["0.072", "0.064"] {
+            served(&gw, left).await;
+        }
+        eventually(
+            Duration::from_secs(10),
+            "the unwritten spend gauge",
+            || async {
+                (metric(&gw, "switchboard_limits_store_unwritten_usd").await == 0.016).then_some(())
+            },
+        )
+        .await;
+        assert_eq!(metric(&gw, "switchboard_limits_store_degraded").await, 1.0);
+        let log = gw.log();
+        assert!(log.contains("starting degraded"), "{log}");
+        assert!(log.contains("usage ledger"), "{log}");
+        disk.free();
+        eventually(
+            Duration::from_secs(20),
+            "the kept spend in the file",
+            || async {
+                (spend_in_file(&dir, "budgeted", "total") == (16_000_000, 0)).then_some(())
+            },
+        )
+        .await;
+        eventually(Duration::from_secs(30), "the ledger rows", || async {
+            let db = rusqlite::Connection::open(dir.join("ledger.sqlite")).ok()?;
+            let n: i64 = db
+                .query_row("SELECT COUNT(*) FROM ledger_requests", [], |r| r.get(0))
+                .ok()?;
+            (n == 2).then_some(())
+        })
+        .await;
+        served(&gw, "0.056").await;
+        drop(gw);
     }
 }
