@@ -549,7 +549,7 @@ impl Worker {
             }
         }
         let e = failed.unwrap_or(rusqlite::Error::InvalidQuery);
-        self.from_memory(batch, &e);
+        self.answer_from_memory(batch, &e);
     }
 
     /// Writes what is kept in memory (and renews leases, drops ended ones).
@@ -680,7 +680,7 @@ impl Worker {
     }
 
     /// Answers a batch that could not be written, from memory.
-    fn from_memory(&mut self, batch: Vec<Op>, e: &rusqlite::Error) {
+    fn answer_from_memory(&mut self, batch: Vec<Op>, e: &rusqlite::Error) {
         let writes = batch.iter().filter(|op| op.writes()).count() as u64;
         self.metrics
             .limits_store
