@@ -34,6 +34,21 @@ struct KeyLocal {
     spend: HashMap<String, PeriodSpend>,
 }
 
+/// A reservation waiting for the store's answer: released if its request
+/// is dropped meanwhile.
+struct Waiting<'a> {
+    limits: &'a LocalLimits,
+    held: Option<Held>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.held.take() {
+            self.limits.release_now(&h);
+        }
+    }
+}
+
 /// Embedded limits: windows in memory, budgets in the store or in memory.
 pub struct LocalLimits {
     keys: Mutex<HashMap<String, KeyLocal>>,
@@ -126,47 +141,56 @@ impl LocalLimits {
                 k.tokens.add(now, ask.tokens);
             }
         }
-        let mut id = String::new();
-        if let (Some((b, p)), Some(store)) = (&period, &self.store) {
-            id = store.next_id();
-            let slot = Slot {
-                key: ask.key_id.clone(),
-                period: p.id.clone(),
-            };
-            match store.reserve(slot, b.nanos, ask.cost, id.clone()).await {
-                Some(Ok(left)) => remaining = Some(left),
-                Some(Err(left)) => {
-                    // Refused: the rpm slot and the tpm tokens go back.
-                    let mut keys = lock(&self.keys);
-                    let k = keys.entry(ask.key_id.clone()).or_default();
-                    if ask.rpm.is_some() {
-                        k.requests.adjust(now, -1);
-                    }
-                    if ask.tpm.is_some() {
-                        k.tokens.adjust(now, -(ask.tokens as i64));
-                    }
-                    return Err(Refusal::Budget {
-                        budget: b.clone(),
-                        period: p.id.clone(),
-                        remaining: left,
-                        asked: ask.cost,
-                    });
-                }
-                // The store's thread is gone (logged): admitted unchecked.
-                None => return Ok(Some((None, None))),
-            }
-        }
-        let budget = period.map(|(b, p)| (b, p.id));
-        let held = (ask.tpm.is_some() || budget.is_some()).then(|| Held {
+        let id = match (&period, &self.store) {
+            (Some(_), Some(store)) => store.next_id(),
+            _ => String::new(),
+        };
+        let held = (ask.tpm.is_some() || period.is_some()).then(|| Held {
             key_id: ask.key_id.clone(),
             tokens: if ask.tpm.is_some() { ask.tokens } else { 0 },
             tpm: ask.tpm.is_some(),
             bucket: now,
-            cost: if budget.is_some() { ask.cost } else { 0 },
-            budget,
-            id,
+            cost: if period.is_some() { ask.cost } else { 0 },
+            budget: period.as_ref().map(|(b, p)| (b.clone(), p.id.clone())),
+            id: id.clone(),
         });
-        Ok(Some((held, remaining)))
+        let (Some((b, p)), Some(store)) = (&period, &self.store) else {
+            return Ok(Some((held, remaining)));
+        };
+        // A request dropped while it waits (its client went away) gives
+        // back what it took, the store's hold included (the release queues
+        // behind the reserve).
+        let mut waiting = Waiting { limits: self, held };
+        let slot = Slot {
+            key: ask.key_id.clone(),
+            period: p.id.clone(),
+        };
+        match store.reserve(slot, b.nanos, ask.cost, id).await {
+            Some(Ok(left)) => Ok(Some((waiting.held.take(), Some(left)))),
+            Some(Err(left)) => {
+                waiting.held = None;
+                // Refused: the rpm slot and the tpm tokens go back.
+                let mut keys = lock(&self.keys);
+                let k = keys.entry(ask.key_id.clone()).or_default();
+                if ask.rpm.is_some() {
+                    k.requests.adjust(now, -1);
+                }
+                if ask.tpm.is_some() {
+                    k.tokens.adjust(now, -(ask.tokens as i64));
+                }
+                Err(Refusal::Budget {
+                    budget: b.clone(),
+                    period: p.id.clone(),
+                    remaining: left,
+                    asked: ask.cost,
+                })
+            }
+            // The store's thread is gone (logged): admitted unchecked.
+            None => {
+                waiting.held = None;
+                Ok(Some((None, None)))
+            }
+        }
     }
 
     /// Applies a settlement to the windows (and to budgets kept in memory):
@@ -402,6 +426,25 @@ mod tests {
         b.release_now(&h3);
         let st = a.state(&k, 1000).await.budget.unwrap();
         assert_eq!((st.spent, st.reserved), (50_000_000, 0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A request dropped while it waits for the store (its client went
+    /// away) holds nothing.
+    #[tokio::test]
+    async fn a_reserve_dropped_while_waiting_holds_nothing() {
+        let dir = tmp("dropped");
+        let k = key(r#","budget":{"usd":"0.10","period":"total"},"tpm":1000"#);
+        let l = open(&dir);
+        let ask = Ask::inference(&k, 100, 30_000_000);
+        match tokio::time::timeout(std::time::Duration::ZERO, l.reserve(&ask, 1000)).await {
+            Err(_) => {}
+            // The store answered within the first poll: released as usual.
+            Ok(r) => l.release_now(&r.unwrap().unwrap().0.unwrap()),
+        }
+        let st = l.state(&k, 1000).await;
+        assert_eq!(st.budget.unwrap().reserved, 0);
+        assert_eq!(st.tpm, Some((1000, 0)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
