@@ -307,6 +307,160 @@ async fn a_reservation_in_flight_on_one_process_holds_on_the_other() {
     .await;
 }
 
+/// A gateway process started by hand (the harness waits on a port of its
+/// own choosing; an upgrade's new process listens on the old one's).
+struct Process {
+    child: std::process::Child,
+    dir: TempDir,
+}
+
+impl Process {
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.file("gateway.log")).unwrap_or_default()
+    }
+
+    fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.file("access.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A zero-downtime upgrade on one data directory: five streams in flight
+/// on the old process hold their worst case while the new one (`-u`, the
+/// old one's sockets) starts and serves; a budget that pays for ten gets
+/// exactly ten answers across both. (The new process used to start with
+/// the spend the file held and none of the old one's reservations: 15.)
+#[tokio::test]
+async fn an_upgrade_keeps_one_budget_across_the_old_and_the_new_process() {
+    use crate::common::gateway::provider_key;
+    let mock = MockUpstream::start().await;
+    let data = TempDir::new();
+    let dir = data.file("data");
+    let conf = data.file("pingora.yaml");
+    std::fs::write(
+        &conf,
+        format!(
+            "version: 1\nupgrade_sock: {}\ngrace_period_seconds: 30\n",
+            data.file("upgrade.sock").display()
+        ),
+    )
+    .unwrap();
+    let (c, k) = (limits_catalog(&mock), limits_keys("0.08"));
+    let (dir_s, conf_s) = (dir.display().to_string(), conf.display().to_string());
+    let old = Gateway::start_with(&c, &k, &["--data", &dir_s, "--conf", &conf_s]).await;
+    let stream = authed(
+        "openai",
+        CHAT,
+        BUDGET_KEY,
+        &json!({"model": "metered", "max_tokens": 8, "stream": true, "messages": [
+            {"role": "system", "content": "[[stall:15000]]"}, {"role": "user", "content": "hi"}]}),
+    );
+    let mut streams = Vec::new();
+    for left in ["0.072", "0.064", "0.056", "0.048", "0.04"] {
+        let mut s = http_client::send_streaming(old.addr, &stream)
+            .await
+            .unwrap();
+        assert_eq!(s.header("x-switchboard-budget-remaining"), Some(left));
+        assert!(s.next_chunk().await.unwrap().is_some());
+        streams.push(tokio::spawn(async move {
+            let mut body = Vec::new();
+            while let Some(chunk) = s.next_chunk().await.unwrap() {
+                body.extend_from_slice(&chunk);
+            }
+            String::from_utf8_lossy(&body).contains("[DONE]")
+        }));
+    }
+    // The new process, on the same address and data directory: it waits for
+    // the old one's sockets, sent on SIGQUIT.
+    let files = TempDir::new();
+    std::fs::write(files.file("catalog.json"), c.to_string()).unwrap();
+    std::fs::write(files.file("keys.json"), k.to_string()).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--catalog")
+        .arg(files.file("catalog.json"))
+        .arg("--keys")
+        .arg(files.file("keys.json"))
+        .args(["--listen", &old.addr.to_string()])
+        .args(["--metrics", &old.metrics.to_string()])
+        .args(["--data", &dir_s, "--conf", &conf_s, "-u"])
+        .env("SB_TEST_KEY_OPENAI", provider_key("openai"))
+        .env("SB_TEST_KEY_ANTHROPIC", provider_key("anthropic"))
+        .env("SB_TEST_KEY_GEMINI", provider_key("gemini"))
+        .env_remove("SWITCHBOARD_REDIS")
+        .env_remove("SWITCHBOARD_DATA")
+        .env("RUST_LOG", "info")
+        .stdout(std::fs::File::create(files.file("access.log")).unwrap())
+        .stderr(std::fs::File::create(files.file("gateway.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let new = Process { child, dir: files };
+    eventually(
+        Duration::from_secs(30),
+        "the new process to wait for the sockets",
+        || async { new.log().contains("Bootstrap starting").then_some(()) },
+    )
+    .await;
+    // Pingora's new process listens on the upgrade socket; the old one
+    // connects to it on SIGQUIT (retrying a while if it is not there yet).
+    let quit = std::process::Command::new("kill")
+        .args(["-QUIT", &old.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(quit.success());
+    eventually(
+        Duration::from_secs(30),
+        "the new process to start",
+        || async { new.log().contains("switchboard listening on").then_some(()) },
+    )
+    .await;
+    // The old process stops taking connections (after Pingora's 5 s) and
+    // drains its streams.
+    eventually(
+        Duration::from_secs(30),
+        "the old process to drain",
+        || async {
+            old.log()
+                .contains("Graceful shutdown started")
+                .then_some(())
+        },
+    )
+    .await;
+    // Twenty more, on the new process, while the streams are still in
+    // flight on the old one: five fit.
+    let mut served = 0;
+    for i in 0..20 {
+        let (p, req) = metered(i, BUDGET_KEY);
+        let r = http_client::send(old.addr, &req).await.unwrap();
+        if r.status == 200 {
+            served += 1;
+        } else {
+            let e = assert_error(p, &r, 429);
+            assert!(e["message"].as_str().unwrap().contains("budget"), "{e}");
+        }
+    }
+    let mut whole = 0;
+    for s in streams {
+        whole += usize::from(s.await.unwrap());
+    }
+    assert_eq!(whole, 5, "the streams in flight finished");
+    assert_eq!(served, 5, "the budget pays for ten in all");
+    assert!(
+        new.access_log().contains(CHAT),
+        "the new process served: {}",
+        new.log()
+    );
+    eventually(Duration::from_secs(10), "the spend in the file", || async {
+        (spend_in_file(&dir, "budgeted", "total") == (80_000_000, 0)).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn failed_requests_release_their_reservation() {
     let mock = MockUpstream::start().await;
