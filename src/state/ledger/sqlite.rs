@@ -116,6 +116,10 @@ impl Lazy {
 
     fn db(&mut self) -> Result<&mut Sqlite, String> {
         if self.db.is_none() {
+            if let Some(dir) = self.path.parent() {
+                // A start on a full disk may not have made it.
+                let _ = std::fs::create_dir_all(dir);
+            }
             self.db = Some(Sqlite::open(&self.path)?);
         }
         self.db

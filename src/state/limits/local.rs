@@ -423,8 +423,9 @@ mod tests {
         ));
         assert_eq!(b.settle(&h1, 0, 20_000_000).await, Some(20_000_000));
         assert_eq!(a.settle(&h2, 0, 30_000_000).await, Some(20_000_000));
+        // Queued behind the release on `b`'s own thread.
         b.release_now(&h3);
-        let st = a.state(&k, 1000).await.budget.unwrap();
+        let st = b.state(&k, 1000).await.budget.unwrap();
         assert_eq!((st.spent, st.reserved), (50_000_000, 0));
         let _ = std::fs::remove_dir_all(&dir);
     }

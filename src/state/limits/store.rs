@@ -256,8 +256,17 @@ impl SpendStore {
     /// Opens (creating) the store in `dir`. A full disk does not stop the
     /// start: the store begins degraded (logged, counted) and retries.
     pub(crate) fn open(dir: &Path, metrics: Arc<Metrics>) -> Result<SpendStore, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the data directory {}: {e}", dir.display()))?;
+        match std::fs::create_dir_all(dir) {
+            Ok(()) => {}
+            // Made on a later try (the store's thread makes it too).
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot create the data directory {}: {e}",
+                    dir.display()
+                ))
+            }
+        }
         let path = dir.join(FILE);
         let lock = Self::lock(dir);
         let alone = lock.as_ref().is_some_and(|(_, alone)| *alone);
@@ -274,7 +283,7 @@ impl SpendStore {
             Ok(())
         }) {
             Ok(()) => {}
-            Err(e) if is_full(&e) => {
+            Err(e) if is_full(&e) || !dir.exists() => {
                 log::error!(
                     "limits: {} cannot be written ({e}): starting degraded; budgets are checked against what the file held, spend is kept in memory and written when space returns",
                     path.display()
@@ -510,6 +519,10 @@ impl Worker {
 
     fn conn(&mut self) -> rusqlite::Result<&mut Connection> {
         if self.conn.is_none() {
+            if let Some(dir) = self.path.parent() {
+                // A start on a full disk may not have made it.
+                let _ = std::fs::create_dir_all(dir);
+            }
             self.conn = Some(open_db(&self.path)?);
         }
         match self.conn.as_mut() {

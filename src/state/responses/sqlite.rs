@@ -37,8 +37,16 @@ impl Sqlite {
     /// [`Sqlite::open`], but `None` when the disk is full (the file cannot
     /// be made or brought up to date).
     pub fn open_unless_full(dir: &Path) -> Result<Option<Sqlite>, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the data directory {}: {e}", dir.display()))?;
+        match std::fs::create_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => return Ok(None),
+            Err(e) => {
+                return Err(format!(
+                    "cannot create the data directory {}: {e}",
+                    dir.display()
+                ))
+            }
+        }
         let path = dir.join(FILE);
         match Sqlite::connect(&path) {
             Ok(conn) => Ok(Some(Sqlite {
