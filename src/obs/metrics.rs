@@ -473,6 +473,8 @@ pub struct LimitsStoreCounters {
     pub unwritten_nanos: AtomicI64,
     /// 1 while the store cannot be written.
     pub degraded: AtomicI64,
+    /// Requests that did not get the store's answer within its timeout.
+    pub late: AtomicU64,
 }
 
 impl LimitsStoreCounters {
@@ -492,6 +494,11 @@ impl LimitsStoreCounters {
             out,
             "# HELP switchboard_limits_store_unwritten_usd The spend of the budget settlements kept in memory, in USD.\n# TYPE switchboard_limits_store_unwritten_usd gauge\nswitchboard_limits_store_unwritten_usd {}",
             self.unwritten_nanos.load(Ordering::Relaxed) as f64 / 1e9
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_limits_store_late_total Budget reservations, settlements and reads that DATA/limits.sqlite did not answer within 2 s (admitted without their budget checked; written when it answers).\n# TYPE switchboard_limits_store_late_total counter\nswitchboard_limits_store_late_total {}",
+            self.late.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

@@ -307,6 +307,58 @@ async fn a_reservation_in_flight_on_one_process_holds_on_the_other() {
     .await;
 }
 
+/// Another process holds the budget file's write lock for longer than the
+/// store waits (2 s): the request is served without its budget checked
+/// (no budget header), counted and logged, and what it reserved and spent
+/// is written once the lock is free.
+#[tokio::test]
+async fn a_budget_file_locked_by_another_process_admits_and_writes_the_spend_later() {
+    let mock = MockUpstream::start().await;
+    let data = TempDir::new();
+    let dir = data.file("data");
+    let args = ["--data", dir.to_str().unwrap()];
+    let gw = Gateway::start_with(&limits_catalog(&mock), &limits_keys("0.08"), &args).await;
+    let (_, req) = metered(0, BUDGET_KEY);
+    let r = gw.send(&req).await;
+    assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.072"));
+    let (locked, release) = (
+        std::sync::mpsc::channel::<()>(),
+        std::sync::mpsc::channel::<()>(),
+    );
+    let file = dir.join("limits.sqlite");
+    let holder = std::thread::spawn(move || {
+        let db = rusqlite::Connection::open(file).unwrap();
+        db.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked.0.send(()).unwrap();
+        release.1.recv().unwrap();
+        db.execute_batch("COMMIT").unwrap();
+    });
+    locked.1.recv().unwrap();
+    let (_, req) = metered(0, BUDGET_KEY);
+    let r = gw.send(&req).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.header("x-switchboard-budget-remaining").is_none());
+    let m = metrics_text(gw.metrics).await;
+    assert!(
+        metric_value(&m, "switchboard_limits_store_late_total", &[]).unwrap() >= 1.0,
+        "{m}"
+    );
+    assert!(
+        gw.log().contains("did not answer within 2 s"),
+        "{}",
+        gw.log()
+    );
+    release.0.send(()).unwrap();
+    holder.join().unwrap();
+    eventually(Duration::from_secs(20), "the spend in the file", || async {
+        (spend_in_file(&dir, "budgeted", "total") == (16_000_000, 0)).then_some(())
+    })
+    .await;
+    let (_, req) = metered(0, BUDGET_KEY);
+    let r = gw.send(&req).await;
+    assert_eq!(r.header("x-switchboard-budget-remaining"), Some("0.056"));
+}
+
 /// A gateway process started by hand (the harness waits on a port of its
 /// own choosing; an upgrade's new process listens on the old one's).
 struct Process {

@@ -8,7 +8,7 @@
 //! budget is then reserved in the store (one transaction that reads and
 //! writes); a budget that refuses gives the slot and the tokens back.
 
-use super::store::{Slot, SpendStore};
+use super::store::{Reply, Slot, SpendStore};
 use super::{
     period_at, Ask, BudgetState, Held, KeyState, Nanos, Refusal, Reserved, Window, WINDOW_SECS,
 };
@@ -166,8 +166,11 @@ impl LocalLimits {
             period: p.id.clone(),
         };
         match store.reserve(slot, b.nanos, ask.cost, id).await {
-            Some(Ok(left)) => Ok(Some((waiting.held.take(), Some(left)))),
-            Some(Err(left)) => {
+            Reply::Reserved(left) => Ok(Some((waiting.held.take(), Some(left)))),
+            // Admitted unchecked: the reserve runs when the store can, and
+            // this reservation's settlement (or release) queues behind it.
+            Reply::Late => Ok(Some((waiting.held.take(), None))),
+            Reply::Refused(left) => {
                 waiting.held = None;
                 // Refused: the rpm slot and the tpm tokens go back.
                 let mut keys = lock(&self.keys);
@@ -186,7 +189,7 @@ impl LocalLimits {
                 })
             }
             // The store's thread is gone (logged): admitted unchecked.
-            None => {
+            Reply::Gone => {
                 waiting.held = None;
                 Ok(Some((None, None)))
             }

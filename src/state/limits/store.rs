@@ -56,6 +56,23 @@ pub const RETRY_EVERY: Duration = Duration::from_secs(1);
 const REMIND_EVERY: Duration = Duration::from_secs(30);
 /// Requests run in one transaction, at most.
 const BATCH: usize = 1024;
+/// How long a request waits for the store's answer. A slower one (a stalled
+/// disk, another process holding the write lock) is admitted without it;
+/// what it asked is still queued and runs when the store can.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+/// The store's answer to a reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// Reserved: the budget left after it.
+    Reserved(Nanos),
+    /// Refused: the budget left.
+    Refused(Nanos),
+    /// Not answered within [`ANSWER_WITHIN`]: the reserve still runs, later.
+    Late,
+    /// The store's thread is gone (logged).
+    Gone,
+}
 
 /// One budget in one period.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -92,7 +109,7 @@ enum Op {
 
 impl Op {
     fn writes(&self) -> bool {
-        !matches!(self, Op::State { .. })
+        matches!(self, Op::Reserve { .. } | Op::Settle { .. })
     }
 }
 
@@ -243,6 +260,8 @@ pub(crate) struct SpendStore {
     tx: Mutex<Option<mpsc::Sender<Op>>>,
     /// The shared lock on `DATA/limits.lock`, held for the process's life.
     _lock: Option<std::fs::File>,
+    /// Unix milliseconds a late answer was last logged.
+    late_said: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -303,6 +322,7 @@ impl SpendStore {
             metrics,
             tx: Mutex::new(None),
             _lock: lock.map(|(f, _)| f),
+            late_said: AtomicU64::new(0),
         })
     }
 
@@ -333,35 +353,85 @@ impl SpendStore {
         )
     }
 
-    fn send(&self, op: Op) -> bool {
+    /// Queues `op` for the store's thread, started on first use (and again
+    /// if it ended).
+    fn send(&self, mut op: Op) -> bool {
         let mut tx = lock(&self.tx);
-        if tx.is_none() {
-            let (s, rx) = mpsc::channel();
-            let mut w = Worker::new(self.path.clone(), self.owner.clone(), self.metrics.clone());
-            match std::thread::Builder::new()
-                .name("limits-store".into())
-                .spawn(move || w.run(rx))
-            {
-                Ok(_) => *tx = Some(s),
-                Err(e) => {
-                    log::error!("limits: cannot start the budget store's thread: {e}");
-                    return false;
+        for _ in 0..2 {
+            if tx.is_none() {
+                let (s, rx) = mpsc::channel();
+                let mut w =
+                    Worker::new(self.path.clone(), self.owner.clone(), self.metrics.clone());
+                match std::thread::Builder::new()
+                    .name("limits-store".into())
+                    .spawn(move || w.run(rx))
+                {
+                    Ok(_) => *tx = Some(s),
+                    Err(e) => {
+                        log::error!("limits: cannot start the budget store's thread: {e}");
+                        return false;
+                    }
                 }
             }
+            match tx.as_ref().map(|s| s.send(op)) {
+                Some(Ok(())) => return true,
+                Some(Err(mpsc::SendError(back))) => {
+                    log::error!("limits: the budget store's thread ended; starting another");
+                    *tx = None;
+                    op = back;
+                }
+                None => return false,
+            }
         }
-        tx.as_ref().is_some_and(|s| s.send(op).is_ok())
+        false
     }
 
-    /// Reserves `cost` of `budget` under `id`: the budget left after it, or
-    /// (refused) the budget left. `None`: the store's thread is gone
-    /// (admitted unchecked, logged).
+    /// Waits for `answer` up to [`ANSWER_WITHIN`]: `Err(true)` when late
+    /// (counted, logged at most every 30 s), `Err(false)` when the thread
+    /// is gone.
+    async fn wait<T>(&self, answer: oneshot::Receiver<T>) -> Result<T, bool> {
+        match tokio::time::timeout(ANSWER_WITHIN, answer).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(_)) => {
+                log::error!(
+                    "limits: the budget store's thread is gone: request admitted unchecked"
+                );
+                Err(false)
+            }
+            Err(_) => {
+                self.metrics
+                    .limits_store
+                    .late
+                    .fetch_add(1, Ordering::Relaxed);
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                let said = self.late_said.load(Ordering::Relaxed);
+                if now.saturating_sub(said) >= REMIND_EVERY.as_millis() as u64
+                    && self
+                        .late_said
+                        .compare_exchange(said, now, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    log::error!(
+                        "limits: {} did not answer within {} s (a stalled disk, or another process holding its write lock): requests are admitted without their budget checked, and what they reserve and spend is written when it answers",
+                        self.path.display(),
+                        ANSWER_WITHIN.as_secs()
+                    );
+                }
+                Err(true)
+            }
+        }
+    }
+
+    /// Reserves `cost` of `budget` under `id`.
     pub(crate) async fn reserve(
         &self,
         slot: Slot,
         budget: Nanos,
         cost: Nanos,
         id: String,
-    ) -> Option<Result<Nanos, Nanos>> {
+    ) -> Reply {
         let (reply, answer) = oneshot::channel();
         if !self.send(Op::Reserve {
             slot,
@@ -370,13 +440,14 @@ impl SpendStore {
             id,
             reply,
         }) {
-            return None;
+            return Reply::Gone;
         }
-        let a = answer.await.ok();
-        if a.is_none() {
-            log::error!("limits: the budget store's thread is gone: request admitted unchecked");
+        match self.wait(answer).await {
+            Ok(Ok(left)) => Reply::Reserved(left),
+            Ok(Err(left)) => Reply::Refused(left),
+            Err(true) => Reply::Late,
+            Err(false) => Reply::Gone,
         }
-        a
     }
 
     /// Settles reservation `id` to `cost`; the budget left, once written (or
@@ -399,7 +470,8 @@ impl SpendStore {
             reply: Some(reply),
         })
         .then_some(())?;
-        answer.await.ok()
+        // Late: still queued, written when the store can.
+        self.wait(answer).await.ok()
     }
 
     /// Releases reservation `id` without waiting.
@@ -418,7 +490,7 @@ impl SpendStore {
     pub(crate) async fn state(&self, slot: Slot) -> Option<(Nanos, Nanos)> {
         let (reply, answer) = oneshot::channel();
         self.send(Op::State { slot, reply }).then_some(())?;
-        answer.await.ok()
+        self.wait(answer).await.ok()
     }
 }
 
