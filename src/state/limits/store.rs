@@ -18,6 +18,12 @@
 //! process's transaction. The thread starts on the first call, so a
 //! daemonizing fork after start-up does not lose it.
 //!
+//! A request waits at most [`ANSWER_WITHIN`] for its answer: a file that
+//! answers later (a stalled disk, another process holding the write lock)
+//! does not hold requests up; they go on without their budget checked
+//! (counted in `switchboard_limits_store_late_total`, logged), and what they
+//! asked stays queued and is written in order when the file answers.
+//!
 //! A process that dies holds its reservations until their lease ends
 //! ([`LEASE_SECS`]; a running process renews its own every
 //! [`MAINTAIN_EVERY`]); a process that starts alone on the directory (no
