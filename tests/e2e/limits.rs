@@ -1,7 +1,9 @@
 //! End-to-end: per-key rpm / tpm over a sliding minute and budgets that hold
 //! exactly (docs/configuration.md "Limits and budgets"), on the real binary over sockets with the
-//! mock upstream: embedded (one instance, spend in `--data`) and in Redis (two instances sharing
-//! one budget and one rpm; Redis going away mid-load under `--redis-fail open` and `closed`).
+//! mock upstream: embedded (budgets in `--data`, shared by two processes on one directory and
+//! across an upgrade; a file locked by another process) and in Redis (two instances sharing
+//! one budget and one rpm; Redis going away mid-load under `--redis-fail open` and `closed`;
+//! Redis stalling: late and lost reservations, leases renewed).
 //!
 //! Costs are deterministic: the `metered` model's prompt is free and its
 //! completion costs 0.001 USD a token; every request asks for at most 8 output
@@ -12,7 +14,9 @@
 //! The Redis tests, in module `needs_redis`, need a Redis on 127.0.0.1:6379:
 //! ignored by a plain `cargo test`, run by tests/run.sh (which starts one;
 //! so does `crate::common::servers::ensure_redis` when `redis-server` is installed);
-//! each uses a key prefix of its own, removed at the end.
+//! each uses a key prefix of its own, removed at the end. The full-disk
+//! tests, in module `needs_root`, mount a small tmpfs: ignored, run as root
+//! with `cargo test --test e2e -- --ignored needs_root::`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::families::*;
