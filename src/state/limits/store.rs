@@ -893,3 +893,41 @@ impl Worker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("switchboard-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A live process renews its leases; the ended lease of one that died
+    /// is given back by the next check of any process.
+    #[test]
+    fn ended_leases_are_given_back_and_live_ones_renewed() {
+        let dir = tmp("lease");
+        let c = open_db(&dir.join(FILE)).unwrap();
+        let slot = Slot {
+            key: "k".into(),
+            period: "total".into(),
+        };
+        hold(&c, "dead-1", &slot, 30, "dead").unwrap();
+        hold(&c, "live-1", &slot, 20, "live").unwrap();
+        assert_eq!(read(&c, &slot).unwrap(), (0, 50));
+        // Both leases ended a while ago; the live process renews its own.
+        c.execute("UPDATE budget_held SET expires_at = 0", [])
+            .unwrap();
+        assert_eq!(maintain(&c, "live").unwrap(), 1);
+        assert_eq!(read(&c, &slot).unwrap(), (0, 20));
+        // The dead one's settlement, if it ever came, holds nothing back twice.
+        assert!(!unhold(&c, "dead-1", &slot, 30).unwrap());
+        assert!(unhold(&c, "live-1", &slot, 20).unwrap());
+        assert_eq!(read(&c, &slot).unwrap(), (0, 0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
