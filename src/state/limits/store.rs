@@ -906,6 +906,33 @@ mod tests {
         d
     }
 
+    /// A file from before reservations were shared keeps its spend and
+    /// gets the new column and table.
+    #[test]
+    fn a_file_from_before_is_brought_up_to_date() {
+        let dir = tmp("migrate");
+        let path = dir.join(FILE);
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE budget_spend (key_id TEXT NOT NULL, period TEXT NOT NULL,
+                     spent_nanos INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+                     PRIMARY KEY (key_id, period));
+                 INSERT INTO budget_spend VALUES ('k', 'total', 70, 1);",
+            )
+            .unwrap();
+        }
+        let c = open_db(&path).unwrap();
+        let slot = Slot {
+            key: "k".into(),
+            period: "total".into(),
+        };
+        assert_eq!(read(&c, &slot).unwrap(), (70, 0));
+        hold(&c, "a-1", &slot, 20, "a").unwrap();
+        assert_eq!(read(&c, &slot).unwrap(), (70, 20));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A live process renews its leases; the ended lease of one that died
     /// is given back by the next check of any process.
     #[test]
