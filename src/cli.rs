@@ -228,8 +228,9 @@ pub const METRICS_MAX_CONNECTIONS: usize = 64;
 pub struct State {
     /// The data directory, created on first start.
     ///
-    /// The usage ledger (DIR/ledger.sqlite), budget spend
-    /// (DIR/limits.sqlite), stored responses (DIR/responses.sqlite).
+    /// The usage ledger (DIR/ledger.sqlite), budgets (DIR/limits.sqlite,
+    /// shared by every process on the directory), stored responses
+    /// (DIR/responses.sqlite).
     #[arg(
         long,
         value_name = "DIR",

@@ -143,11 +143,20 @@ fn responses_store(
     );
     let backend: Arc<dyn responses::Backend> = match cli.redis() {
         Some(url) => Arc::new(responses::redis::Redis::new(&url, &cli.state.redis_prefix)?),
-        None => {
-            let db = responses::sqlite::Sqlite::open(std::path::Path::new(data))?;
-            db.spawn_purger((ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(600)));
-            Arc::new(db)
-        }
+        None => match responses::sqlite::Sqlite::open_unless_full(std::path::Path::new(data))? {
+            Some(db) => {
+                db.spawn_purger((ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(600)));
+                Arc::new(db)
+            }
+            // A start on a full disk: served, from memory until a restart.
+            None => {
+                log::error!(
+                    "stored responses: {data}/{} cannot be made (the disk is full): responses are stored in memory until a restart",
+                    responses::sqlite::FILE
+                );
+                Arc::new(responses::memory::Memory::default())
+            }
+        },
     };
     log::info!(
         "stored responses: {} (kept {}s, {max_record} bytes a record, {key_quota} bytes a key)",

@@ -98,6 +98,9 @@ pub struct Metrics {
     limits_redis_failures: [AtomicU64; 2],
     /// Stored-response writes that failed (docs/api.md "Stored responses").
     pub responses_store_failures: Arc<AtomicU64>,
+    /// The embedded budget store (`DATA/limits.sqlite`): writes that failed
+    /// and what is kept in memory for a retry.
+    pub limits_store: LimitsStoreCounters,
 }
 
 /// Decrements the active-streams gauge when dropped.
@@ -425,6 +428,7 @@ impl Metrics {
             self.limits_redis_failures[0].load(Ordering::Relaxed),
             self.limits_redis_failures[1].load(Ordering::Relaxed)
         );
+        self.limits_store.render(out);
         let _ = writeln!(
             out,
             "# HELP switchboard_responses_store_failures_total Stored responses that could not be written.\n# TYPE switchboard_responses_store_failures_total counter\nswitchboard_responses_store_failures_total {}",
@@ -473,6 +477,53 @@ impl LedgerCounters {
             out,
             "# HELP switchboard_ledger_rows_pending Usage-ledger rows taken off the queue and not yet written (batching, or held for a retry).\n# TYPE switchboard_ledger_rows_pending gauge\nswitchboard_ledger_rows_pending {}",
             self.pending.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// The embedded budget store's series (docs/operations.md "Budgets on a
+/// full disk").
+#[derive(Debug, Default)]
+pub struct LimitsStoreCounters {
+    /// Budget reservations and settlements that could not be written (kept in memory).
+    pub write_failures: AtomicU64,
+    /// Settlements kept in memory, not yet written.
+    pub unwritten: AtomicI64,
+    /// Their spend, in nano-USD.
+    pub unwritten_nanos: AtomicI64,
+    /// 1 while the store cannot be written.
+    pub degraded: AtomicI64,
+    /// Requests that did not get the store's answer within its timeout.
+    pub late: AtomicU64,
+}
+
+impl LimitsStoreCounters {
+    /// The Prometheus text of the store's series.
+    pub fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_limits_store_write_failures_total Budget reservations and settlements that could not be written to DATA/limits.sqlite (kept in memory and retried).\n# TYPE switchboard_limits_store_write_failures_total counter\nswitchboard_limits_store_write_failures_total {}",
+            self.write_failures.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_limits_store_unwritten Budget settlements kept in memory, not yet written to DATA/limits.sqlite.\n# TYPE switchboard_limits_store_unwritten gauge\nswitchboard_limits_store_unwritten {}",
+            self.unwritten.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_limits_store_unwritten_usd The spend of the budget settlements kept in memory, in USD.\n# TYPE switchboard_limits_store_unwritten_usd gauge\nswitchboard_limits_store_unwritten_usd {}",
+            self.unwritten_nanos.load(Ordering::Relaxed) as f64 / 1e9
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_limits_store_late_total Budget reservations, settlements and reads that DATA/limits.sqlite did not answer within 2 s (admitted without their budget checked; written when it answers).\n# TYPE switchboard_limits_store_late_total counter\nswitchboard_limits_store_late_total {}",
+            self.late.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP switchboard_limits_store_degraded 1 while DATA/limits.sqlite cannot be written (budgets checked from memory).\n# TYPE switchboard_limits_store_degraded gauge\nswitchboard_limits_store_degraded {}",
+            self.degraded.load(Ordering::Relaxed)
         );
     }
 }

@@ -183,14 +183,27 @@ pub fn open(
             )
         }
         None => {
-            std::fs::create_dir_all(data_dir)
-                .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+            match std::fs::create_dir_all(data_dir) {
+                Ok(()) => {}
+                // A full disk: made on a later write (see below).
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => {}
+                Err(e) => return Err(format!("cannot create {}: {e}", data_dir.display())),
+            }
             let path = data_dir.join("ledger.sqlite");
-            // Opened here to fail early, closed before Pingora may fork.
-            drop(sqlite::Sqlite::open(&path)?);
+            // Opened here to fail early, closed before Pingora may fork. A
+            // full disk does not stop the start: the writer holds the rows
+            // and retries until the file can be written.
+            match sqlite::Sqlite::try_open(&path) {
+                Ok(db) => drop(db),
+                Err(e) if sqlite::is_full(&e) || !data_dir.exists() => log::error!(
+                    "usage ledger: {} cannot be written ({e}): starting without it; rows are held (at most --ledger-queue) and written when space returns",
+                    path.display()
+                ),
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
             let p = path.clone();
             (
-                Box::new(move || Ok(Box::new(sqlite::Sqlite::open(&p)?) as Box<dyn Backend>)),
+                Box::new(move || Ok(Box::new(sqlite::Lazy::new(&p)) as Box<dyn Backend>)),
                 Reader::Sqlite(path),
             )
         }

@@ -73,21 +73,72 @@ pub struct Sqlite {
 impl Sqlite {
     /// Opens (creating when missing) the ledger file and its tables.
     pub fn open(path: &Path) -> Result<Sqlite, String> {
-        let fail = |e: rusqlite::Error| format!("{}: {e}", path.display());
-        let conn = Connection::open(path).map_err(fail)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(fail)?;
+        Sqlite::try_open(path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// [`Sqlite::open`], with SQLite's own error (see [`is_full`]).
+    pub fn try_open(path: &Path) -> rusqlite::Result<Sqlite> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
         // journal_mode answers with a row; read it rather than execute.
         let _: Option<String> = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .optional()
-            .map_err(fail)?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL;")
-            .map_err(fail)?;
-        conn.execute_batch(SCHEMA).map_err(fail)?;
+            .optional()?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+        conn.execute_batch(SCHEMA)?;
         Ok(Sqlite {
             conn,
             path: path.to_path_buf(),
         })
+    }
+}
+
+/// Whether `e` says the disk is full.
+pub fn is_full(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
+}
+
+/// The ledger file opened on the first write that can (a start on a full
+/// disk: the writer holds the rows and retries until the file can be made).
+pub struct Lazy {
+    path: PathBuf,
+    db: Option<Sqlite>,
+}
+
+impl Lazy {
+    /// The ledger file at `path`, opened when first written.
+    pub fn new(path: &Path) -> Lazy {
+        Lazy {
+            path: path.to_path_buf(),
+            db: None,
+        }
+    }
+
+    fn db(&mut self) -> Result<&mut Sqlite, String> {
+        if self.db.is_none() {
+            if let Some(dir) = self.path.parent() {
+                // A start on a full disk may not have made it.
+                let _ = std::fs::create_dir_all(dir);
+            }
+            self.db = Some(Sqlite::open(&self.path)?);
+        }
+        self.db
+            .as_mut()
+            .ok_or_else(|| format!("{}: not open", self.path.display()))
+    }
+}
+
+impl Backend for Lazy {
+    fn write(&mut self, rows: &[Row]) -> Result<(), String> {
+        self.db()?.write(rows)
+    }
+
+    fn purge(&mut self, before_ms: i64) -> Result<u64, String> {
+        self.db()?.purge(before_ms)
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite {}", self.path.display())
     }
 }
 

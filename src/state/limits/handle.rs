@@ -40,7 +40,8 @@ impl Limits {
 
     /// Opens the configured backend: Redis when `--redis` is given (connected
     /// lazily, so an unreachable Redis does not stop the start), else the
-    /// embedded one with its spend file in the data directory.
+    /// embedded one with its budget store in the data directory (a full disk
+    /// does not stop the start either: the store starts degraded).
     pub fn open(cfg: &LimitsConfig, metrics: Arc<Metrics>) -> Result<Limits, String> {
         let backend = match &cfg.redis {
             Some(url) => Backend::Redis(Box::new(RedisLimits::new(
@@ -49,7 +50,7 @@ impl Limits {
                 cfg.fail,
                 metrics,
             )?)),
-            None => Backend::Local(LocalLimits::open(cfg.data_dir.as_deref())?),
+            None => Backend::Local(LocalLimits::open(cfg.data_dir.as_deref(), metrics)?),
         };
         Ok(Limits {
             backend: Arc::new(backend),
@@ -70,7 +71,7 @@ impl Limits {
             return Ok(Reservation::none());
         }
         let r = match &*self.backend {
-            Backend::Local(l) => l.reserve(&ask, unix_now()),
+            Backend::Local(l) => l.reserve(&ask, unix_now()).await,
             Backend::Redis(r) => r.reserve(&ask).await,
         }?;
         Ok(match r {
@@ -82,7 +83,7 @@ impl Limits {
     /// The live state of `key`.
     pub async fn state(&self, key: &ApiKey) -> Result<KeyState, String> {
         match &*self.backend {
-            Backend::Local(l) => Ok(l.state(key, unix_now())),
+            Backend::Local(l) => Ok(l.state(key, unix_now()).await),
             Backend::Redis(r) => r.state(key).await,
         }
     }

@@ -18,9 +18,10 @@
 //! - [`refusal`]: why a request does not fit, as the client's error;
 //! - [`reservation`]: the request's handle until it settles or releases it;
 //! - [`held`]: what a reservation holds, as a backend records it;
-//! - [`backend`]: the two backends with the same semantics, embedded (one
-//!   process: windows and reservations in memory, spend per key and period in
-//!   `DATA/limits.sqlite`, see [`local`]) and fleet (`--redis`: everything in
+//! - [`backend`]: the two backends with the same semantics, embedded (rpm and
+//!   tpm windows in memory per process, see [`local`]; budgets, their spend
+//!   and reservations, in `DATA/limits.sqlite`, shared by the processes on
+//!   one data directory, see [`store`]) and fleet (`--redis`: everything in
 //!   Redis, each step one Lua script, see [`redis`]).
 
 pub mod ask;
@@ -33,6 +34,7 @@ pub mod money;
 pub mod redis;
 pub mod refusal;
 pub mod reservation;
+pub mod store;
 pub mod window;
 
 pub use ask::Ask;

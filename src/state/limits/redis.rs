@@ -10,8 +10,14 @@
 //!   `2026-11` or `total`);
 //! - `P{K}:held:PERIOD`: the sum of reservations in flight;
 //! - `P{K}:resv` (id → `period|cost|second|tokens`) and `P{K}:resvx` (id →
-//!   lease expiry): reservations, so one that an instance never settles
-//!   (it died) gives its hold back when its lease ends.
+//!   lease expiry): reservations. The instance renews the lease
+//!   ([`RESERVATION_LEASE_SECS`]) of each of its reservations in flight
+//!   every [`RENEW_EVERY`], so one it never settles (it died, or the
+//!   settlement was lost) or never learned of (the reserve's answer was
+//!   lost) gives its hold back when its lease ends;
+//! - `P{K}:gone:ID`: a reservation whose answer was lost, released by id
+//!   by the instance (kept [`GONE_SECS`]): a reserve that Redis runs only
+//!   after the release does nothing.
 //!
 //! Time is Redis' own (`TIME`), so instances with skewed clocks still share
 //! one window and roll periods over at one instant. Amounts are integers of
@@ -25,6 +31,7 @@ use crate::config::{ApiKey, BudgetPeriod};
 use crate::obs::metrics::Metrics;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,9 +113,12 @@ end
 /// now}`, or `{"1"|"2", retry_after (-1: never), used}` for rpm / tpm, or
 /// `{"3", remaining, period}` for the budget, or `{"4"}` (nothing done) when
 /// the script runs after its answer-by second: a call the gateway gave up
-/// on, run late by a Redis that had stopped answering, must not hold budget.
+/// on, run late by a Redis that had stopped answering, must not hold budget;
+/// `{"5"}` (nothing done either) when the gateway already released the id
+/// ([`RELEASE_LOST`] ran first).
 const RESERVE: &str = r#"
 if ARGV[9] ~= '' and now > tonumber(ARGV[9]) then return {'4'} end
+if redis.call('EXISTS', base .. 'gone:' .. ARGV[7]) == 1 then return {'5'} end
 local tokens = tonumber(ARGV[3])
 local cost = tonumber(ARGV[6])
 if ARGV[1] ~= '' then
@@ -178,6 +188,44 @@ local held = tonumber(redis.call('GET', base .. 'held:' .. ARGV[4]) or '0')
 return fmt(tonumber(ARGV[6]) - spent - held)
 "#;
 
+/// ARGV: lease seconds, then ids. Extends the lease of each id still held
+/// (a reservation settled meanwhile is not brought back). Returns how many.
+const RENEW: &str = r#"
+local lease = tonumber(ARGV[1])
+local n = 0
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', base .. 'resvx', ARGV[i]) then
+    redis.call('ZADD', base .. 'resvx', fmt(now + lease), ARGV[i])
+    n = n + 1
+  end
+end
+if n > 0 then
+  redis.call('EXPIRE', base .. 'resv', lease + 60)
+  redis.call('EXPIRE', base .. 'resvx', lease + 60)
+end
+return n
+"#;
+
+/// ARGV: id, seconds to remember it. Releases a reservation whose answer
+/// the gateway never got (it timed out): what it holds is read from its
+/// record and given back, and the id is remembered, so a reserve that
+/// Redis runs only after this (it was still queued) does nothing. Returns
+/// 1 when it held something.
+const RELEASE_LOST: &str = r#"
+redis.call('SET', base .. 'gone:' .. ARGV[1], '1', 'EX', tonumber(ARGV[2]))
+local rec = redis.call('HGET', base .. 'resv', ARGV[1])
+if not rec then return 0 end
+local period, cost, sec, tokens = string.match(rec, '^([^|]*)|(-?%d+)|(%d+)|(%d+)$')
+redis.call('HDEL', base .. 'resv', ARGV[1])
+redis.call('ZREM', base .. 'resvx', ARGV[1])
+if period and period ~= '' then redis.call('DECRBY', base .. 'held:' .. period, cost) end
+if tokens and tokens ~= '0' and redis.call('HEXISTS', base .. 'tpm', sec) == 1 then
+  local v = redis.call('HINCRBY', base .. 'tpm', sec, fmt(-tonumber(tokens)))
+  if v < 0 then redis.call('HSET', base .. 'tpm', sec, '0') end
+end
+return 1
+"#;
+
 /// ARGV: rpm ('1' or ''), tpm ('1' or ''), period kind ('' no budget).
 /// Returns `{rpm used, tpm used, period, spent, held, now}`.
 const STATE: &str = r#"
@@ -203,6 +251,12 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// gave up on after [`RESPONSE_TIMEOUT`] and that Redis runs later than
 /// this (its clock against the gateway's) does nothing.
 const ANSWER_BY_SECS: u64 = 10;
+/// How often an instance renews the leases of its reservations in flight
+/// (the lease is [`RESERVATION_LEASE_SECS`]).
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// How often the release of a reservation whose answer was lost is tried
+/// again, until the reserve's answer-by time has passed.
+const RELEASE_RETRY: Duration = Duration::from_secs(1);
 /// Failed calls in a row that open the breaker.
 const BREAKER_FAILURES: u32 = 3;
 /// How long an open breaker answers for Redis (failing open or closed at
@@ -257,6 +311,123 @@ impl Breaker {
     }
 }
 
+/// How long a released id is remembered (longer than a reserve may still
+/// run: [`ANSWER_BY_SECS`], with room for the clocks' skew).
+const GONE_SECS: u64 = 120;
+
+/// A reservation whose answer was lost (the call failed or timed out after
+/// it was sent): released by id until `until` (unix seconds; past its
+/// answer-by time the reserve can no longer run).
+struct Lost {
+    base: String,
+    id: String,
+    until: u64,
+}
+
+/// The reservations this instance holds in Redis, by key base: their
+/// leases are renewed while their requests run.
+type Live = Arc<std::sync::Mutex<HashMap<String, HashSet<String>>>>;
+
+fn live_lock(live: &Live) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
+    match live.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// The instance's background task: renews the leases of its reservations
+/// in flight every [`RENEW_EVERY`], and releases those whose answer was
+/// lost, again every [`RELEASE_RETRY`] until the release lands or the
+/// reserve can no longer run.
+struct Housekeeper {
+    conn: ConnectionManager,
+    renew: Script,
+    release: Script,
+    live: Live,
+    lost: Vec<Lost>,
+}
+
+impl Housekeeper {
+    async fn run(mut self, mut rx: tokio::sync::mpsc::UnboundedReceiver<Lost>) {
+        let mut renew_at = tokio::time::Instant::now() + RENEW_EVERY;
+        loop {
+            let wake = if self.lost.is_empty() {
+                renew_at
+            } else {
+                renew_at.min(tokio::time::Instant::now() + RELEASE_RETRY)
+            };
+            tokio::select! {
+                m = rx.recv() => match m {
+                    Some(l) => {
+                        self.lost.push(l);
+                        self.release_lost().await;
+                    }
+                    None => return,
+                },
+                _ = tokio::time::sleep_until(wake) => {
+                    if !self.lost.is_empty() {
+                        self.release_lost().await;
+                    }
+                    if tokio::time::Instant::now() >= renew_at {
+                        self.renew().await;
+                        renew_at = tokio::time::Instant::now() + RENEW_EVERY;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn release_lost(&mut self) {
+        let now = super::unix_now();
+        for l in std::mem::take(&mut self.lost) {
+            let r: redis::RedisResult<i64> = self
+                .release
+                .key(&l.base)
+                .arg(&l.id)
+                .arg(GONE_SECS)
+                .invoke_async(&mut self.conn)
+                .await;
+            match r {
+                Ok(1) => log::info!(
+                    "limits: released reservation {} whose answer from Redis was lost",
+                    l.id
+                ),
+                Ok(_) => {}
+                Err(_) if now <= l.until => self.lost.push(l),
+                Err(e) => log::warn!(
+                    "limits: cannot release reservation {} whose answer was lost ({e}); its hold ends with its lease ({RESERVATION_LEASE_SECS} s)",
+                    l.id
+                ),
+            }
+        }
+    }
+
+    async fn renew(&mut self) {
+        let held: Vec<(String, Vec<String>)> = live_lock(&self.live)
+            .iter()
+            .filter(|(_, ids)| !ids.is_empty())
+            .map(|(base, ids)| (base.clone(), ids.iter().cloned().collect()))
+            .collect();
+        for (base, ids) in held {
+            for chunk in ids.chunks(1000) {
+                let r: redis::RedisResult<i64> = self
+                    .renew
+                    .key(&base)
+                    .arg(RESERVATION_LEASE_SECS)
+                    .arg(chunk)
+                    .invoke_async(&mut self.conn)
+                    .await;
+                if let Err(e) = r {
+                    log::debug!(
+                        "limits: cannot renew the leases of {} reservation(s): {e}",
+                        chunk.len()
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Limits in Redis.
 pub struct RedisLimits {
     client: redis::Client,
@@ -270,6 +441,12 @@ pub struct RedisLimits {
     reserve: Script,
     settle: Script,
     state: Script,
+    renew: Script,
+    release_lost: Script,
+    /// Reservations held, their leases renewed while their requests run.
+    live: Live,
+    /// The housekeeper's queue of lost reservations (started on first use).
+    keeper: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Lost>>,
     /// Reservation ids: this instance's nonce and a counter.
     nonce: String,
     seq: AtomicU64,
@@ -307,6 +484,10 @@ impl RedisLimits {
             reserve: Script::new(&format!("{PRELUDE}{RESERVE}")),
             settle: Script::new(&format!("{PRELUDE}{SETTLE}")),
             state: Script::new(&format!("{PRELUDE}{STATE}")),
+            renew: Script::new(&format!("{PRELUDE}{RENEW}")),
+            release_lost: Script::new(&format!("{PRELUDE}{RELEASE_LOST}")),
+            live: Arc::default(),
+            keeper: std::sync::OnceLock::new(),
             nonce: format!("{:x}{:x}", nanos, std::process::id()),
             seq: AtomicU64::new(0),
         })
@@ -331,6 +512,23 @@ impl RedisLimits {
             })
             .await?;
         Ok(c.clone())
+    }
+
+    /// The housekeeper's queue, the task started on first use (on the
+    /// runtime of the request that first reserves).
+    fn keeper(&self, conn: &ConnectionManager) -> &tokio::sync::mpsc::UnboundedSender<Lost> {
+        self.keeper.get_or_init(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let hk = Housekeeper {
+                conn: conn.clone(),
+                renew: self.renew.clone(),
+                release: self.release_lost.clone(),
+                live: self.live.clone(),
+                lost: Vec::new(),
+            };
+            tokio::spawn(hk.run(rx));
+            tx
+        })
     }
 
     fn up(&self) {
@@ -373,8 +571,10 @@ impl RedisLimits {
             };
         }
         let answer_by = super::unix_now() + ANSWER_BY_SECS;
+        let base = self.base(&ask.key_id);
         let result: redis::RedisResult<Vec<String>> = async {
             let mut c = self.conn().await?;
+            let _ = self.keeper(&c);
             self.reserve
                 .key(self.base(&ask.key_id))
                 .arg(opt(ask.rpm))
@@ -397,6 +597,14 @@ impl RedisLimits {
             }
             Err(e) => {
                 self.failed("reserve", &e);
+                // The script may still run (or have run): released by id.
+                if let Some(k) = self.keeper.get() {
+                    let _ = k.send(Lost {
+                        base,
+                        id,
+                        until: answer_by + 2,
+                    });
+                }
                 return match self.fail {
                     FailMode::Open => Ok(None),
                     FailMode::Closed => Err(Refusal::Unavailable),
@@ -406,6 +614,12 @@ impl RedisLimits {
         let num = |i: usize| r.get(i).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
         match r.first().map(String::as_str) {
             Some("0") => {
+                if ask.tpm.is_some() || budget.is_some() {
+                    live_lock(&self.live)
+                        .entry(base)
+                        .or_default()
+                        .insert(id.clone());
+                }
                 let remaining = budget.map(|_| num(1));
                 let period = r.get(2).cloned().unwrap_or_default();
                 let now = u64::try_from(num(3)).unwrap_or(0);
@@ -440,6 +654,9 @@ impl RedisLimits {
             },
             // Redis's clock is ahead of the gateway's by more than the
             // answer-by margin: admitted unchecked, and said loudly.
+            // Released by id before it ran (never seen: the gateway gave
+            // up on the call first).
+            Some("5") => Ok(None),
             Some("4") => {
                 log::error!(
                     "limits: Redis ran a reservation past its answer-by time at once: its clock is more than {ANSWER_BY_SECS} s ahead of this host's"
@@ -455,6 +672,17 @@ impl RedisLimits {
 
     /// Settles (or, with zeros, releases) `held`.
     pub(crate) async fn settle(&self, held: &Held, tokens: u64, cost: Nanos) -> Option<Nanos> {
+        // No longer renewed: a settlement that does not land ends with the lease.
+        {
+            let base = self.base(&held.key_id);
+            let mut live = live_lock(&self.live);
+            if let Some(ids) = live.get_mut(&base) {
+                ids.remove(&held.id);
+                if ids.is_empty() {
+                    live.remove(&base);
+                }
+            }
+        }
         let (period, kind, budget) = match &held.budget {
             Some((b, p)) => (p.as_str(), kind_name(b.period), b.nanos.to_string()),
             None => ("", "", String::new()),

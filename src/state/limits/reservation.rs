@@ -7,9 +7,11 @@ use super::held::Held;
 use super::Nanos;
 use std::sync::Arc;
 
-/// How long a reservation that is never settled (its instance died) holds
-/// budget and tokens in Redis before it is dropped.
-pub const RESERVATION_LEASE_SECS: u64 = 3600;
+/// How long a reservation in Redis holds budget and tokens unless renewed:
+/// its instance renews it every 10 s while its request runs, so one whose
+/// instance died, or whose answer never reached the gateway, is dropped
+/// within this.
+pub const RESERVATION_LEASE_SECS: u64 = 30;
 
 /// A reservation: settle it with the real usage, or drop it to release.
 #[must_use = "a reservation is released when dropped; settle it when the usage is known"]

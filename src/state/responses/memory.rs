@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Records in process memory (tests and benches; not the binary's default).
+/// Records in process memory (tests and benches; the binary keeps them here
+/// only when it starts on a full disk).
 #[derive(Debug, Default)]
 pub struct Memory {
     map: Mutex<HashMap<String, StoredResponse>>,

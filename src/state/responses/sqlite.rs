@@ -30,12 +30,41 @@ fn err(e: impl std::fmt::Display) -> StoreError {
 impl Sqlite {
     /// Opens (creating) `dir/responses.sqlite` and its table.
     pub fn open(dir: &Path) -> Result<Sqlite, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the data directory {}: {e}", dir.display()))?;
+        Sqlite::open_unless_full(dir)?
+            .ok_or_else(|| format!("{}: database or disk is full", dir.join(FILE).display()))
+    }
+
+    /// [`Sqlite::open`], but `None` when the disk is full (the file cannot
+    /// be made or brought up to date).
+    pub fn open_unless_full(dir: &Path) -> Result<Option<Sqlite>, String> {
+        match std::fs::create_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => return Ok(None),
+            Err(e) => {
+                return Err(format!(
+                    "cannot create the data directory {}: {e}",
+                    dir.display()
+                ))
+            }
+        }
         let path = dir.join(FILE);
-        let conn = Connection::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        match Sqlite::connect(&path) {
+            Ok(conn) => Ok(Some(Sqlite {
+                conn: Arc::new(Mutex::new(conn)),
+                path,
+            })),
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == rusqlite::ErrorCode::DiskFull =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    fn connect(path: &Path) -> rusqlite::Result<Connection> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
              PRAGMA synchronous=NORMAL;
@@ -48,28 +77,21 @@ impl Sqlite {
                  bytes INTEGER NOT NULL DEFAULT 0
              );
              CREATE INDEX IF NOT EXISTS responses_expiry ON responses(expires_at_ms);",
-        )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        )?;
         let sized: bool = conn
             .prepare("SELECT 1 FROM pragma_table_info('responses') WHERE name = 'bytes'")
-            .and_then(|mut st| st.exists([]))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .and_then(|mut st| st.exists([]))?;
         if !sized {
             // A file from before the quota: each row's size from its record.
             conn.execute_batch(
                 "ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
                  UPDATE responses SET bytes = length(CAST(record AS BLOB));",
-            )
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            )?;
         }
         conn.execute_batch(
             "CREATE INDEX IF NOT EXISTS responses_key ON responses(key_id, expires_at_ms, bytes);",
-        )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Sqlite {
-            conn: Arc::new(Mutex::new(conn)),
-            path,
-        })
+        )?;
+        Ok(conn)
     }
 
     /// The database file.
