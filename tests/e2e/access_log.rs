@@ -218,7 +218,7 @@ fn version_flag_prints_the_crate_version() {
 
 /// Every flag with its environment variable, as operators and scripts know
 /// them (README "Configuration"): renaming one breaks their setups.
-const FLAGS: [(&str, Option<&str>); 37] = [
+const FLAGS: [(&str, Option<&str>); 38] = [
     ("--catalog", Some("SWITCHBOARD_CATALOG")),
     ("--keys", Some("SWITCHBOARD_KEYS")),
     ("--check", None),
@@ -255,6 +255,7 @@ const FLAGS: [(&str, Option<&str>); 37] = [
         "--keepalive-timeout-ms",
         Some("SWITCHBOARD_KEEPALIVE_TIMEOUT_MS"),
     ),
+    ("--drain-linger-ms", Some("SWITCHBOARD_DRAIN_LINGER_MS")),
     ("--max-connections", Some("SWITCHBOARD_MAX_CONNECTIONS")),
     (
         "--metrics-max-connections",
