@@ -251,6 +251,8 @@ pub struct Model {
     pub fallbacks: Vec<String>,
     /// Whether (and how) the model continues an assistant prefill.
     pub prefill: Prefill,
+    /// Other names clients may call the model by (docs/configuration.md "Aliases").
+    pub aliases: Vec<String>,
 }
 
 impl Model {
@@ -315,6 +317,9 @@ pub struct Catalog {
     pub models: Vec<Model>,
     provider_index: HashMap<String, usize>,
     model_index: HashMap<String, usize>,
+    /// Every name a request may call a model by: bare id, `provider/id`,
+    /// alias, `provider/alias`; `true` for the provider forms.
+    name_index: HashMap<String, (usize, bool)>,
 }
 
 const PROVIDER_FIELDS: &[&str] = &[
@@ -347,6 +352,7 @@ const MODEL_FIELDS: &[&str] = &[
     "protocols",
     "fallbacks",
     "prefill",
+    "aliases",
 ];
 
 impl Catalog {
@@ -401,6 +407,7 @@ impl Catalog {
             cat.model_index.insert(m.id.clone(), cat.models.len());
             cat.models.push(m);
         }
+        cat.index_names(file)?;
         for (i, m) in cat.models.iter().enumerate() {
             for (j, f) in m.fallbacks.iter().enumerate() {
                 let at = || format!("$.models[{i}].fallbacks[{j}]");
@@ -408,6 +415,13 @@ impl Catalog {
                     .split_once('/')
                     .and_then(|(p, id)| cat.model(id).filter(|t| t.provider == p));
                 match target {
+                    None if cat.name_index.contains_key(f.as_str()) => {
+                        return Err(ConfigError::new(
+                            file,
+                            at(),
+                            format!("{f:?} is an alias; a fallback names the model's canonical provider/model_id"),
+                        ))
+                    }
                     None => {
                         return Err(ConfigError::new(
                             file,
@@ -434,6 +448,78 @@ impl Catalog {
             }
         }
         Ok(cat)
+    }
+
+    /// Builds the name index, refusing an alias that clashes with a model
+    /// id, a qualified id, a provider token or another alias.
+    fn index_names(&mut self, file: &str) -> Result<(), ConfigError> {
+        let mut names: HashMap<String, (usize, bool)> = HashMap::new();
+        for (i, m) in self.models.iter().enumerate() {
+            names.insert(m.id.clone(), (i, false));
+            names.insert(m.qualified_id.clone(), (i, true));
+        }
+        let owner = |names: &HashMap<String, (usize, bool)>, models: &[Model], name: &str| {
+            names.get(name).map(|&(k, _)| {
+                let o = &models[k];
+                let what = if name == o.id {
+                    "the model id"
+                } else if name == o.qualified_id {
+                    "the qualified id"
+                } else {
+                    "an alias"
+                };
+                format!("{what} of $.models[{k}] ({:?})", o.qualified_id)
+            })
+        };
+        for (i, m) in self.models.iter().enumerate() {
+            for (j, a) in m.aliases.iter().enumerate() {
+                let at = format!("$.models[{i}].aliases[{j}]");
+                if self.provider_index.contains_key(a) {
+                    return Err(ConfigError::new(
+                        file,
+                        at,
+                        format!("alias {a:?} is a provider id"),
+                    ));
+                }
+                if let Some(o) = owner(&names, &self.models, a) {
+                    return Err(ConfigError::new(
+                        file,
+                        at,
+                        format!("alias {a:?} is already {o}"),
+                    ));
+                }
+                names.insert(a.clone(), (i, false));
+            }
+        }
+        // `provider/alias`, after every literal name, so that a clash names
+        // the bare alias that reads as it.
+        for (i, m) in self.models.iter().enumerate() {
+            for (j, a) in m.aliases.iter().enumerate() {
+                if a.contains('/') {
+                    continue;
+                }
+                let q = format!("{}/{a}", m.provider);
+                if let Some(o) = owner(&names, &self.models, &q) {
+                    return Err(ConfigError::new(
+                        file,
+                        format!("$.models[{i}].aliases[{j}]"),
+                        format!("alias {a:?} reads {q:?} with its provider, already {o}"),
+                    ));
+                }
+                names.insert(q, (i, true));
+            }
+        }
+        self.name_index = names;
+        Ok(())
+    }
+
+    /// The model a request names: a bare id, `provider/id`, an alias or
+    /// `provider/alias` (one hash lookup); `true` when the name carries the
+    /// model's provider token.
+    pub fn lookup(&self, name: &str) -> Option<(&Model, bool)> {
+        self.name_index
+            .get(name)
+            .map(|&(i, prefixed)| (&self.models[i], prefixed))
     }
 
     /// A provider by token.
@@ -595,6 +681,33 @@ fn provider(
     })
 }
 
+/// `aliases`: names without ':', '?', '#' or spaces, at most one '/'
+/// between non-empty parts, none listed twice.
+fn aliases(o: &Obj<'_>) -> Result<Vec<String>, ConfigError> {
+    let list = o.opt_strings("aliases")?.unwrap_or_default();
+    for (j, a) in list.iter().enumerate() {
+        let at = |r: String| ConfigError::new(o.file, format!("{}.aliases[{j}]", o.path), r);
+        if a.is_empty() {
+            return Err(at("an alias must not be empty".into()));
+        }
+        let parts: Vec<&str> = a.split('/').collect();
+        if a.contains([':', '?', '#', ' ']) || a.trim() != a {
+            return Err(at(format!(
+                "{a:?} must not contain ':', '?', '#' or spaces"
+            )));
+        }
+        if parts.len() > 2 || parts.iter().any(|p| p.is_empty()) {
+            return Err(at(format!(
+                "{a:?} may hold at most one '/', between two non-empty parts"
+            )));
+        }
+        if list[..j].contains(a) {
+            return Err(at(format!("{a:?} is listed twice")));
+        }
+    }
+    Ok(list)
+}
+
 /// A decimal string such as `0.0000025` (no sign, no exponent).
 fn decimal(o: &Obj<'_>, key: &str) -> Result<(String, f64), ConfigError> {
     let s = o.str(key)?;
@@ -703,6 +816,7 @@ fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, Confi
         defaults,
         protocols: families(&o, "protocols")?,
         fallbacks: o.opt_strings("fallbacks")?.unwrap_or_default(),
+        aliases: aliases(&o)?,
         prefill: match o.opt_str("prefill")? {
             None => Prefill::default(),
             Some(name) => Prefill::from_name(name)
