@@ -902,6 +902,84 @@ mod tests {
         assert!(e.reason.contains("duplicate"));
     }
 
+    /// `OK` with a second model `n`, the first carrying `a_m` as aliases and the second `a_n`.
+    fn with_aliases(a_m: &str, a_n: &str) -> String {
+        OK.replace(
+            "\"protocols\":[\"openai\"]}",
+            &format!(
+                "\"protocols\":[\"openai\"],\"aliases\":{a_m}}},\
+                 {{\"id\":\"n\",\"provider\":\"p\",\"context_length\":1,\"max_output_tokens\":1,\
+                 \"pricing\":{{\"prompt\":\"0\",\"completion\":\"0\"}},\"protocols\":[\"openai\"],\"aliases\":{a_n}}}"
+            ),
+        )
+    }
+
+    #[test]
+    fn aliases_resolve_to_the_canonical_model() {
+        let c = Catalog::from_str(
+            "c.json",
+            &with_aliases(r#"["m-alias","x/m-2"]"#, "[]"),
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(c.model("m").unwrap().aliases, ["m-alias", "x/m-2"]);
+        for (name, prefixed) in [
+            ("m", false),
+            ("p/m", true),
+            ("m-alias", false),
+            ("p/m-alias", true),
+            ("x/m-2", false),
+        ] {
+            let (m, p) = c.lookup(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!((m.id.as_str(), p), ("m", prefixed), "{name}");
+        }
+        assert_eq!(c.lookup("n").unwrap().0.id, "n");
+        // an alias is a name for requests, not a model id
+        assert!(c.model("m-alias").is_none());
+        assert!(c.lookup("p/x/m-2").is_none() && c.lookup("q/m-alias").is_none());
+    }
+
+    #[test]
+    fn aliases_must_be_unique_names() {
+        let clash = |a_m: &str, a_n: &str| err(&with_aliases(a_m, a_n));
+        // vs a model id
+        let e = clash("[]", r#"["m"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[0]");
+        assert!(e.reason.contains("\"m\" is already the model id of $.models[0]"), "{e}");
+        // vs a qualified id
+        let e = clash("[]", r#"["p/m"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[0]");
+        assert!(e.reason.contains("already the qualified id of $.models[0]"), "{e}");
+        // vs another model's alias
+        let e = clash(r#"["a"]"#, r#"["b","a"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[1]");
+        assert!(e.reason.contains("\"a\" is already an alias of $.models[0]"), "{e}");
+        // vs an alias of the same model
+        let e = clash(r#"["a","a"]"#, "[]");
+        assert_eq!(e.path, "$.models[0].aliases[1]");
+        assert!(e.reason.contains("listed twice"), "{e}");
+        // `provider/alias` vs a literal alias
+        let e = clash(r#"["p/a"]"#, r#"["a"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[0]");
+        assert!(e.reason.contains("reads \"p/a\""), "{e}");
+        // vs a provider token
+        let e = clash(r#"["p"]"#, "[]");
+        assert!(e.reason.contains("provider id"), "{e}");
+        // malformed
+        for bad in [r#"[""]"#, r#"["a:b"]"#, r#"["a b"]"#, r#"["a/b/c"]"#, r#"["/a"]"#, "[1]"] {
+            let e = clash(bad, "[]");
+            assert!(e.path.starts_with("$.models[0].aliases"), "{bad}: {e}");
+        }
+        assert!(clash(r#"[""]"#, "[]").reason.contains("empty"));
+        // a fallback names the canonical model, not an alias
+        let e = err(&with_aliases(r#"["m-alias"]"#, "[]").replace(
+            "\"aliases\":[]",
+            "\"aliases\":[],\"fallbacks\":[\"p/m-alias\"]",
+        ));
+        assert_eq!(e.path, "$.models[1].fallbacks[0]");
+        assert!(e.reason.contains("is an alias"), "{e}");
+    }
+
     #[test]
     fn pool_settings_default_and_parse() {
         let c = Catalog::from_str("c.json", OK, &no_env).unwrap();
