@@ -945,15 +945,26 @@ mod tests {
         // vs a model id
         let e = clash("[]", r#"["m"]"#);
         assert_eq!(e.path, "$.models[1].aliases[0]");
-        assert!(e.reason.contains("\"m\" is already the model id of $.models[0]"), "{e}");
+        assert!(
+            e.reason
+                .contains("\"m\" is already the model id of $.models[0]"),
+            "{e}"
+        );
         // vs a qualified id
         let e = clash("[]", r#"["p/m"]"#);
         assert_eq!(e.path, "$.models[1].aliases[0]");
-        assert!(e.reason.contains("already the qualified id of $.models[0]"), "{e}");
+        assert!(
+            e.reason.contains("already the qualified id of $.models[0]"),
+            "{e}"
+        );
         // vs another model's alias
         let e = clash(r#"["a"]"#, r#"["b","a"]"#);
         assert_eq!(e.path, "$.models[1].aliases[1]");
-        assert!(e.reason.contains("\"a\" is already an alias of $.models[0]"), "{e}");
+        assert!(
+            e.reason
+                .contains("\"a\" is already an alias of $.models[0]"),
+            "{e}"
+        );
         // vs an alias of the same model
         let e = clash(r#"["a","a"]"#, "[]");
         assert_eq!(e.path, "$.models[0].aliases[1]");
@@ -966,7 +977,14 @@ mod tests {
         let e = clash(r#"["p"]"#, "[]");
         assert!(e.reason.contains("provider id"), "{e}");
         // malformed
-        for bad in [r#"[""]"#, r#"["a:b"]"#, r#"["a b"]"#, r#"["a/b/c"]"#, r#"["/a"]"#, "[1]"] {
+        for bad in [
+            r#"[""]"#,
+            r#"["a:b"]"#,
+            r#"["a b"]"#,
+            r#"["a/b/c"]"#,
+            r#"["/a"]"#,
+            "[1]",
+        ] {
             let e = clash(bad, "[]");
             assert!(e.path.starts_with("$.models[0].aliases"), "{bad}: {e}");
         }

@@ -193,24 +193,26 @@ async fn a_request_by_alias_reaches_the_upstream_model_and_answers_the_canonical
     assert!(r.json()["totalTokens"].as_u64().unwrap() > 0);
 
     // The access log names the canonical model, never an alias.
-    let logged: Vec<Value> = eventually(
-        Duration::from_secs(5),
-        "ten access log lines",
-        || async {
-            let lines: Vec<Value> = gw
-                .access_log()
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .filter(|l: &Value| l["method"] == "POST")
-                .collect();
-            (lines.len() == 10).then_some(lines)
-        },
-    )
+    let logged: Vec<Value> = eventually(Duration::from_secs(5), "ten access log lines", || async {
+        let lines: Vec<Value> = gw
+            .access_log()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &Value| l["method"] == "POST")
+            .collect();
+        (lines.len() == 10).then_some(lines)
+    })
     .await;
     for l in &logged {
         let model = l["model"].as_str().unwrap_or_else(|| panic!("{l}"));
         assert!(
-            ["claude-sonnet-4.7", "gpt-5", "gemini-3.1-pro", "deepseek-v4-pro"].contains(&model),
+            [
+                "claude-sonnet-4.7",
+                "gpt-5",
+                "gemini-3.1-pro",
+                "deepseek-v4-pro"
+            ]
+            .contains(&model),
             "{l}"
         );
     }
@@ -240,10 +242,7 @@ async fn keys_authorize_the_canonical_model_and_unknown_names_stay_404() {
             ))
             .await;
         let e = assert_error(Protocol::OpenAi, &r, 403);
-        assert!(
-            e.to_string().contains("anthropic/claude-sonnet-4.7"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("anthropic/claude-sonnet-4.7"), "{e}");
     }
     assert_eq!(mock.requests().len(), 1);
     // An alias under the wrong provider, or of a model the family does not
@@ -281,7 +280,10 @@ async fn listings_carry_aliases_and_single_model_routes_answer_by_alias() {
     let all = gw.get("/v1/models").await.json();
     let data = all["data"].as_array().unwrap();
     // One entry per catalog model: no alias is an entry of its own.
-    assert_eq!(data.len(), aliased(&mock)["models"].as_array().unwrap().len());
+    assert_eq!(
+        data.len(),
+        aliased(&mock)["models"].as_array().unwrap().len()
+    );
     for m in data {
         assert!(!ALIASES.contains(&m["id"].as_str().unwrap()), "{m}");
         assert!(m["aliases"].is_array(), "{m}");
@@ -335,7 +337,10 @@ async fn listings_carry_aliases_and_single_model_routes_answer_by_alias() {
         one.json()
     );
     // A model Anthropic clients do not see stays unseen by its alias.
-    assert_eq!(gw.get("/anthropic/v1/models/gpt-5-latest").await.status, 404);
+    assert_eq!(
+        gw.get("/anthropic/v1/models/gpt-5-latest").await.status,
+        404
+    );
 
     // Gemini: the alias answers the canonical object, which keeps Gemini's own fields.
     let g = gw.get("/google/v1beta/models/gemini-pro-latest").await;

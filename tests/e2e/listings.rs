@@ -160,7 +160,9 @@ async fn shipped_catalog_serves_every_listing() {
     assert_eq!(sonnet["id"], "claude-sonnet-4.7");
     assert_eq!(sonnet["aliases"], serde_json::json!(["claude-sonnet-4-7"]));
     assert_eq!(
-        gw.get("/google/v1beta/models/gemini-pro-latest").await.json()["name"],
+        gw.get("/google/v1beta/models/gemini-pro-latest")
+            .await
+            .json()["name"],
         "models/gemini-3.1-pro"
     );
     let c = gw.get("/google/v1beta/models").await.json();
