@@ -1,7 +1,8 @@
 //! The catalog: providers with their upstreams, and models with their metadata.
 //!
 //! Validated at load (docs/configuration.md "Catalog"); afterwards read-only and shared through the
-//! runtime snapshot. Lookups by model id and provider token are O(1).
+//! runtime snapshot. Lookups by model id, by any name a request may use (id,
+//! `provider/id`, alias, `provider/alias`) and by provider token are O(1).
 
 use super::json::{parse, Obj};
 use super::ConfigError;
