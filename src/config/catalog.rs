@@ -702,6 +702,11 @@ fn aliases(o: &Obj<'_>) -> Result<Vec<String>, ConfigError> {
                 "{a:?} may hold at most one '/', between two non-empty parts"
             )));
         }
+        if a.starts_with("models/") {
+            return Err(at(format!(
+                "{a:?} must not start with \"models/\" (the prefix the SDKs' model names carry)"
+            )));
+        }
         if list[..j].contains(a) {
             return Err(at(format!("{a:?} is listed twice")));
         }
@@ -983,6 +988,7 @@ mod tests {
             r#"["a:b"]"#,
             r#"["a b"]"#,
             r#"["a/b/c"]"#,
+            r#"["models/a"]"#,
             r#"["/a"]"#,
             "[1]",
         ] {
