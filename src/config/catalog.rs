@@ -1,7 +1,8 @@
 //! The catalog: providers with their upstreams, and models with their metadata.
 //!
 //! Validated at load (docs/configuration.md "Catalog"); afterwards read-only and shared through the
-//! runtime snapshot. Lookups by model id and provider token are O(1).
+//! runtime snapshot. Lookups by model id, by any name a request may use (id,
+//! `provider/id`, alias, `provider/alias`) and by provider token are O(1).
 
 use super::json::{parse, Obj};
 use super::ConfigError;
@@ -251,6 +252,8 @@ pub struct Model {
     pub fallbacks: Vec<String>,
     /// Whether (and how) the model continues an assistant prefill.
     pub prefill: Prefill,
+    /// Other names clients may call the model by (docs/configuration.md "Aliases").
+    pub aliases: Vec<String>,
 }
 
 impl Model {
@@ -315,6 +318,9 @@ pub struct Catalog {
     pub models: Vec<Model>,
     provider_index: HashMap<String, usize>,
     model_index: HashMap<String, usize>,
+    /// Every name a request may call a model by: bare id, `provider/id`,
+    /// alias, `provider/alias`; `true` for the provider forms.
+    name_index: HashMap<String, (usize, bool)>,
 }
 
 const PROVIDER_FIELDS: &[&str] = &[
@@ -347,6 +353,7 @@ const MODEL_FIELDS: &[&str] = &[
     "protocols",
     "fallbacks",
     "prefill",
+    "aliases",
 ];
 
 impl Catalog {
@@ -401,6 +408,7 @@ impl Catalog {
             cat.model_index.insert(m.id.clone(), cat.models.len());
             cat.models.push(m);
         }
+        cat.index_names(file)?;
         for (i, m) in cat.models.iter().enumerate() {
             for (j, f) in m.fallbacks.iter().enumerate() {
                 let at = || format!("$.models[{i}].fallbacks[{j}]");
@@ -408,6 +416,13 @@ impl Catalog {
                     .split_once('/')
                     .and_then(|(p, id)| cat.model(id).filter(|t| t.provider == p));
                 match target {
+                    None if cat.name_index.contains_key(f.as_str()) => {
+                        return Err(ConfigError::new(
+                            file,
+                            at(),
+                            format!("{f:?} is an alias; a fallback names the model's canonical provider/model_id"),
+                        ))
+                    }
                     None => {
                         return Err(ConfigError::new(
                             file,
@@ -434,6 +449,78 @@ impl Catalog {
             }
         }
         Ok(cat)
+    }
+
+    /// Builds the name index, refusing an alias that clashes with a model
+    /// id, a qualified id, a provider token or another alias.
+    fn index_names(&mut self, file: &str) -> Result<(), ConfigError> {
+        let mut names: HashMap<String, (usize, bool)> = HashMap::new();
+        for (i, m) in self.models.iter().enumerate() {
+            names.insert(m.id.clone(), (i, false));
+            names.insert(m.qualified_id.clone(), (i, true));
+        }
+        let owner = |names: &HashMap<String, (usize, bool)>, models: &[Model], name: &str| {
+            names.get(name).map(|&(k, _)| {
+                let o = &models[k];
+                let what = if name == o.id {
+                    "the model id"
+                } else if name == o.qualified_id {
+                    "the qualified id"
+                } else {
+                    "an alias"
+                };
+                format!("{what} of $.models[{k}] ({:?})", o.qualified_id)
+            })
+        };
+        for (i, m) in self.models.iter().enumerate() {
+            for (j, a) in m.aliases.iter().enumerate() {
+                let at = format!("$.models[{i}].aliases[{j}]");
+                if self.provider_index.contains_key(a) {
+                    return Err(ConfigError::new(
+                        file,
+                        at,
+                        format!("alias {a:?} is a provider id"),
+                    ));
+                }
+                if let Some(o) = owner(&names, &self.models, a) {
+                    return Err(ConfigError::new(
+                        file,
+                        at,
+                        format!("alias {a:?} is already {o}"),
+                    ));
+                }
+                names.insert(a.clone(), (i, false));
+            }
+        }
+        // `provider/alias`, after every literal name, so that a clash names
+        // the bare alias that reads as it.
+        for (i, m) in self.models.iter().enumerate() {
+            for (j, a) in m.aliases.iter().enumerate() {
+                if a.contains('/') {
+                    continue;
+                }
+                let q = format!("{}/{a}", m.provider);
+                if let Some(o) = owner(&names, &self.models, &q) {
+                    return Err(ConfigError::new(
+                        file,
+                        format!("$.models[{i}].aliases[{j}]"),
+                        format!("alias {a:?} reads {q:?} with its provider, already {o}"),
+                    ));
+                }
+                names.insert(q, (i, true));
+            }
+        }
+        self.name_index = names;
+        Ok(())
+    }
+
+    /// The model a request names: a bare id, `provider/id`, an alias or
+    /// `provider/alias` (one hash lookup); `true` when the name carries the
+    /// model's provider token.
+    pub fn lookup(&self, name: &str) -> Option<(&Model, bool)> {
+        self.name_index
+            .get(name)
+            .map(|&(i, prefixed)| (&self.models[i], prefixed))
     }
 
     /// A provider by token.
@@ -595,6 +682,38 @@ fn provider(
     })
 }
 
+/// `aliases`: names without ':', '?', '#' or spaces, at most one '/'
+/// between non-empty parts, none listed twice.
+fn aliases(o: &Obj<'_>) -> Result<Vec<String>, ConfigError> {
+    let list = o.opt_strings("aliases")?.unwrap_or_default();
+    for (j, a) in list.iter().enumerate() {
+        let at = |r: String| ConfigError::new(o.file, format!("{}.aliases[{j}]", o.path), r);
+        if a.is_empty() {
+            return Err(at("an alias must not be empty".into()));
+        }
+        let parts: Vec<&str> = a.split('/').collect();
+        if a.contains([':', '?', '#', ' ']) || a.trim() != a {
+            return Err(at(format!(
+                "{a:?} must not contain ':', '?', '#' or spaces"
+            )));
+        }
+        if parts.len() > 2 || parts.iter().any(|p| p.is_empty()) {
+            return Err(at(format!(
+                "{a:?} may hold at most one '/', between two non-empty parts"
+            )));
+        }
+        if a.starts_with("models/") {
+            return Err(at(format!(
+                "{a:?} must not start with \"models/\" (the prefix the SDKs' model names carry)"
+            )));
+        }
+        if list[..j].contains(a) {
+            return Err(at(format!("{a:?} is listed twice")));
+        }
+    }
+    Ok(list)
+}
+
 /// A decimal string such as `0.0000025` (no sign, no exponent).
 fn decimal(o: &Obj<'_>, key: &str) -> Result<(String, f64), ConfigError> {
     let s = o.str(key)?;
@@ -703,6 +822,7 @@ fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, Confi
         defaults,
         protocols: families(&o, "protocols")?,
         fallbacks: o.opt_strings("fallbacks")?.unwrap_or_default(),
+        aliases: aliases(&o)?,
         prefill: match o.opt_str("prefill")? {
             None => Prefill::default(),
             Some(name) => Prefill::from_name(name)
@@ -786,6 +906,103 @@ mod tests {
         let e = err(&dup);
         assert_eq!(e.path, "$.models[1].id");
         assert!(e.reason.contains("duplicate"));
+    }
+
+    /// `OK` with a second model `n`, the first carrying `a_m` as aliases and the second `a_n`.
+    fn with_aliases(a_m: &str, a_n: &str) -> String {
+        OK.replace(
+            "\"protocols\":[\"openai\"]}",
+            &format!(
+                "\"protocols\":[\"openai\"],\"aliases\":{a_m}}},\
+                 {{\"id\":\"n\",\"provider\":\"p\",\"context_length\":1,\"max_output_tokens\":1,\
+                 \"pricing\":{{\"prompt\":\"0\",\"completion\":\"0\"}},\"protocols\":[\"openai\"],\"aliases\":{a_n}}}"
+            ),
+        )
+    }
+
+    #[test]
+    fn aliases_resolve_to_the_canonical_model() {
+        let c = Catalog::from_str(
+            "c.json",
+            &with_aliases(r#"["m-alias","x/m-2"]"#, "[]"),
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(c.model("m").unwrap().aliases, ["m-alias", "x/m-2"]);
+        for (name, prefixed) in [
+            ("m", false),
+            ("p/m", true),
+            ("m-alias", false),
+            ("p/m-alias", true),
+            ("x/m-2", false),
+        ] {
+            let (m, p) = c.lookup(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!((m.id.as_str(), p), ("m", prefixed), "{name}");
+        }
+        assert_eq!(c.lookup("n").unwrap().0.id, "n");
+        // an alias is a name for requests, not a model id
+        assert!(c.model("m-alias").is_none());
+        assert!(c.lookup("p/x/m-2").is_none() && c.lookup("q/m-alias").is_none());
+    }
+
+    #[test]
+    fn aliases_must_be_unique_names() {
+        let clash = |a_m: &str, a_n: &str| err(&with_aliases(a_m, a_n));
+        // vs a model id
+        let e = clash("[]", r#"["m"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[0]");
+        assert!(
+            e.reason
+                .contains("\"m\" is already the model id of $.models[0]"),
+            "{e}"
+        );
+        // vs a qualified id
+        let e = clash("[]", r#"["p/m"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[0]");
+        assert!(
+            e.reason.contains("already the qualified id of $.models[0]"),
+            "{e}"
+        );
+        // vs another model's alias
+        let e = clash(r#"["a"]"#, r#"["b","a"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[1]");
+        assert!(
+            e.reason
+                .contains("\"a\" is already an alias of $.models[0]"),
+            "{e}"
+        );
+        // vs an alias of the same model
+        let e = clash(r#"["a","a"]"#, "[]");
+        assert_eq!(e.path, "$.models[0].aliases[1]");
+        assert!(e.reason.contains("listed twice"), "{e}");
+        // `provider/alias` vs a literal alias
+        let e = clash(r#"["p/a"]"#, r#"["a"]"#);
+        assert_eq!(e.path, "$.models[1].aliases[0]");
+        assert!(e.reason.contains("reads \"p/a\""), "{e}");
+        // vs a provider token
+        let e = clash(r#"["p"]"#, "[]");
+        assert!(e.reason.contains("provider id"), "{e}");
+        // malformed
+        for bad in [
+            r#"[""]"#,
+            r#"["a:b"]"#,
+            r#"["a b"]"#,
+            r#"["a/b/c"]"#,
+            r#"["models/a"]"#,
+            r#"["/a"]"#,
+            "[1]",
+        ] {
+            let e = clash(bad, "[]");
+            assert!(e.path.starts_with("$.models[0].aliases"), "{bad}: {e}");
+        }
+        assert!(clash(r#"[""]"#, "[]").reason.contains("empty"));
+        // a fallback names the canonical model, not an alias
+        let e = err(&with_aliases(r#"["m-alias"]"#, "[]").replace(
+            "\"aliases\":[]",
+            "\"aliases\":[],\"fallbacks\":[\"p/m-alias\"]",
+        ));
+        assert_eq!(e.path, "$.models[1].fallbacks[0]");
+        assert!(e.reason.contains("is an alias"), "{e}");
     }
 
     #[test]

@@ -27,13 +27,15 @@ pub fn answer(snap: &Snapshot, family: Family, endpoint: &Endpoint) -> Result<By
                 return Ok(b.clone());
             }
             // `models.retrieve(id)` in the SDKs: a bare model id, `models/<id>`,
-            // or `provider/model_id` (the name OpenAI chat responses carry).
+            // `provider/model_id` (the name OpenAI chat responses carry), or an
+            // alias of any of these forms: the canonical model answers.
             let id = x.strip_prefix("models/").unwrap_or(x);
             match id.split_once('/') {
                 Some((provider, model)) => get_model(snap, family, provider, model),
-                None => l
-                    .by_model
-                    .get(id)
+                None => snap
+                    .catalog
+                    .lookup(id)
+                    .and_then(|(m, _)| l.by_model.get(&m.id))
                     .cloned()
                     .ok_or_else(|| no_provider(family, x)),
             }
@@ -54,14 +56,13 @@ fn get_model(
     model: &str,
 ) -> Result<Bytes, GatewayError> {
     let l = snap.listings(family);
-    if !l.by_provider.contains_key(provider) {
+    // A name of the catalog's index: `provider/id`, `provider/alias`, or an
+    // alias holding a '/' (whose first part need not be a provider).
+    let found = snap.catalog.lookup(&format!("{provider}/{model}"));
+    if found.is_none_or(|(_, prefixed)| prefixed) && !l.by_provider.contains_key(provider) {
         return Err(no_provider(family, provider));
     }
-    let found = snap
-        .catalog
-        .model(model)
-        .filter(|m| m.provider == provider)
-        .and_then(|m| l.by_model.get(&m.id));
+    let found = found.and_then(|(m, _)| l.by_model.get(&m.id));
     found.cloned().ok_or_else(|| {
         GatewayError::new(
             ErrorKind::NotFound,

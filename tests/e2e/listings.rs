@@ -21,6 +21,7 @@ fn assert_openai_model(m: &Value) {
         "top_provider",
         "supported_parameters",
         "supported_protocols",
+        "aliases",
     ] {
         assert!(m.get(k).is_some(), "family A model lacks {k}: {m}");
     }
@@ -43,8 +44,13 @@ fn is_rfc3339_utc(s: &str) -> bool {
 }
 
 fn assert_anthropic_model(m: &Value) {
+    // Anthropic's fields and ours, plus `aliases` when the model has any.
     let keys: Vec<&String> = m.as_object().unwrap().keys().collect();
-    assert_eq!(keys.len(), 8, "{m}");
+    let aliased = m.get("aliases").is_some();
+    assert_eq!(keys.len(), 8 + usize::from(aliased), "{m}");
+    if aliased {
+        assert!(!m["aliases"].as_array().unwrap().is_empty(), "{m}");
+    }
     assert!(m["id"].as_str().unwrap().starts_with("models/"));
     // what the official Anthropic SDK's ModelInfo reads
     assert_eq!(m["type"], "model");
@@ -149,6 +155,16 @@ async fn shipped_catalog_serves_every_listing() {
         "models/claude-sonnet-4.7"
     );
     assert_eq!(gw.get("/anthropic/v1/models/deepseek").await.status, 404);
+    // The shipped aliases: Anthropic's dashed id names the canonical model.
+    let sonnet = gw.get("/v1/models/claude-sonnet-4-7").await.json();
+    assert_eq!(sonnet["id"], "claude-sonnet-4.7");
+    assert_eq!(sonnet["aliases"], serde_json::json!(["claude-sonnet-4-7"]));
+    assert_eq!(
+        gw.get("/google/v1beta/models/gemini-pro-latest")
+            .await
+            .json()["name"],
+        "models/gemini-3.1-pro"
+    );
     let c = gw.get("/google/v1beta/models").await.json();
     let names: Vec<&str> = c["models"]
         .as_array()

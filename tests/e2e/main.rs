@@ -12,6 +12,7 @@ mod common;
 
 mod access_log;
 mod agent_requests;
+mod aliases;
 mod auth_reload;
 mod hostile_input;
 mod inference;

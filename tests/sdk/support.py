@@ -82,6 +82,10 @@ UPSTREAM_MODEL = {
     "gpt-5-codex": "gpt-5-codex-2025-09-15",
 }
 
+# An alias of `claude-sonnet-4.7` (docs/configuration.md "Aliases"): accepted as the model, never
+# a listing entry of its own, answered with the canonical name.
+ALIAS = "sonnet-latest"
+
 def bare(model: str) -> str:
     return model.rsplit("/", 1)[-1]
 
@@ -192,7 +196,8 @@ def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
         ],
         "models": [
             _model("gpt-5", "openai", upstream_model=UPSTREAM_MODEL["gpt-5"], protocols=d),
-            _model("claude-sonnet-4.7", "anthropic", upstream_model=UPSTREAM_MODEL["claude-sonnet-4.7"], protocols=d),
+            _model("claude-sonnet-4.7", "anthropic", upstream_model=UPSTREAM_MODEL["claude-sonnet-4.7"], protocols=d,
+                   aliases=[ALIAS]),
             _model("gemini-3.1-pro", "google", upstream_model=UPSTREAM_MODEL["gemini-3.1-pro"], protocols=d),
             _model("qwen3-max", "qwen"),
             _model("deepseek-v4-pro", "deepseek"),

@@ -79,6 +79,13 @@ def test_models_retrieve(anthropic_client, model_id):
     assert extra["supported_actions"] == ["complete"]
 
 
+def test_models_retrieve_alias(anthropic_client):
+    """An alias answers the canonical model, whose object lists its aliases."""
+    m = anthropic_client.models.retrieve(S.ALIAS)
+    assert m.id == "models/claude-sonnet-4.7"
+    assert (m.model_extra or {})["aliases"] == [S.ALIAS]
+
+
 def test_models_retrieve_qualified_id(anthropic_client):
     m = anthropic_client.models.retrieve("anthropic/claude-sonnet-4.7")
     assert m.id == "models/claude-sonnet-4.7"

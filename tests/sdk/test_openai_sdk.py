@@ -59,6 +59,18 @@ def test_models_retrieve_qualified_id(openai_client):
     assert m.id == "gpt-5"
 
 
+def test_models_carry_aliases(openai_client):
+    """An alias is no listing entry: `models.list()` keeps one entry per model, the
+    model carries its `aliases`, and `models.retrieve(alias)` answers the canonical model."""
+    by_id = {m.id: m for m in openai_client.models.list()}
+    assert S.ALIAS not in by_id
+    assert by_id["claude-sonnet-4.7"].model_extra["aliases"] == [S.ALIAS]
+    assert by_id["gpt-5"].model_extra["aliases"] == []
+    for name in (S.ALIAS, f"anthropic/{S.ALIAS}"):
+        m = openai_client.models.retrieve(name)
+        assert m.id == "claude-sonnet-4.7"
+
+
 def test_models_retrieve_unknown(openai_client):
     with pytest.raises(openai.NotFoundError):
         openai_client.models.retrieve("no-such-model")
@@ -112,6 +124,24 @@ def test_upstream_request(openai_client, mock, protocol):
             list(r)
         (rec,) = mock.requests()
         S.check_upstream_request(rec, protocol, model, stream)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_chat_by_alias(openai_client, mock, stream):
+    """A call by alias reaches the upstream with the model's `upstream_model` and
+    is answered with the canonical `provider/model_id`."""
+    mock.reset()
+    r = openai_client.chat.completions.create(model=S.ALIAS, messages=user(PROMPT), stream=stream)
+    if stream:
+        chunks = list(r)
+        assert {c.model for c in chunks} == {"anthropic/claude-sonnet-4.7"}
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        assert r.model == "anthropic/claude-sonnet-4.7"
+        text = r.choices[0].message.content
+    assert text == S.expected_reply("anthropic", PROMPT)
+    (rec,) = mock.requests()
+    S.check_upstream_request(rec, "anthropic", "claude-sonnet-4.7", stream)
 
 
 def test_bare_model_id(openai_client):

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 pub fn model_object(m: &Model) -> Value {
     let f = m.supported_features;
     let created = Rfc3339::seconds(i64::try_from(m.created).unwrap_or(i64::MAX));
-    json!({
+    let mut o = json!({
         "type": "model",
         "id": format!("models/{}", m.id),
         "display_name": m.display_name,
@@ -20,7 +20,12 @@ pub fn model_object(m: &Model) -> Value {
         "supported_features": { "vision": f.vision, "tool_use": f.tool_use, "streaming": f.streaming },
         "context_window_size": m.context_length,
         "supported_actions": m.supported_actions,
-    })
+    });
+    // The names the model also answers to, only when it has any (docs/api.md "Aliases").
+    if let (false, Some(obj)) = (m.aliases.is_empty(), o.as_object_mut()) {
+        obj.insert("aliases".into(), json!(m.aliases));
+    }
+    o
 }
 
 /// The list envelope: `models` (docs/api.md "Routes"), and Anthropic's page (one page, all models).

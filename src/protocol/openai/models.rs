@@ -1,4 +1,5 @@
-//! OpenAI chat model objects (`/v1/models…`): OpenRouter-like fields, `{"object":"list","data":[…]}`.
+//! OpenAI chat model objects (`/v1/models…`): OpenRouter-like fields plus the model's
+//! `aliases` (an alias is no entry of its own), `{"object":"list","data":[…]}`.
 
 use crate::config::Model;
 use serde_json::{json, Value};
@@ -17,6 +18,7 @@ pub fn model_object(m: &Model) -> Value {
         "top_provider": m.provider,
         "supported_parameters": m.supported_parameters,
         "supported_protocols": m.protocols.iter().map(|f| f.name()).collect::<Vec<_>>(),
+        "aliases": m.aliases,
     })
 }
 

@@ -1,4 +1,4 @@
-//! Which catalog model a request names: `provider/model_id` or a bare id
+//! Which catalog model a request names: `provider/model_id`, a bare id or an alias
 //! (a Gemini path's own provider rule), visible to the client's protocol; the
 //! name the client sees in answers; a fallback by its qualified name.
 
@@ -19,7 +19,9 @@ fn not_found_model(family: Family, name: &str) -> GatewayError {
     .with_code("model_not_found")
 }
 
-/// Resolves `provider/model_id` or a bare id; `from_path` applies the Gemini path's provider rule.
+/// Resolves `provider/model_id`, a bare id, an alias or `provider/alias` (one
+/// hash lookup in the catalog's name index); `from_path` applies the Gemini
+/// path's provider rule.
 pub(super) fn resolve<'s>(
     snap: &'s Snapshot,
     family: Family,
@@ -27,30 +29,17 @@ pub(super) fn resolve<'s>(
     from_path: bool,
 ) -> Result<(&'s Model, &'s Provider), GatewayError> {
     let name = name.strip_prefix("models/").unwrap_or(name);
-    let model = match name.split_once('/') {
-        Some((p, id)) => {
-            let provider = snap
-                .catalog
-                .provider(p)
-                .filter(|prov| !from_path || prov.accepts(family))
-                .ok_or_else(|| not_found_model(family, name))?;
-            snap.catalog
-                .model(id)
-                .filter(|m| m.provider == provider.id)
-                .ok_or_else(|| not_found_model(family, name))?
-        }
-        None => snap
-            .catalog
-            .model(name)
-            .ok_or_else(|| not_found_model(family, name))?,
-    };
-    if !snap.visible(family, model) {
-        return Err(not_found_model(family, name));
-    }
+    let (model, prefixed) = snap
+        .catalog
+        .lookup(name)
+        .ok_or_else(|| not_found_model(family, name))?;
     let provider = snap
         .catalog
         .provider_of(model)
         .ok_or_else(|| not_found_model(family, name))?;
+    if (from_path && prefixed && !provider.accepts(family)) || !snap.visible(family, model) {
+        return Err(not_found_model(family, name));
+    }
     Ok((model, provider))
 }
 
