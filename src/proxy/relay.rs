@@ -2,11 +2,13 @@
 //! chunk goes through the stream translator and is written at once, while the
 //! client connection is watched so a client that goes away drops the upstream
 //! request immediately. Failures end the client's stream with its family's
-//! error event. Writes to the client are bounded too: each by the send
-//! timeout (set on the session, `--write-timeout-ms`) and all of them by the
-//! provider's `total` deadline, so a client that reads slowly or not at all
-//! cannot keep a stream, or its upstream connection, past either; the
-//! upstream connection is closed with the client's.
+//! error event, or (with `Relay::rescue`) leave it open for a continuation
+//! (`StreamEnd::Cut`, `super::inference`'s rescue). Writes to the client are
+//! bounded too: each by the send timeout (set on the session,
+//! `--write-timeout-ms`) and all of them by the provider's `total` deadline,
+//! so a client that reads slowly or not at all cannot keep a stream, or its
+//! upstream connection, past either; the upstream connection is closed with
+//! the client's.
 
 use super::attempt::Answer;
 use super::ctx::RequestCtx;
@@ -114,17 +116,17 @@ fn translate(
     let (e, cause) = match read {
         Ok(Some(chunk)) => match pass.push(&chunk, out) {
             Ok(()) => return None,
-            Err(fault) => (fault_error(&fault), invalid(&fault)),
+            Err(fault) => (fault_error(&fault), blame(&fault)),
         },
         Ok(None) => match pass.finish(out) {
             Ok(()) => return Some(StreamEnd::Complete),
-            Err(fault) => (fault_error(&fault), invalid(&fault)),
+            Err(fault) => (fault_error(&fault), blame(&fault)),
         },
         // A read that fails once the answer has its stop reason ends a
         // complete stream: the client gets the terminator.
         Err(_) if pass.is_finished() => match pass.finish(out) {
             Ok(()) => return Some(StreamEnd::Complete),
-            Err(fault) => (fault_error(&fault), invalid(&fault)),
+            Err(fault) => (fault_error(&fault), blame(&fault)),
         },
         Err(fault) => {
             let cause = if fault.is_timeout() {
@@ -143,7 +145,8 @@ fn translate(
 }
 
 /// Ends a stream left open by [`StreamEnd::Cut`] with the family's error
-/// event carrying `e`.
+/// event carrying `e` (or the upstream's own error event, when one was held
+/// back for the continuation that did not come).
 pub async fn fail(
     session: &mut Session,
     pass: &mut ClientStream,
@@ -160,7 +163,7 @@ pub async fn fail(
 /// What a stream fault says of the upstream: a continuation that differs
 /// from what the client has is the answer's end, not a broken upstream; an
 /// error event of its own is its failure of that kind.
-fn invalid(fault: &StreamFault) -> Option<Cause> {
+fn blame(fault: &StreamFault) -> Option<Cause> {
     use crate::ir::stream::StreamErrorKind as K;
     match fault {
         StreamFault::Diverged(_) => None,

@@ -123,12 +123,14 @@ pub(super) async fn continue_answer<'s>(
             }
         };
         let base = base.as_ref().unwrap_or(cut.plan);
-        let prefill = m.prefill != Prefill::None && p.continuation == Continuation::Auto;
-        // With a prefill first; a model that refuses it is asked again without.
-        for with_prefill in [prefill, false]
-            .into_iter()
-            .take(if prefill { 2 } else { 1 })
-        {
+        // With a prefill first where the model takes one; a model that
+        // refuses it is asked again without.
+        let modes: &[bool] = if m.prefill != Prefill::None && p.continuation == Continuation::Auto {
+            &[true, false]
+        } else {
+            &[false]
+        };
+        for &with_prefill in modes {
             let plan = partial.plan(with_prefill);
             let Some(planned) = continued_plan(ch.client.family, base, plan.prefill.as_deref())
             else {
