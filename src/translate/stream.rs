@@ -48,8 +48,12 @@ pub struct StreamTranslator {
     /// Unreadable frames skipped so far (`passthrough::skip`).
     skipped: u32,
     /// What the client has received, recorded when the stream may be
-    /// continued after a cut (`translate::continuation`).
+    /// continued after a cut (`translate::continuation`): the upstream bytes
+    /// read (`transcript`, replayed at a cut: a copy per chunk, no work per
+    /// event), or, once continued, the events the client was given (its
+    /// answer then has more than one upstream).
     record: Option<Box<Partial>>,
+    transcript: Option<Vec<u8>>,
     /// A continuation's events on their way into the client's stream.
     splice: Option<Box<Splice>>,
     /// The client was given the answer's stop reason.
@@ -87,6 +91,7 @@ impl StreamTranslator {
             faulted: false,
             skipped: 0,
             record: None,
+            transcript: None,
             splice: None,
             finished: false,
             held: None,
@@ -97,8 +102,13 @@ impl StreamTranslator {
     /// after a cut ([`StreamTranslator::partial`]).
     #[must_use]
     pub fn recording(mut self) -> Self {
-        self.record = Some(Box::default());
+        self.transcript = Some(Vec::new());
         self
+    }
+
+    /// Whether the stream may be continued after a cut.
+    fn rescuable(&self) -> bool {
+        self.record.is_some() || self.transcript.is_some()
     }
 
     /// A translator that takes over a passed-through stream the client has
@@ -127,14 +137,31 @@ impl StreamTranslator {
         t
     }
 
-    /// What the client has received so far (when recording).
-    pub fn partial(&self) -> Option<&Partial> {
-        self.record.as_deref()
+    /// What the client has received so far (when recording; None when
+    /// not, or too long to rebuild); `upstream` is the protocol read.
+    pub fn partial(&self, upstream: Family, max_frame_bytes: usize) -> Option<Partial> {
+        match (&self.record, &self.transcript) {
+            (Some(r), _) => Some(Partial::clone(r)),
+            (None, Some(t)) => Some(Partial::replay(upstream, t, max_frame_bytes)),
+            (None, None) => None,
+        }
     }
 
     /// Goes on with a continuation from an `upstream` stream: its events
     /// reach the client's encoder through `splice`.
-    pub fn resume(&mut self, upstream: Family, splice: Splice, max_frame_bytes: usize) {
+    pub fn resume(
+        &mut self,
+        upstream: Family,
+        splice: Splice,
+        partial: &Partial,
+        max_frame_bytes: usize,
+    ) {
+        // From here the answer has more than one upstream: the client's
+        // view is recorded as it is given.
+        self.transcript = None;
+        if self.record.is_none() {
+            self.record = Some(Box::new(partial.clone()));
+        }
         self.decoder = SseDecoder::new(max_frame_bytes);
         self.parser = Parser::new(upstream);
         self.splice = Some(Box::new(splice));
@@ -197,10 +224,19 @@ impl StreamTranslator {
             faulted,
             skipped,
             record,
+            transcript,
             splice,
             finished,
             held: _,
         } = self;
+        if let Some(t) = transcript {
+            if t.len() + chunk.len() <= super::continuation::MAX_TRANSCRIPT {
+                t.extend_from_slice(chunk);
+            } else {
+                *transcript = None;
+            }
+        }
+        let rescue = record.is_some() || transcript.is_some();
         let mut fault = None;
         let r = decoder.push(chunk, |item| {
             if fault.is_some() || *complete {
@@ -221,7 +257,7 @@ impl StreamTranslator {
                     let mut spliced = None;
                     let mut sink = |e: &StreamEvent| {
                         if spliced.is_none() {
-                            spliced = deliver(e, splice, record, usage, encoder, out).err();
+                            spliced = deliver(e, splice, record, rescue, usage, encoder, out).err();
                             *finished |= is_stop(e);
                         }
                     };
@@ -261,6 +297,7 @@ impl StreamTranslator {
             if (partial && !self.finished) || self.faulted {
                 return Err(StreamFault::Truncated);
             }
+            let rescue = self.rescuable();
             let Self {
                 parser,
                 encoder,
@@ -272,7 +309,7 @@ impl StreamTranslator {
             let mut spliced = None;
             parser.finish(&mut |e: &StreamEvent| {
                 if spliced.is_none() {
-                    spliced = deliver(e, splice, record, usage, encoder, out).err();
+                    spliced = deliver(e, splice, record, rescue, usage, encoder, out).err();
                 }
             })?;
             if let Some(f) = spliced {
@@ -307,13 +344,14 @@ fn deliver(
     e: &StreamEvent,
     splice: &mut Option<Box<Splice>>,
     record: &mut Option<Box<Partial>>,
+    rescue: bool,
     usage: &mut Option<CanonicalUsage>,
     encoder: &mut Encoder,
     out: &mut Vec<u8>,
 ) -> Result<(), StreamFault> {
     // A stream that may be continued holds back an upstream error event
     // worth another attempt (`relay` decides; `fail` writes it if not).
-    if let (Some(_), StreamEvent::Error(err)) = (record.as_ref(), e) {
+    if let (true, StreamEvent::Error(err)) = (rescue, e) {
         if StreamFault::transient(err.kind) {
             return Err(StreamFault::Upstream(err.clone(), Vec::new()));
         }
@@ -481,7 +519,7 @@ impl ClientStream {
     pub fn record(&mut self) {
         match self {
             ClientStream::Passthrough(p) => p.keep_transcript(),
-            ClientStream::Translate(t) => t.record = Some(Box::default()),
+            ClientStream::Translate(t) => t.transcript = Some(Vec::new()),
         }
     }
 
@@ -493,7 +531,7 @@ impl ClientStream {
             ClientStream::Passthrough(p) => p
                 .transcript()
                 .map(|t| Partial::replay(upstream, t, max_frame_bytes)),
-            ClientStream::Translate(t) => t.partial().cloned(),
+            ClientStream::Translate(t) => t.partial(upstream, max_frame_bytes),
         }
     }
 
@@ -517,7 +555,7 @@ impl ClientStream {
             *self = ClientStream::Translate(t);
         }
         if let ClientStream::Translate(t) = self {
-            t.resume(upstream, splice, client.max_frame_bytes);
+            t.resume(upstream, splice, partial, client.max_frame_bytes);
         }
     }
 
