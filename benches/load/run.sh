@@ -38,6 +38,7 @@
 # Settings (environment; defaults in brackets):
 #  CONNS [64] wrk connections   THREADS [cores] wrk threads   DURATION [10] s
 #  WARMUP [3] s   SCENARIOS ["S1 S2 S3 S4 S5 S6 S7 S8 S9 S10"]   ACCESS_LOG [1] access logs on
+#  CONTINUATION [auto] the providers' `continuation` (off: streams not kept continuable)
 #  STREAMS [10000]   STREAM_INTERVAL_MS [100]   STREAM_TOKENS [50]
 #  STREAM_RAMP_MS [3000] (connections spread over this)   STREAM_PROBES [100]
 #  RESULTS [benches/load/results.md]
@@ -88,6 +89,9 @@ THREADS=${THREADS:-$CORES}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 SCENARIOS=${SCENARIOS:-"S1 S2 S3 S4 S5 S6 S7 S8 S9 S10"}
+# Each provider's `continuation` (auto, restart, off): the cost of keeping
+# streams continuable, measured against off.
+CONTINUATION=${CONTINUATION:-auto}
 ACCESS_LOG=${ACCESS_LOG:-1}
 STREAMS=${STREAMS:-10000}
 STREAM_INTERVAL_MS=${STREAM_INTERVAL_MS:-100}
@@ -329,7 +333,7 @@ model() { # ID PROVIDER UPSTREAM_MODEL
 EOF
 }
 provider() { # ID PROTOCOL BASE_URL ENV
-    echo "    {\"id\": \"$1\", \"families\": [\"openai\", \"anthropic\", \"gemini\"], \"upstreams\": [{\"protocol\": \"$2\", \"base_url\": \"$3\", \"api_key_env\": \"$4\"}]}"
+    echo "    {\"id\": \"$1\", \"families\": [\"openai\", \"anthropic\", \"gemini\"], \"continuation\": \"$CONTINUATION\", \"upstreams\": [{\"protocol\": \"$2\", \"base_url\": \"$3\", \"api_key_env\": \"$4\"}]}"
 }
 {
     echo '{"providers": ['
