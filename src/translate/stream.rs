@@ -432,6 +432,18 @@ impl ClientStream {
         }
     }
 
+    /// [`ClientStream::new`] for an `upstream` stream to `client`.
+    pub fn for_client(upstream: Family, client: &Resume<'_>) -> Self {
+        ClientStream::new(
+            upstream,
+            client.family,
+            client.framing,
+            client.model,
+            client.include_usage,
+            client.max_frame_bytes,
+        )
+    }
+
     /// Feeds upstream bytes; appends what the client should receive to `out`.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), StreamFault> {
         match self {
@@ -569,8 +581,8 @@ impl ClientStream {
     }
 }
 
-/// The client's side of a stream being continued: what a fresh encoder for
-/// it needs.
+/// The client's side of a stream: what an encoder for it needs (at the
+/// start, and fresh for a continuation).
 #[derive(Debug, Clone, Copy)]
 pub struct Resume<'a> {
     pub family: Family,

@@ -1536,3 +1536,37 @@ async fn an_overloaded_error_mid_stream_is_continued() {
         }
     }
 }
+
+/// A prefilled continuation drops the request's reasoning settings (a
+/// prefill cannot be combined with them): the drop is reported in the
+/// access log's `adjusted`, as every drop is (the answer's head, with its
+/// `x-switchboard-adjusted`, went out before the cut).
+#[tokio::test]
+async fn a_continuation_reports_the_reasoning_settings_it_drops() {
+    let mock = MockUpstream::start().await;
+    let cat = catalog(
+        vec![provider(
+            "p",
+            vec![up_in(&mock, Anthropic, "p", "", 1)],
+            json!({}),
+        )],
+        vec![model("m", "p", json!({"prefill": "native"}))],
+    );
+    let gw = start(&cat).await;
+    let prompt = "think then answer [[cut]]";
+    let mut body = anthropic_body("m", prompt, None, true);
+    body["max_tokens"] = json!(4096);
+    body["thinking"] = json!({"type": "enabled", "budget_tokens": 1024});
+    let r = gw.send(&call(Anthropic, MESSAGES, &body)).await;
+    assert_no_error_event(&r, "thinking");
+    assert_eq!(
+        text_of(Anthropic, &r, true),
+        expected_reply(Anthropic, prompt)
+    );
+    let sent = bodies(&mock, "p");
+    assert_eq!(sent.len(), 2);
+    assert!(sent[0].get("thinking").is_some(), "{}", sent[0]);
+    assert!(sent[1].get("thinking").is_none(), "{}", sent[1]);
+    let line = line_of(&gw, &r).await;
+    assert!(line["adjusted"].to_string().contains("thinking"), "{line}");
+}

@@ -6,8 +6,23 @@ use serde_json::{Map, Value};
 
 /// A spoke's edit of a client body for a continuation: `prefill` (Some:
 /// the assistant text the answer continues from) added as the last turn,
-/// reasoning settings dropped with it. None: the body is no JSON object.
-pub type ContinueBody = fn(&[u8], Option<&str>) -> Option<Vec<u8>>;
+/// reasoning settings dropped with it; returns the body and the names of
+/// the members dropped (reported as every drop is). None: the body is no
+/// JSON object.
+pub type ContinueBody = fn(&[u8], Option<&str>) -> Option<(Vec<u8>, Vec<&'static str>)>;
+
+/// Removes each of `names` from `o`, noting in `dropped` those it held.
+pub fn drop_members(
+    o: &mut Map<String, Value>,
+    names: &[&'static str],
+    dropped: &mut Vec<&'static str>,
+) {
+    for name in names {
+        if o.remove(*name).is_some() {
+            dropped.push(name);
+        }
+    }
+}
 
 /// An upstream body's prefilled last message marked with the member an
 /// OpenAI-compatible upstream wants (`prefix`, `partial`) set to true.

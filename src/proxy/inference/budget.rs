@@ -33,9 +33,7 @@ pub(super) async fn reserve(
     }
 }
 
-/// Settles a reservation to the usage `u`. Unknown usage keeps the worst
-/// case for an answer that completed (the upstream did not say what it
-/// cost) and releases it for one that did not (failed, client gone).
+/// Settles a reservation to the usage `u` at `m`'s prices ([`settle_to`]).
 pub(super) async fn settle(
     ctx: &mut RequestCtx,
     resv: Option<Reservation>,
@@ -43,25 +41,17 @@ pub(super) async fn settle(
     u: Usage,
     completed: bool,
 ) {
-    let Some(resv) = resv else {
-        return;
-    };
-    let left = match (u.input, completed) {
-        (Some(i), _) => {
-            let o = u.output.unwrap_or(0);
-            Box::pin(resv.settle(i + o, cost_nanos(&m.pricing, i, o))).await
-        }
-        (None, true) => Box::pin(resv.settle_reserved()).await,
-        (None, false) => Box::pin(resv.release()).await,
-    };
-    if left.is_some() {
-        ctx.budget_remaining = left;
-    }
+    let nanos = u
+        .input
+        .map(|i| cost_nanos(&m.pricing, i, u.output.unwrap_or(0)));
+    settle_to(ctx, resv, u, nanos, completed).await;
 }
 
-/// Settles a reservation to the usage `u` at a cost worked out by the
-/// caller (`nanos`, nano-USD: an answer whose parts came from models of
-/// different prices); otherwise as [`settle`].
+/// Settles a reservation to the usage `u` at the cost `nanos` (worked out
+/// by the caller: an answer's parts may come from models of different
+/// prices). Unknown usage keeps the worst case for an answer that
+/// completed (the upstream did not say what it cost) and releases it for
+/// one that did not (failed, client gone).
 pub(super) async fn settle_to(
     ctx: &mut RequestCtx,
     resv: Option<Reservation>,

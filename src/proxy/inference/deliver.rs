@@ -115,118 +115,32 @@ pub(super) async fn stream(
     d: Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
-    let Answered {
-        answer,
-        model,
-        plan,
-    } = answered;
     let framing = if d.gemini_stream == GeminiStream::JsonArray {
         Framing::JsonArray
     } else {
         Framing::Sse
     };
-    let mut pass = ClientStream::new(
-        answer.up.protocol,
-        d.family,
+    let resume = Resume {
+        family: d.family,
         framing,
-        client_model_name(d.family, model),
-        plan.req.include_usage,
-        gw.settings.max_frame_bytes,
-    );
+        model: client_model_name(d.family, answered.model),
+        include_usage: answered.plan.req.include_usage,
+        max_frame_bytes: gw.settings.max_frame_bytes,
+    };
+    let mut pass = ClientStream::for_client(answered.answer.up.protocol, &resume);
     if let ClientStream::Passthrough(p) = &mut pass {
-        p.withhold_usage_chunk(answer.usage_injected);
+        p.withhold_usage_chunk(answered.answer.usage_injected);
     }
     if let Some(env) = d.turn.as_ref().and_then(Turn::envelope) {
         pass.set_envelope(env);
     }
     let _active = gw.metrics.stream_started();
-    let provider = d.chain.snap.catalog.provider(&model.provider);
-    let rescue = provider.is_some_and(|p| p.continuation != Continuation::Off);
-    if rescue {
-        pass.record();
-    }
-    let resume = Resume {
-        family: d.family,
-        framing,
-        model: client_model_name(d.family, model),
-        include_usage: plan.req.include_usage,
-        max_frame_bytes: gw.settings.max_frame_bytes,
-    };
-    // The segment being relayed: who answers it, on which plan; and the
-    // models and usage of the segments before it (for the cost).
-    let (mut answer, mut model, mut plan) = (answer, model, plan);
-    let mut earlier: Vec<(&Model, CanonicalUsage)> = Vec::new();
-    let (mut rounds, mut relay) = (
-        0,
-        Relay {
-            family: d.family,
-            framing,
-            resumed: false,
-            rescue,
-        },
-    );
-    let end = loop {
-        let member = answer.in_flight.member().clone();
-        let (up, deadline) = (answer.up, answer.deadline);
-        relay.rescue = rescue && rounds < MAX_CONTINUATIONS;
-        let end = relay_stream(gw, session, ctx, answer, &mut pass, relay)
-            .await
-            .map_err(Stop::Io)?;
-        let (e, cause) = match end {
-            StreamEnd::Cut(e, cause) => (e, cause),
-            StreamEnd::Failed(e, Some(cause)) => {
-                gw.metrics.upstream_error(&model.provider, "stream");
-                cool(gw, &model.provider, up, &member, cause);
-                break StreamEnd::Failed(e, Some(cause));
-            }
-            StreamEnd::Failed(e, None) => {
-                // Nobody to blame: a continuation that differed from what
-                // the client has.
-                gw.metrics.continuation(&model.provider, "diverged");
-                break StreamEnd::Failed(e, None);
-            }
-            other => break other,
-        };
-        gw.metrics.upstream_error(&model.provider, "stream");
-        cool(gw, &model.provider, up, &member, cause);
-        rounds += 1;
-        let cut = Cut {
-            chain: d.chain,
-            original: d.original.as_ref(),
-            model,
-            plan: &plan,
-            deadline,
-            protocol: up.protocol,
-        };
-        let Some(next) = take_over(gw, session, ctx, &mut pass, &cut, &resume).await else {
-            log::warn!(
-                "{}: the upstream stream was cut and could not be continued: {}",
-                ctx.request_id,
-                e.message
-            );
-            gw.metrics.continuation(&model.provider, "failed");
-            relay::fail(session, &mut pass, d.family, &e, deadline)
-                .await
-                .map_err(Stop::Io)?;
-            break StreamEnd::Failed(e, None);
-        };
-        gw.metrics.continuation(&model.provider, "continued");
-        let Continued {
-            answer: a,
-            model: m,
-            plan: p,
-            earlier: cut_usage,
-            ..
-        } = next;
-        earlier.push((model, cut_usage));
-        if m.qualified_id != d.chain.model.qualified_id {
-            ctx.outcome
-                .fallback_from
-                .get_or_insert_with(|| d.chain.model.qualified_id.clone());
-        }
-        (answer, model, plan) = (a, m, p);
-        relay.resumed = true;
-    };
+    let relayed = relay_segments(gw, session, ctx, &d, &mut pass, &resume, answered).await?;
+    let Relayed {
+        end,
+        model,
+        earlier,
+    } = relayed;
     let clean = match end {
         StreamEnd::Complete | StreamEnd::ClientGone => true,
         StreamEnd::Shutdown(e) => {
@@ -257,6 +171,113 @@ pub(super) async fn stream(
     let completed = clean && !ctx.client_gone;
     settle_to(ctx, held.take(), usage, nanos, completed).await;
     Ok(())
+}
+
+/// How a stream's relay ended: its end, the model of its last segment, and
+/// the models and usage of the segments before it (for the cost).
+struct Relayed<'s> {
+    end: StreamEnd,
+    model: &'s Model,
+    earlier: Vec<(&'s Model, CanonicalUsage)>,
+}
+
+/// Relays the answer's segments: the first upstream's stream, then, each
+/// time an upstream fails mid-stream (cooled and counted here), a
+/// continuation taking over the client's stream while there may be one.
+async fn relay_segments<'s>(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    d: &Delivery<'_, 's>,
+    pass: &mut ClientStream,
+    resume: &Resume<'_>,
+    answered: Answered<'s>,
+) -> Result<Relayed<'s>, Stop> {
+    let Answered {
+        mut answer,
+        mut model,
+        mut plan,
+    } = answered;
+    let provider = d.chain.snap.catalog.provider(&model.provider);
+    let rescue = provider.is_some_and(|p| p.continuation != Continuation::Off);
+    if rescue {
+        pass.record();
+    }
+    let mut earlier = Vec::new();
+    let mut relay = Relay {
+        family: d.family,
+        framing: resume.framing,
+        resumed: false,
+        rescue,
+    };
+    let end = loop {
+        let member = answer.in_flight.member().clone();
+        let (up, deadline) = (answer.up, answer.deadline);
+        relay.rescue = rescue && earlier.len() < MAX_CONTINUATIONS as usize;
+        let end = relay_stream(gw, session, ctx, answer, pass, relay)
+            .await
+            .map_err(Stop::Io)?;
+        let (e, cause) = match end {
+            StreamEnd::Cut(e, cause) => (e, Some(cause)),
+            StreamEnd::Failed(e, cause @ Some(_)) => (e, cause),
+            StreamEnd::Failed(e, None) => {
+                // Nobody to blame: a continuation that differed from what
+                // the client has.
+                gw.metrics.continuation(&model.provider, "diverged");
+                break StreamEnd::Failed(e, None);
+            }
+            other => break other,
+        };
+        if let Some(cause) = cause {
+            gw.metrics.upstream_error(&model.provider, "stream");
+            cool(gw, &model.provider, up, &member, cause);
+        }
+        if !relay.rescue {
+            // The relay ended the client's stream with the error event.
+            break StreamEnd::Failed(e, cause);
+        }
+        let cut = Cut {
+            chain: d.chain,
+            original: d.original.as_ref(),
+            model,
+            plan: &plan,
+            deadline,
+            protocol: up.protocol,
+        };
+        let Some(mut next) = take_over(gw, session, ctx, pass, &cut, resume).await else {
+            log::warn!(
+                "{}: the upstream stream was cut and could not be continued: {}",
+                ctx.request_id,
+                e.message
+            );
+            gw.metrics.continuation(&model.provider, "failed");
+            relay::fail(session, pass, d.family, &e, deadline)
+                .await
+                .map_err(Stop::Io)?;
+            break StreamEnd::Failed(e, None);
+        };
+        gw.metrics.continuation(&model.provider, "continued");
+        // What the continuation's request changed (its prefill's dropped
+        // reasoning settings, a fallback's plan, a translation's drops)
+        // goes to the access log's `adjusted`: the answer's head is out.
+        ctx.outcome.adjusted.merge(next.plan.adjusted.clone());
+        ctx.outcome
+            .adjusted
+            .merge(std::mem::take(&mut next.answer.adjusted));
+        earlier.push((model, next.earlier));
+        if next.model.qualified_id != d.chain.model.qualified_id {
+            ctx.outcome
+                .fallback_from
+                .get_or_insert_with(|| d.chain.model.qualified_id.clone());
+        }
+        (answer, model, plan) = (next.answer, next.model, next.plan);
+        relay.resumed = true;
+    };
+    Ok(Relayed {
+        end,
+        model,
+        earlier,
+    })
 }
 
 /// After a cut: a continuation found (`rescue::continue_answer`) and put

@@ -186,14 +186,22 @@ pub(super) async fn continue_answer<'s>(
 }
 
 /// The plan of a continuation: `base`'s body with `prefill` added as the
-/// last assistant turn (reasoning settings dropped), or as it is.
+/// last assistant turn (reasoning settings dropped, and said in its
+/// adjustments), or as it is.
 fn continued_plan(
     family: crate::family::Family,
     base: &Planned,
     prefill: Option<&str>,
 ) -> Option<Planned> {
+    let mut adjusted = base.adjusted.clone();
     let body = match prefill {
-        Some(text) => Bytes::from((spoke(family).continue_body)(&base.body, Some(text))?),
+        Some(text) => {
+            let (body, dropped) = (spoke(family).continue_body)(&base.body, Some(text))?;
+            for name in dropped {
+                adjusted.drop_field(name);
+            }
+            Bytes::from(body)
+        }
         None => base.body.clone(),
     };
     let mut req = validate::inspect(family, &body, base.req.stream).ok()?;
@@ -201,7 +209,7 @@ fn continued_plan(
     Some(Planned {
         body,
         req,
-        adjusted: base.adjusted.clone(),
+        adjusted,
         adapt: base.adapt,
         continues: prefill.is_some(),
     })

@@ -3,14 +3,15 @@
 //! an assistant turn that ends the conversation), `thinking` dropped (a
 //! prefill cannot be combined with it).
 
-use crate::protocol::common::prefill::{append_content, append_turn, edit};
+use crate::protocol::common::prefill::{append_content, append_turn, drop_members, edit};
 use serde_json::{json, Value};
 
 /// The client's body with `prefill` as (the end of) its last assistant message.
-pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<Vec<u8>> {
+pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<(Vec<u8>, Vec<&'static str>)> {
     let text = prefill?;
-    edit(body, |o| {
-        o.remove("thinking");
+    let mut dropped = Vec::new();
+    let body = edit(body, |o| {
+        drop_members(o, &["thinking"], &mut dropped);
         let messages = o.entry("messages").or_insert(Value::Null);
         append_turn(
             messages,
@@ -24,7 +25,8 @@ pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<Vec<u8>> {
             },
             |t| json!({"role": "assistant", "content": [{"type": "text", "text": t}]}),
         );
-    })
+    })?;
+    Some((body, dropped))
 }
 
 #[cfg(test)]
@@ -35,8 +37,9 @@ mod tests {
     #[test]
     fn the_prefill_is_the_last_assistant_turn_and_thinking_goes() {
         let body = br#"{"model":"m","max_tokens":9,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}"#;
-        let out: Value =
-            serde_json::from_slice(&continue_body(body, Some("Hel")).unwrap()).unwrap();
+        let (out, dropped) = continue_body(body, Some("Hel")).unwrap();
+        assert_eq!(dropped, ["thinking"]);
+        let out: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             out["messages"][1],
             json!({"role": "assistant", "content": [{"type": "text", "text": "Hel"}]})

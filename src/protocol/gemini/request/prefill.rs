@@ -1,17 +1,21 @@
 //! A Gemini body asking for a cut answer's continuation: the text the
 //! client has as the last `model` turn, the thinking settings dropped.
 
-use crate::protocol::common::prefill::{append_turn, edit};
+use crate::protocol::common::prefill::{append_turn, drop_members, edit};
 use serde_json::{json, Value};
 
 /// The client's body with `prefill` as (the end of) its last model turn.
-pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<Vec<u8>> {
+pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<(Vec<u8>, Vec<&'static str>)> {
     let text = prefill?;
-    edit(body, |o| {
+    let mut dropped = Vec::new();
+    let body = edit(body, |o| {
         for config in ["generationConfig", "generation_config"] {
             if let Some(g) = o.get_mut(config).and_then(Value::as_object_mut) {
-                g.remove("thinkingConfig");
-                g.remove("thinking_config");
+                let mut here = Vec::new();
+                drop_members(g, &["thinkingConfig", "thinking_config"], &mut here);
+                if !here.is_empty() {
+                    dropped.push("generationConfig.thinkingConfig");
+                }
             }
         }
         let contents = o.entry("contents").or_insert(Value::Null);
@@ -26,7 +30,8 @@ pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<Vec<u8>> {
             },
             |t| json!({"role": "model", "parts": [{"text": t}]}),
         );
-    })
+    })?;
+    Some((body, dropped))
 }
 
 #[cfg(test)]
@@ -37,8 +42,9 @@ mod tests {
     #[test]
     fn the_prefill_is_the_last_model_turn_and_thinking_goes() {
         let body = br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"thinkingConfig":{"thinkingBudget":9},"temperature":0}}"#;
-        let out: Value =
-            serde_json::from_slice(&continue_body(body, Some("Hel")).unwrap()).unwrap();
+        let (out, dropped) = continue_body(body, Some("Hel")).unwrap();
+        assert_eq!(dropped, ["generationConfig.thinkingConfig"]);
+        let out: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             out["contents"][1],
             json!({"role": "model", "parts": [{"text": "Hel"}]})

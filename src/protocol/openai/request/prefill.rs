@@ -3,15 +3,15 @@
 //! and the member some OpenAI-compatible upstreams want on that message
 //! before they continue it.
 
-use crate::protocol::common::prefill::{append_content, append_turn, edit};
+use crate::protocol::common::prefill::{append_content, append_turn, drop_members, edit};
 use serde_json::{json, Value};
 
 /// The client's body with `prefill` as (the end of) its last assistant message.
-pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<Vec<u8>> {
+pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<(Vec<u8>, Vec<&'static str>)> {
     let text = prefill?;
-    edit(body, |o| {
-        o.remove("reasoning_effort");
-        o.remove("reasoning");
+    let mut dropped = Vec::new();
+    let body = edit(body, |o| {
+        drop_members(o, &["reasoning_effort", "reasoning"], &mut dropped);
         let messages = o.entry("messages").or_insert(Value::Null);
         append_turn(
             messages,
@@ -25,7 +25,8 @@ pub fn continue_body(body: &[u8], prefill: Option<&str>) -> Option<Vec<u8>> {
             },
             |t| json!({"role": "assistant", "content": t}),
         );
-    })
+    })?;
+    Some((body, dropped))
 }
 
 /// Sets `member` (DeepSeek's and Mistral's `prefix`, Qwen's and Kimi's
@@ -51,8 +52,9 @@ mod tests {
     #[test]
     fn the_prefill_is_the_last_assistant_message_and_reasoning_goes() {
         let body = br#"{"model":"m","reasoning_effort":"high","messages":[{"role":"user","content":"hi"}]}"#;
-        let out: Value =
-            serde_json::from_slice(&continue_body(body, Some("Hel")).unwrap()).unwrap();
+        let (out, dropped) = continue_body(body, Some("Hel")).unwrap();
+        assert_eq!(dropped, ["reasoning_effort"]);
+        let out: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             out["messages"][1],
             json!({"role": "assistant", "content": "Hel"})
@@ -67,7 +69,7 @@ mod tests {
         let own =
             br#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"{"}]}"#;
         let out: Value =
-            serde_json::from_slice(&continue_body(own, Some("\"a\"")).unwrap()).unwrap();
+            serde_json::from_slice(&continue_body(own, Some("\"a\"")).unwrap().0).unwrap();
         assert_eq!(out["messages"][1]["content"], "{\"a\"");
     }
 }
