@@ -142,7 +142,13 @@ pub fn install_config(catalog: &crate::config::Catalog, keys: &crate::config::Ke
         .providers
         .iter()
         .flat_map(|p| p.upstreams.iter())
-        .filter_map(|u| u.api_key.as_deref());
+        .flat_map(|u| {
+            let secret = match &u.auth {
+                crate::config::Auth::Entra(e) => e.client_secret.as_deref(),
+                _ => None,
+            };
+            u.api_key.as_deref().into_iter().chain(secret)
+        });
     let next = Secrets::new(
         providers
             .chain(keys.plaintext_keys())

@@ -67,7 +67,7 @@ fn render_pools(out: &mut String, rt: &Runtime) {
                 "provider=\"{}\",upstream=\"{}\",protocol=\"{}\"",
                 esc(&p.id),
                 esc(&u.id),
-                u.protocol.name()
+                u.protocol_name
             );
             rows.push((labels, v, u.weight));
         }

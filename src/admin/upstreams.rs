@@ -3,6 +3,7 @@
 //! requests in flight and counters since start. Never a key: only the name of
 //! the variable it is read from.
 
+use crate::config::Auth;
 use crate::runtime::Snapshot;
 use serde_json::{json, Value};
 use std::time::Instant;
@@ -21,10 +22,11 @@ pub fn render(snap: &Snapshot) -> Value {
                     let v = m.view(now);
                     json!({
                         "id": u.id,
-                        "protocol": u.protocol.name(),
+                        "protocol": u.protocol_name,
                         "base_url": u.base_url,
                         "api_key_env": u.api_key_env,
-                        "key_configured": u.api_key.is_some(),
+                        "key_configured": key_configured(u),
+                        "auth": auth(u),
                         "weight": u.weight,
                         "healthy": v.cooling.is_none(),
                         "cooldown_ms": v.cooling.map(|d| d.as_millis() as u64),
@@ -55,6 +57,33 @@ pub fn render(snap: &Snapshot) -> Value {
         })
         .collect();
     json!({ "providers": providers })
+}
+
+/// Whether the upstream's credential is configured (its key or client
+/// secret variable set; a token source is tried when a request needs it).
+fn key_configured(u: &crate::config::Upstream) -> bool {
+    match &u.auth {
+        Auth::Key => u.api_key.is_some(),
+        Auth::Entra(e) => e.client_secret.is_some(),
+        Auth::Google(_) => true,
+    }
+}
+
+/// Where a cloud upstream's token comes from: names, never a secret.
+fn auth(u: &crate::config::Upstream) -> Value {
+    match &u.auth {
+        Auth::Key => Value::Null,
+        Auth::Entra(e) => json!({
+            "type": "entra",
+            "tenant_id": e.tenant_id,
+            "client_id": e.client_id,
+            "client_secret_env": e.client_secret_env,
+        }),
+        Auth::Google(g) => json!({
+            "type": "google-oauth",
+            "credentials_file": g.credentials_file,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! runtime snapshot. Lookups by model id, by any name a request may use (id,
 //! `provider/id`, alias, `provider/alias`) and by provider token are O(1).
 
+use super::cloud::{self, Auth, Cloud};
 use super::json::{parse, Obj};
 use super::ConfigError;
 use crate::family::Family;
@@ -86,7 +87,15 @@ pub struct Upstream {
     /// view: the catalog's `id`, else `protocol@host[:port]` (with `#n` from
     /// the second upstream of the same protocol and host on).
     pub id: String,
+    /// The wire protocol spoken there (a cloud's too: `azure` speaks OpenAI chat).
     pub protocol: Family,
+    /// The catalog's `protocol` name (`openai`, `azure`, `vertex-anthropic`, …).
+    pub protocol_name: &'static str,
+    /// How a cloud addresses the call around the wire protocol (None: the
+    /// protocol's own path under `base_url`).
+    pub cloud: Option<Cloud>,
+    /// Where the credential comes from (`api_key_env`, or a cloud's token source).
+    pub auth: Auth,
     /// The share of the pool's traffic this upstream gets (default 1).
     pub weight: u32,
     pub base_url: String,
@@ -331,7 +340,18 @@ const PROVIDER_FIELDS: &[&str] = &[
     "retries",
     "continuation",
 ];
-const UPSTREAM_FIELDS: &[&str] = &["id", "protocol", "base_url", "api_key_env", "weight"];
+const UPSTREAM_FIELDS: &[&str] = &[
+    "id",
+    "protocol",
+    "base_url",
+    "api_key_env",
+    "weight",
+    "deployment",
+    "api_version",
+    "project",
+    "location",
+    "auth",
+];
 const TIMEOUT_FIELDS: &[&str] = &["connect", "first_token", "idle", "total"];
 const MODEL_FIELDS: &[&str] = &[
     "id",
@@ -587,13 +607,20 @@ fn provider(
         let u = Obj::new(file, upath, uv)?;
         u.only(UPSTREAM_FIELDS)?;
         let proto = u.str("protocol")?;
-        let protocol = Family::from_name(proto).ok_or_else(|| {
+        let (protocol_name, protocol, kind) = cloud::protocol(proto).ok_or_else(|| {
             u.err(
                 "protocol",
-                format!("unknown protocol {proto:?} (expected openai, anthropic or gemini)"),
+                format!(
+                    "unknown protocol {proto:?} (expected one of {})",
+                    cloud::protocol_names()
+                ),
             )
         })?;
-        let base_url = u.str("base_url")?.to_string();
+        let (cloud, auth, default_base) = cloud::fields(&u, protocol_name, kind, env)?;
+        let base_url = match (u.opt_str("base_url")?, default_base) {
+            (None, Some(host)) => host,
+            _ => u.str("base_url")?.to_string(),
+        };
         let url = BaseUrl::parse(&base_url).map_err(|r| u.err("base_url", r))?;
         let api_key_env = u.opt_str("api_key_env")?.map(str::to_string);
         let api_key = api_key_env
@@ -613,11 +640,11 @@ fn provider(
         let id = match u.opt_str("id")? {
             Some(_) => token(&u, "id")?,
             None => {
-                let base = format!("{}@{}", protocol.name(), url.authority);
+                let base = format!("{protocol_name}@{}", url.authority);
                 let same = upstreams
                     .iter()
                     .filter(|o: &&Upstream| {
-                        o.protocol == protocol && o.url.authority == url.authority
+                        o.protocol_name == protocol_name && o.url.authority == url.authority
                     })
                     .count();
                 if same == 0 {
@@ -634,6 +661,9 @@ fn provider(
             id,
             weight,
             protocol,
+            protocol_name,
+            cloud,
+            auth,
             base_url,
             url,
             api_key_env,

@@ -6,6 +6,7 @@
 //! partial configuration.
 
 mod catalog;
+mod cloud;
 mod error;
 mod json;
 mod keys;
@@ -14,5 +15,6 @@ pub use catalog::{
     BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Pricing, Provider,
     Scheme, Upstream,
 };
+pub use cloud::{Auth, Cloud, Deployment, Entra, GoogleAuth, ENTRA_AUTHORITY};
 pub use error::ConfigError;
 pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};

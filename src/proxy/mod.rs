@@ -78,6 +78,9 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub upstream: crate::upstream::client::UpstreamClient,
+    /// The cloud upstreams' access tokens (Entra ID, Google OAuth2), cached
+    /// per source across requests and reloads.
+    pub credentials: crate::upstream::credentials::Credentials,
     /// Slots for token counting (bounded, cancellable).
     pub tokens: tokenize::TokenGate,
     /// The usage ledger: one row per billable request, queued in `logging`.
@@ -119,6 +122,7 @@ impl Gateway {
             limits: Arc::new(crate::state::limits::Limits::in_memory()),
             settings,
             upstream,
+            credentials: Default::default(),
             ledger: None,
             telemetry: None,
             drain: Arc::default(),

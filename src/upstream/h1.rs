@@ -45,11 +45,21 @@ impl RequestHead {
     /// A `POST` of `path`; `capacity` is what the whole message will take
     /// (head and, when it goes in the same write, the body).
     pub fn post(path: &str, capacity: usize) -> Result<RequestHead, WireError> {
+        RequestHead::request("POST", path, capacity)
+    }
+
+    /// A `GET` of `path` (the metadata server's token).
+    pub fn get(path: &str) -> Result<RequestHead, WireError> {
+        RequestHead::request("GET", path, 256)
+    }
+
+    fn request(method: &str, path: &str, capacity: usize) -> Result<RequestHead, WireError> {
         if path.is_empty() || !path.bytes().all(|b| b > 0x20 && b != 0x7f) {
             return Err(WireError("the upstream path has a space or a control byte"));
         }
         let mut buf = Vec::with_capacity(capacity.max(256));
-        buf.extend_from_slice(b"POST ");
+        buf.extend_from_slice(method.as_bytes());
+        buf.push(b' ');
         buf.extend_from_slice(path.as_bytes());
         buf.extend_from_slice(b" HTTP/1.1\r\n");
         Ok(RequestHead { buf })

@@ -248,7 +248,7 @@ fn member_key(provider: &Provider, u: &Upstream) -> String {
         "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
         provider.id,
         u.id,
-        u.protocol.name(),
+        u.protocol_name,
         u.base_url,
         u.api_key_env.as_deref().unwrap_or("")
     )

@@ -53,7 +53,11 @@ pub(super) async fn attempt<'s>(
         Ok(r) => r,
         Err(e) => return Outcome::Unfit(e),
     };
-    let msg = match upstream_header(up, c, body.len(), traceparent) {
+    let token = match credential(gw, c, up).await {
+        Ok(t) => t,
+        Err(outcome) => return outcome,
+    };
+    let msg = match upstream_header(up, c, body.len(), traceparent, token.as_deref()) {
         Ok(h) => Message::new(h, &body),
         Err(e) if e.kind == ErrorKind::Unavailable => return Outcome::Skip(e),
         Err(e) => return Outcome::Final(e, None),
@@ -87,6 +91,27 @@ pub(super) async fn attempt<'s>(
         idle: c.provider.timeouts.idle,
         deadline: c.deadline,
     }))
+}
+
+/// The access token a cloud upstream is called with (`None`: the catalog's
+/// key is). A source not configured (a variable unset) skips the upstream
+/// as a missing key does; a source that failed cools it like any failure,
+/// and the error names the provider and the source.
+async fn credential<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    up: &'s Upstream,
+) -> Result<Option<std::sync::Arc<str>>, Outcome<'s>> {
+    match gw
+        .credentials
+        .token(&gw.upstream, &c.provider.id, &up.auth)
+        .await
+    {
+        None => Ok(None),
+        Some(Ok(token)) => Ok(Some(token)),
+        Some(Err(e)) if e.kind == ErrorKind::Unavailable => Err(Outcome::Skip(e)),
+        Some(Err(e)) => Err(Outcome::Retry(e, Cause::Credential, None)),
+    }
 }
 
 /// Sends `msg` to `up` and waits for the answer's head and, for a stream,
@@ -176,6 +201,11 @@ async fn judge_status<'s>(
         Bytes::new()
     };
     if let Some((e, cause)) = refused(c, up, status, &raw) {
+        if cause == Cause::Credential {
+            // A token the upstream refuses (revoked, or a clock off) is
+            // not used again: the next request fetches a new one.
+            gw.credentials.forget(&up.auth);
+        }
         return Outcome::Retry(e, cause, Some(status));
     }
     let mut e = upstream_failure(up.protocol, status, &raw, retry_after);

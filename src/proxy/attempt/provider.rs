@@ -76,7 +76,7 @@ pub async fn call<'s>(
                 tried.attempts,
                 &c.provider.id,
                 &up.id,
-                up.protocol.name(),
+                up.protocol_name,
                 &up.url.authority,
             )
         });

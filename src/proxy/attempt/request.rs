@@ -8,7 +8,8 @@ use super::Call;
 use crate::adjust::Adjustments;
 use crate::config::Upstream;
 use crate::error::{ErrorKind, GatewayError};
-use crate::protocol::common::http::UpstreamTarget;
+use crate::protocol::cloud::{self, Credential};
+use crate::protocol::common::http::{SetHeader, UpstreamTarget};
 use crate::protocol::spoke;
 use crate::translate::body::translate_request;
 use crate::translate::passthrough;
@@ -69,6 +70,12 @@ pub(super) async fn request_for(
         )?
     };
     adjusted.merge(cut);
+    // A cloud's own body (Vertex's Anthropic Messages: no `model`, its
+    // `anthropic_version`).
+    let body = match &up.cloud {
+        Some(cloud) => cloud::upstream_body(cloud, up.protocol, &body).map_or(body, Bytes::from),
+        None => body,
+    };
     // A continuation's prefill, marked the way this OpenAI-compatible
     // upstream wants it (the model's catalog `prefill`).
     let body = match (c.plan.continues, spoke(up.protocol).mark_prefill) {
@@ -120,32 +127,23 @@ fn passthrough_body(c: &Call<'_, '_>, inject_usage: bool) -> Bytes {
     Bytes::from(out)
 }
 
-/// The upstream request head for `up`: path, host, provider key, protocol headers.
+/// The upstream request head for `up`: path, host, credential (the
+/// provider key, or a cloud's access `token`), protocol headers.
 pub(super) fn upstream_header(
     up: &Upstream,
     c: &Call<'_, '_>,
     body_len: usize,
     traceparent: Option<&str>,
+    token: Option<&str>,
 ) -> Result<RequestHead, GatewayError> {
-    let model = c.model;
+    let key = match token {
+        Some(_) => "",
+        None => provider_key(up, c)?,
+    };
     let stream = c.plan.req.stream;
-    let key = up.api_key.as_deref().ok_or_else(|| {
-        GatewayError::new(
-            ErrorKind::Unavailable,
-            format!(
-                "provider {} has no API key configured{}",
-                model.provider,
-                up.api_key_env
-                    .as_deref()
-                    .map(|v| format!(" (set the {v} environment variable)"))
-                    .unwrap_or_default()
-            ),
-        )
-        .with_code("provider_key_missing")
-    })?;
     let target = UpstreamTarget {
         base_path: &up.url.path,
-        upstream_model: &model.upstream_model,
+        upstream_model: &c.model.upstream_model,
         stream,
         beta_query: up.protocol == c.client.family && c.client.beta_query,
         // Anthropic to Anthropic only (docs/api.md "Inference behaviour"): a translated
@@ -156,13 +154,16 @@ pub(super) fn upstream_header(
             .anthropic_beta
             .filter(|_| up.protocol == c.client.family),
     };
-    let sp = spoke(up.protocol);
-    let path = (sp.upstream_path)(&target);
     let internal = |e: crate::upstream::h1::WireError| {
         GatewayError::new(
             ErrorKind::Internal,
             format!("cannot build the upstream request: {e}"),
         )
+    };
+    let path = match &up.cloud {
+        None => (spoke(up.protocol).upstream_path)(&target),
+        Some(cl) => cloud::upstream_path(cl, up.protocol, &target)
+            .ok_or_else(|| internal(crate::upstream::h1::WireError("no path for this cloud")))?,
     };
     // The head, and the body when it shares the head's write.
     let capacity = 512
@@ -193,15 +194,50 @@ pub(super) fn upstream_header(
         set("traceparent", tp)?;
     }
     let mut failed = None;
-    (sp.upstream_auth)(key, &target, &mut |k, v| {
+    credential_headers(up, key, token, &target, &mut |k, v| {
         if failed.is_none() {
             failed = set(k, v).err();
         }
     });
-    if let Some(e) = failed {
-        return Err(e);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(h),
     }
-    Ok(h)
+}
+
+/// The catalog key of `up` (an upstream without an access token), or the
+/// 503 naming the variable it is read from.
+fn provider_key<'u>(up: &'u Upstream, c: &Call<'_, '_>) -> Result<&'u str, GatewayError> {
+    up.api_key.as_deref().ok_or_else(|| {
+        GatewayError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "provider {} has no API key configured{}",
+                c.model.provider,
+                up.api_key_env
+                    .as_deref()
+                    .map(|v| format!(" (set the {v} environment variable)"))
+                    .unwrap_or_default()
+            ),
+        )
+        .with_code("provider_key_missing")
+    })
+}
+
+/// The headers of the credential: an access token as a Bearer, an Azure
+/// key as `api-key`, else the protocol's own key headers (and version).
+fn credential_headers(
+    up: &Upstream,
+    key: &str,
+    token: Option<&str>,
+    target: &UpstreamTarget<'_>,
+    set: &mut SetHeader<'_>,
+) {
+    match (token, &up.cloud) {
+        (Some(token), _) => cloud::upstream_auth(Credential::Bearer(token), target, set),
+        (None, Some(_)) => cloud::upstream_auth(Credential::AzureKey(key), target, set),
+        (None, None) => (spoke(up.protocol).upstream_auth)(key, target, set),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,416 @@
+//! The cloud upstreams' own catalog fields (docs/clouds.md): an upstream
+//! `protocol` of `azure`, `azure-responses`, `vertex` or `vertex-anthropic`
+//! keeps its wire family (OpenAI chat, Responses, Gemini, Anthropic Messages:
+//! translation, pools and passthrough see only that) and adds a [`Cloud`]
+//! (how the cloud addresses the call) and an [`Auth`] (where its credential
+//! comes from). Secrets are never in the catalog: a variable's name, a
+//! credentials file's path, or the metadata server.
+
+use super::catalog::BaseUrl;
+use super::json::Obj;
+use super::ConfigError;
+use crate::family::Family;
+
+/// The cloud an upstream is reached through, with its addressing fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cloud {
+    /// Azure OpenAI: the v1 API under `base_url`, or a deployment.
+    Azure { deployment: Option<Deployment> },
+    /// Google Vertex AI: the model under a project and location.
+    Vertex { project: String, location: String },
+}
+
+/// An Azure OpenAI deployment (`/openai/deployments/{name}/…?api-version=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployment {
+    pub name: String,
+    pub api_version: String,
+}
+
+/// Where an upstream's credential comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// The key read from `api_key_env`, in the protocol's header (Azure: `api-key`).
+    Key,
+    /// An Entra ID access token from a client credential (Azure).
+    Entra(Entra),
+    /// A Google OAuth2 access token: a service-account key file, else the metadata server (Vertex).
+    Google(GoogleAuth),
+}
+
+/// An Entra ID application's client credential (`"auth": {"type": "entra", …}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entra {
+    pub tenant_id: String,
+    pub client_id: String,
+    /// The variable holding the client secret.
+    pub client_secret_env: String,
+    /// Its value, read at load (`None` when unset).
+    pub client_secret: Option<String>,
+    /// `authority_host` (default `https://login.microsoftonline.com`).
+    pub authority: BaseUrl,
+}
+
+/// `"auth": {"type": "google-oauth", "credentials_file"?: …}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoogleAuth {
+    /// A service-account JSON key; `None`: the metadata server.
+    pub credentials_file: Option<String>,
+}
+
+/// Entra ID's public authority.
+pub const ENTRA_AUTHORITY: &str = "https://login.microsoftonline.com";
+
+/// Which cloud a protocol name names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CloudKind {
+    Azure,
+    Vertex,
+}
+
+/// The upstream protocol names: the wire family and the cloud around it.
+const PROTOCOLS: &[(&str, Family, Option<CloudKind>)] = &[
+    ("openai", Family::OpenAi, None),
+    ("anthropic", Family::Anthropic, None),
+    ("gemini", Family::Gemini, None),
+    ("responses", Family::Responses, None),
+    ("azure", Family::OpenAi, Some(CloudKind::Azure)),
+    ("azure-responses", Family::Responses, Some(CloudKind::Azure)),
+    ("vertex", Family::Gemini, Some(CloudKind::Vertex)),
+    ("vertex-anthropic", Family::Anthropic, Some(CloudKind::Vertex)),
+];
+
+/// The upstream protocol `name` stands for, with its canonical (static) name.
+pub(crate) fn protocol(name: &str) -> Option<(&'static str, Family, Option<CloudKind>)> {
+    PROTOCOLS
+        .iter()
+        .find(|(n, ..)| *n == name)
+        .map(|&(n, f, c)| (n, f, c))
+}
+
+/// The names [`protocol`] knows, for error messages.
+pub(crate) fn protocol_names() -> String {
+    let names: Vec<&str> = PROTOCOLS.iter().map(|(n, ..)| *n).collect();
+    names.join(", ")
+}
+
+/// The cloud fields of upstream `u` (protocol `name`, cloud `kind`): its
+/// [`Cloud`], its [`Auth`], and the base URL when the cloud gives one by
+/// default (Vertex). Fields of another cloud are refused.
+pub(crate) fn fields(
+    u: &Obj<'_>,
+    name: &str,
+    kind: Option<CloudKind>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Option<Cloud>, Auth, Option<String>), ConfigError> {
+    let refuse = |fields: &[&str], why: &str| -> Result<(), ConfigError> {
+        match fields.iter().find(|f| u.map.contains_key(**f)) {
+            Some(f) => Err(u.err(f, format!("not a field of a {name} upstream ({why})"))),
+            None => Ok(()),
+        }
+    };
+    match kind {
+        None => {
+            refuse(
+                &["deployment", "api_version", "project", "location", "auth"],
+                "it belongs to azure or vertex upstreams",
+            )?;
+            Ok((None, Auth::Key, None))
+        }
+        Some(CloudKind::Azure) => {
+            refuse(&["project", "location"], "it belongs to vertex upstreams")?;
+            let deployment = deployment(u, name)?;
+            let auth = match u.opt_obj("auth")? {
+                None => Auth::Key,
+                Some(a) => {
+                    if u.map.contains_key("api_key_env") {
+                        return Err(u.err(
+                            "api_key_env",
+                            "an upstream with \"auth\" takes its credential from there, not from a key",
+                        ));
+                    }
+                    entra(&a, env)?
+                }
+            };
+            Ok((Some(Cloud::Azure { deployment }), auth, None))
+        }
+        Some(CloudKind::Vertex) => {
+            refuse(&["deployment", "api_version"], "it belongs to azure upstreams")?;
+            if u.map.contains_key("api_key_env") {
+                return Err(u.err(
+                    "api_key_env",
+                    "a vertex upstream authenticates with \"auth\": {\"type\": \"google-oauth\"}",
+                ));
+            }
+            let project = segment(u, "project")?;
+            let location = segment(u, "location")?;
+            let a = u
+                .opt_obj("auth")?
+                .ok_or_else(|| u.err("auth", "missing required field (e.g. {\"type\": \"google-oauth\"})"))?;
+            let auth = google(&a)?;
+            let host = if location == "global" {
+                "https://aiplatform.googleapis.com".to_string()
+            } else {
+                format!("https://{location}-aiplatform.googleapis.com")
+            };
+            Ok((Some(Cloud::Vertex { project, location }), auth, Some(host)))
+        }
+    }
+}
+
+/// `deployment` and `api_version`, which go together (`azure` only).
+fn deployment(u: &Obj<'_>, name: &str) -> Result<Option<Deployment>, ConfigError> {
+    match (u.map.contains_key("deployment"), u.map.contains_key("api_version")) {
+        (false, false) => Ok(None),
+        (false, true) => Err(u.err(
+            "api_version",
+            "goes with \"deployment\" (the v1 API under base_url takes no api-version)",
+        )),
+        (true, _) if name != "azure" => Err(u.err(
+            "deployment",
+            "the Responses API on Azure is reached through the v1 API (base_url https://{resource}.openai.azure.com/openai/v1), without a deployment",
+        )),
+        (true, false) => Err(u.err(
+            "api_version",
+            "missing required field: a deployment is called with an api-version (e.g. \"2024-10-21\")",
+        )),
+        (true, true) => {
+            let name = segment(u, "deployment")?;
+            let api_version = u.str("api_version")?;
+            if !api_version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+            {
+                return Err(u.err(
+                    "api_version",
+                    format!("{api_version:?} is not an api-version (letters, digits, '-' and '.')"),
+                ));
+            }
+            Ok(Some(Deployment {
+                name,
+                api_version: api_version.to_string(),
+            }))
+        }
+    }
+}
+
+/// A string that stands as one URL path segment.
+fn segment(o: &Obj<'_>, key: &str) -> Result<String, ConfigError> {
+    let s = o.str(key)?;
+    if !s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err(o.err(
+            key,
+            format!("{s:?} must hold only letters, digits, '-', '_' and '.'"),
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// The auth object's `type`, checked against the one this cloud takes.
+fn auth_type(a: &Obj<'_>, want: &str) -> Result<(), ConfigError> {
+    let t = a.str("type")?;
+    if t != want {
+        return Err(a.err(
+            "type",
+            format!("unknown auth type {t:?} for this upstream (expected {want:?})"),
+        ));
+    }
+    Ok(())
+}
+
+fn entra(a: &Obj<'_>, env: &dyn Fn(&str) -> Option<String>) -> Result<Auth, ConfigError> {
+    auth_type(a, "entra")?;
+    a.only(&[
+        "type",
+        "tenant_id",
+        "client_id",
+        "client_secret_env",
+        "authority_host",
+    ])?;
+    let tenant_id = segment(a, "tenant_id")?;
+    let client_id = segment(a, "client_id")?;
+    let client_secret_env = a.str("client_secret_env")?.to_string();
+    let host = a.opt_str("authority_host")?.unwrap_or(ENTRA_AUTHORITY);
+    let authority = BaseUrl::parse(host).map_err(|r| a.err("authority_host", r))?;
+    Ok(Auth::Entra(Entra {
+        tenant_id,
+        client_id,
+        client_secret: env(&client_secret_env).filter(|s| !s.is_empty()),
+        client_secret_env,
+        authority,
+    }))
+}
+
+fn google(a: &Obj<'_>) -> Result<Auth, ConfigError> {
+    auth_type(a, "google-oauth")?;
+    a.only(&["type", "credentials_file"])?;
+    let credentials_file = match a.opt_str("credentials_file")? {
+        None => None,
+        Some(_) => Some(a.str("credentials_file")?.to_string()),
+    };
+    if let Some(path) = &credentials_file {
+        credentials_type(path).map_err(|r| a.err("credentials_file", r))?;
+    }
+    Ok(Auth::Google(GoogleAuth { credentials_file }))
+}
+
+/// Refuses a credentials file of a kind the gateway does not use (read at
+/// load when it can be: one that cannot be read now is tried, and named in
+/// the error, when a request needs it).
+fn credentials_type(path: &str) -> Result<(), String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let kind = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string));
+    match kind.as_deref() {
+        Some("service_account") => Ok(()),
+        Some("external_account") => Err(format!(
+            "{path}: external-account (workload identity federation) credentials are not supported yet; use a service-account key file, or the metadata server (no credentials_file) on GCE/GKE"
+        )),
+        Some(other) => Err(format!(
+            "{path}: credentials of type {other:?} are not supported (expected a service-account key, \"type\": \"service_account\")"
+        )),
+        None => Err(format!(
+            "{path}: not a Google credentials file (a JSON object with \"type\": \"service_account\")"
+        )),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::config::Catalog;
+
+    /// A catalog with one upstream `up` (JSON members) for provider `p`.
+    fn load(up: &str) -> Result<Catalog, ConfigError> {
+        let text = format!(
+            r#"{{"providers": [{{"id":"p","families":["openai"],"upstreams":[{{{up}}}]}}],
+              "models": [{{"id":"m","provider":"p","context_length":100,"max_output_tokens":10,
+                "pricing":{{"prompt":"0","completion":"0"}},"protocols":["openai"]}}]}}"#
+        );
+        Catalog::from_str("c.json", &text, &|v| (v == "SECRET").then(|| "s3cret".into()))
+    }
+
+    fn err(up: &str) -> ConfigError {
+        load(up).unwrap_err()
+    }
+
+    const AZ: &str = r#""protocol":"azure","base_url":"https://r.openai.azure.com/openai/v1""#;
+    const VX: &str =
+        r#""protocol":"vertex","project":"proj","location":"us-central1","auth":{"type":"google-oauth"}"#;
+
+    #[test]
+    fn azure_upstreams_keep_the_openai_wire() {
+        let c = load(&format!(r#"{AZ},"api_key_env":"SECRET""#)).unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!((u.protocol, u.protocol_name), (Family::OpenAi, "azure"));
+        assert_eq!(u.cloud, Some(Cloud::Azure { deployment: None }));
+        assert_eq!((&u.auth, u.api_key.as_deref()), (&Auth::Key, Some("s3cret")));
+        assert_eq!(u.id, "azure@r.openai.azure.com");
+        let c = load(
+            r#""protocol":"azure","base_url":"https://r.openai.azure.com","deployment":"d1","api_version":"2024-10-21",
+               "auth":{"type":"entra","tenant_id":"t","client_id":"c","client_secret_env":"SECRET"}"#,
+        )
+        .unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!(
+            u.cloud,
+            Some(Cloud::Azure {
+                deployment: Some(Deployment {
+                    name: "d1".into(),
+                    api_version: "2024-10-21".into()
+                })
+            })
+        );
+        let Auth::Entra(e) = &u.auth else { panic!() };
+        assert_eq!(e.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(e.authority.host, "login.microsoftonline.com");
+        let c = load(r#""protocol":"azure-responses","base_url":"https://r/openai/v1""#).unwrap();
+        assert_eq!(c.provider("p").unwrap().upstreams[0].protocol, Family::Responses);
+    }
+
+    #[test]
+    fn vertex_upstreams_have_a_default_host() {
+        let c = load(VX).unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!((u.protocol, u.protocol_name), (Family::Gemini, "vertex"));
+        assert_eq!(u.url.authority, "us-central1-aiplatform.googleapis.com");
+        assert_eq!(u.url.path, "");
+        let c = load(&VX.replace("us-central1", "global").replace("\"vertex\"", "\"vertex-anthropic\"")).unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!((u.protocol, u.url.authority.as_str()), (Family::Anthropic, "aiplatform.googleapis.com"));
+        let c = load(&format!(r#"{VX},"base_url":"http://127.0.0.1:9""#)).unwrap();
+        assert_eq!(c.provider("p").unwrap().upstreams[0].url.port, 9);
+    }
+
+    #[test]
+    fn cloud_fields_are_validated_with_their_paths() {
+        let at = "$.providers[0].upstreams[0]";
+        for (up, path, says) in [
+            (format!(r#"{AZ},"deployment":"d""#), "api_version", "missing required"),
+            (format!(r#"{AZ},"api_version":"2024-10-21""#), "api_version", "goes with"),
+            (format!(r#"{AZ},"deployment":"a/b","api_version":"1""#), "deployment", "letters"),
+            (
+                r#""protocol":"azure-responses","base_url":"https://r","deployment":"d","api_version":"1""#.into(),
+                "deployment",
+                "v1 API",
+            ),
+            (format!(r#"{AZ},"project":"x""#), "project", "vertex"),
+            (format!(r#"{AZ},"auth":{{"type":"google-oauth"}}"#), "auth.type", "unknown auth type"),
+            (
+                format!(r#"{AZ},"auth":{{"type":"entra","tenant_id":"t","client_id":"c"}}"#),
+                "auth.client_secret_env",
+                "missing",
+            ),
+            (
+                format!(r#"{AZ},"api_key_env":"K","auth":{{"type":"entra","tenant_id":"t","client_id":"c","client_secret_env":"S"}}"#),
+                "api_key_env",
+                "credential",
+            ),
+            (VX.replace(r#""project":"proj","#, ""), "project", "missing"),
+            (VX.replace(r#""location":"us-central1","#, ""), "location", "missing"),
+            (VX.replace(r#","auth":{"type":"google-oauth"}"#, ""), "auth", "missing"),
+            (VX.replace("google-oauth", "sigv4"), "auth.type", "unknown auth type"),
+            (VX.replace(r#""type":"google-oauth""#, r#""type":"google-oauth","x":1"#), "auth.x", "unknown field"),
+            (format!(r#"{VX},"api_key_env":"K""#), "api_key_env", "google-oauth"),
+            (format!(r#"{VX},"deployment":"d""#), "deployment", "azure"),
+            (
+                r#""protocol":"openai","base_url":"https://h","auth":{"type":"entra"}"#.into(),
+                "auth",
+                "azure or vertex",
+            ),
+            (r#""protocol":"bedrockish","base_url":"https://h""#.into(), "protocol", "vertex-anthropic"),
+        ] {
+            let e = err(&up);
+            assert_eq!(e.path, format!("{at}.{path}"), "{up}: {e}");
+            assert!(e.reason.contains(says), "{up}: {e}");
+        }
+    }
+
+    #[test]
+    fn credentials_files_of_other_kinds_are_refused_at_load() {
+        let dir = std::env::temp_dir().join(format!("sb-cloud-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ext.json");
+        std::fs::write(&file, r#"{"type":"external_account","audience":"x"}"#).unwrap();
+        let up = VX.replace(
+            r#""type":"google-oauth""#,
+            &format!(r#""type":"google-oauth","credentials_file":{:?}"#, file.display().to_string()),
+        );
+        let e = err(&up);
+        assert_eq!(e.path, "$.providers[0].upstreams[0].auth.credentials_file");
+        assert!(e.reason.contains("workload identity federation"), "{e}");
+        std::fs::write(&file, r#"{"type":"service_account"}"#).unwrap();
+        assert!(load(&up).is_ok());
+        // a file that cannot be read now is tried when a request needs it
+        std::fs::remove_file(&file).unwrap();
+        assert!(load(&up).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
