@@ -77,7 +77,11 @@ const PROTOCOLS: &[(&str, Family, Option<CloudKind>)] = &[
     ("azure", Family::OpenAi, Some(CloudKind::Azure)),
     ("azure-responses", Family::Responses, Some(CloudKind::Azure)),
     ("vertex", Family::Gemini, Some(CloudKind::Vertex)),
-    ("vertex-anthropic", Family::Anthropic, Some(CloudKind::Vertex)),
+    (
+        "vertex-anthropic",
+        Family::Anthropic,
+        Some(CloudKind::Vertex),
+    ),
 ];
 
 /// The upstream protocol `name` stands for, with its canonical (static) name.
@@ -135,7 +139,10 @@ pub(crate) fn fields(
             Ok((Some(Cloud::Azure { deployment }), auth, None))
         }
         Some(CloudKind::Vertex) => {
-            refuse(&["deployment", "api_version"], "it belongs to azure upstreams")?;
+            refuse(
+                &["deployment", "api_version"],
+                "it belongs to azure upstreams",
+            )?;
             if u.map.contains_key("api_key_env") {
                 return Err(u.err(
                     "api_key_env",
@@ -144,9 +151,12 @@ pub(crate) fn fields(
             }
             let project = segment(u, "project")?;
             let location = segment(u, "location")?;
-            let a = u
-                .opt_obj("auth")?
-                .ok_or_else(|| u.err("auth", "missing required field (e.g. {\"type\": \"google-oauth\"})"))?;
+            let a = u.opt_obj("auth")?.ok_or_else(|| {
+                u.err(
+                    "auth",
+                    "missing required field (e.g. {\"type\": \"google-oauth\"})",
+                )
+            })?;
             let auth = google(&a)?;
             let host = if location == "global" {
                 "https://aiplatform.googleapis.com".to_string()
@@ -294,7 +304,9 @@ mod tests {
               "models": [{{"id":"m","provider":"p","context_length":100,"max_output_tokens":10,
                 "pricing":{{"prompt":"0","completion":"0"}},"protocols":["openai"]}}]}}"#
         );
-        Catalog::from_str("c.json", &text, &|v| (v == "SECRET").then(|| "s3cret".into()))
+        Catalog::from_str("c.json", &text, &|v| {
+            (v == "SECRET").then(|| "s3cret".into())
+        })
     }
 
     fn err(up: &str) -> ConfigError {
@@ -302,8 +314,7 @@ mod tests {
     }
 
     const AZ: &str = r#""protocol":"azure","base_url":"https://r.openai.azure.com/openai/v1""#;
-    const VX: &str =
-        r#""protocol":"vertex","project":"proj","location":"us-central1","auth":{"type":"google-oauth"}"#;
+    const VX: &str = r#""protocol":"vertex","project":"proj","location":"us-central1","auth":{"type":"google-oauth"}"#;
 
     #[test]
     fn azure_upstreams_keep_the_openai_wire() {
@@ -311,7 +322,10 @@ mod tests {
         let u = &c.provider("p").unwrap().upstreams[0];
         assert_eq!((u.protocol, u.protocol_name), (Family::OpenAi, "azure"));
         assert_eq!(u.cloud, Some(Cloud::Azure { deployment: None }));
-        assert_eq!((&u.auth, u.api_key.as_deref()), (&Auth::Key, Some("s3cret")));
+        assert_eq!(
+            (&u.auth, u.api_key.as_deref()),
+            (&Auth::Key, Some("s3cret"))
+        );
         assert_eq!(u.id, "azure@r.openai.azure.com");
         let c = load(
             r#""protocol":"azure","base_url":"https://r.openai.azure.com","deployment":"d1","api_version":"2024-10-21",
@@ -332,7 +346,10 @@ mod tests {
         assert_eq!(e.client_secret.as_deref(), Some("s3cret"));
         assert_eq!(e.authority.host, "login.microsoftonline.com");
         let c = load(r#""protocol":"azure-responses","base_url":"https://r/openai/v1""#).unwrap();
-        assert_eq!(c.provider("p").unwrap().upstreams[0].protocol, Family::Responses);
+        assert_eq!(
+            c.provider("p").unwrap().upstreams[0].protocol,
+            Family::Responses
+        );
     }
 
     #[test]
@@ -342,9 +359,16 @@ mod tests {
         assert_eq!((u.protocol, u.protocol_name), (Family::Gemini, "vertex"));
         assert_eq!(u.url.authority, "us-central1-aiplatform.googleapis.com");
         assert_eq!(u.url.path, "");
-        let c = load(&VX.replace("us-central1", "global").replace("\"vertex\"", "\"vertex-anthropic\"")).unwrap();
+        let c = load(
+            &VX.replace("us-central1", "global")
+                .replace("\"vertex\"", "\"vertex-anthropic\""),
+        )
+        .unwrap();
         let u = &c.provider("p").unwrap().upstreams[0];
-        assert_eq!((u.protocol, u.url.authority.as_str()), (Family::Anthropic, "aiplatform.googleapis.com"));
+        assert_eq!(
+            (u.protocol, u.url.authority.as_str()),
+            (Family::Anthropic, "aiplatform.googleapis.com")
+        );
         let c = load(&format!(r#"{VX},"base_url":"http://127.0.0.1:9""#)).unwrap();
         assert_eq!(c.provider("p").unwrap().upstreams[0].url.port, 9);
     }
@@ -401,7 +425,10 @@ mod tests {
         std::fs::write(&file, r#"{"type":"external_account","audience":"x"}"#).unwrap();
         let up = VX.replace(
             r#""type":"google-oauth""#,
-            &format!(r#""type":"google-oauth","credentials_file":{:?}"#, file.display().to_string()),
+            &format!(
+                r#""type":"google-oauth","credentials_file":{:?}"#,
+                file.display().to_string()
+            ),
         );
         let e = err(&up);
         assert_eq!(e.path, "$.providers[0].upstreams[0].auth.credentials_file");

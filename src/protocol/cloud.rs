@@ -21,9 +21,7 @@ pub fn upstream_path(cloud: &Cloud, family: Family, t: &UpstreamTarget<'_>) -> O
         (Cloud::Azure { deployment: None }, Family::OpenAi) => {
             Some(format!("{base}/chat/completions"))
         }
-        (Cloud::Azure { deployment: None }, Family::Responses) => {
-            Some(format!("{base}/responses"))
-        }
+        (Cloud::Azure { deployment: None }, Family::Responses) => Some(format!("{base}/responses")),
         (
             Cloud::Azure {
                 deployment: Some(Deployment { name, api_version }),
@@ -51,11 +49,7 @@ pub fn upstream_path(cloud: &Cloud, family: Family, t: &UpstreamTarget<'_>) -> O
 /// Sets the headers of a call through `cloud` carrying `key` (Azure's
 /// `api-key`) or an access token (`Authorization: Bearer`), and the
 /// client's `anthropic-beta` where the spoke would forward it.
-pub fn upstream_auth(
-    credential: Credential<'_>,
-    t: &UpstreamTarget<'_>,
-    set: &mut SetHeader<'_>,
-) {
+pub fn upstream_auth(credential: Credential<'_>, t: &UpstreamTarget<'_>, set: &mut SetHeader<'_>) {
     match credential {
         Credential::AzureKey(key) => set("api-key", key),
         Credential::Bearer(token) => set("authorization", &format!("Bearer {token}")),

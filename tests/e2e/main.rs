@@ -14,6 +14,7 @@ mod access_log;
 mod agent_requests;
 mod aliases;
 mod auth_reload;
+mod clouds;
 mod hostile_input;
 mod inference;
 mod inference_failures;

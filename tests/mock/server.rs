@@ -2,7 +2,7 @@
 //! 127.0.0.1 and prints `listening on 127.0.0.1:PORT` once ready, for test
 //! suites running outside cargo (`cargo run --example mock_upstream -- --port 0`).
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../e2e/common/mock_upstream/mod.rs"]
 mod mock_upstream;
 

@@ -60,7 +60,10 @@ pub(super) async fn token(
         .map_err(|_| format!("no answer within {} s", CALL_TIMEOUT.as_secs()))??;
     let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
     if !(200..300).contains(&status) {
-        return Err(format!("status {status}: {}", error_text(json.as_ref(), &body)));
+        return Err(format!(
+            "status {status}: {}",
+            error_text(json.as_ref(), &body)
+        ));
     }
     let json = json.ok_or_else(|| format!("status {status} with a body that is not JSON"))?;
     let value = json

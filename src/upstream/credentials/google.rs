@@ -76,7 +76,11 @@ fn assertion(path: &str) -> Result<(String, String), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
     let key: serde_json::Value =
         serde_json::from_str(&text).map_err(|_| "it is not JSON".to_string())?;
-    let field = |k: &str| key.get(k).and_then(|v| v.as_str()).filter(|s| !s.is_empty());
+    let field = |k: &str| {
+        key.get(k)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+    };
     match field("type") {
         Some("service_account") => {}
         Some("external_account") => {

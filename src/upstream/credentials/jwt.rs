@@ -12,7 +12,11 @@ pub(super) fn key_pair(pem: &str) -> Result<RsaKeyPair, String> {
     match label {
         "PRIVATE KEY" => RsaKeyPair::from_pkcs8(&der),
         "RSA PRIVATE KEY" => RsaKeyPair::from_der(&der),
-        _ => return Err(format!("private_key is a PEM {label:?}, not an RSA private key")),
+        _ => {
+            return Err(format!(
+                "private_key is a PEM {label:?}, not an RSA private key"
+            ))
+        }
     }
     .map_err(|e| format!("private_key is not a usable RSA key ({e})"))
 }

@@ -194,7 +194,10 @@ mod tests {
             value: Arc::from("t"),
             fresh_until: now + life - (life / 4).min(EARLY_MAX),
         });
-        assert_eq!(slot.fresh(now + Duration::from_secs(74)).as_deref(), Some("t"));
+        assert_eq!(
+            slot.fresh(now + Duration::from_secs(74)).as_deref(),
+            Some("t")
+        );
         assert!(slot.fresh(now + Duration::from_secs(75)).is_none());
     }
 

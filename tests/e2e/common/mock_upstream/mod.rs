@@ -14,6 +14,10 @@
 //! - `POST …/messages`, `POST …/messages/count_tokens` (Anthropic)
 //! - `POST …/models/{model}:generateContent`, `:streamGenerateContent[?alt=sse]`,
 //!   `:countTokens` (Gemini)
+//! - Azure OpenAI under `/azure/…`, Vertex AI under `/v1/projects/…`
+//!   (`publishers/google/models/{m}:generateContent`, `publishers/anthropic/models/{m}:rawPredict`
+//!   and their streams), the Entra ID, Google OAuth2 and metadata-server
+//!   token endpoints: see `cloud`, which checks their credentials
 //! - `GET /__mock/requests`, `POST /__mock/reset` (recorded requests, for
 //!   out-of-process users)
 //!
@@ -93,8 +97,8 @@
 //!
 //! Files: `server` (connections and routing), `answer` (markers and the
 //! answer), `json`, `reply` (writing), `wire` (HTTP/1.1 framing, shared with
-//! the test client), and one per protocol: `openai`, `responses`,
-//! `anthropic`, `gemini`. This file holds the public API (`MockUpstream`,
+//! the test client), one per protocol: `openai`, `responses`,
+//! `anthropic`, `gemini`, and `cloud` (Azure, Vertex, their token endpoints). This file holds the public API (`MockUpstream`,
 //! `Protocol`, `RecordedRequest`, `expected_reply`, the constants); the files
 //! import `super::*`, the protocol files never each other. Imports serde,
 //! serde_json and tokio; nothing of the gateway.
@@ -106,6 +110,7 @@
 mod json;
 mod answer;
 mod anthropic;
+mod cloud;
 mod gemini;
 mod openai;
 mod reply;
@@ -116,6 +121,8 @@ pub mod wire;
 pub use answer::split_deltas;
 use answer::*;
 use anthropic::*;
+use cloud::{cloud_reply, CloudState};
+pub use cloud::{GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, VERTEX_ANTHROPIC_VERSION};
 use gemini::*;
 use json::*;
 use openai::*;
@@ -311,6 +318,8 @@ struct State {
     aborted: AtomicUsize,
     /// Requests seen per faulty path segment (for `every:N`).
     fault_counts: Mutex<std::collections::HashMap<String, u64>>,
+    /// The clouds' credentials and issued tokens (`cloud`).
+    cloud: Mutex<CloudState>,
 }
 
 impl State {

@@ -155,9 +155,20 @@ pub(super) enum Route {
     ResponsesCount,
     Messages,
     AnthropicCount,
-    Generate { model: String },
-    StreamGenerate { model: String, sse: bool },
-    GeminiCount { model: String },
+    Generate {
+        model: String,
+    },
+    StreamGenerate {
+        model: String,
+        sse: bool,
+    },
+    GeminiCount {
+        model: String,
+    },
+    /// Vertex AI's Anthropic models (`:rawPredict`, `:streamRawPredict`).
+    RawPredict {
+        model: String,
+    },
     NotFound(Protocol),
 }
 
@@ -192,6 +203,7 @@ pub(super) fn classify(method: &str, target: &str) -> Route {
                     return Route::StreamGenerate { model, sse };
                 }
                 "countTokens" => return Route::GeminiCount { model },
+                "rawPredict" | "streamRawPredict" => return Route::RawPredict { model },
                 _ => {}
             }
         }
@@ -203,6 +215,10 @@ pub(super) fn respond(state: &State, request: RecordedRequest) -> Reply {
     let (path, _) = split_target(&request.path);
     if let Some(control) = path.strip_prefix("/__mock/") {
         return control_reply(state, &request.method, control);
+    }
+    if let Some(reply) = cloud_reply(state, &request) {
+        state.requests().push(request);
+        return reply;
     }
     let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
     let faults = path_faults(state, path);
@@ -286,7 +302,7 @@ pub(super) fn provider_reply(
     let protocol = match &route {
         Route::Chat => Protocol::OpenAi,
         Route::Responses | Route::ResponsesCount => Protocol::Responses,
-        Route::Messages | Route::AnthropicCount => Protocol::Anthropic,
+        Route::Messages | Route::AnthropicCount | Route::RawPredict { .. } => Protocol::Anthropic,
         Route::Generate { .. } | Route::StreamGenerate { .. } | Route::GeminiCount { .. } => {
             Protocol::Gemini
         }
@@ -355,7 +371,9 @@ pub(super) fn provider_reply(
             ]);
             return Reply::json_ordered(200, "application/json", &body).with_effects(slow);
         }
-        Route::Generate { ref model } | Route::StreamGenerate { ref model, .. } => model.clone(),
+        Route::Generate { ref model }
+        | Route::StreamGenerate { ref model, .. }
+        | Route::RawPredict { ref model } => model.clone(),
         _ => body["model"].as_str().unwrap_or("mock-model").to_owned(),
     };
     let mut tool = (markers.tool || markers.text_tool).then(|| first_tool_name(protocol, &body));
@@ -405,7 +423,7 @@ pub(super) fn provider_reply(
             openai_reply(&answer, streaming, include_usage, &markers)
         }
         Route::Responses => responses_reply(&answer, &body, streaming, &markers),
-        Route::Messages => anthropic_reply(&answer, streaming, &markers),
+        Route::Messages | Route::RawPredict { .. } => anthropic_reply(&answer, streaming, &markers),
         Route::Generate { .. } => gemini_reply(&answer, None, &markers),
         Route::StreamGenerate { sse, .. } => gemini_reply(&answer, Some(sse), &markers),
         _ => error_reply(protocol, 500, "mock: unreachable route"),
