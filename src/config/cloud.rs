@@ -6,8 +6,8 @@
 //! comes from). Secrets are never in the catalog: a variable's name, a
 //! credentials file's path, or the metadata server.
 
-use super::catalog::BaseUrl;
 use super::json::Obj;
+use super::url::BaseUrl;
 use super::ConfigError;
 use crate::family::Family;
 
@@ -277,13 +277,20 @@ fn credentials_type(path: &str) -> Result<(), String> {
     let kind = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string));
+    let source = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .map(|v| v["credential_source"].clone())
+        .unwrap_or_default();
     match kind.as_deref() {
         Some("service_account") => Ok(()),
+        Some("external_account") if source.get("file").is_some() || source.get("url").is_some() => {
+            Ok(())
+        }
         Some("external_account") => Err(format!(
-            "{path}: external-account (workload identity federation) credentials are not supported yet; use a service-account key file, or the metadata server (no credentials_file) on GCE/GKE"
+            "{path}: only file- and URL-sourced external-account (workload identity federation) credentials are supported, not AWS- or executable-sourced ones; use a service-account key file, or the metadata server (no credentials_file) on GCE/GKE"
         )),
         Some(other) => Err(format!(
-            "{path}: credentials of type {other:?} are not supported (expected a service-account key, \"type\": \"service_account\")"
+            "{path}: credentials of type {other:?} are not supported (expected \"service_account\" or \"external_account\")"
         )),
         None => Err(format!(
             "{path}: not a Google credentials file (a JSON object with \"type\": \"service_account\")"
@@ -422,7 +429,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sb-cloud-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("ext.json");
-        std::fs::write(&file, r#"{"type":"external_account","audience":"x"}"#).unwrap();
+        std::fs::write(
+            &file,
+            r#"{"type":"external_account","audience":"x","credential_source":{"environment_id":"aws1"}}"#,
+        )
+        .unwrap();
         let up = VX.replace(
             r#""type":"google-oauth""#,
             &format!(
@@ -432,7 +443,13 @@ mod tests {
         );
         let e = err(&up);
         assert_eq!(e.path, "$.providers[0].upstreams[0].auth.credentials_file");
-        assert!(e.reason.contains("workload identity federation"), "{e}");
+        assert!(e.reason.contains("not AWS- or executable-sourced"), "{e}");
+        std::fs::write(
+            &file,
+            r#"{"type":"external_account","audience":"x","credential_source":{"file":"/t"}}"#,
+        )
+        .unwrap();
+        assert!(load(&up).is_ok());
         std::fs::write(&file, r#"{"type":"service_account"}"#).unwrap();
         assert!(load(&up).is_ok());
         // a file that cannot be read now is tried when a request needs it

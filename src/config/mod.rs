@@ -10,11 +10,12 @@ mod cloud;
 mod error;
 mod json;
 mod keys;
+mod url;
 
 pub use catalog::{
-    BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Pricing, Provider,
-    Scheme, Upstream,
+    Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Pricing, Provider, Upstream,
 };
 pub use cloud::{Auth, Cloud, Deployment, Entra, GoogleAuth, ENTRA_AUTHORITY};
 pub use error::ConfigError;
 pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};
+pub use url::{BaseUrl, Scheme};

@@ -13,8 +13,8 @@ use crate::common::families::*;
 use crate::common::gateway::{authed, keys, model, Gateway, TempDir, KEY};
 use crate::common::http_client::{Request, Response};
 use crate::common::mock_upstream::{
-    expected_reply, MockUpstream, Protocol, GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH,
-    VERTEX_ANTHROPIC_VERSION,
+    expected_reply, impersonation_path, MockUpstream, Protocol, GOOGLE_TOKEN_PATH,
+    METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH, VERTEX_ANTHROPIC_VERSION,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -29,6 +29,9 @@ const CLIENT_ID: &str = "client-e2e";
 const SA_EMAIL: &str = "gateway@proj-e2e.iam.gserviceaccount.com";
 const SA_KEY: &str = include_str!("common/mock_upstream/keys/service-account.pem");
 const SA_PUBLIC: &str = include_str!("common/mock_upstream/keys/service-account.pub.pem");
+const WIF_AUDIENCE: &str =
+    "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/pool/providers/e2e";
+const SUBJECT_TOKEN: &str = "eyJ.subject-token-e2e-0c4d.sig";
 const OTHER_KEY: &str = include_str!("common/mock_upstream/keys/other-key.pem");
 
 /// A service-account key file for the mock's token endpoint, signed by `pem`.
@@ -170,7 +173,7 @@ fn last_call(mock: &MockUpstream) -> crate::common::mock_upstream::RecordedReque
     mock.requests()
         .into_iter()
         .rev()
-        .find(|r| !r.path.contains("token"))
+        .find(|r| r.path.starts_with("/azure/") || r.path.starts_with("/v1/projects/"))
         .expect("a model call")
 }
 
@@ -183,7 +186,7 @@ fn upstream_path(provider: &str, stream: bool) -> String {
             "/azure/openai/deployments/gpt-dep/chat/completions?api-version=2024-10-21".into()
         }
         "azr-key" | "azr-entra" => "/azure/openai/v1/responses".into(),
-        p if p.starts_with("vxa-") => format!(
+        p if p.starts_with("vxa-") || p == "wif-url" => format!(
             "{vertex}/anthropic/models/up-{p}:{}",
             if stream {
                 "streamRawPredict"
@@ -211,6 +214,7 @@ fn assert_logs_clean(gw: &Gateway, mock: &MockUpstream) {
         ENTRA_SECRET.into(),
         WRONG_SECRET.into(),
         key_line.into(),
+        SUBJECT_TOKEN.into(),
     ];
     secrets.extend(mock.tokens_issued());
     for s in secrets {
@@ -471,5 +475,80 @@ async fn a_credential_that_cannot_be_obtained_is_a_502_or_503_naming_the_provide
         log.contains("provider bad-secret: cannot obtain an access token"),
         "{log}"
     );
+    assert_logs_clean(&gw, &mock);
+}
+
+#[tokio::test]
+async fn workload_identity_federation_from_a_file_or_a_url() {
+    let mock = MockUpstream::start().await;
+    let dir = TempDir::new();
+    let base = format!("http://{}", mock.addr());
+    let subject_file = dir.file("subject-token");
+    std::fs::write(&subject_file, format!("{SUBJECT_TOKEN}\n")).unwrap();
+    let external = |name: &str, source: Value, impersonate: bool| {
+        let mut key = json!({
+            "type": "external_account",
+            "audience": WIF_AUDIENCE,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "token_url": format!("{base}{STS_TOKEN_PATH}"),
+            "credential_source": source,
+        });
+        if impersonate {
+            key["service_account_impersonation_url"] =
+                json!(format!("{base}{}", impersonation_path(SA_EMAIL)));
+        }
+        let path = dir.file(name);
+        std::fs::write(&path, key.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let by_file = external("wif-file.json", json!({"file": subject_file}), true);
+    let by_url = external(
+        "wif-url.json",
+        json!({"url": format!("{base}{SUBJECT_TOKEN_PATH}"), "headers": {"x-identity-header": "e2e"},
+            "format": {"type": "json", "subject_token_field_name": "id_token"}}),
+        false,
+    );
+    let vx = |protocol: &str, file: &str| {
+        json!({"protocol": protocol, "base_url": base, "project": "proj-e2e", "location": "us-east5",
+            "auth": {"type": "google-oauth", "credentials_file": file}})
+    };
+    mock.expect_federation(WIF_AUDIENCE, SUBJECT_TOKEN);
+    let extra = [
+        ("wif-file", vx("vertex", &by_file)),
+        ("wif-url", vx("vertex-anthropic", &by_url)),
+    ];
+    let sa = key_file(&dir, "sa.json", &mock, SA_KEY);
+    let gw = Gateway::start_with_env(&cloud_catalog(&mock, &sa, &extra), &keys(), &[], &[]).await;
+    for (provider, wire, client, token) in [
+        (
+            "wif-file",
+            Gemini,
+            Gemini,
+            "Bearer mock-impersonated-token-",
+        ),
+        ("wif-url", Anthropic, OpenAi, "Bearer mock-sts-token-"),
+    ] {
+        for stream in [false, true] {
+            let user = format!("federated {provider} {stream}");
+            let model = format!("{provider}/m-{provider}");
+            let r = gw
+                .send(&client_request(client, &model, &user, stream))
+                .await;
+            assert_eq!(answer_text(client, &r, stream), expected_reply(wire, &user));
+            let up = last_call(&mock);
+            assert_eq!(up.path, upstream_path(provider, stream));
+            let auth = up.header("authorization").unwrap_or_default();
+            assert!(auth.starts_with(token), "{provider}: {auth}");
+        }
+    }
+    // One exchange per source; the file's federated token was impersonated once.
+    assert_eq!(mock.token_fetches("sts"), 2);
+    assert_eq!(mock.token_fetches("impersonated"), 1);
+    let subject = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path == SUBJECT_TOKEN_PATH)
+        .unwrap();
+    assert_eq!(subject.header("x-identity-header"), Some("e2e"));
     assert_logs_clean(&gw, &mock);
 }

@@ -18,10 +18,12 @@ const MAX_ANSWER: usize = 64 * 1024;
 /// The life assumed when an answer gives none.
 const DEFAULT_LIFE: Duration = Duration::from_secs(3600);
 
-/// The request to send: a form body, or a `GET` with `headers`.
+/// The request to send: a form body, a `GET` with `headers`, or a JSON
+/// body with a Bearer token (IAM's `generateAccessToken`).
 pub(super) enum Call<'a> {
     Form(&'a str),
-    Get(&'a [(&'static str, &'a str)]),
+    Get(&'a [(&'a str, &'a str)]),
+    Json { body: &'a str, bearer: &'a str },
 }
 
 /// `application/x-www-form-urlencoded` of `pairs`.
@@ -66,22 +68,63 @@ pub(super) async fn token(
         ));
     }
     let json = json.ok_or_else(|| format!("status {status} with a body that is not JSON"))?;
-    let value = json
-        .get("access_token")
-        .and_then(|t| t.as_str())
+    // OAuth2's `access_token`, or IAM's `accessToken` with an `expireTime`.
+    let value = ["access_token", "accessToken"]
+        .iter()
+        .find_map(|k| json.get(*k).and_then(|t| t.as_str()))
         .filter(|t| !t.is_empty())
         .ok_or("the answer has no access_token")?;
     // Entra's v1 endpoint wrote `expires_in` as a string.
     let life = match json.get("expires_in") {
         Some(serde_json::Value::Number(n)) => n.as_u64(),
         Some(serde_json::Value::String(s)) => s.parse().ok(),
-        _ => None,
+        _ => json
+            .get("expireTime")
+            .and_then(|t| t.as_str())
+            .and_then(seconds_until),
     }
     .map_or(DEFAULT_LIFE, Duration::from_secs);
     Ok(Fetched {
         value: value.to_string(),
         life,
     })
+}
+
+/// Seconds from now until an RFC 3339 UTC time (`2026-11-26T18:00:00Z`,
+/// fractions allowed), as IAM's `expireTime` is written.
+fn seconds_until(t: &str) -> Option<u64> {
+    let b = t.as_bytes();
+    if b.len() < 20 || !t.ends_with('Z') || b[4] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| t.get(r)?.parse::<u32>().ok();
+    let days = crate::util::rfc3339::days_from_civil(i64::from(n(0..4)?), n(5..7)?, n(8..10)?);
+    let at = days * 86_400 + i64::from(n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    u64::try_from(at).ok()?.checked_sub(now)
+}
+
+/// The text of a `GET` of `url` with `headers` (a subject token), status 2xx.
+pub(super) async fn text(
+    client: &UpstreamClient,
+    url: &BaseUrl,
+    headers: &[(&str, &str)],
+) -> Result<String, String> {
+    let (status, body) =
+        tokio::time::timeout(CALL_TIMEOUT, exchange(client, url, Call::Get(headers)))
+            .await
+            .map_err(|_| format!("no answer within {} s", CALL_TIMEOUT.as_secs()))??;
+    if !(200..300).contains(&status) {
+        let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        return Err(format!(
+            "status {status}: {}",
+            error_text(json.as_ref(), &body)
+        ));
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| "the answer is not text".to_string())
 }
 
 /// What an error answer says: OAuth2's `error` and `error_description`,
@@ -110,9 +153,9 @@ async fn exchange(
     let path = if url.path.is_empty() { "/" } else { &url.path };
     let wire = |e: crate::upstream::h1::WireError| e.to_string();
     let (mut head, body) = match call {
-        Call::Form(form) => (
-            RequestHead::post(path, 512 + form.len()).map_err(wire)?,
-            Bytes::copy_from_slice(form.as_bytes()),
+        Call::Form(text) | Call::Json { body: text, .. } => (
+            RequestHead::post(path, 512 + text.len()).map_err(wire)?,
+            Bytes::copy_from_slice(text.as_bytes()),
         ),
         Call::Get(_) => (RequestHead::get(path).map_err(wire)?, Bytes::new()),
     };
@@ -131,6 +174,12 @@ async fn exchange(
             for (k, v) in headers {
                 head.header(k, v).map_err(wire)?;
             }
+        }
+        Call::Json { bearer, .. } => {
+            head.header("content-type", "application/json")
+                .map_err(wire)?;
+            head.header("authorization", &format!("Bearer {bearer}"))
+                .map_err(wire)?;
         }
     }
     let msg = Message::new(head, &body);
@@ -165,6 +214,19 @@ mod tests {
             form(&[("a b", "x&y=z"), ("scope", "https://h/.default")]),
             "a%20b=x%26y%3Dz&scope=https%3A%2F%2Fh%2F.default"
         );
+    }
+
+    #[test]
+    fn iam_expire_times_are_read() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let later = crate::util::rfc3339::Rfc3339::seconds(now as i64 + 600).to_string();
+        let left = seconds_until(&later).unwrap();
+        assert!((590..=600).contains(&left), "{later}: {left}");
+        assert_eq!(seconds_until("2001-01-01T00:00:00.5Z"), None);
+        assert_eq!(seconds_until("soon"), None);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Google OAuth2 access tokens for Vertex AI: from a service-account key
-//! file (a JWT signed with its key, exchanged at its `token_uri`, RFC 7523)
+//! file (a JWT signed with its key, exchanged at its `token_uri`, RFC 7523),
+//! an external-account file (workload identity federation: `external`)
 //! or, without a file, from the GCE / GKE metadata server
 //! (`GCE_METADATA_HOST` overrides its host, as Google's SDKs allow).
 
 use super::fetch::{self, Call};
-use super::{failed, jwt, Fetched};
+use super::{external, failed, jwt, Fetched};
 use crate::config::{BaseUrl, GoogleAuth};
 use crate::error::GatewayError;
 use crate::upstream::client::UpstreamClient;
@@ -57,7 +58,11 @@ pub(super) async fn fetch(
                 .map_err(fail)
         }
         Some(path) => {
-            let (token_uri, assertion) = assertion(path).map_err(fail)?;
+            let key = read_key(path).map_err(fail)?;
+            if key["type"] == "external_account" {
+                return external::fetch(client, &key).await.map_err(fail);
+            }
+            let (token_uri, assertion) = assertion(&key).map_err(fail)?;
             let url = BaseUrl::parse(&token_uri)
                 .map_err(|r| fail(format!("token_uri {token_uri:?}: {r}")))?;
             let form = fetch::form(&[
@@ -71,11 +76,15 @@ pub(super) async fn fetch(
     }
 }
 
-/// The key file's `token_uri` and a fresh signed assertion for it.
-fn assertion(path: &str) -> Result<(String, String), String> {
+/// The credentials file, parsed (read each time a token is made: a
+/// rotated key is used at the next refresh).
+fn read_key(path: &str) -> Result<serde_json::Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
-    let key: serde_json::Value =
-        serde_json::from_str(&text).map_err(|_| "it is not JSON".to_string())?;
+    serde_json::from_str(&text).map_err(|_| "it is not JSON".to_string())
+}
+
+/// The service-account key's `token_uri` and a fresh signed assertion for it.
+fn assertion(key: &serde_json::Value) -> Result<(String, String), String> {
     let field = |k: &str| {
         key.get(k)
             .and_then(|v| v.as_str())
@@ -83,13 +92,11 @@ fn assertion(path: &str) -> Result<(String, String), String> {
     };
     match field("type") {
         Some("service_account") => {}
-        Some("external_account") => {
-            return Err(
-                "external-account (workload identity federation) credentials are not supported yet"
-                    .into(),
-            )
+        other => {
+            return Err(format!(
+                "type {other:?} is not \"service_account\" or \"external_account\""
+            ))
         }
-        other => return Err(format!("type {other:?} is not \"service_account\"")),
     }
     let email = field("client_email").ok_or("it has no client_email")?;
     let pem = field("private_key").ok_or("it has no private_key")?;

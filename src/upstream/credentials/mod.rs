@@ -1,7 +1,7 @@
 //! Access tokens for the cloud upstreams (docs/clouds.md): an Entra ID
 //! token from a client credential (`entra`), a Google OAuth2 token from a
 //! service-account key or the metadata server (`google`, signing its JWT
-//! in `jwt`), each fetched over the gateway's own upstream client
+//! in `jwt`) or from workload identity federation (`external`), each fetched over the gateway's own upstream client
 //! (`fetch`). A token is cached per source and shared by every request and
 //! upstream using that source; it is refreshed before it expires
 //! (a quarter of its life, at most five minutes, early), one refresh in
@@ -9,6 +9,7 @@
 //! that cannot give one is an error naming the provider and the source.
 
 mod entra;
+mod external;
 mod fetch;
 mod google;
 mod jwt;

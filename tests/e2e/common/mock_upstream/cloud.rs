@@ -13,7 +13,13 @@
 //! - Google: `POST /google-oauth2/token` with a JWT-bearer assertion, its
 //!   RS256 signature verified with the public key the test gave
 //!   ([`MockUpstream::expect_service_account`]) and its claims checked;
-//!   the metadata server's `GET /computeMetadata/v1/instance/service-accounts/default/token`
+//!   workload identity federation: Google's STS (`POST /sts/v1/token`, a
+//!   token exchange of the subject token the test set,
+//!   [`MockUpstream::expect_federation`]), IAM's
+//!   `POST /iamcredentials/v1/projects/-/serviceAccounts/{email}:generateAccessToken`
+//!   (an STS token as Bearer), and a subject-token URL
+//!   (`GET /oidc/subject-token`, header `x-identity-header: e2e`, answering
+//!   `{"id_token": …}`); the metadata server's `GET /computeMetadata/v1/instance/service-accounts/default/token`
 //!   with `Metadata-Flavor: Google`.
 //!
 //! Tokens live [`MockUpstream::set_token_life`] seconds (default 3599) and
@@ -24,6 +30,14 @@ use std::time::Instant;
 
 /// The token path of the mock's Google OAuth2 endpoint (a key file's `token_uri`).
 pub const GOOGLE_TOKEN_PATH: &str = "/google-oauth2/token";
+/// Google STS's token-exchange path on the mock.
+pub const STS_TOKEN_PATH: &str = "/sts/v1/token";
+/// The mock's subject-token URL path (header `x-identity-header: e2e`).
+pub const SUBJECT_TOKEN_PATH: &str = "/oidc/subject-token";
+/// IAM's `generateAccessToken` path for `email`, on the mock.
+pub fn impersonation_path(email: &str) -> String {
+    format!("/iamcredentials/v1/projects/-/serviceAccounts/{email}:generateAccessToken")
+}
 /// The metadata server's token path.
 pub const METADATA_TOKEN_PATH: &str = "/computeMetadata/v1/instance/service-accounts/default/token";
 /// The `anthropic_version` Vertex takes.
@@ -39,6 +53,8 @@ pub(super) struct CloudState {
     entra: Option<(String, String, String)>,
     /// (client_email, the RSA public key, DER of PKCS#1 RSAPublicKey).
     google: Option<(String, Vec<u8>)>,
+    /// Workload identity federation: (audience, subject token).
+    federation: Option<(String, String)>,
     /// Seconds a token lives (0: 3599).
     life: u64,
     /// Issued tokens: (token, source, expiry).
@@ -87,6 +103,12 @@ impl MockUpstream {
             "expect_service_account: an RSA PUBLIC KEY PEM"
         );
         self.state.cloud().google = Some((email.into(), der));
+    }
+
+    /// Google's STS exchanges `subject_token` for `audience` (workload
+    /// identity federation), and IAM impersonates any account for its tokens.
+    pub fn expect_federation(&self, audience: &str, subject_token: &str) {
+        self.state.cloud().federation = Some((audience.into(), subject_token.into()));
     }
 
     /// Tokens issued from now on live `secs` seconds.
@@ -210,6 +232,19 @@ pub(super) fn cloud_reply(state: &State, request: &RecordedRequest) -> Option<Re
     }
     if request.method == "POST" && path == GOOGLE_TOKEN_PATH {
         return Some(google_token(state, request));
+    }
+    if request.method == "POST" && path == STS_TOKEN_PATH {
+        return Some(sts_token(state, request));
+    }
+    if request.method == "POST" && path.starts_with("/iamcredentials/v1/") {
+        return Some(impersonate(state, request));
+    }
+    if request.method == "GET" && path == SUBJECT_TOKEN_PATH {
+        let subject = state.cloud().federation.clone().map(|f| f.1);
+        return Some(match (request.header("x-identity-header"), subject) {
+            (Some("e2e"), Some(s)) => Reply::json(200, &json!({"id_token": s})),
+            _ => Reply::json(401, &json!({"error": "missing identity header"})),
+        });
     }
     if request.method == "POST" && path.ends_with("/oauth2/v2.0/token") {
         return Some(entra_token(state, request));
@@ -362,6 +397,101 @@ fn check_assertion(
     }
 }
 
+/// Google STS's token exchange (RFC 8693), as workload identity federation calls it.
+fn sts_token(state: &State, request: &RecordedRequest) -> Reply {
+    let f = form(&request.body);
+    let mut cloud = state.cloud();
+    let bad_audience = "The target service indicated by the audience parameters is invalid.";
+    let Some((audience, subject)) = cloud.federation.clone() else {
+        return oauth_error(400, "invalid_target", bad_audience);
+    };
+    if field(&f, "grant_type") != Some("urn:ietf:params:oauth:grant-type:token-exchange")
+        || field(&f, "requested_token_type")
+            != Some("urn:ietf:params:oauth:token-type:access_token")
+    {
+        return oauth_error(
+            400,
+            "invalid_request",
+            "Invalid grant_type or requested_token_type.",
+        );
+    }
+    if field(&f, "audience") != Some(audience.as_str()) {
+        return oauth_error(400, "invalid_target", bad_audience);
+    }
+    if field(&f, "subject_token_type").is_none_or(str::is_empty)
+        || !field(&f, "scope")
+            .unwrap_or_default()
+            .split(' ')
+            .any(|s| s == GOOGLE_SCOPE)
+    {
+        return oauth_error(
+            400,
+            "invalid_request",
+            "Missing subject_token_type or scope.",
+        );
+    }
+    if field(&f, "subject_token") != Some(subject.as_str()) {
+        return oauth_error(400, "invalid_grant", "The subject token is invalid.");
+    }
+    let (token, life) = cloud.issue("sts");
+    Reply::json(
+        200,
+        &json!({"access_token": token, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            "token_type": "Bearer", "expires_in": life}),
+    )
+}
+
+/// IAM's `generateAccessToken` for a service account, with an STS token.
+fn impersonate(state: &State, request: &RecordedRequest) -> Reply {
+    let mut cloud = state.cloud();
+    if !bearer(request).is_some_and(|t| cloud.valid(t, &["sts"])) {
+        return Reply::json(
+            401,
+            &json!({"error": {"code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"}}),
+        );
+    }
+    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let scoped = body["scope"]
+        .as_array()
+        .is_some_and(|s| s.iter().any(|s| s == GOOGLE_SCOPE));
+    if !scoped || !request.path_only().ends_with(":generateAccessToken") {
+        return Reply::json(
+            400,
+            &json!({"error": {"code": 400, "message": "scope is required", "status": "INVALID_ARGUMENT"}}),
+        );
+    }
+    let (token, life) = cloud.issue("impersonated");
+    let expires = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        + life;
+    Reply::json(
+        200,
+        &json!({"accessToken": token, "expireTime": rfc3339(expires)}),
+    )
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of unix seconds (Howard Hinnant's civil_from_days).
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 fn bearer(request: &RecordedRequest) -> Option<&str> {
     request
         .header("authorization")
@@ -405,7 +535,11 @@ fn azure_check(state: &State, request: &RecordedRequest) -> Option<Reply> {
 
 /// Vertex: the token, the path's shape, and Anthropic's body.
 fn vertex_check(state: &State, request: &RecordedRequest) -> Option<Reply> {
-    let valid = bearer(request).is_some_and(|t| state.cloud().valid(t, &["google", "metadata"]));
+    let valid = bearer(request).is_some_and(|t| {
+        state
+            .cloud()
+            .valid(t, &["google", "metadata", "sts", "impersonated"])
+    });
     let google_error = |code: u16, status: &str, message: &str| {
         Reply::json(
             code,

@@ -122,7 +122,10 @@ pub use answer::split_deltas;
 use answer::*;
 use anthropic::*;
 use cloud::{cloud_reply, CloudState};
-pub use cloud::{GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, VERTEX_ANTHROPIC_VERSION};
+pub use cloud::{
+    impersonation_path, GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH,
+    VERTEX_ANTHROPIC_VERSION,
+};
 use gemini::*;
 use json::*;
 use openai::*;
