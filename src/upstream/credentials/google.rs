@@ -51,7 +51,7 @@ pub(super) async fn fetch(
     let fail = |why: String| failed(provider, &describe(g), why);
     match &g.credentials_file {
         None => {
-            let url = BaseUrl::parse(&metadata_url()).map_err(|r| fail(r))?;
+            let url = BaseUrl::parse(&metadata_url()).map_err(&fail)?;
             let headers = [("metadata-flavor", "Google")];
             fetch::token(client, &url, Call::Get(&headers))
                 .await
