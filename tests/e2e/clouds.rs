@@ -552,3 +552,29 @@ async fn workload_identity_federation_from_a_file_or_a_url() {
     assert_eq!(subject.header("x-identity-header"), Some("e2e"));
     assert_logs_clean(&gw, &mock);
 }
+
+#[tokio::test]
+async fn a_token_the_upstream_refuses_is_not_used_again() {
+    let (mock, gw, _dir) = start(&[], &[]).await;
+    let call = || client_request(OpenAi, "az-entra/m-az-entra", "hi", false);
+    assert_eq!(gw.send(&call()).await.status, 200);
+    let first = last_call(&mock)
+        .header("authorization")
+        .unwrap()
+        .to_string();
+    mock.revoke_tokens();
+    // The refused token fails that request (502, the upstream cooled) and
+    // is dropped: a later request fetches a new one.
+    let r = gw.send(&call()).await;
+    let e = assert_error(OpenAi, &r, 502);
+    assert!(e["message"].as_str().unwrap().contains("az-entra"), "{e}");
+    eventually(
+        Duration::from_secs(15),
+        "an answer with a new token",
+        || async { (gw.send(&call()).await.status == 200).then_some(()) },
+    )
+    .await;
+    assert_eq!(mock.token_fetches("entra"), 2);
+    assert_ne!(last_call(&mock).header("authorization").unwrap(), first);
+    assert_logs_clean(&gw, &mock);
+}

@@ -62,3 +62,48 @@ pub(super) fn sign(
     jwt.push_str(&url_safe(&sig));
     Ok(jwt)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use ring::signature::{KeyPair, UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
+
+    const PEM: &str =
+        include_str!("../../../tests/e2e/common/mock_upstream/keys/service-account.pem");
+
+    #[test]
+    fn signs_rs256_that_the_public_key_verifies() {
+        let key = key_pair(PEM).unwrap();
+        let jwt = sign(
+            &key,
+            &serde_json::json!({"alg": "RS256"}),
+            &serde_json::json!({"iss": "a"}),
+        )
+        .unwrap();
+        let (signed, sig) = jwt.rsplit_once('.').unwrap();
+        assert!(
+            !jwt.contains(['=', '+', '/']),
+            "base64url without padding: {jwt}"
+        );
+        let header = base64::decode(signed.split('.').next().unwrap()).unwrap();
+        assert_eq!(header, br#"{"alg":"RS256"}"#);
+        let public = UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key.public_key().as_ref());
+        public
+            .verify(signed.as_bytes(), &base64::decode(sig).unwrap())
+            .unwrap();
+        // a changed payload does not verify
+        assert!(public
+            .verify(b"x.y", &base64::decode(sig).unwrap())
+            .is_err());
+    }
+
+    #[test]
+    fn keys_that_are_not_rsa_private_keys_are_refused() {
+        assert!(key_pair("not a key").unwrap_err().contains("not a PEM"));
+        let cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert!(key_pair(cert).unwrap_err().contains("CERTIFICATE"));
+        let junk = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        assert!(key_pair(junk).unwrap_err().contains("not a usable RSA key"));
+    }
+}

@@ -131,6 +131,14 @@ impl MockUpstream {
             .all(|(_, _, until)| now >= *until)
     }
 
+    /// Revokes every token issued so far (they are refused from now on).
+    pub fn revoke_tokens(&self) {
+        let now = Instant::now();
+        for t in &mut self.state.cloud().issued {
+            t.2 = now;
+        }
+    }
+
     /// Every token issued so far.
     pub fn tokens_issued(&self) -> Vec<String> {
         self.state
