@@ -125,4 +125,31 @@ mod tests {
         assert!(second["cooldown_ms"].as_u64().unwrap() > 6000);
         assert_eq!(second["last_failure"]["reason"], "rate_limited");
     }
+
+    #[test]
+    fn cloud_upstreams_show_their_credential_source_and_no_secret() {
+        let cat = Catalog::from_str(
+            "c.json",
+            r#"{"providers":[{"id":"p","families":["openai"],"upstreams":[
+                {"protocol":"azure","base_url":"http://127.0.0.1:1/openai/v1","auth":{"type":"entra",
+                 "tenant_id":"t","client_id":"c","client_secret_env":"S"}},
+                {"protocol":"vertex","project":"pr","location":"global","auth":{"type":"google-oauth"}}]}],"models":[]}"#,
+            &|_| Some("entra-secret-value".into()),
+        )
+        .unwrap();
+        let v = render(&Snapshot::new(cat, KeyStore::default()));
+        let text = v.to_string();
+        assert!(!text.contains("entra-secret-value"), "{text}");
+        let (azure, vertex) = (
+            &v["providers"][0]["upstreams"][0],
+            &v["providers"][0]["upstreams"][1],
+        );
+        assert_eq!(azure["protocol"], "azure");
+        assert_eq!(azure["auth"]["type"], "entra");
+        assert_eq!(azure["auth"]["client_secret_env"], "S");
+        assert_eq!(azure["key_configured"], true);
+        assert_eq!(vertex["protocol"], "vertex");
+        assert_eq!(vertex["base_url"], "https://aiplatform.googleapis.com");
+        assert_eq!(vertex["auth"]["credentials_file"], Value::Null);
+    }
 }
