@@ -53,17 +53,8 @@ pub(super) async fn attempt<'s>(
         Ok(r) => r,
         Err(e) => return Outcome::Unfit(e),
     };
-    let token = match credential(gw, c, up).await {
-        Ok(t) => t,
-        Err(outcome) => return outcome,
-    };
-    let msg = match upstream_header(up, c, body.len(), traceparent, token.as_deref()) {
-        Ok(h) => Message::new(h, &body),
-        Err(e) if e.kind == ErrorKind::Unavailable => return Outcome::Skip(e),
-        Err(e) => return Outcome::Final(e, None),
-    };
-    drop(body);
-    let (mut ex, status, first) = match send(gw, c, up, &msg, resent).await {
+    let (mut ex, status, first) = match send_authorized(gw, c, up, body, traceparent, resent).await
+    {
         Ok(r) => r,
         Err(outcome) => return outcome,
     };
@@ -93,22 +84,65 @@ pub(super) async fn attempt<'s>(
     }))
 }
 
-/// The access token a cloud upstream is called with (`None`: the catalog's
-/// key is). A source not configured (a variable unset) skips the upstream
+/// Sends `body` to `up` with its credential (the catalog's key, or a
+/// cloud's access token). A cached token the upstream refuses (401, 403:
+/// revoked, or the cloud's clock ahead) is dropped and the request sent
+/// once more with a new one; a new token refused is judged like any
+/// refused credential.
+async fn send_authorized<'s>(
+    gw: &Gateway,
+    c: &Call<'_, 's>,
+    up: &'s Upstream,
+    body: Bytes,
+    traceparent: Option<&str>,
+    resent: &mut Option<Resent>,
+) -> Result<(Exchange, u16, Option<Bytes>), Outcome<'s>> {
+    let mut renewed = false;
+    loop {
+        let token = credential(gw, c, up).await?;
+        let msg = match upstream_header(
+            up,
+            c,
+            body.len(),
+            traceparent,
+            token.as_ref().map(|t| &*t.0),
+        ) {
+            Ok(h) => Message::new(h, &body),
+            Err(e) if e.kind == ErrorKind::Unavailable => return Err(Outcome::Skip(e)),
+            Err(e) => return Err(Outcome::Final(e, None)),
+        };
+        let (ex, status, first) = send(gw, c, up, &msg, resent).await?;
+        if matches!(status, 401 | 403) && token.is_some_and(|t| t.1) && !renewed {
+            log::info!(
+                "{}: upstream {} of {} refused a cached access token ({status}); asking for a new one",
+                c.client.request_id,
+                up.id,
+                c.provider.id
+            );
+            gw.credentials.forget(&up.auth);
+            renewed = true;
+            continue;
+        }
+        return Ok((ex, status, first));
+    }
+}
+
+/// The access token a cloud upstream is called with, and whether it came
+/// from the cache (`None`: the catalog's key is used). A source not configured (a variable unset) skips the upstream
 /// as a missing key does; a source that failed cools it like any failure,
 /// and the error names the provider and the source.
 async fn credential<'s>(
     gw: &Gateway,
     c: &Call<'_, 's>,
     up: &'s Upstream,
-) -> Result<Option<std::sync::Arc<str>>, Outcome<'s>> {
+) -> Result<Option<(std::sync::Arc<str>, bool)>, Outcome<'s>> {
     match gw
         .credentials
         .token(&gw.upstream, &c.provider.id, &up.auth)
         .await
     {
         None => Ok(None),
-        Some(Ok(token)) => Ok(Some(token)),
+        Some(Ok(token)) => Ok(Some((token.value, token.cached))),
         Some(Err(e)) if e.kind == ErrorKind::Unavailable => Err(Outcome::Skip(e)),
         Some(Err(e)) => Err(Outcome::Retry(e, Cause::Credential, None)),
     }

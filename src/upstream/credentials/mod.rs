@@ -30,6 +30,12 @@ struct Token {
     fresh_until: Instant,
 }
 
+/// A token for a request, and whether it was cached (not fetched for it).
+pub struct Granted {
+    pub value: Arc<str>,
+    pub cached: bool,
+}
+
 /// What a source answered: the token and its life (`expires_in`).
 pub(crate) struct Fetched {
     pub value: String,
@@ -69,16 +75,22 @@ impl Credentials {
         client: &UpstreamClient,
         provider: &str,
         auth: &Auth,
-    ) -> Option<Result<Arc<str>, GatewayError>> {
+    ) -> Option<Result<Granted, GatewayError>> {
         let source = Source::of(auth)?;
         let slot = self.slot(&source.key());
+        let cached = |value| {
+            Some(Ok(Granted {
+                value,
+                cached: true,
+            }))
+        };
         if let Some(t) = slot.fresh(Instant::now()) {
-            return Some(Ok(t));
+            return cached(t);
         }
         // One refresh at a time: who waited here finds the new token.
         let _one = slot.refresh.lock().await;
         if let Some(t) = slot.fresh(Instant::now()) {
-            return Some(Ok(t));
+            return cached(t);
         }
         let started = Instant::now();
         let fetched = match &source {
@@ -105,7 +117,10 @@ impl Credentials {
             source.describe(),
             fetched.life.as_secs()
         );
-        Some(Ok(value))
+        Some(Ok(Granted {
+            value,
+            cached: false,
+        }))
     }
 
     /// Drops the cached token of `auth`'s source (the upstream refused it).
