@@ -24,7 +24,8 @@
 //! for every request fixture whose translation drops something.
 //!
 //! `options` may set `upstream_model`, `default_max_tokens`, `stream`,
-//! `path_model`, `path_stream` (the Gemini path) and `client_model`.
+//! `path_model`, `path_stream` (the Gemini path), `client_model` and
+//! `native_structured_output` (the model enforces schemas; default false).
 //! `covers` lists the features a fixture exercises; every cross-family pair
 //! must cover the whole feature list.
 //!
@@ -113,6 +114,10 @@ fn translate(
                 .unwrap_or(4096),
             stream: options
                 .get("stream")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            native_structured_output: options
+                .get("native_structured_output")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         };
@@ -833,6 +838,7 @@ mod roundtrip {
             upstream_model: "m",
             default_max_tokens: 8000,
             stream,
+            native_structured_output: true,
         }
     }
 

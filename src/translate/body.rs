@@ -45,6 +45,7 @@ pub fn translate_request(
             upstream_model: &model.upstream_model,
             default_max_tokens: model.max_output_tokens,
             stream,
+            native_structured_output: model.supports("response_format"),
         },
         &mut adjusted,
     )

@@ -28,6 +28,7 @@ mod responses;
 mod responses_store;
 mod security;
 mod shutdown;
+mod structured_output;
 mod tls_upstream;
 mod translation;
 mod upstream_wire;

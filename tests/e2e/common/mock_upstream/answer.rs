@@ -39,6 +39,8 @@ pub(super) struct Markers {
     pub(super) context_overflow: bool,
     /// `[[no-prefill]]`: a request ending with an assistant prefill gets a 400.
     pub(super) no_prefill: bool,
+    /// `[[json-answer]]`: the reply conforms to the request's enforced schema.
+    pub(super) json_answer: bool,
 }
 
 impl Markers {
@@ -69,6 +71,7 @@ impl Markers {
                 "no-terminator" => markers.no_terminator = true,
                 "context-overflow" => markers.context_overflow = true,
                 "no-prefill" => markers.no_prefill = true,
+                "json-answer" => markers.json_answer = true,
                 "stream-error" => markers.stream_error = true,
                 "tool" => markers.tool = true,
                 "text+tool" => markers.text_tool = true,

@@ -87,6 +87,16 @@
 //!   `prompt_tokens_details`, Anthropic `cache_read_input_tokens`, Gemini
 //!   `cachedContentTokenCount`, Responses `input_tokens_details`).
 //! - `[[echo-request]]`: the reply text is the whole request body.
+//! - `[[json-answer]]`: the reply text is a JSON value conforming to the schema
+//!   the request enforces in its protocol's form (OpenAI
+//!   `response_format.json_schema`, Responses `text.format`, Anthropic
+//!   `output_config.format`, Gemini `responseJsonSchema` / `responseSchema`);
+//!   without one, a reply saying so. With `[[tool]]`, the call's arguments
+//!   conform to the called tool's schema instead. Anthropic requests are checked as
+//!   Anthropic does: `output_config.format` and `strict: true` tools whose
+//!   schema leaves an object open (`additionalProperties` not `false`) or
+//!   uses a keyword its structured outputs refuse (`minimum`, `pattern`,
+//!   `oneOf`, ...) get a 400 naming it.
 //! - `[[chunk:N]]`: stream TCP writes of 1..=N bytes (default 24; 0 = one
 //!   write per frame). `[[crlf]]`: CRLF line endings in OpenAI/Anthropic
 //!   streams. `[[sse-comments]]`: an SSE comment line before every frame.
@@ -94,7 +104,8 @@
 //! Files: `server` (connections and routing), `answer` (markers and the
 //! answer), `json`, `reply` (writing), `wire` (HTTP/1.1 framing, shared with
 //! the test client), and one per protocol: `openai`, `responses`,
-//! `anthropic`, `gemini`. This file holds the public API (`MockUpstream`,
+//! `anthropic`, `gemini`; `structured` (enforced schemas: Anthropic's check,
+//! conforming values). This file holds the public API (`MockUpstream`,
 //! `Protocol`, `RecordedRequest`, `expected_reply`, the constants); the files
 //! import `super::*`, the protocol files never each other. Imports serde,
 //! serde_json and tokio; nothing of the gateway.
@@ -111,6 +122,7 @@ mod openai;
 mod reply;
 mod responses;
 mod server;
+mod structured;
 pub mod wire;
 
 pub use answer::split_deltas;
@@ -122,6 +134,7 @@ use openai::*;
 use reply::*;
 use responses::*;
 use server::*;
+use structured::*;
 
 use std::io;
 use std::net::SocketAddr;

@@ -343,6 +343,11 @@ pub(super) fn provider_reply(
         return error_reply(protocol, 400, "mock: request body is not a JSON object")
             .with_effects(slow);
     };
+    if protocol == Protocol::Anthropic && route == Route::Messages {
+        if let Some(why) = anthropic_refusal(&body) {
+            return error_reply(protocol, 400, &why).with_effects(slow);
+        }
+    }
     let prompt_tokens = request.body.len() as u64 / 4;
     let count = |value: Value| Reply::json(200, &value).with_effects(slow);
     let model = match route {
@@ -365,6 +370,16 @@ pub(super) fn provider_reply(
     } else {
         expected_reply(protocol, &last_user_text(protocol, &body))
     };
+    if markers.json_answer && tool.is_some() {
+        if let Some(schema) = first_tool_schema(protocol, &body) {
+            tool_args = conforming(&schema, &schema);
+        }
+    } else if markers.json_answer {
+        reply_text = match enforced_schema(protocol, &body) {
+            Some(schema) => conforming(&schema, &schema).to_string(),
+            None => "mock: this request enforces no JSON Schema".to_owned(),
+        };
+    }
     if let Some(prefill) = &prefill {
         // The model goes on from the prefill: the rest of its answer.
         reply_text = match reply_text.strip_prefix(prefill.as_str()) {
