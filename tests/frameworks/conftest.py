@@ -15,6 +15,7 @@ sys.path.insert(0, str(SDK))
 
 _spec = importlib.util.spec_from_file_location("sdk_conftest", SDK / "conftest.py")
 sdk_conftest = importlib.util.module_from_spec(_spec)
+sys.modules["sdk_conftest"] = sdk_conftest  # dataclasses look their module up here
 _spec.loader.exec_module(sdk_conftest)
 
 # Fixtures, re-exported: pytest finds them by name in this module.

@@ -70,8 +70,8 @@ def test_instructor_json_schema_is_enforced_natively(gateway, mock):
     assert _no_instruction(body)
 
 
-def test_instructor_strict_tools_reach_anthropic_strict(gateway, mock):
-    client = instructor.from_openai(_client(gateway), mode=instructor.Mode.TOOLS_STRICT)
+def test_instructor_tools_mode(gateway, mock):
+    client = instructor.from_openai(_client(gateway), mode=instructor.Mode.TOOLS)
     person = client.chat.completions.create(
         model=MODEL,
         response_model=Person,
@@ -79,16 +79,18 @@ def test_instructor_strict_tools_reach_anthropic_strict(gateway, mock):
         messages=[{"role": "user", "content": "Extract: Ada, 36, London [[json-answer]] [[tool]]"}],
     )
     _check_person(person)
-    tool = _last_messages_request(mock)["tools"][0]
-    assert tool["strict"] is True
-    assert tool["input_schema"]["additionalProperties"] is False
+    body = _last_messages_request(mock)
+    assert body["tools"][0]["name"] == "Person"
+    assert body["tool_choice"] == {"type": "tool", "name": "Person"}
 
 
 @pytest.mark.parametrize("method", ["json_schema", "function_calling"])
 def test_langchain_with_structured_output(gateway, mock, method):
     llm = ChatOpenAI(model=MODEL, base_url=f"{gateway.url}/v1", api_key=S.KEY, max_retries=0, timeout=20)
     marker = "[[json-answer]]" if method == "json_schema" else "[[json-answer]] [[tool]]"
-    raw = llm.with_structured_output(Person, method=method, include_raw=True).invoke(
+    # LangChain's default (json_schema); function calling with strict tools.
+    strict = {"strict": True} if method == "function_calling" else {}
+    raw = llm.with_structured_output(Person, method=method, include_raw=True, **strict).invoke(
         f"Extract: Ada, 36, London {marker}"
     )
     assert raw["parsing_error"] is None, raw
@@ -98,7 +100,11 @@ def test_langchain_with_structured_output(gateway, mock, method):
         assert body["output_config"]["format"]["type"] == "json_schema"
         assert _no_instruction(body)
     else:
-        assert body["tools"][0]["name"] == "Person"
+        tool = body["tools"][0]
+        assert tool["name"] == "Person"
+        # Anthropic strict tool use, the schema fitted (closed objects).
+        assert tool["strict"] is True
+        assert tool["input_schema"]["additionalProperties"] is False
 
 
 def test_llamaindex_reaches_a_model_by_its_alias(gateway, mock):
