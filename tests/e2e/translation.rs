@@ -347,6 +347,9 @@ async fn tool_results_round_trip_to_every_upstream() {
                     result["tool_call_id"], id,
                     "tool call id and result id must match"
                 );
+                // The bare result, whichever family sent it (a Gemini
+                // client's `{"result": …}` unwrapped).
+                assert_eq!(result["content"], "18 degrees", "{family}");
             }
             Protocol::Anthropic => {
                 let blocks: Vec<&Value> = sent["messages"]
@@ -359,6 +362,7 @@ async fn tool_results_round_trip_to_every_upstream() {
                 let call = blocks.iter().find(|b| b["type"] == "tool_use").unwrap();
                 let result = blocks.iter().find(|b| b["type"] == "tool_result").unwrap();
                 assert_eq!(result["tool_use_id"], call["id"]);
+                assert_eq!(result["content"], "18 degrees", "{family}");
             }
             Protocol::Gemini => {
                 let parts: Vec<&Value> = sent["contents"]
@@ -371,9 +375,13 @@ async fn tool_results_round_trip_to_every_upstream() {
                 assert!(parts
                     .iter()
                     .any(|p| p["functionCall"]["name"] == "get_weather"));
-                assert!(parts
+                let fr = parts
                     .iter()
-                    .any(|p| p["functionResponse"]["name"] == "get_weather"));
+                    .find_map(|p| p.get("functionResponse"))
+                    .unwrap();
+                assert_eq!(fr["name"], "get_weather");
+                // Text wrapped as Gemini documents it.
+                assert_eq!(fr["response"], json!({"output": "18 degrees"}), "{family}");
             }
             Protocol::Responses => {
                 let items = sent["input"].as_array().unwrap();
