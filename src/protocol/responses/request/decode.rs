@@ -33,7 +33,7 @@
 //!   encrypted reasoning); everything else unknown rides in the extras.
 
 use super::custom::{custom_arguments, custom_parameters, format_note};
-use super::flatten::decode_tools;
+use super::flatten::{check_unique, members};
 use super::reasoning::{carried, joined, Carried};
 use crate::family::Family;
 use crate::ir::media::parse_data_url;
@@ -598,6 +598,26 @@ fn built_in(param: String, kind: &str) -> TranslateError {
             "the built-in tool \"{kind}\" is only available when the model is served by a responses upstream; built-in tools are not translated to other protocols"
         ),
     )
+}
+
+/// The tools of a request, each `namespace` replaced by its members
+/// (`super::flatten`).
+fn decode_tools(tools: Vec<ToolDef>) -> Result<Vec<Tool>, TranslateError> {
+    let mut out = Vec::with_capacity(tools.len());
+    // Where each flattened member sits in `out`, and its place in the request.
+    let mut flattened = Vec::new();
+    for (i, tool) in tools.into_iter().enumerate() {
+        if tool.kind == "namespace" {
+            for (member, at) in members(tool, i)? {
+                out.push(decode_tool_at(member, &at)?);
+                flattened.push((out.len() - 1, at));
+            }
+        } else {
+            out.push(decode_tool_at(tool, &format!("tools[{i}]"))?);
+        }
+    }
+    check_unique(&out, &flattened)?;
+    Ok(out)
 }
 
 #[cfg(test)]

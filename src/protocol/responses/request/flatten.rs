@@ -2,38 +2,29 @@
 //! member a function tool named by [`flat_name`] (`{namespace}__{tool}`),
 //! the namespace's description leading each member's (so nothing the model
 //! would have read is lost), and no flat name shared with another tool
-//! (refused: a call of it could not be told apart).
+//! (refused: a call of it could not be told apart). The decoder turns
+//! the members into function tools (`super::decode`).
 
-use super::decode::decode_tool_at;
 use crate::ir::Tool;
 use crate::protocol::common::TranslateError;
 use crate::protocol::responses::namespace::flat_name;
 use crate::protocol::responses::wire::ToolDef;
 
-/// The tools of a request, each `namespace` replaced by its members.
-pub(super) fn decode_tools(tools: Vec<ToolDef>) -> Result<Vec<Tool>, TranslateError> {
-    let mut out = Vec::with_capacity(tools.len());
-    // Where each flattened member sits in `out`, and its place in the request.
-    let mut flattened = Vec::new();
-    for (i, tool) in tools.into_iter().enumerate() {
-        if tool.kind == "namespace" {
-            for (j, member) in members(tool, i)?.into_iter().enumerate() {
-                flattened.push((out.len(), format!("tools[{i}].tools[{j}]")));
-                out.push(member);
-            }
-        } else {
-            out.push(decode_tool_at(tool, &format!("tools[{i}]"))?);
-        }
-    }
+/// Refuses a flat name another tool of the request also has: `flattened`
+/// lists where each member sits in `tools`, and its place in the request.
+pub(super) fn check_unique(
+    tools: &[Tool],
+    flattened: &[(usize, String)],
+) -> Result<(), TranslateError> {
     for (k, param) in flattened {
-        let name = tool_name(&out[k]);
-        let shared = out
+        let name = tool_name(&tools[*k]);
+        let shared = tools
             .iter()
             .enumerate()
-            .any(|(o, t)| o != k && tool_name(t) == name);
+            .any(|(o, t)| o != *k && tool_name(t) == name);
         if shared {
             return Err(TranslateError::invalid(
-                param,
+                param.clone(),
                 format!(
                     "this namespace tool reaches models of other protocols as a function named \"{}\", which another tool of the request is also called: rename one of them",
                     name.unwrap_or_default()
@@ -41,7 +32,7 @@ pub(super) fn decode_tools(tools: Vec<ToolDef>) -> Result<Vec<Tool>, TranslateEr
             ));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn tool_name(t: &Tool) -> Option<&str> {
@@ -51,8 +42,8 @@ fn tool_name(t: &Tool) -> Option<&str> {
     }
 }
 
-/// A namespace's members as function tools with flat names.
-fn members(tool: ToolDef, i: usize) -> Result<Vec<Tool>, TranslateError> {
+/// A namespace's members, flat-named, each with its place in the request.
+pub(super) fn members(tool: ToolDef, i: usize) -> Result<Vec<(ToolDef, String)>, TranslateError> {
     let param = format!("tools[{i}]");
     let Some(namespace) = tool.name.filter(|n| !n.is_empty()) else {
         return Err(TranslateError::invalid(
@@ -102,7 +93,7 @@ fn members(tool: ToolDef, i: usize) -> Result<Vec<Tool>, TranslateError> {
         for (k, v) in &extra {
             member.extra.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        out.push(decode_tool_at(member, &at)?);
+        out.push((member, at));
     }
     Ok(out)
 }
