@@ -123,9 +123,11 @@ fn translate(
         let resp = decode_response(from, &input)?;
         let client_model = opt_str(&options, "client_model").unwrap_or("client-model");
         // The Responses client's own request tools (its namespaces).
-        let names = options.get("client_tools").map_or_else(Namespaces::default, |t| {
-            Namespaces::declared(&serde_json::to_vec(&json!({ "tools": t })).unwrap())
-        });
+        let names = options
+            .get("client_tools")
+            .map_or_else(Namespaces::default, |t| {
+                Namespaces::declared(&serde_json::to_vec(&json!({ "tools": t })).unwrap())
+            });
         if to == Family::Responses && !names.is_empty() {
             return encode_named(&resp, client_model, &names);
         }

@@ -33,7 +33,8 @@ fn request(family: Family, sent: &Sent) -> Value {
                 "function": {"name": "get_weather", "arguments": args.to_string()}}]},
             {"role": "tool", "tool_call_id": "call_1", "content": text(sent)}]}),
         Anthropic => {
-            let mut result = json!({"type": "tool_result", "tool_use_id": "call_1", "content": text(sent)});
+            let mut result =
+                json!({"type": "tool_result", "tool_use_id": "call_1", "content": text(sent)});
             if let Sent::Text(_, true) = sent {
                 result["is_error"] = json!(true);
             }

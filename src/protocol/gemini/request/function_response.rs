@@ -105,7 +105,10 @@ mod tests {
         assert_eq!(wrap("[1,2]", false), json!({"output": "[1,2]"}));
         assert_eq!(wrap(r#"{"temp":21}"#, false), json!({"temp": 21}));
         assert_eq!(wrap("boom", true), json!({"error": "boom"}));
-        assert_eq!(wrap(r#"{"temp":21}"#, true), json!({"error": r#"{"temp":21}"#}));
+        assert_eq!(
+            wrap(r#"{"temp":21}"#, true),
+            json!({"error": r#"{"temp":21}"#})
+        );
         // A text shaped like a wrapped result is wrapped again.
         assert_eq!(
             wrap(r#"{"output":"sunny"}"#, false),

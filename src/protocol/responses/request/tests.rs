@@ -74,7 +74,9 @@ fn codex_request(extra_tool: Option<serde_json::Value>) -> serde_json::Value {
             {"type": "function_call_output", "call_id": "call_1", "output": "agent_7"}]})
 }
 
-fn decode_body(body: &serde_json::Value) -> Result<crate::ir::ChatRequest, super::super::super::common::TranslateError> {
+fn decode_body(
+    body: &serde_json::Value,
+) -> Result<crate::ir::ChatRequest, super::super::super::common::TranslateError> {
     let ctx = crate::protocol::common::DecodeContext {
         model: None,
         stream: false,
@@ -97,7 +99,11 @@ fn namespace_tools_are_flattened_with_their_calls_and_choice() {
         .collect();
     assert_eq!(
         names,
-        ["exec_command", "multi_agent_v1__spawn_agent", "multi_agent_v1__wait_agent"]
+        [
+            "exec_command",
+            "multi_agent_v1__spawn_agent",
+            "multi_agent_v1__wait_agent"
+        ]
     );
     let Tool::Function(spawn) = &req.tools[1] else {
         panic!()
@@ -111,16 +117,24 @@ fn namespace_tools_are_flattened_with_their_calls_and_choice() {
         req.tool_choice,
         Some(ToolChoice::Tool("multi_agent_v1__wait_agent".into()))
     );
-    let call = req.messages.iter().flat_map(|m| &m.content).find_map(|b| match b {
-        Block::ToolCall(c) => Some(c),
-        _ => None,
-    });
+    let call = req
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|b| match b {
+            Block::ToolCall(c) => Some(c),
+            _ => None,
+        });
     let call = call.map(|c| (c.name.as_str(), c.extra.is_empty()));
     assert_eq!(call, Some(("multi_agent_v1__spawn_agent", true)));
-    let result = req.messages.iter().flat_map(|m| &m.content).find_map(|b| match b {
-        Block::ToolResult(r) => r.name.as_deref(),
-        _ => None,
-    });
+    let result = req
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|b| match b {
+            Block::ToolResult(r) => r.name.as_deref(),
+            _ => None,
+        });
     assert_eq!(result, Some("multi_agent_v1__spawn_agent"));
 }
 
@@ -133,7 +147,10 @@ fn a_flat_name_another_tool_has_is_refused_naming_the_member() {
         panic!("accepted")
     };
     assert_eq!((status, param.as_str()), (400, "tools[1].tools[1]"));
-    assert!(message.contains("\"multi_agent_v1__wait_agent\""), "{message}");
+    assert!(
+        message.contains("\"multi_agent_v1__wait_agent\""),
+        "{message}"
+    );
     // A member that is no function or custom tool is named too.
     let hosted = json!({"model": "m", "input": "x", "tools": [{"type": "namespace", "name": "ns",
         "tools": [{"type": "web_search"}]}]});
@@ -164,15 +181,23 @@ fn a_whole_answer_gives_a_namespaced_call_its_namespace_back() {
         stop_reason: Some(StopReason::ToolUse),
         ..ChatResponse::default()
     };
-    let names = Namespaces::declared(
-        &serde_json::to_vec(&codex_request(None)).unwrap_or_default(),
-    );
+    let names = Namespaces::declared(&serde_json::to_vec(&codex_request(None)).unwrap_or_default());
     let out = crate::protocol::responses::response::encode_named(&resp, "acme/m", &names);
     let Ok(out) = out else { panic!("{out:?}") };
     let first = &out["output"][0];
     assert_eq!(
-        (&first["type"], &first["namespace"], &first["name"], &first["call_id"]),
-        (&json!("function_call"), &json!("multi_agent_v1"), &json!("spawn_agent"), &json!("call_1"))
+        (
+            &first["type"],
+            &first["namespace"],
+            &first["name"],
+            &first["call_id"]
+        ),
+        (
+            &json!("function_call"),
+            &json!("multi_agent_v1"),
+            &json!("spawn_agent"),
+            &json!("call_1")
+        )
     );
     assert_eq!(first["arguments"], "{\"message\":\"review\"}");
     assert_eq!(out["output"][1]["name"], "exec_command");

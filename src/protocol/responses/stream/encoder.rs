@@ -592,9 +592,7 @@ impl Encoder {
                 // The input as streamed, unless the whole text says otherwise.
                 match custom_input(&arguments) {
                     Some(_) => arguments,
-                    None => {
-                        crate::protocol::responses::request::custom_arguments(&self.text)
-                    }
+                    None => crate::protocol::responses::request::custom_arguments(&self.text),
                 }
             } else {
                 arguments
