@@ -73,6 +73,34 @@ pub fn tool_result_response(result: &ToolResult, param: &str) -> Result<Value, T
     })
 }
 
+/// A tool result as a `functionResponse` part (`names`: call ids to
+/// function names).
+fn function_response_part(
+    r: &ToolResult,
+    param: &str,
+    names: &HashMap<String, String>,
+) -> Result<Value, TranslateError> {
+    let Some(name) = r.name.clone().or_else(|| names.get(&r.call_id).cloned()) else {
+        return Err(TranslateError::unsupported(
+            param.to_string(),
+            format!(
+                "the tool result for call id \"{}\" answers no earlier tool call, so its function name is unknown, and a Gemini functionResponse needs it",
+                r.call_id
+            ),
+        ));
+    };
+    let response = tool_result_response(r, param)?;
+    let mut fr = json!({"name": name});
+    if let Some(id) = wire_call_id(&r.call_id) {
+        fr["id"] = json!(id);
+    }
+    let mut v = merged(json!({"functionResponse": fr}), &r.extra);
+    // The response is the rule's (or the kept one it chose), never
+    // a merge of the two.
+    v["functionResponse"]["response"] = response;
+    Ok(v)
+}
+
 /// Encodes one IR block as a Gemini part (`None`: dropped as harmless).
 /// `names` maps call ids to function names (for tool results).
 pub(crate) fn encode_part(
@@ -142,27 +170,7 @@ pub(crate) fn encode_part(
             }
             merged(v, &c.extra)
         }
-        Block::ToolResult(r) => {
-            let Some(name) = r.name.clone().or_else(|| names.get(&r.call_id).cloned()) else {
-                return Err(TranslateError::unsupported(
-                    param.to_string(),
-                    format!(
-                        "the tool result for call id \"{}\" answers no earlier tool call, so its function name is unknown, and a Gemini functionResponse needs it",
-                        r.call_id
-                    ),
-                ));
-            };
-            let response = tool_result_response(r, param)?;
-            let mut fr = json!({"name": name});
-            if let Some(id) = wire_call_id(&r.call_id) {
-                fr["id"] = json!(id);
-            }
-            let mut v = merged(json!({"functionResponse": fr}), &r.extra);
-            // The response is the rule's (or the kept one it chose), never
-            // a merge of the two.
-            v["functionResponse"]["response"] = response;
-            v
-        }
+        Block::ToolResult(r) => function_response_part(r, param, names)?,
         Block::Opaque(o) if o.origin == F => o.value.clone(),
         Block::Opaque(o) => {
             return Err(TranslateError::unsupported(
