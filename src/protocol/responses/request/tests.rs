@@ -202,6 +202,36 @@ fn a_whole_answer_gives_a_namespaced_call_its_namespace_back() {
     assert_eq!(first["arguments"], "{\"message\":\"review\"}");
     assert_eq!(out["output"][1]["name"], "exec_command");
     assert!(out["output"][1].get("namespace").is_none());
+    // A namespace's custom tool comes back as a custom call with it.
+    let mut names = names;
+    names.add("editing", "apply_patch".into());
+    let custom = ChatResponse {
+        content: vec![Block::ToolCall(ToolCall {
+            id: "call_3".into(),
+            name: "editing__apply_patch".into(),
+            arguments: custom_arguments("*** Begin Patch"),
+            signature: None,
+            cache_control: None,
+            extra: Extra::default(),
+        })],
+        ..resp.clone()
+    };
+    let out = crate::protocol::responses::response::encode_named(&custom, "acme/m", &names);
+    let item = out.ok().map(|o| o["output"][0].clone()).unwrap_or_default();
+    assert_eq!(
+        (
+            &item["type"],
+            &item["namespace"],
+            &item["name"],
+            &item["input"]
+        ),
+        (
+            &json!("custom_tool_call"),
+            &json!("editing"),
+            &json!("apply_patch"),
+            &json!("*** Begin Patch")
+        )
+    );
     // Without the request's names nothing is split.
     let plain = crate::protocol::responses::response::encode(&resp, "acme/m");
     assert_eq!(
