@@ -45,6 +45,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use switchboard::adjust::Adjustments;
 use switchboard::family::Family;
+use switchboard::protocol::responses::namespace::Namespaces;
+use switchboard::protocol::responses::response::encode_named;
 use switchboard::protocol::{
     decode_request, decode_response, encode_request_value, encode_response_value, DecodeContext,
     EncodeOptions, TranslateError,
@@ -125,6 +127,15 @@ fn translate(
     } else {
         let resp = decode_response(from, &input)?;
         let client_model = opt_str(&options, "client_model").unwrap_or("client-model");
+        // The Responses client's own request tools (its namespaces).
+        let names = options
+            .get("client_tools")
+            .map_or_else(Namespaces::default, |t| {
+                Namespaces::declared(&serde_json::to_vec(&json!({ "tools": t })).unwrap())
+            });
+        if to == Family::Responses && !names.is_empty() {
+            return encode_named(&resp, client_model, &names);
+        }
         encode_response_value(to, &resp, client_model)
     }
 }

@@ -132,11 +132,14 @@ fn is_note(origin: Family, path: &str, value: &Value, req: &ChatRequest) -> bool
             ) || (path == "tools[].type" && value.as_str() == Some("custom"))
         }
         Family::Gemini => {
-            // Gemini marks: the legacy `function` role, `thought: false`, and
-            // thought signatures (reasoning state only Gemini can verify);
+            // Gemini marks: the legacy `function` role, `thought: false`,
+            // a `functionResponse.response` kept as written (its text is in
+            // the IR), and thought signatures (reasoning state only Gemini
+            // can verify);
             // JSON Schemas and the thinking level, read into the IR.
             path.ends_with(".role")
                 || path.ends_with(".thought")
+                || path.ends_with("functionResponse.response")
                 || path.ends_with("thoughtSignature")
                 || path.ends_with("thought_signature")
                 || path == "tools[].parametersJsonSchema"

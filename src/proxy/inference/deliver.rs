@@ -16,6 +16,7 @@ use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::ir::Usage as CanonicalUsage;
 use crate::obs::outcome::ErrorNote;
+use crate::protocol::responses::namespace::Namespaces;
 use crate::proxy::attempt::cool;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::relay::{self, relay_stream, Relay, StreamEnd};
@@ -57,7 +58,9 @@ pub(super) async fn whole(
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let Answered {
-        mut answer, model, ..
+        mut answer,
+        model,
+        plan,
     } = answered;
     let client_model = client_model_name(d.family, model);
     // An answer that quotes the answering upstream's own key loses it
@@ -81,7 +84,8 @@ pub(super) async fn whole(
     } else if std::str::from_utf8(&raw).is_err() {
         Err(not_json())
     } else {
-        translate_response(answer.up.protocol, d.family, &raw, client_model)
+        let names = client_namespaces(d.family, &plan.body);
+        translate_response(answer.up.protocol, d.family, &raw, client_model, &names)
     };
     let (out, usage) = rewritten.inspect_err(|e| {
         if e.kind == ErrorKind::BadGateway {
@@ -120,12 +124,14 @@ pub(super) async fn stream(
     } else {
         Framing::Sse
     };
+    let names = client_namespaces(d.family, &answered.plan.body);
     let resume = Resume {
         family: d.family,
         framing,
         model: client_model_name(d.family, answered.model),
         include_usage: answered.plan.req.include_usage,
         max_frame_bytes: gw.settings.max_frame_bytes,
+        namespaces: &names,
     };
     let mut pass = ClientStream::for_client(answered.answer.up.protocol, &resume);
     if let ClientStream::Passthrough(p) = &mut pass {
@@ -171,6 +177,17 @@ pub(super) async fn stream(
     let completed = clean && !ctx.client_gone;
     settle_to(ctx, held.take(), usage, nanos, completed).await;
     Ok(())
+}
+
+/// Responses: the namespaced tools the client's request declared, whose
+/// calls a translated answer gives back with their `namespace` (none for
+/// other families).
+fn client_namespaces(family: Family, body: &[u8]) -> Namespaces {
+    if family == Family::Responses {
+        Namespaces::declared(body)
+    } else {
+        Namespaces::default()
+    }
 }
 
 /// How a stream's relay ended: its end, the model of its last segment, and
