@@ -73,6 +73,7 @@ fn translate(from: Family, body: &Value, to: Family) -> Value {
         upstream_model: "m",
         default_max_tokens: 1000,
         stream: false,
+        native_structured_output: true,
     };
     let out = encode_request_value(to, &req, &opts, &mut Adjustments::default());
     assert!(out.is_ok(), "{from} -> {to}: {out:?}");
