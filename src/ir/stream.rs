@@ -337,6 +337,7 @@ pub fn merge_usage(earlier: Option<Usage>, later: &Usage) -> Usage {
     u.total_tokens = later.total_tokens.or(u.total_tokens);
     u.cache_read_tokens = later.cache_read_tokens.or(u.cache_read_tokens);
     u.cache_creation_tokens = later.cache_creation_tokens.or(u.cache_creation_tokens);
+    u.cache_write_1h_tokens = later.cache_write_1h_tokens.or(u.cache_write_1h_tokens);
     u.reasoning_tokens = later.reasoning_tokens.or(u.reasoning_tokens);
     if !later.extra.is_empty() {
         u.extra = later.extra.clone();
