@@ -152,16 +152,19 @@ pub fn encode_usage(u: &Usage) -> WireUsage {
     let mut extra = u.extra.to_map(F);
     let prompt_extra = take_nested(&mut extra, "prompt_tokens_details");
     let completion_extra = take_nested(&mut extra, "completion_tokens_details");
+    // Cache writes have no field of OpenAI's own: written (as OpenRouter
+    // does) only when there were some.
+    let cache_write = u.cache_creation_tokens.filter(|n| *n > 0);
     WireUsage {
         prompt_tokens: u.input_tokens,
         completion_tokens: u.output_tokens,
         total_tokens: Some(u.total()),
         prompt_tokens_details: (u.cache_read_tokens.is_some()
-            || u.cache_creation_tokens.is_some()
+            || cache_write.is_some()
             || !prompt_extra.is_empty())
         .then_some(PromptTokensDetails {
             cached_tokens: u.cache_read_tokens,
-            cache_write_tokens: u.cache_creation_tokens,
+            cache_write_tokens: cache_write,
             extra: prompt_extra,
         }),
         completion_tokens_details: (u.reasoning_tokens.is_some() || !completion_extra.is_empty())
