@@ -759,6 +759,61 @@ impl Relay {
 mod needs_postgres {
     use super::*;
 
+    /// The ledger tables as the first schema made them (no `cache_write_tokens`).
+    const FIRST_SCHEMA: &str = "
+    CREATE TABLE ledger_requests (request_id text NOT NULL, time timestamptz NOT NULL, key_id text NOT NULL,
+        family text NOT NULL, provider text, model text, upstream_protocol text, upstream_host text,
+        status integer NOT NULL, input_tokens bigint, output_tokens bigint, cached_tokens bigint,
+        reasoning_tokens bigint, cost_usd double precision, latency_ms double precision NOT NULL,
+        ttft_ms double precision);
+    CREATE INDEX ledger_requests_time ON ledger_requests (time);
+    CREATE TABLE ledger_daily (day date NOT NULL, key_id text NOT NULL, provider text NOT NULL,
+        model text NOT NULL, requests bigint NOT NULL, errors bigint NOT NULL, input_tokens bigint NOT NULL,
+        output_tokens bigint NOT NULL, cached_tokens bigint NOT NULL, reasoning_tokens bigint NOT NULL,
+        cost_usd double precision NOT NULL, PRIMARY KEY (day, key_id, provider, model));
+    INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, status, input_tokens, output_tokens, cost_usd, latency_ms)
+        VALUES ('old', now() - interval '1 minute', 'test', 'openai', 'openai', 'gpt-5', 200, 7, 3, 0.5, 12.0);
+    INSERT INTO ledger_daily VALUES (current_date, 'test', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);";
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn a_database_made_before_cache_writes_is_migrated() {
+        let db = PgDb::create("migrate").await;
+        let url = db.url(pg_port());
+        pg_connect(&url)
+            .await
+            .batch_execute(FIRST_SCHEMA)
+            .await
+            .unwrap();
+        let mock = MockUpstream::start().await;
+        let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "20"]).await;
+        let body = json!({"model": "claude-sonnet-4.7", "max_tokens": 50,
+            "messages": [{"role": "user", "content": "cache me [[cached:3]] [[cache-write:5]]"}]});
+        let r = gw
+            .send(&authed("anthropic", "/anthropic/v1/messages", KEY, &body))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        // The old rollup and the new row, from the rollups and from the rows.
+        for query in ["", "?from=2000-01-01T00:00:00Z"] {
+            let u = eventually(Duration::from_secs(10), "the new row", || async {
+                let u = usage(&gw, query).await;
+                (u["total"]["requests"] == 2).then_some(u)
+            })
+            .await;
+            assert_eq!(u["total"]["cache_write_tokens"], 5, "{query}: {u}");
+            assert_eq!(u["total"]["cached_tokens"], 3, "{query}: {u}");
+        }
+        let row = pg_connect(&url)
+            .await
+            .query_one(
+                "SELECT COUNT(cache_write_tokens), SUM(cache_write_tokens)::int8 FROM ledger_requests",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 5));
+    }
+
     #[tokio::test]
     #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
     async fn postgres_ledger_sums_match_the_requests_sent() {

@@ -329,6 +329,12 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
 pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
     let config = parse_url(url)?;
     let client = connect(&config).await?;
+    // The schema as this version reads it, on a database no writer of
+    // this version has written yet (an upgrade, before its first request).
+    tokio::time::timeout(QUERY_TIMEOUT, client.batch_execute(SCHEMA))
+        .await
+        .map_err(|_| format!("no answer within {QUERY_TIMEOUT:?}"))?
+        .map_err(|e| format!("creating the ledger tables: {e}"))?;
     let day_range = q.day_range();
     let sql = usage_sql(q, day_range.is_some());
     let query = async {

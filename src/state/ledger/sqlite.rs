@@ -113,24 +113,27 @@ impl Sqlite {
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     for (table, decl) in ADDED {
         let column = decl.split(' ').next().unwrap_or(decl);
-        let has = |conn: &Connection| -> rusqlite::Result<bool> {
-            conn.query_row(
-                "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
-                params![table, column],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n > 0)
-        };
-        if has(conn)? {
+        if has_column(conn, table, column)? {
             continue;
         }
         if let Err(e) = conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {decl}")) {
-            if !has(conn)? {
+            if !has_column(conn, table, column)? {
                 return Err(e);
             }
         }
     }
     Ok(())
+}
+
+/// Whether `table` has `column` (a file not yet opened by a writer of this
+/// version lacks the [`ADDED`] ones).
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        params![table, column],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
 }
 
 /// Whether `e` says the disk is full.
@@ -255,7 +258,8 @@ impl Backend for Sqlite {
 }
 
 /// The SQL of a usage query: `SELECT group, sums FROM table WHERE filters GROUP BY group`.
-fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
+/// `writes`: the table has `cache_write_tokens` (else they sum to 0).
+fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool) -> String {
     let (table, group_col, sums, time_filter) = if rollups {
         (
             "ledger_daily",
@@ -282,6 +286,12 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
         )
     };
     let model_filter = "(?2 IS NULL OR model = ?2 OR provider || '/' || model = ?2)";
+    let sums = if writes {
+        sums.to_string()
+    } else {
+        sums.replace("SUM(cache_write_tokens)", "0")
+            .replace("TOTAL(cache_write_tokens)", "0")
+    };
     format!(
         "SELECT {group_col} AS g, {sums} FROM {table} WHERE (?1 IS NULL OR key_id = ?1) AND {model_filter} AND {time_filter} GROUP BY g ORDER BY g"
     )
@@ -296,8 +306,15 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
     .map_err(|e| format!("{}: {e}", path.display()))?;
     conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
     let day_range = q.day_range();
+    let table = if day_range.is_some() {
+        "ledger_daily"
+    } else {
+        "ledger_requests"
+    };
+    // A file made by an earlier version and not yet written by this one.
+    let writes = has_column(&conn, table, "cache_write_tokens").map_err(err)?;
     let mut stmt = conn
-        .prepare(&usage_sql(q, day_range.is_some()))
+        .prepare(&usage_sql(q, day_range.is_some(), writes))
         .map_err(err)?;
     let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Group> {
         // TOTAL() is a float; token sums are exact integers well below 2^53.
@@ -463,6 +480,18 @@ mod tests {
                  INSERT INTO ledger_daily VALUES ('1970-01-01', 'a', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);",
             )
             .unwrap();
+        }
+        // Read before any writer of this version opened it (an upgrade,
+        // before its first request): the writes sum to 0.
+        for q in [
+            UsageQuery::default(),
+            UsageQuery {
+                from: Bound::parse("1970-01-01T00:00:00Z"),
+                ..UsageQuery::default()
+            },
+        ] {
+            let s = usage(&path, &q).unwrap().groups[0].sums;
+            assert_eq!((s.requests, s.cache_write_tokens), (1, 0));
         }
         // Opened twice, as two processes on one file would: the second finds
         // the columns there.
