@@ -130,10 +130,10 @@ impl Pricing {
     }
 
     /// The cost of one upstream request (docs/pricing.md "The formula"):
-    /// uncached input × prompt + cache reads × cache_read + cache writes ×
-    /// cache_write (the one-hour part × cache_write_1h) + output × completion
-    /// + request, at the rates of the tier `t.input` reaches; exact in
-    /// pico-USD, rounded up to nano-USD.
+    /// uncached input × prompt, plus cache reads × cache_read, plus cache
+    /// writes × cache_write (the one-hour part × cache_write_1h), plus output
+    /// × completion, plus request, at the rates of the tier `t.input`
+    /// reaches; exact in pico-USD, rounded up to nano-USD.
     pub fn cost(&self, t: &Tokens) -> Nanos {
         let r = self.rates_for(t.input);
         let write_1h = t.cache_write_1h.min(t.cache_write);

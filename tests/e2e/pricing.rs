@@ -9,7 +9,7 @@
 //! settles to that cost and reserves the worst case at the dearest rate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common::families::eventually;
+use crate::common::families::{eventually, metric_value, metrics_text};
 use crate::common::gateway::{authed, model, Gateway, KEY};
 use crate::common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
@@ -288,6 +288,7 @@ async fn every_pair_prices_cache_reads_and_writes_exactly() {
     let mock = MockUpstream::start().await;
     let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
     let text = "price me [[prompt-tokens:10000]] [[cached:6000]] [[cache-write:2000]] [[cache-write-1h:500]]";
+    let mut per_model = std::collections::BTreeMap::<&str, i64>::new();
     for client in CLIENTS {
         for (upstream, model) in UPSTREAMS {
             for stream in [false, true] {
@@ -296,7 +297,7 @@ async fn every_pair_prices_cache_reads_and_writes_exactly() {
                 let r = send(&gw, client, model, text, stream, KEY, &id).await;
                 assert_eq!(r.status, 200, "{cell}: {}", r.text());
                 let want = counted(upstream, 10_000, 6_000, 2_000, 500);
-                check_line(&gw, &id, want, &cell).await;
+                *per_model.entry(model).or_default() += check_line(&gw, &id, want, &cell).await;
                 if !stream {
                     // The client's own usage: every prompt token once, the
                     // cache figures beside (Gemini has no field for writes).
@@ -315,6 +316,13 @@ async fn every_pair_prices_cache_reads_and_writes_exactly() {
                 }
             }
         }
+    }
+    // The cost metric is the sum of the logged costs, to the nano-USD.
+    let text = metrics_text(gw.metrics).await;
+    for (model, nanos) in per_model {
+        let label = format!("model=\"{model}\"");
+        let usd = metric_value(&text, "switchboard_cost_usd_total", &[&label]).unwrap();
+        assert_eq!((usd * 1e9).round() as i64, nanos, "{model}");
     }
 }
 
