@@ -458,3 +458,70 @@ async fn a_budget_settles_to_the_cost_and_reserves_at_the_dearest_rate() {
         Some(usd(tight - cost).as_str())
     );
 }
+
+#[tokio::test]
+async fn new_prices_apply_on_reload_and_an_invalid_tier_is_refused() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
+    let text = "reload [[prompt-tokens:1000]] [[cached:800]]";
+    let cost_of = |id: String| {
+        let gw = &gw;
+        async move {
+            let r = send(gw, Client::Chat, "p-oa", text, false, KEY, &id).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            let line = line_of(gw, &id).await;
+            let output = line["output_tokens"].as_u64().unwrap();
+            let cost = (line["cost_usd"].as_f64().unwrap() * 1e9).round() as i64;
+            (cost, output)
+        }
+    };
+    let (before, output) = cost_of("reload-0".into()).await;
+    let want = counted(Protocol::OpenAi, 1_000, 800, 0, 0);
+    assert_eq!(before, expected_nanos(want, output));
+
+    // Cache reads made free and the request price dropped: the next requests
+    // cost 200 × prompt + output × completion.
+    let mut cheaper = catalog(&mock);
+    for m in cheaper["models"].as_array_mut().unwrap() {
+        m["pricing"]["cache_read"] = json!("0");
+        m["pricing"]["request"] = json!("0");
+    }
+    gw.write_catalog(&cheaper);
+    let after = eventually(Duration::from_secs(10), "the new prices", || {
+        let id = format!("reload-{}", rand_id());
+        async move {
+            let (cost, output) = cost_of(id).await;
+            let want = i64::try_from(
+                (200 * BASE.prompt + i128::from(output) * BASE.completion + 999) / 1000,
+            )
+            .unwrap();
+            (cost == want).then_some(cost)
+        }
+    })
+    .await;
+    assert!(after < before);
+
+    // Tiers out of order: refused with their path, the prices stay.
+    let mut bad = cheaper.clone();
+    bad["models"][0]["pricing"]["tiers"] = json!([
+        {"above_input_tokens": 500, "prompt": "1"},
+        {"above_input_tokens": 100, "prompt": "2"}
+    ]);
+    gw.write_catalog(&bad);
+    eventually(Duration::from_secs(10), "the reload failure", || async {
+        let log = gw.log();
+        (log.contains("reload failed")
+            && log.contains("$.models[0].pricing.tiers[1].above_input_tokens"))
+        .then_some(())
+    })
+    .await;
+    let (cost, _) = cost_of("reload-last".into()).await;
+    assert_eq!(cost, after);
+}
+
+/// A fresh suffix for a request id.
+fn rand_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(1);
+    N.fetch_add(1, Ordering::SeqCst)
+}
