@@ -195,3 +195,51 @@ pub fn encode(resp: &ChatResponse, client_model: &str) -> Result<Value, Translat
     }
     Ok(Value::Object(out))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn wire(v: Value) -> WireUsage {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn cache_writes_are_input_and_their_one_hour_part_is_kept() {
+        let u = decode_usage(wire(json!({
+            "input_tokens": 10, "output_tokens": 4, "cache_read_input_tokens": 100,
+            "cache_creation_input_tokens": 30,
+            "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}
+        })));
+        assert_eq!(u.input_tokens, 140);
+        assert_eq!(u.cache_read_tokens, Some(100));
+        assert_eq!(u.cache_creation_tokens, Some(30));
+        assert_eq!(u.cache_write_1h_tokens, Some(20));
+        // Only the breakdown given: its sum is the writes.
+        let u = decode_usage(wire(json!({
+            "input_tokens": 1, "output_tokens": 0,
+            "cache_creation": {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": 3}
+        })));
+        assert_eq!((u.input_tokens, u.cache_creation_tokens), (6, Some(5)));
+    }
+
+    #[test]
+    fn a_usage_from_elsewhere_is_written_without_double_counting() {
+        let u = Usage {
+            input_tokens: 140,
+            output_tokens: 4,
+            cache_read_tokens: Some(100),
+            cache_creation_tokens: Some(30),
+            cache_write_1h_tokens: Some(20),
+            ..Usage::default()
+        };
+        let w = serde_json::to_value(encode_usage(&u)).unwrap();
+        assert_eq!(
+            w,
+            json!({"input_tokens": 10, "output_tokens": 4, "cache_read_input_tokens": 100,
+                "cache_creation_input_tokens": 30,
+                "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}})
+        );
+    }
+}
