@@ -328,7 +328,9 @@ pub fn merge_usage(earlier: Option<Usage>, later: &Usage) -> Usage {
     let Some(mut u) = earlier else {
         return later.clone();
     };
-    if later.input_tokens != 0 {
+    // Cumulative: the input never shrinks (an Anthropic `message_delta`
+    // may repeat `input_tokens` without `message_start`'s cache counts).
+    if later.input_tokens > u.input_tokens {
         u.input_tokens = later.input_tokens;
     }
     if later.output_tokens != 0 {

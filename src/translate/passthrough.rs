@@ -494,6 +494,29 @@ mod tests {
     }
 
     #[test]
+    fn an_anthropic_stream_counts_its_cache_once() {
+        // message_start carries the cache counts; a message_delta that
+        // repeats input_tokens alone does not undo them.
+        let input = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"up\",\"usage\":{\"input_tokens\":3,\"cache_read_input_tokens\":9,\"cache_creation_input_tokens\":5,\"cache_creation\":{\"ephemeral_5m_input_tokens\":1,\"ephemeral_1h_input_tokens\":4},\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":3,\"output_tokens\":7}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut s =
+            PassthroughStream::new(Family::Anthropic, Framing::Sse, model_json("m"), 1 << 20);
+        let mut out = Vec::new();
+        s.push(input.as_bytes(), &mut out).unwrap();
+        s.finish(&mut out).unwrap();
+        assert_eq!(
+            s.usage,
+            Usage {
+                input: Some(17),
+                output: Some(7),
+                cached: Some(9),
+                cache_write: Some(5),
+                cache_write_1h: Some(4),
+                reasoning: None,
+            }
+        );
+    }
+
+    #[test]
     fn a_body_that_is_not_json_is_refused() {
         assert!(rewrite_body(Family::OpenAi, b"{\"model\":\"x\",", b"\"m\"").is_none());
         assert!(rewrite_body(Family::Gemini, b"<html>", b"\"m\"").is_none());

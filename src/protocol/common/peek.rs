@@ -186,8 +186,15 @@ impl Usage {
         }
     }
 
+    /// Takes a later report of the same answer's usage, field by field.
+    /// Counts are cumulative, so the input never shrinks: an Anthropic
+    /// `message_delta` that repeats `input_tokens` without the cache counts
+    /// of `message_start` does not undo them.
     pub fn merge(&mut self, other: Usage) {
-        self.input = other.input.or(self.input);
+        self.input = match (self.input, other.input) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => b.or(a),
+        };
         self.output = other.output.or(self.output);
         self.cached = other.cached.or(self.cached);
         self.cache_write = other.cache_write.or(self.cache_write);
