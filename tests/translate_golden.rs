@@ -830,6 +830,7 @@ mod roundtrip {
                             total_tokens: None,
                             cache_read_tokens: cached,
                             cache_creation_tokens: None,
+                            cache_write_1h_tokens: None,
                             reasoning_tokens: if family == Family::Anthropic {
                                 None
                             } else {

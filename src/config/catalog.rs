@@ -5,6 +5,7 @@
 //! `provider/id`, alias, `provider/alias`) and by provider token are O(1).
 
 use super::json::{parse, Obj};
+use super::pricing::Pricing;
 use super::ConfigError;
 use crate::family::Family;
 use std::collections::HashMap;
@@ -198,15 +199,6 @@ impl Provider {
     pub fn accepts(&self, family: Family) -> bool {
         self.families.contains(&family)
     }
-}
-
-/// Prices in USD per token, kept both as the catalog's decimal strings and as numbers.
-#[derive(Debug, Clone)]
-pub struct Pricing {
-    pub prompt: String,
-    pub completion: String,
-    pub prompt_usd: f64,
-    pub completion_usd: f64,
 }
 
 /// Feature flags rendered in Anthropic listings.
@@ -714,22 +706,6 @@ fn aliases(o: &Obj<'_>) -> Result<Vec<String>, ConfigError> {
     Ok(list)
 }
 
-/// A decimal string such as `0.0000025` (no sign, no exponent).
-fn decimal(o: &Obj<'_>, key: &str) -> Result<(String, f64), ConfigError> {
-    let s = o.str(key)?;
-    let mut parts = s.splitn(2, '.');
-    let int = parts.next().unwrap_or("");
-    let frac = parts.next();
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    if !digits(int) || frac.is_some_and(|f| !digits(f)) {
-        return Err(o.err(key, format!("{s:?} is not a decimal number")));
-    }
-    let n = s
-        .parse::<f64>()
-        .map_err(|_| o.err(key, format!("{s:?} is not a decimal number")))?;
-    Ok((s.to_string(), n))
-}
-
 fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, ConfigError> {
     let o = Obj::new(file, path, v)?;
     o.only(MODEL_FIELDS)?;
@@ -743,17 +719,7 @@ fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, Confi
         return Err(o.err("max_output_tokens", "must not exceed context_length"));
     }
     let pricing = match o.opt_obj("pricing")? {
-        Some(p) => {
-            p.only(&["prompt", "completion"])?;
-            let (prompt, prompt_usd) = decimal(&p, "prompt")?;
-            let (completion, completion_usd) = decimal(&p, "completion")?;
-            Pricing {
-                prompt,
-                completion,
-                prompt_usd,
-                completion_usd,
-            }
-        }
+        Some(p) => super::pricing::pricing(&p)?,
         None => return Err(o.err("pricing", "missing required field")),
     };
     let supported_features = match o.opt_obj("supported_features")? {
@@ -854,7 +820,7 @@ mod tests {
         let m = c.model("m").unwrap();
         assert_eq!(m.qualified_id, "p/m");
         assert_eq!(m.upstream_model, "m");
-        assert!((m.pricing.completion_usd - 2.0).abs() < f64::EPSILON);
+        assert_eq!(m.pricing.base.completion.pico, 2_000_000_000_000);
         let u = &c.provider("p").unwrap().upstreams[0];
         assert_eq!(u.url.path, "/v1");
         assert_eq!(u.url.port, 9);

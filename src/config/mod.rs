@@ -9,10 +9,12 @@ mod catalog;
 mod error;
 mod json;
 mod keys;
+mod pricing;
 
 pub use catalog::{
-    BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Pricing, Provider,
-    Scheme, Upstream,
+    BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Provider, Scheme,
+    Upstream,
 };
 pub use error::ConfigError;
 pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};
+pub use pricing::{Nanos, Price, Pricing, Rates, Tier, Tokens};

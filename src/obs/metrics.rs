@@ -46,7 +46,8 @@ struct ModelSeries {
     statuses: Vec<(u16, u64)>,
     input_tokens: u64,
     output_tokens: u64,
-    cost_usd: f64,
+    /// In nano-USD, summed exactly.
+    cost_nanos: i64,
 }
 
 /// Per family, provider, model; keyed so a lookup by `&str` allocates nothing
@@ -152,7 +153,7 @@ impl Metrics {
             }
             m.input_tokens += o.usage.input_tokens.unwrap_or(0);
             m.output_tokens += o.usage.output_tokens.unwrap_or(0);
-            m.cost_usd += o.usage.cost_usd.unwrap_or(0.0);
+            m.cost_nanos += o.usage.cost_nanos.unwrap_or(0);
         });
     }
 
@@ -299,7 +300,7 @@ impl Metrics {
                 }
             }
             // tokens and cost per provider and model, over all families
-            let mut totals: BTreeMap<(&str, &str), (u64, u64, f64)> = BTreeMap::new();
+            let mut totals: BTreeMap<(&str, &str), (u64, u64, i64)> = BTreeMap::new();
             for (_, p, m, series) in &rows {
                 if m.is_empty() {
                     continue;
@@ -307,7 +308,7 @@ impl Metrics {
                 let t = totals.entry((p, m)).or_default();
                 t.0 += series.input_tokens;
                 t.1 += series.output_tokens;
-                t.2 += series.cost_usd;
+                t.2 += series.cost_nanos;
             }
             out.push_str("# HELP switchboard_tokens_total Tokens by provider, model and direction.\n# TYPE switchboard_tokens_total counter\n");
             for ((p, m), (i, o, _)) in &totals {
@@ -320,8 +321,9 @@ impl Metrics {
                     );
                 }
             }
-            out.push_str("# HELP switchboard_cost_usd_total Cost in USD (usage times catalog pricing).\n# TYPE switchboard_cost_usd_total counter\n");
+            out.push_str("# HELP switchboard_cost_usd_total Cost in USD (the catalog pricing's formula, docs/pricing.md).\n# TYPE switchboard_cost_usd_total counter\n");
             for ((p, m), (_, _, c)) in &totals {
+                let c = super::outcome::nanos_usd(*c);
                 let _ = writeln!(
                     out,
                     "switchboard_cost_usd_total{{provider=\"{}\",model=\"{}\"}} {c}",

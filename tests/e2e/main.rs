@@ -23,6 +23,7 @@ mod listings;
 mod mock_selftest;
 mod otel;
 mod policy;
+mod pricing;
 mod resilience;
 mod responses;
 mod responses_store;

@@ -153,13 +153,21 @@ pub fn nonempty_string_after(hay: &[u8], name: &memchr::memmem::Finder<'_>) -> b
     })
 }
 
-/// Token usage read from a response.
+/// Token usage read from a response, in the one accounting view of every
+/// route (pass-through or translated, docs/pricing.md "Usage"): `input`
+/// counts every prompt token; `cached` (read from a cache) and `cache_write`
+/// (written to one) are disjoint parts of it, `cache_write_1h` a part of
+/// `cache_write`; `output` includes `reasoning`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
     pub input: Option<u64>,
     pub output: Option<u64>,
     /// Prompt tokens read from a cache, as the upstream reported them.
     pub cached: Option<u64>,
+    /// Prompt tokens written to a cache, as the upstream reported them.
+    pub cache_write: Option<u64>,
+    /// Of those, the ones written to the one-hour cache.
+    pub cache_write_1h: Option<u64>,
     /// Output tokens spent on reasoning, as the upstream reported them.
     pub reasoning: Option<u64>,
 }
@@ -172,15 +180,38 @@ impl Usage {
             input: Some(u.input_tokens),
             output: Some(u.output_tokens),
             cached: u.cache_read_tokens,
+            cache_write: u.cache_creation_tokens,
+            cache_write_1h: u.cache_write_1h_tokens,
             reasoning: u.reasoning_tokens,
         }
     }
 
+    /// Takes a later report of the same answer's usage, field by field.
+    /// Counts are cumulative, so the input never shrinks: an Anthropic
+    /// `message_delta` that repeats `input_tokens` without the cache counts
+    /// of `message_start` does not undo them.
     pub fn merge(&mut self, other: Usage) {
-        self.input = other.input.or(self.input);
+        self.input = match (self.input, other.input) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => b.or(a),
+        };
         self.output = other.output.or(self.output);
         self.cached = other.cached.or(self.cached);
+        self.cache_write = other.cache_write.or(self.cache_write);
+        self.cache_write_1h = other.cache_write_1h.or(self.cache_write_1h);
         self.reasoning = other.reasoning.or(self.reasoning);
+    }
+
+    /// What the cost formula reads (unknown counts as none); None when the
+    /// input is unknown (the upstream reported no usage).
+    pub fn tokens(&self) -> Option<crate::config::Tokens> {
+        Some(crate::config::Tokens {
+            input: self.input?,
+            cache_read: self.cached.unwrap_or(0),
+            cache_write: self.cache_write.unwrap_or(0),
+            cache_write_1h: self.cache_write_1h.unwrap_or(0),
+            output: self.output.unwrap_or(0),
+        })
     }
 }
 

@@ -183,6 +183,8 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
                 (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
             },
             cached: u.cached_content_token_count,
+            cache_write: None,
+            cache_write_1h: None,
             reasoning: u.thoughts_token_count,
         };
     }

@@ -159,6 +159,7 @@ struct UsagePeek {
 #[derive(Deserialize, Default)]
 struct InputDetails {
     cached_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -204,10 +205,13 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     };
     out.span = model.and_then(|m| span_of(m, doc));
     if let Some(u) = usage {
+        let details = u.input_tokens_details.unwrap_or_default();
         out.usage = Usage {
             input: u.input_tokens,
             output: u.output_tokens,
-            cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
+            cached: details.cached_tokens,
+            cache_write: details.cache_write_tokens,
+            cache_write_1h: None,
             reasoning: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
         };
     }

@@ -228,6 +228,7 @@ pub fn decode_usage(u: WireUsage) -> Usage {
         total_tokens: u.total_tokens,
         cache_read_tokens: cache_read,
         cache_creation_tokens: cache_write,
+        cache_write_1h_tokens: None,
         reasoning_tokens: reasoning,
         extra: Extra::new(F, extra),
     }

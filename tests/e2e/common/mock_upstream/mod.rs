@@ -86,6 +86,18 @@
 //! - `[[cached:N]]`: N of the prompt tokens were read from the cache (OpenAI
 //!   `prompt_tokens_details`, Anthropic `cache_read_input_tokens`, Gemini
 //!   `cachedContentTokenCount`, Responses `input_tokens_details`).
+//! - `[[cache-write:N]]`: N of the prompt tokens were written to the cache,
+//!   `[[cache-write-1h:M]]` M of them for an hour (Anthropic
+//!   `cache_creation_input_tokens` and `cache_creation`'s
+//!   `ephemeral_5m/1h_input_tokens`, with `input_tokens` the rest; OpenAI
+//!   `prompt_tokens_details.cache_write_tokens` and Responses
+//!   `input_tokens_details.cache_write_tokens`, as OpenRouter reports them;
+//!   Gemini reports no writes).
+//! - `[[prompt-tokens:N]]`: the usage reports N prompt tokens (count routes
+//!   too) instead of the body's bytes / 4.
+//! - `[[deepseek-cache]]`: OpenAI chat usage in DeepSeek's shape
+//!   (`prompt_cache_hit_tokens` / `prompt_cache_miss_tokens` for the
+//!   `[[cached:N]]` split, no `prompt_tokens_details`).
 //! - `[[echo-request]]`: the reply text is the whole request body.
 //! - `[[json-answer]]`: the reply text is a JSON value conforming to the schema
 //!   the request enforces in its protocol's form (OpenAI

@@ -348,7 +348,9 @@ pub(super) fn provider_reply(
             return error_reply(protocol, 400, &why).with_effects(slow);
         }
     }
-    let prompt_tokens = request.body.len() as u64 / 4;
+    let prompt_tokens = markers
+        .prompt_tokens
+        .unwrap_or(request.body.len() as u64 / 4);
     let count = |value: Value| Reply::json(200, &value).with_effects(slow);
     let model = match route {
         Route::AnthropicCount => return count(json!({ "input_tokens": prompt_tokens })),
@@ -398,6 +400,10 @@ pub(super) fn provider_reply(
             }
         }
     }
+    let cache_write = markers
+        .cache_write
+        .unwrap_or(0)
+        .min(prompt_tokens - markers.cached.unwrap_or(0).min(prompt_tokens));
     let answer = Answer {
         model,
         seq,
@@ -410,6 +416,9 @@ pub(super) fn provider_reply(
         tool_args,
         prompt_tokens,
         cached_tokens: markers.cached.unwrap_or(0).min(prompt_tokens),
+        cache_write_tokens: cache_write,
+        cache_write_1h_tokens: markers.cache_write_1h.unwrap_or(0).min(cache_write),
+        deepseek_cache: markers.deepseek_cache,
         max_tokens: markers.max_tokens,
         newline: if markers.crlf { "\r\n" } else { "\n" },
     };
