@@ -11,8 +11,8 @@ mod json;
 mod keys;
 
 pub use catalog::{
-    BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Pricing, Provider,
-    Scheme, Upstream,
+    Affinity, BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Pricing,
+    Provider, Scheme, Upstream,
 };
 pub use error::ConfigError;
 pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};

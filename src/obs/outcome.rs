@@ -67,6 +67,32 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// The attempt that answered (for a continued stream, its last
+    /// segment's): the last one with a status below 400 and no failure.
+    pub fn answered(&self) -> Option<&AttemptNote> {
+        self.tried
+            .iter()
+            .rev()
+            .find(|n| n.failure.is_none() && n.status.is_some_and(|s| s < 400))
+    }
+
+    /// The input tokens of the answer, those read from the prompt cache
+    /// included: Anthropic's own usage counts cache reads apart from
+    /// `input_tokens`, and a passed-through Anthropic answer keeps it (every
+    /// other usage, translated ones included, counts them in).
+    pub fn prompt_tokens(&self) -> Option<u64> {
+        let input = self.usage.input_tokens?;
+        let apart =
+            self.family == Family::Anthropic && self.upstream_protocol == Some(Family::Anthropic);
+        Some(if apart {
+            input.saturating_add(self.usage.cached_tokens.unwrap_or(0))
+        } else {
+            input
+        })
+    }
+}
+
 /// What the request used, as the upstream reported it, and its price.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Usage {

@@ -670,6 +670,7 @@ async fn pool_settings_are_validated_at_load() {
             "$.providers[0].timeouts",
         ),
         (json!({"retries": 11}), "$.providers[0].retries"),
+        (json!({"affinity": "sticky"}), "$.providers[0].affinity"),
     ] {
         let cat = catalog(
             vec![provider("p", vec![dead("x")], extra)],
