@@ -113,13 +113,16 @@ fn messages(system: &str, first: &str, turns: usize) -> Value {
     })
 }
 
+/// A session's request for one turn: (session key, turn) → request.
+type Turn = fn(&str, usize) -> Request;
+
 #[tokio::test]
 async fn a_session_key_keeps_its_requests_on_one_upstream_and_keys_spread() {
     let mock = MockUpstream::start().await;
     let gw = start(&pool_catalog(&mock, OpenAi, "", json!({}))).await;
     // Each source of a key, in each client's shape; the turns differ from
     // request to request (a new user text each time, a growing history).
-    let sources: [(&str, fn(&str, usize) -> Request); 5] = [
+    let sources: [(&str, Turn); 5] = [
         ("x-claude-code-session-id", |key, turn| {
             call(
                 Anthropic,
@@ -282,7 +285,7 @@ async fn a_failed_upstreams_sessions_move_and_come_back_and_no_other_session_mov
         home.push(t[0].clone());
     }
     let on_b = home.iter().filter(|h| *h == "b").count();
-    assert!(on_b >= 2 && on_b < 24, "{home:?}");
+    assert!((2..24).contains(&on_b), "{home:?}");
 
     // Upstream `b` now answers 503 with a long retry-after (same id: the
     // same place in every session's order).
@@ -308,10 +311,14 @@ async fn a_failed_upstreams_sessions_move_and_come_back_and_no_other_session_mov
                 assert_eq!(t.len(), 1, "{s}: {t:?}");
             }
             // The session stays on its new upstream while `b` cools.
-            assert_eq!(tried(&gw, s).await, [last.clone()], "{s}");
+            assert_eq!(tried(&gw, s).await, [last.as_str()], "{s}");
             moved_to.insert(s.clone(), last);
         } else {
-            assert_eq!(t, [h.clone()], "{s}: a session of a healthy upstream moved");
+            assert_eq!(
+                t,
+                [h.as_str()],
+                "{s}: a session of a healthy upstream moved"
+            );
         }
     }
     assert_eq!(failed_once, 1, "a cooling upstream was tried again");
@@ -319,7 +326,7 @@ async fn a_failed_upstreams_sessions_move_and_come_back_and_no_other_session_mov
     // `b` healthy again: its sessions come back, the others never moved.
     reload(&gw, healthy, "up").await;
     for (s, h) in sessions.iter().zip(&home) {
-        assert_eq!(tried(&gw, s).await, [h.clone()], "{s}");
+        assert_eq!(tried(&gw, s).await, [h.as_str()], "{s}");
     }
     assert_eq!(moved_to.len(), on_b);
 }
