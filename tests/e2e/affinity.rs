@@ -390,3 +390,68 @@ async fn the_metrics_count_each_upstreams_input_and_cached_tokens() {
         );
     }
 }
+
+/// Codex CLI 0.169.0's captured first turn (`tests/clients/fixtures`) as
+/// session `id` asking `text`, with Codex's headers (`session-id`,
+/// `thread-id`, ... all the session's id) when `headers`, and its
+/// `prompt_cache_key` (the same id) when `body_key`.
+fn codex_turn(id: &str, text: &str, headers: bool, body_key: bool) -> Request {
+    let captured: Value = serde_json::from_str(include_str!(
+        "../clients/fixtures/codex-0.169.0-first-turn.json"
+    ))
+    .unwrap();
+    let session = captured["headers"]["session-id"].as_str().unwrap();
+    let mut body = captured["body"].clone();
+    body["model"] = json!("pool/m");
+    let last = body["input"].as_array_mut().unwrap().last_mut().unwrap();
+    last["content"] = json!([{"type": "input_text", "text": text}]);
+    if body_key {
+        body["prompt_cache_key"] = json!(id);
+    } else {
+        body.as_object_mut().unwrap().remove("prompt_cache_key");
+    }
+    let mut req = call(Responses, "/v1/responses", &body);
+    if headers {
+        for (name, value) in captured["headers"].as_object().unwrap() {
+            if !["authorization", "content-type"].contains(&name.as_str()) {
+                let value = value.as_str().unwrap().replace(session, id);
+                req = req.header(name, &value);
+            }
+        }
+    }
+    req
+}
+
+#[tokio::test]
+async fn codex_sessions_stick_by_their_session_header_or_prompt_cache_key() {
+    let mock = MockUpstream::start().await;
+    let gw = start(&pool_catalog(&mock, Responses, "", json!({}))).await;
+    let mut homes = BTreeSet::new();
+    for s in 0..10 {
+        let id = format!("01a20a21-acea-7012-9f2b-21fbcd82{s:04}");
+        // As Codex sends it: the header and the body's key, the same id.
+        let home = answered_by(&gw, &mock, &codex_turn(&id, "first", true, true)).await;
+        // Either alone picks the same upstream: both hash the id's text.
+        let header = codex_turn(&id, "second", true, false);
+        assert_eq!(
+            answered_by(&gw, &mock, &header).await,
+            home,
+            "{id}: header only"
+        );
+        let key = codex_turn(&id, "third", false, true);
+        assert_eq!(
+            answered_by(&gw, &mock, &key).await,
+            home,
+            "{id}: prompt_cache_key only"
+        );
+        // Older Codex: `session_id`.
+        let old = codex_turn(&id, "fourth", false, false).header("session_id", &id);
+        assert_eq!(
+            answered_by(&gw, &mock, &old).await,
+            home,
+            "{id}: session_id"
+        );
+        homes.insert(home);
+    }
+    assert!(homes.len() >= 2, "10 sessions all on {homes:?}");
+}

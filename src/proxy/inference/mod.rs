@@ -155,8 +155,9 @@ async fn run(
 }
 
 /// The headers that name an agent's session, in the order they are read:
-/// Claude Code's and Codex's.
-const SESSION_HEADERS: [&str; 2] = ["x-claude-code-session-id", "session_id"];
+/// Claude Code's, then Codex's (`session_id` in earlier versions, `session-id` in 0.169;
+/// both the session's UUID, which Codex also sends as `prompt_cache_key`).
+const SESSION_HEADERS: [&str; 3] = ["x-claude-code-session-id", "session_id", "session-id"];
 
 /// The request's session key, hashed (docs/resilience.md "Session
 /// affinity"): a session header's value, else what the peek found in the
