@@ -931,6 +931,18 @@ mod tests {
     }
 
     #[test]
+    fn affinity_defaults_to_session_and_is_validated() {
+        let c = Catalog::from_str("c.json", OK, &no_env).unwrap();
+        assert_eq!(c.provider("p").unwrap().affinity, Affinity::Session);
+        let off = OK.replace("{\"id\":\"p\",", "{\"id\":\"p\",\"affinity\":\"off\",");
+        let c = Catalog::from_str("c.json", &off, &no_env).unwrap();
+        assert_eq!(c.provider("p").unwrap().affinity, Affinity::Off);
+        let e = err(&OK.replace("{\"id\":\"p\",", "{\"id\":\"p\",\"affinity\":\"sticky\","));
+        assert_eq!(e.path, "$.providers[0].affinity");
+        assert!(e.reason.contains("session, off"), "{e}");
+    }
+
+    #[test]
     fn rejects_duplicates() {
         let dup = OK.replace(
             "\"models\": [",
