@@ -455,3 +455,52 @@ async fn codex_sessions_stick_by_their_session_header_or_prompt_cache_key() {
     }
     assert!(homes.len() >= 2, "10 sessions all on {homes:?}");
 }
+
+/// Four agent conversations of five turns each (the whole history sent every
+/// turn, as agents do) over a pool of three upstreams that cache prompts:
+/// the cached tokens of each turn after a conversation's first, and the
+/// pool's hit ratio from the metrics.
+async fn conversations_over_caching_upstreams(affinity: &str) -> (Vec<u64>, f64) {
+    let mock = MockUpstream::start().await;
+    let mut cat = pool_catalog(&mock, OpenAi, "prompt-cache", json!({"affinity": affinity}));
+    for u in cat["providers"][0]["upstreams"].as_array_mut().unwrap() {
+        let url = u["base_url"].as_str().unwrap().to_string();
+        if !url.contains("/~") {
+            u["base_url"] = json!(url.replace("/openai/v1", "/~prompt-cache/openai/v1"));
+        }
+    }
+    let gw = start(&cat).await;
+    let mut later_turns = Vec::new();
+    for conv in 0..4 {
+        for turns in 1..=5 {
+            let body = chat("you are a coding agent", &format!("task {conv}"), turns);
+            let r = gw.send(&call(OpenAi, CHAT, &body)).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            let cached = r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0);
+            if turns > 1 {
+                later_turns.push(cached);
+            }
+        }
+    }
+    let m = metrics_text(gw.metrics).await;
+    let cached = metric_value(&m, "switchboard_upstream_cached_tokens_total", &[]).unwrap();
+    let input = metric_value(&m, "switchboard_upstream_input_tokens_total", &[]).unwrap();
+    (later_turns, cached / input)
+}
+
+#[tokio::test]
+async fn an_agents_later_turns_hit_the_prompt_cache_only_with_affinity() {
+    let (sticky, sticky_ratio) = conversations_over_caching_upstreams("session").await;
+    let (spread, spread_ratio) = conversations_over_caching_upstreams("off").await;
+    // With affinity every later turn finds the conversation so far cached.
+    assert!(sticky.iter().all(|&c| c > 0), "{sticky:?}");
+    // Spread round-robin over three upstreams, some turns land where the
+    // conversation never was.
+    assert!(spread.iter().any(|&c| c == 0), "{spread:?}");
+    assert!(
+        sticky_ratio > spread_ratio,
+        "hit ratio with affinity {sticky_ratio:.3}, without {spread_ratio:.3}"
+    );
+}
