@@ -331,6 +331,21 @@ async fn a_failed_upstreams_sessions_move_and_come_back_and_no_other_session_mov
     assert_eq!(moved_to.len(), on_b);
 }
 
+/// The metrics once `n` requests of the pool are recorded (a request is
+/// recorded after its answer went out).
+async fn metrics_after(gw: &Gateway, n: usize) -> String {
+    eventually(
+        Duration::from_secs(20),
+        "the requests in the metrics",
+        || async {
+            let m = metrics_text(gw.metrics).await;
+            let done = metric_value(&m, "switchboard_requests_total", &["provider=\"pool\""]);
+            (done == Some(n as f64)).then_some(m)
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn the_metrics_count_each_upstreams_input_and_cached_tokens() {
     let mock = MockUpstream::start().await;
@@ -374,7 +389,7 @@ async fn the_metrics_count_each_upstreams_input_and_cached_tokens() {
         }
     }
     assert!(want.len() >= 2, "{want:?}");
-    let m = metrics_text(gw.metrics).await;
+    let m = metrics_after(&gw, 12).await;
     for (u, (input, cached)) in &want {
         let upstream = format!("upstream=\"{u}\"");
         let labels = ["provider=\"pool\"", upstream.as_str()];
@@ -484,7 +499,7 @@ async fn conversations_over_caching_upstreams(affinity: &str) -> (Vec<u64>, f64)
             }
         }
     }
-    let m = metrics_text(gw.metrics).await;
+    let m = metrics_after(&gw, 20).await;
     let cached = metric_value(&m, "switchboard_upstream_cached_tokens_total", &[]).unwrap();
     let input = metric_value(&m, "switchboard_upstream_input_tokens_total", &[]).unwrap();
     (later_turns, cached / input)
