@@ -110,6 +110,32 @@ pub struct Provider {
     /// What happens to a stream the upstream cuts after the client got its
     /// first bytes (docs/resilience.md "Continuing a cut stream").
     pub continuation: Continuation,
+    /// How the pool picks among its upstreams (docs/resilience.md "Session affinity").
+    pub affinity: Affinity,
+}
+
+/// How a provider's pool picks an upstream (`affinity` in the catalog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Affinity {
+    /// A conversation stays on one upstream while it is healthy (weighted
+    /// rendezvous hashing of its session key or stable prefix), so that the
+    /// upstream's prompt cache is hit (the default).
+    #[default]
+    Session,
+    /// Every request is split by weight (smooth weighted round-robin, the
+    /// least loaded among equals), whatever its conversation.
+    Off,
+}
+
+impl Affinity {
+    /// Parses `session` or `off`.
+    pub fn from_name(s: &str) -> Option<Affinity> {
+        match s {
+            "session" => Some(Affinity::Session),
+            "off" => Some(Affinity::Off),
+            _ => None,
+        }
+    }
 }
 
 /// A provider's answer to a stream cut mid-answer (`continuation` in the catalog).
@@ -322,6 +348,7 @@ const PROVIDER_FIELDS: &[&str] = &[
     "timeouts",
     "retries",
     "continuation",
+    "affinity",
 ];
 const UPSTREAM_FIELDS: &[&str] = &["id", "protocol", "base_url", "api_key_env", "weight"];
 const TIMEOUT_FIELDS: &[&str] = &["connect", "first_token", "idle", "total"];
@@ -664,6 +691,11 @@ fn provider(
         Some(name) => Continuation::from_name(name)
             .ok_or_else(|| o.err("continuation", "must be one of auto, restart, off"))?,
     };
+    let affinity = match o.opt_str("affinity")? {
+        None => Affinity::default(),
+        Some(name) => Affinity::from_name(name)
+            .ok_or_else(|| o.err("affinity", "must be one of session, off"))?,
+    };
     Ok(Provider {
         id,
         families,
@@ -671,6 +703,7 @@ fn provider(
         timeouts,
         retries,
         continuation,
+        affinity,
     })
 }
 
@@ -861,6 +894,18 @@ mod tests {
         assert!(e.reason.contains("adapt or strict"), "{e}");
         let e = err(&OK.replacen('{', "{\"policy\": 1,", 1));
         assert_eq!(e.path, "$.policy");
+    }
+
+    #[test]
+    fn affinity_defaults_to_session_and_is_validated() {
+        let c = Catalog::from_str("c.json", OK, &no_env).unwrap();
+        assert_eq!(c.provider("p").unwrap().affinity, Affinity::Session);
+        let off = OK.replace("{\"id\":\"p\",", "{\"id\":\"p\",\"affinity\":\"off\",");
+        let c = Catalog::from_str("c.json", &off, &no_env).unwrap();
+        assert_eq!(c.provider("p").unwrap().affinity, Affinity::Off);
+        let e = err(&OK.replace("{\"id\":\"p\",", "{\"id\":\"p\",\"affinity\":\"sticky\","));
+        assert_eq!(e.path, "$.providers[0].affinity");
+        assert!(e.reason.contains("session, off"), "{e}");
     }
 
     #[test]

@@ -12,8 +12,8 @@ mod keys;
 mod pricing;
 
 pub use catalog::{
-    BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Provider, Scheme,
-    Upstream,
+    Affinity, BaseUrl, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Provider,
+    Scheme, Upstream,
 };
 pub use error::ConfigError;
 pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};

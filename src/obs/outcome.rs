@@ -67,6 +67,23 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// The attempt that answered (for a continued stream, its last
+    /// segment's): the last one with a status below 400 and no failure.
+    pub fn answered(&self) -> Option<&AttemptNote> {
+        self.tried
+            .iter()
+            .rev()
+            .find(|n| n.failure.is_none() && n.status.is_some_and(|s| s < 400))
+    }
+
+    /// The input tokens of the answer, those read from the prompt cache
+    /// included (on every route, docs/pricing.md "Usage").
+    pub fn prompt_tokens(&self) -> Option<u64> {
+        self.usage.input_tokens
+    }
+}
+
 /// What the request used, as the upstream reported it, and its price
 /// (docs/pricing.md): `input_tokens` counts every prompt token, cached and
 /// cache-written ones included; `output_tokens` includes reasoning.

@@ -11,6 +11,7 @@
 mod common;
 
 mod access_log;
+mod affinity;
 mod agent_requests;
 mod aliases;
 mod auth_reload;

@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, nonempty_string_member, number, positive_int, present,
-    span_of, Inspected, Peeked, Raw, Usage,
+    affinity, bad, body_error, contains, model_of, nonempty_string_member, number, positive_int,
+    present, span_of, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -17,6 +17,8 @@ struct RequestPeek<'a> {
     model: Raw<'a>,
     #[serde(borrow)]
     messages: Raw<'a>,
+    #[serde(borrow)]
+    system: Raw<'a>,
     stream: Option<bool>,
     #[serde(borrow)]
     temperature: Raw<'a>,
@@ -54,6 +56,12 @@ struct OutputConfigPeek<'a> {
     effort: Raw<'a>,
     #[serde(borrow)]
     format: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct MetadataPeek<'a> {
+    #[serde(borrow)]
+    user_id: Raw<'a>,
 }
 
 #[derive(Deserialize)]
@@ -128,6 +136,12 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
             );
         }
     }
+    let user_id = p
+        .metadata
+        .filter(|r| r.get().starts_with('{'))
+        .and_then(|r| serde_json::from_str::<MetadataPeek<'_>>(r.get()).ok())
+        .and_then(|m| m.user_id);
+    out.affinity = affinity(user_id, p.system, p.messages);
     Ok(out)
 }
 

@@ -9,8 +9,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, positive_int, present, span_of, Inspected, Peeked, Raw,
-    Usage,
+    affinity, bad, body_error, contains, model_of, positive_int, present, span_of, Inspected,
+    Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -21,6 +21,8 @@ struct RequestPeek<'a> {
     model: Raw<'a>,
     #[serde(borrow)]
     input: Raw<'a>,
+    #[serde(borrow)]
+    instructions: Raw<'a>,
     stream: Option<bool>,
     #[serde(borrow)]
     temperature: Raw<'a>,
@@ -145,6 +147,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
         "prompt_cache_retention",
     );
     out.uses(present(p.top_logprobs), "logprobs", "top_logprobs");
+    out.affinity = affinity(p.prompt_cache_key, p.instructions, p.input);
     Ok(out)
 }
 

@@ -23,7 +23,11 @@
 //! one mock serves a healthy and a failing upstream side by side. `every:N`
 //! among them applies the others to every Nth request on the path only
 //! (`~every:2,status:503`: half of them fail); `once` applies them to the
-//! path's first request only (`~once,cut`).
+//! path's first request only (`~once,cut`). `prompt-cache` among them makes
+//! the upstream cache prompts as a provider does: a request whose turns (its
+//! system prompt, then each message or item) begin as an earlier request's on
+//! that path did reads them from the cache (`[[cached:N]]`, N their JSON
+//! bytes / 4, for the longest such run).
 //! - anything else: 404 in the error shape of the protocol the path looks like.
 //!
 //! Reply text: `"Hello from {protocol} mock: " + last user text + " ✓ héllo 🌍"`
@@ -336,6 +340,8 @@ struct State {
     aborted: AtomicUsize,
     /// Requests seen per faulty path segment (for `every:N`).
     fault_counts: Mutex<std::collections::HashMap<String, u64>>,
+    /// `~prompt-cache`: the turns of each earlier request, per path.
+    prompt_cache: Mutex<std::collections::HashMap<String, Vec<Vec<String>>>>,
 }
 
 impl State {

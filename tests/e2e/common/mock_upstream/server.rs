@@ -205,7 +205,10 @@ pub(super) fn respond(state: &State, request: RecordedRequest) -> Reply {
         return control_reply(state, &request.method, control);
     }
     let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
-    let faults = path_faults(state, path);
+    let mut faults = path_faults(state, path);
+    if faults.contains("[[prompt-cache]]") {
+        faults.push_str(&prompt_cache(state, path, &request.body));
+    }
     let reply = provider_reply(
         classify(&request.method, &request.path),
         &request,
@@ -254,6 +257,37 @@ pub(super) fn path_faults(state: &State, path: &str) -> String {
     } else {
         String::new()
     }
+}
+
+/// `~prompt-cache`: the turns of the request (system prompt first) that
+/// begin as an earlier request's on `path` did, as `[[cached:N]]` (N: their
+/// JSON bytes / 4); the request's turns are remembered for the next ones.
+fn prompt_cache(state: &State, path: &str, body: &[u8]) -> String {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return String::new();
+    };
+    let mut turns: Vec<String> = ["system", "instructions", "systemInstruction"]
+        .iter()
+        .filter_map(|k| v.get(*k).map(Value::to_string))
+        .collect();
+    for k in ["messages", "input", "contents"] {
+        if let Some(Value::Array(items)) = v.get(k) {
+            turns.extend(items.iter().map(Value::to_string));
+        }
+    }
+    let mut cache = state
+        .prompt_cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let seen = cache.entry(path.to_owned()).or_default();
+    let hit = seen
+        .iter()
+        .map(|s| s.iter().zip(&turns).take_while(|(a, b)| a == b).count())
+        .max()
+        .unwrap_or(0);
+    let bytes: usize = turns[..hit].iter().map(String::len).sum();
+    seen.push(turns);
+    format!("[[cached:{}]]", bytes / 4)
 }
 
 pub(super) fn control_reply(state: &State, method: &str, what: &str) -> Reply {
