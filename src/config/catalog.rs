@@ -6,6 +6,7 @@
 
 use super::cloud::{self, Auth, Cloud};
 use super::json::{parse, Obj};
+use super::pricing::Pricing;
 use super::url::BaseUrl;
 use super::ConfigError;
 use crate::family::Family;
@@ -49,6 +50,32 @@ pub struct Provider {
     /// What happens to a stream the upstream cuts after the client got its
     /// first bytes (docs/resilience.md "Continuing a cut stream").
     pub continuation: Continuation,
+    /// How the pool picks among its upstreams (docs/resilience.md "Session affinity").
+    pub affinity: Affinity,
+}
+
+/// How a provider's pool picks an upstream (`affinity` in the catalog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Affinity {
+    /// A conversation stays on one upstream while it is healthy (weighted
+    /// rendezvous hashing of its session key or stable prefix), so that the
+    /// upstream's prompt cache is hit (the default).
+    #[default]
+    Session,
+    /// Every request is split by weight (smooth weighted round-robin, the
+    /// least loaded among equals), whatever its conversation.
+    Off,
+}
+
+impl Affinity {
+    /// Parses `session` or `off`.
+    pub fn from_name(s: &str) -> Option<Affinity> {
+        match s {
+            "session" => Some(Affinity::Session),
+            "off" => Some(Affinity::Off),
+            _ => None,
+        }
+    }
 }
 
 /// A provider's answer to a stream cut mid-answer (`continuation` in the catalog).
@@ -138,15 +165,6 @@ impl Provider {
     pub fn accepts(&self, family: Family) -> bool {
         self.families.contains(&family)
     }
-}
-
-/// Prices in USD per token, kept both as the catalog's decimal strings and as numbers.
-#[derive(Debug, Clone)]
-pub struct Pricing {
-    pub prompt: String,
-    pub completion: String,
-    pub prompt_usd: f64,
-    pub completion_usd: f64,
 }
 
 /// Feature flags rendered in Anthropic listings.
@@ -270,6 +288,7 @@ const PROVIDER_FIELDS: &[&str] = &[
     "timeouts",
     "retries",
     "continuation",
+    "affinity",
 ];
 const UPSTREAM_FIELDS: &[&str] = &[
     "id",
@@ -633,6 +652,11 @@ fn provider(
         Some(name) => Continuation::from_name(name)
             .ok_or_else(|| o.err("continuation", "must be one of auto, restart, off"))?,
     };
+    let affinity = match o.opt_str("affinity")? {
+        None => Affinity::default(),
+        Some(name) => Affinity::from_name(name)
+            .ok_or_else(|| o.err("affinity", "must be one of session, off"))?,
+    };
     Ok(Provider {
         id,
         families,
@@ -640,6 +664,7 @@ fn provider(
         timeouts,
         retries,
         continuation,
+        affinity,
     })
 }
 
@@ -675,22 +700,6 @@ fn aliases(o: &Obj<'_>) -> Result<Vec<String>, ConfigError> {
     Ok(list)
 }
 
-/// A decimal string such as `0.0000025` (no sign, no exponent).
-fn decimal(o: &Obj<'_>, key: &str) -> Result<(String, f64), ConfigError> {
-    let s = o.str(key)?;
-    let mut parts = s.splitn(2, '.');
-    let int = parts.next().unwrap_or("");
-    let frac = parts.next();
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    if !digits(int) || frac.is_some_and(|f| !digits(f)) {
-        return Err(o.err(key, format!("{s:?} is not a decimal number")));
-    }
-    let n = s
-        .parse::<f64>()
-        .map_err(|_| o.err(key, format!("{s:?} is not a decimal number")))?;
-    Ok((s.to_string(), n))
-}
-
 fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, ConfigError> {
     let o = Obj::new(file, path, v)?;
     o.only(MODEL_FIELDS)?;
@@ -704,17 +713,7 @@ fn model(file: &str, path: String, v: &serde_json::Value) -> Result<Model, Confi
         return Err(o.err("max_output_tokens", "must not exceed context_length"));
     }
     let pricing = match o.opt_obj("pricing")? {
-        Some(p) => {
-            p.only(&["prompt", "completion"])?;
-            let (prompt, prompt_usd) = decimal(&p, "prompt")?;
-            let (completion, completion_usd) = decimal(&p, "completion")?;
-            Pricing {
-                prompt,
-                completion,
-                prompt_usd,
-                completion_usd,
-            }
-        }
+        Some(p) => super::pricing::pricing(&p)?,
         None => return Err(o.err("pricing", "missing required field")),
     };
     let supported_features = match o.opt_obj("supported_features")? {
@@ -815,7 +814,7 @@ mod tests {
         let m = c.model("m").unwrap();
         assert_eq!(m.qualified_id, "p/m");
         assert_eq!(m.upstream_model, "m");
-        assert!((m.pricing.completion_usd - 2.0).abs() < f64::EPSILON);
+        assert_eq!(m.pricing.base.completion.pico, 2_000_000_000_000);
         let u = &c.provider("p").unwrap().upstreams[0];
         assert_eq!(u.url.path, "/v1");
         assert_eq!(u.url.port, 9);
@@ -856,6 +855,18 @@ mod tests {
         assert!(e.reason.contains("adapt or strict"), "{e}");
         let e = err(&OK.replacen('{', "{\"policy\": 1,", 1));
         assert_eq!(e.path, "$.policy");
+    }
+
+    #[test]
+    fn affinity_defaults_to_session_and_is_validated() {
+        let c = Catalog::from_str("c.json", OK, &no_env).unwrap();
+        assert_eq!(c.provider("p").unwrap().affinity, Affinity::Session);
+        let off = OK.replace("{\"id\":\"p\",", "{\"id\":\"p\",\"affinity\":\"off\",");
+        let c = Catalog::from_str("c.json", &off, &no_env).unwrap();
+        assert_eq!(c.provider("p").unwrap().affinity, Affinity::Off);
+        let e = err(&OK.replace("{\"id\":\"p\",", "{\"id\":\"p\",\"affinity\":\"sticky\","));
+        assert_eq!(e.path, "$.providers[0].affinity");
+        assert!(e.reason.contains("session, off"), "{e}");
     }
 
     #[test]

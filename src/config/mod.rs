@@ -10,12 +10,14 @@ mod cloud;
 mod error;
 mod json;
 mod keys;
+mod pricing;
 mod url;
 
 pub use catalog::{
-    Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Pricing, Provider, Upstream,
+    Affinity, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Provider, Upstream,
 };
 pub use cloud::{Auth, Cloud, Deployment, Entra, GoogleAuth, ENTRA_AUTHORITY};
 pub use error::ConfigError;
 pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};
+pub use pricing::{Nanos, Price, Pricing, Rates, Tier, Tokens};
 pub use url::{BaseUrl, Scheme};

@@ -54,7 +54,10 @@ pub enum StopReason {
 /// cache_read_input_tokens + cache_creation_input_tokens`). `output_tokens`
 /// counts every generated token including reasoning (OpenAI
 /// `completion_tokens`, Anthropic `output_tokens`, Gemini
-/// `candidatesTokenCount + thoughtsTokenCount`). The detail counts are subsets.
+/// `candidatesTokenCount + thoughtsTokenCount`). The detail counts are subsets:
+/// `cache_read_tokens` and `cache_creation_tokens` of the input (disjoint),
+/// `cache_write_1h_tokens` of `cache_creation_tokens`, `reasoning_tokens` of
+/// the output.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Usage {
     /// All prompt tokens.
@@ -65,8 +68,12 @@ pub struct Usage {
     pub total_tokens: Option<u64>,
     /// Prompt tokens read from a cache.
     pub cache_read_tokens: Option<u64>,
-    /// Prompt tokens written to a cache (Anthropic).
+    /// Prompt tokens written to a cache (Anthropic
+    /// `cache_creation_input_tokens`; Responses `cache_write_tokens`).
     pub cache_creation_tokens: Option<u64>,
+    /// Of those, the ones written to the one-hour cache (Anthropic
+    /// `cache_creation.ephemeral_1h_input_tokens`), when the upstream split them.
+    pub cache_write_1h_tokens: Option<u64>,
     /// Output tokens spent on reasoning.
     pub reasoning_tokens: Option<u64>,
     /// Unknown fields of the wire usage object.

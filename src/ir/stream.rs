@@ -328,7 +328,9 @@ pub fn merge_usage(earlier: Option<Usage>, later: &Usage) -> Usage {
     let Some(mut u) = earlier else {
         return later.clone();
     };
-    if later.input_tokens != 0 {
+    // Cumulative: the input never shrinks (an Anthropic `message_delta`
+    // may repeat `input_tokens` without `message_start`'s cache counts).
+    if later.input_tokens > u.input_tokens {
         u.input_tokens = later.input_tokens;
     }
     if later.output_tokens != 0 {
@@ -337,6 +339,7 @@ pub fn merge_usage(earlier: Option<Usage>, later: &Usage) -> Usage {
     u.total_tokens = later.total_tokens.or(u.total_tokens);
     u.cache_read_tokens = later.cache_read_tokens.or(u.cache_read_tokens);
     u.cache_creation_tokens = later.cache_creation_tokens.or(u.cache_creation_tokens);
+    u.cache_write_1h_tokens = later.cache_write_1h_tokens.or(u.cache_write_1h_tokens);
     u.reasoning_tokens = later.reasoning_tokens.or(u.reasoning_tokens);
     if !later.extra.is_empty() {
         u.extra = later.extra.clone();

@@ -46,7 +46,8 @@ struct ModelSeries {
     statuses: Vec<(u16, u64)>,
     input_tokens: u64,
     output_tokens: u64,
-    cost_usd: f64,
+    /// In nano-USD, summed exactly.
+    cost_nanos: i64,
 }
 
 /// Per family, provider, model; keyed so a lookup by `&str` allocates nothing
@@ -62,6 +63,9 @@ struct Series {
     upstream_errors: BTreeMap<(String, String), u64>,
     /// Upstream attempts by (provider, upstream, outcome).
     attempts: BTreeMap<(String, String, &'static str), u64>,
+    /// Input tokens of answers and those read from the prompt cache, by
+    /// provider, then upstream.
+    upstream_tokens: BTreeMap<String, BTreeMap<String, (u64, u64)>>,
     /// Cool-downs started by (provider, upstream, reason).
     cooldowns: BTreeMap<(String, String, &'static str), u64>,
     /// Requests answered by a fallback model, by (requested, answering) model.
@@ -124,6 +128,27 @@ fn entry<'m>(map: &'m mut PerModel, provider: &str, model: &str) -> Option<&'m m
     models.get_mut(model)
 }
 
+/// Adds an answered request's input and cached tokens to its upstream's
+/// series (inserted on first use; a lookup allocates nothing).
+fn upstream_tokens(map: &mut BTreeMap<String, BTreeMap<String, (u64, u64)>>, o: &Outcome) {
+    let (Some(a), Some(input)) = (o.answered(), o.prompt_tokens()) else {
+        return;
+    };
+    if !map.contains_key(&a.provider) {
+        map.insert(a.provider.clone(), BTreeMap::new());
+    }
+    let Some(ups) = map.get_mut(&a.provider) else {
+        return;
+    };
+    if !ups.contains_key(&a.upstream) {
+        ups.insert(a.upstream.clone(), (0, 0));
+    }
+    if let Some(t) = ups.get_mut(&a.upstream) {
+        t.0 += input;
+        t.1 += o.usage.cached_tokens.unwrap_or(0);
+    }
+}
+
 impl Metrics {
     fn with<R>(&self, f: impl FnOnce(&mut Series) -> R) -> R {
         let mut g = match self.series.lock() {
@@ -152,7 +177,8 @@ impl Metrics {
             }
             m.input_tokens += o.usage.input_tokens.unwrap_or(0);
             m.output_tokens += o.usage.output_tokens.unwrap_or(0);
-            m.cost_usd += o.usage.cost_usd.unwrap_or(0.0);
+            m.cost_nanos += o.usage.cost_nanos.unwrap_or(0);
+            upstream_tokens(&mut s.upstream_tokens, o);
         });
     }
 
@@ -299,7 +325,7 @@ impl Metrics {
                 }
             }
             // tokens and cost per provider and model, over all families
-            let mut totals: BTreeMap<(&str, &str), (u64, u64, f64)> = BTreeMap::new();
+            let mut totals: BTreeMap<(&str, &str), (u64, u64, i64)> = BTreeMap::new();
             for (_, p, m, series) in &rows {
                 if m.is_empty() {
                     continue;
@@ -307,7 +333,7 @@ impl Metrics {
                 let t = totals.entry((p, m)).or_default();
                 t.0 += series.input_tokens;
                 t.1 += series.output_tokens;
-                t.2 += series.cost_usd;
+                t.2 += series.cost_nanos;
             }
             out.push_str("# HELP switchboard_tokens_total Tokens by provider, model and direction.\n# TYPE switchboard_tokens_total counter\n");
             for ((p, m), (i, o, _)) in &totals {
@@ -320,8 +346,9 @@ impl Metrics {
                     );
                 }
             }
-            out.push_str("# HELP switchboard_cost_usd_total Cost in USD (usage times catalog pricing).\n# TYPE switchboard_cost_usd_total counter\n");
+            out.push_str("# HELP switchboard_cost_usd_total Cost in USD (the catalog pricing's formula, docs/pricing.md).\n# TYPE switchboard_cost_usd_total counter\n");
             for ((p, m), (_, _, c)) in &totals {
+                let c = super::outcome::nanos_usd(*c);
                 let _ = writeln!(
                     out,
                     "switchboard_cost_usd_total{{provider=\"{}\",model=\"{}\"}} {c}",
@@ -346,6 +373,23 @@ impl Metrics {
                     esc(p),
                     esc(u)
                 );
+            }
+            for (name, help, part) in [
+                ("switchboard_upstream_input_tokens_total", "Input tokens of the answers of each upstream, those read from the prompt cache included.", 0),
+                ("switchboard_upstream_cached_tokens_total", "Input tokens each upstream read from its prompt cache (the hit ratio: this over switchboard_upstream_input_tokens_total).", 1),
+            ] {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+                for (p, ups) in &s.upstream_tokens {
+                    for (u, t) in ups {
+                        let n = if part == 0 { t.0 } else { t.1 };
+                        let _ = writeln!(
+                            out,
+                            "{name}{{provider=\"{}\",upstream=\"{}\"}} {n}",
+                            esc(p),
+                            esc(u)
+                        );
+                    }
+                }
             }
             out.push_str("# HELP switchboard_upstream_cooldowns_total Cool-downs started, by provider, upstream and the failure that started them.\n# TYPE switchboard_upstream_cooldowns_total counter\n");
             for ((p, u, r), n) in &s.cooldowns {

@@ -67,16 +67,54 @@ impl Outcome {
     }
 }
 
-/// What the request used, as the upstream reported it, and its price.
+impl Outcome {
+    /// The attempt that answered (for a continued stream, its last
+    /// segment's): the last one with a status below 400 and no failure.
+    pub fn answered(&self) -> Option<&AttemptNote> {
+        self.tried
+            .iter()
+            .rev()
+            .find(|n| n.failure.is_none() && n.status.is_some_and(|s| s < 400))
+    }
+
+    /// The input tokens of the answer, those read from the prompt cache
+    /// included (on every route, docs/pricing.md "Usage").
+    pub fn prompt_tokens(&self) -> Option<u64> {
+        self.usage.input_tokens
+    }
+}
+
+/// What the request used, as the upstream reported it, and its price
+/// (docs/pricing.md): `input_tokens` counts every prompt token, cached and
+/// cache-written ones included; `output_tokens` includes reasoning.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Usage {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     /// Input tokens read from the provider's prompt cache, when reported.
     pub cached_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache (0 when the
+    /// upstream reports none and the usage is known).
+    pub cache_write_tokens: Option<u64>,
+    /// Of those, the ones written to a one-hour cache.
+    pub cache_write_1h_tokens: Option<u64>,
     /// Output tokens spent on reasoning, when reported.
     pub reasoning_tokens: Option<u64>,
-    pub cost_usd: Option<f64>,
+    /// The cost in nano-USD (1e-9 USD), from the catalog's formula.
+    pub cost_nanos: Option<i64>,
+}
+
+impl Usage {
+    /// The cost in USD, exact to 1e-9 (a nano-USD count as the nearest f64).
+    pub fn cost_usd(&self) -> Option<f64> {
+        self.cost_nanos.map(nanos_usd)
+    }
+}
+
+/// `n` nano-USD in USD (the f64 nearest the nine-decimal amount, which
+/// prints as that amount).
+pub fn nanos_usd(n: i64) -> f64 {
+    n as f64 / 1e9
 }
 
 /// One upstream attempt, as the access log reports it.

@@ -44,7 +44,12 @@ pub struct AccessLine<'a> {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// Input tokens written to a cache (0 when none were reported).
+    pub cache_write_tokens: Option<u64>,
+    /// Of those, the ones written to a one-hour cache.
+    pub cache_write_1h_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
+    /// USD, from the catalog's formula (docs/pricing.md), exact to 1e-9.
     pub cost_usd: Option<f64>,
     pub latency_ms: f64,
     pub ttft_ms: Option<f64>,
@@ -92,8 +97,10 @@ impl<'a> AccessLine<'a> {
             input_tokens: ctx.outcome.usage.input_tokens,
             output_tokens: ctx.outcome.usage.output_tokens,
             cached_tokens: ctx.outcome.usage.cached_tokens,
+            cache_write_tokens: ctx.outcome.usage.cache_write_tokens,
+            cache_write_1h_tokens: ctx.outcome.usage.cache_write_1h_tokens,
             reasoning_tokens: ctx.outcome.usage.reasoning_tokens,
-            cost_usd: ctx.outcome.usage.cost_usd,
+            cost_usd: ctx.outcome.usage.cost_usd(),
             latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
             ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
             skipped_frames: Some(ctx.outcome.skipped_frames).filter(|n| *n > 0),
@@ -122,8 +129,9 @@ pub fn ledger_row(ctx: &RequestCtx) -> Option<crate::state::ledger::Row> {
         input_tokens: ctx.outcome.usage.input_tokens,
         output_tokens: ctx.outcome.usage.output_tokens,
         cached_tokens: ctx.outcome.usage.cached_tokens,
+        cache_write_tokens: ctx.outcome.usage.cache_write_tokens,
         reasoning_tokens: ctx.outcome.usage.reasoning_tokens,
-        cost_usd: ctx.outcome.usage.cost_usd,
+        cost_usd: ctx.outcome.usage.cost_usd(),
         latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
         ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
     })

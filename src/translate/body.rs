@@ -6,6 +6,7 @@ use crate::adjust::Adjustments;
 use crate::config::Model;
 use crate::error::GatewayError;
 use crate::family::Family;
+use crate::protocol::responses::{self, namespace::Namespaces};
 use crate::protocol::{self, DecodeContext, EncodeOptions, TranslateError};
 use crate::translate::passthrough::Usage;
 use bytes::Bytes;
@@ -45,6 +46,7 @@ pub fn translate_request(
             upstream_model: &model.upstream_model,
             default_max_tokens: model.max_output_tokens,
             stream,
+            native_structured_output: model.supports("response_format"),
         },
         &mut adjusted,
     )
@@ -52,12 +54,15 @@ pub fn translate_request(
     Ok((Bytes::from(out), adjusted))
 }
 
-/// Re-encodes an upstream response of `upstream` for a client of `family`.
+/// Re-encodes an upstream response of `upstream` for a client of `family`;
+/// `names`: the namespaced tools a Responses client declared (their calls
+/// go back with their `namespace`).
 pub fn translate_response(
     upstream: Family,
     family: Family,
     raw: &[u8],
     client_model: &str,
+    names: &Namespaces,
 ) -> Result<(Vec<u8>, Usage), GatewayError> {
     let resp = protocol::decode_response(upstream, raw).map_err(translate_error)?;
     let usage = resp
@@ -65,6 +70,12 @@ pub fn translate_response(
         .as_ref()
         .map(Usage::from_canonical)
         .unwrap_or_default();
-    let out = protocol::encode_response(family, &resp, client_model).map_err(translate_error)?;
+    let out = if family == Family::Responses && !names.is_empty() {
+        responses::response::encode_named(&resp, client_model, names)
+            .map(|v| v.to_string().into_bytes())
+            .map_err(translate_error)?
+    } else {
+        protocol::encode_response(family, &resp, client_model).map_err(translate_error)?
+    };
     Ok((out, usage))
 }

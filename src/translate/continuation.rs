@@ -327,6 +327,7 @@ pub fn sum_usage(a: &Usage, b: &Usage) -> Usage {
         total_tokens: add(a.total_tokens, b.total_tokens),
         cache_read_tokens: add(a.cache_read_tokens, b.cache_read_tokens),
         cache_creation_tokens: add(a.cache_creation_tokens, b.cache_creation_tokens),
+        cache_write_1h_tokens: add(a.cache_write_1h_tokens, b.cache_write_1h_tokens),
         reasoning_tokens: add(a.reasoning_tokens, b.reasoning_tokens),
         extra: b.extra.clone(),
     }

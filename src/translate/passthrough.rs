@@ -395,21 +395,47 @@ mod tests {
 
     #[test]
     fn reads_cached_and_reasoning_tokens_of_each_family() {
-        let cases: [(Family, &[u8], Usage); 3] = [
+        let u = |input, output, cached, cache_write, cache_write_1h, reasoning| Usage {
+            input: Some(input),
+            output: Some(output),
+            cached,
+            cache_write,
+            cache_write_1h,
+            reasoning,
+        };
+        let cases: [(Family, &[u8], Usage); 6] = [
             (
                 Family::OpenAi,
                 br#"{"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":5}}}"#,
-                Usage { input: Some(10), output: Some(7), cached: Some(4), reasoning: Some(5) },
+                u(10, 7, Some(4), None, None, Some(5)),
+            ),
+            // DeepSeek: prompt_tokens is the cache hits plus the misses.
+            (
+                Family::OpenAi,
+                br#"{"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":7,"prompt_cache_hit_tokens":6,"prompt_cache_miss_tokens":4}}"#,
+                u(10, 7, Some(6), None, None, None),
+            ),
+            // Anthropic reports the uncached input apart: every prompt token
+            // is input (3 + 9 + 5), as on the translated routes.
+            (
+                Family::Anthropic,
+                br#"{"model":"m","usage":{"input_tokens":3,"output_tokens":2,"cache_read_input_tokens":9,"cache_creation_input_tokens":5,"cache_creation":{"ephemeral_5m_input_tokens":1,"ephemeral_1h_input_tokens":4}}}"#,
+                u(17, 2, Some(9), Some(5), Some(4), None),
             ),
             (
                 Family::Anthropic,
                 br#"{"model":"m","usage":{"input_tokens":3,"output_tokens":2,"cache_read_input_tokens":9}}"#,
-                Usage { input: Some(3), output: Some(2), cached: Some(9), reasoning: None },
+                u(12, 2, Some(9), None, None, None),
             ),
             (
                 Family::Gemini,
                 br#"{"modelVersion":"m","usageMetadata":{"promptTokenCount":6,"candidatesTokenCount":2,"thoughtsTokenCount":3,"cachedContentTokenCount":1}}"#,
-                Usage { input: Some(6), output: Some(5), cached: Some(1), reasoning: Some(3) },
+                u(6, 5, Some(1), None, None, Some(3)),
+            ),
+            (
+                Family::Responses,
+                br#"{"model":"m","usage":{"input_tokens":6,"output_tokens":5,"input_tokens_details":{"cached_tokens":2,"cache_write_tokens":3},"output_tokens_details":{"reasoning_tokens":1}}}"#,
+                u(6, 5, Some(2), Some(3), None, Some(1)),
             ),
         ];
         for (family, body, want) in cases {
@@ -465,6 +491,29 @@ mod tests {
                 "cut {cut}"
             );
         }
+    }
+
+    #[test]
+    fn an_anthropic_stream_counts_its_cache_once() {
+        // message_start carries the cache counts; a message_delta that
+        // repeats input_tokens alone does not undo them.
+        let input = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"up\",\"usage\":{\"input_tokens\":3,\"cache_read_input_tokens\":9,\"cache_creation_input_tokens\":5,\"cache_creation\":{\"ephemeral_5m_input_tokens\":1,\"ephemeral_1h_input_tokens\":4},\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":3,\"output_tokens\":7}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut s =
+            PassthroughStream::new(Family::Anthropic, Framing::Sse, model_json("m"), 1 << 20);
+        let mut out = Vec::new();
+        s.push(input.as_bytes(), &mut out).unwrap();
+        s.finish(&mut out).unwrap();
+        assert_eq!(
+            s.usage,
+            Usage {
+                input: Some(17),
+                output: Some(7),
+                cached: Some(9),
+                cache_write: Some(5),
+                cache_write_1h: Some(4),
+                reasoning: None,
+            }
+        );
     }
 
     #[test]

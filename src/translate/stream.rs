@@ -29,6 +29,7 @@ use crate::family::Family;
 use crate::ir::stream::{merge_usage, StreamEvent};
 use crate::ir::Usage as CanonicalUsage;
 use crate::protocol::responses::envelope::Envelope;
+use crate::protocol::responses::namespace::Namespaces;
 pub use crate::protocol::stream_codec::{Encoder, Parser};
 use crate::sse::{SseDecoder, SseError, SseItem};
 use crate::translate::continuation::{Partial, Splice};
@@ -127,6 +128,7 @@ impl StreamTranslator {
         if let (Some(env), Encoder::Responses(e)) = (envelope, &mut t.encoder) {
             e.set_envelope(env);
         }
+        t.set_namespaces(client.namespaces);
         let mut discard = Vec::new();
         for e in partial.events() {
             t.encoder.event(&e, &mut discard);
@@ -193,6 +195,14 @@ impl StreamTranslator {
     /// The unreadable upstream frames skipped so far.
     pub fn skipped_frames(&self) -> u32 {
         self.skipped
+    }
+
+    /// Responses: the namespaced tools the client declared, whose calls
+    /// (flat-named upstream) it gets back with their `namespace`.
+    pub fn set_namespaces(&mut self, names: &Namespaces) {
+        if let (Encoder::Responses(e), false) = (&mut self.encoder, names.is_empty()) {
+            e.set_namespaces(names.clone());
+        }
     }
 
     /// Whether the stream has ended: its end event, or an upstream error event, was translated.
@@ -434,14 +444,18 @@ impl ClientStream {
 
     /// [`ClientStream::new`] for an `upstream` stream to `client`.
     pub fn for_client(upstream: Family, client: &Resume<'_>) -> Self {
-        ClientStream::new(
+        let mut s = ClientStream::new(
             upstream,
             client.family,
             client.framing,
             client.model,
             client.include_usage,
             client.max_frame_bytes,
-        )
+        );
+        if let ClientStream::Translate(t) = &mut s {
+            t.set_namespaces(client.namespaces);
+        }
+        s
     }
 
     /// Feeds upstream bytes; appends what the client should receive to `out`.
@@ -591,4 +605,6 @@ pub struct Resume<'a> {
     pub model: &'a str,
     pub include_usage: bool,
     pub max_frame_bytes: usize,
+    /// Responses: the namespaced tools the client's request declared.
+    pub namespaces: &'a Namespaces,
 }

@@ -3,8 +3,10 @@
 //! credential, for its `retry-after` or a back-off that doubles up to
 //! [`BACKOFF_MAX`]; when a cool-down ends the upstream is half-open: one
 //! trial request at a time until one succeeds), its requests in flight, and
-//! the weighted choice among a provider's usable upstreams (smooth weighted
-//! round-robin, the least loaded among equals).
+//! the weighted choice among a provider's usable upstreams: with session
+//! affinity, weighted rendezvous hashing of the request's session key (a
+//! conversation stays on one upstream while it is open); without, smooth
+//! weighted round-robin, the least loaded among equals.
 //!
 //! A member's state outlives catalog reloads: the `Registry` hands a new
 //! snapshot the member of every upstream whose identity (provider, id,
@@ -87,6 +89,9 @@ struct Health {
 #[derive(Debug)]
 pub struct Member {
     key: String,
+    /// The upstream's own hash for rendezvous hashing: of its provider's
+    /// and its own id, so it holds across reloads and instances.
+    seed: u64,
     in_flight: AtomicU32,
     health: Mutex<Health>,
     /// Attempts, failures and cool-downs since start.
@@ -126,9 +131,10 @@ pub struct MemberView {
 }
 
 impl Member {
-    fn new(key: String) -> Member {
+    fn new(key: String, seed: u64) -> Member {
         Member {
             key,
+            seed,
             in_flight: AtomicU32::new(0),
             health: Mutex::new(Health::default()),
             attempts: AtomicU64::new(0),
@@ -242,6 +248,14 @@ pub fn backoff(streak: u32) -> Duration {
     (BACKOFF_BASE * (1u32 << shift)).min(BACKOFF_MAX)
 }
 
+/// An upstream's hash for rendezvous hashing ([`Member::seed`]).
+fn member_seed(provider: &Provider, u: &Upstream) -> u64 {
+    let mut h = crate::util::hash::Hasher::new();
+    h.piece(provider.id.as_bytes());
+    h.piece(u.id.as_bytes());
+    h.finish()
+}
+
 /// The identity of an upstream across reloads.
 fn member_key(provider: &Provider, u: &Upstream) -> String {
     format!(
@@ -295,20 +309,19 @@ impl ProviderPool {
     /// those is left, the ones speaking the protocol of the first other
     /// upstream in catalog order, then the next protocol's (docs/resilience.md: a
     /// provider without the client's protocol uses its first upstream).
-    /// Within a protocol the choice goes by weight, and among upstreams of
-    /// equal weight to the one with the fewest requests in flight.
+    /// Within a protocol the choice goes by weight: with a session key
+    /// (`affinity`), the upstream the key ranks first ([`Self::rendezvous`]);
+    /// without, round-robin, and among upstreams of equal weight the one with
+    /// the fewest requests in flight.
     pub fn pick(
         &self,
         upstreams: &[Upstream],
         family: Family,
         tried: Tried,
         now: Instant,
+        affinity: Option<u64>,
     ) -> Option<usize> {
         let n = upstreams.len().min(self.members.len());
-        let usable = |i: usize, protocol: Family| {
-            !tried.contains(i) && upstreams[i].protocol == protocol && self.members[i].open_at(now)
-        };
-        let mut candidates = Vec::new();
         let protocols = std::iter::once(family).chain(
             upstreams
                 .iter()
@@ -319,16 +332,75 @@ impl ProviderPool {
                 .map(|(_, u)| u.protocol),
         );
         for protocol in protocols {
-            candidates.clear();
-            candidates.extend((0..n).filter(|&i| usable(i, protocol)));
-            while !candidates.is_empty() {
-                let i = self.choose(upstreams, &candidates);
-                // A half-open upstream takes one trial request at a time.
-                if self.members[i].claim(now) {
-                    return Some(i);
-                }
-                candidates.retain(|&c| c != i);
+            let usable = |i: usize| {
+                !tried.contains(i)
+                    && upstreams[i].protocol == protocol
+                    && self.members[i].open_at(now)
+            };
+            let found = match affinity {
+                Some(key) => self.rendezvous(upstreams, n, &usable, key, now),
+                None => self.round_robin(upstreams, n, &usable, now),
+            };
+            if found.is_some() {
+                return found;
             }
+        }
+        None
+    }
+
+    /// Weighted rendezvous (highest random weight) hashing: each usable
+    /// upstream scores `weight / -ln(u)`, `u` uniform in (0, 1) from the
+    /// session key mixed with the upstream's seed, and the highest score
+    /// takes the request (a half-open one whose trial is out gives way to
+    /// the next). A key keeps its upstream while that one is usable; when it
+    /// cools, its keys spread over the others by weight and come back when
+    /// it recovers, and no other key moves. Over many keys each upstream
+    /// gets its weight's share. Nothing is allocated.
+    fn rendezvous(
+        &self,
+        upstreams: &[Upstream],
+        n: usize,
+        usable: &dyn Fn(usize) -> bool,
+        key: u64,
+        now: Instant,
+    ) -> Option<usize> {
+        let score = |i: usize| {
+            let h = crate::util::hash::mix(key, self.members[i].seed);
+            // 53 random bits, strictly inside (0, 1).
+            let u = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            f64::from(upstreams[i].weight) / -u.ln()
+        };
+        // A half-open upstream's trial out: the next in the key's order.
+        let mut passed = Tried::default();
+        for _ in 0..n {
+            let best = (0..n)
+                .filter(|&i| usable(i) && !passed.contains(i))
+                .max_by(|&a, &b| score(a).total_cmp(&score(b)))?;
+            if self.members[best].claim(now) {
+                return Some(best);
+            }
+            passed.insert(best);
+        }
+        None
+    }
+
+    /// Smooth weighted round-robin among the usable upstreams ([`Self::choose`]);
+    /// a half-open one whose trial is out gives way to the next.
+    fn round_robin(
+        &self,
+        upstreams: &[Upstream],
+        n: usize,
+        usable: &dyn Fn(usize) -> bool,
+        now: Instant,
+    ) -> Option<usize> {
+        let mut candidates: Vec<usize> = (0..n).filter(|&i| usable(i)).collect();
+        while !candidates.is_empty() {
+            let i = self.choose(upstreams, &candidates);
+            // A half-open upstream takes one trial request at a time.
+            if self.members[i].claim(now) {
+                return Some(i);
+            }
+            candidates.retain(|&c| c != i);
         }
         None
     }
@@ -417,7 +489,7 @@ impl Registry {
                         if let Some(m) = known.get(&key).and_then(Weak::upgrade) {
                             return m;
                         }
-                        let m = Arc::new(Member::new(key.clone()));
+                        let m = Arc::new(Member::new(key.clone(), member_seed(p, u)));
                         known.insert(key, Arc::downgrade(&m));
                         m
                     })
@@ -473,7 +545,7 @@ mod tests {
         let mut n = [0; 2];
         for _ in 0..400 {
             n[pool
-                .pick(ups, Family::OpenAi, Tried::default(), Instant::now())
+                .pick(ups, Family::OpenAi, Tried::default(), Instant::now(), None)
                 .unwrap()] += 1;
         }
         assert_eq!(n, [300, 100]);
@@ -488,7 +560,7 @@ mod tests {
         let _busy1 = pool.member(1).start();
         for _ in 0..5 {
             assert_eq!(
-                pool.pick(ups, Family::OpenAi, Tried::default(), Instant::now()),
+                pool.pick(ups, Family::OpenAi, Tried::default(), Instant::now(), None),
                 Some(2)
             );
         }
@@ -506,20 +578,20 @@ mod tests {
         assert_eq!(cool, Duration::from_secs(7));
         for _ in 0..4 {
             assert_eq!(
-                pool.pick(ups, Family::OpenAi, Tried::default(), now),
+                pool.pick(ups, Family::OpenAi, Tried::default(), now, None),
                 Some(1)
             );
         }
         let mut tried = Tried::default();
         tried.insert(1);
-        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now), Some(2));
+        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now, None), Some(2));
         tried.insert(2);
-        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now), None);
+        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now, None), None);
         assert_eq!(pool.soonest(ups, Family::OpenAi, tried, now), Some(0));
         // The cool-down ends on its own.
         let later = now + Duration::from_secs(8);
         assert_eq!(
-            pool.pick(ups, Family::OpenAi, Tried::default(), later),
+            pool.pick(ups, Family::OpenAi, Tried::default(), later, None),
             Some(0)
         );
     }
@@ -533,14 +605,14 @@ mod tests {
         let mut n = [0; 3];
         for _ in 0..10 {
             n[pool
-                .pick(ups, Family::OpenAi, Tried::default(), now)
+                .pick(ups, Family::OpenAi, Tried::default(), now, None)
                 .unwrap()] += 1;
         }
         assert_eq!(n, [5, 0, 5]);
         let mut tried = Tried::default();
         tried.insert(0);
         tried.insert(2);
-        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now), Some(1));
+        assert_eq!(pool.pick(ups, Family::OpenAi, tried, now, None), Some(1));
     }
 
     #[test]
@@ -552,7 +624,7 @@ mod tests {
         let cool = pool.member(0).failed(Cause::Unreachable, now);
         // Cooling: only the other upstream is picked.
         assert_eq!(
-            pool.pick(ups, Family::OpenAi, Tried::default(), now),
+            pool.pick(ups, Family::OpenAi, Tried::default(), now, None),
             Some(1)
         );
         // Half-open: the first pick that lands on it holds its trial, the
@@ -560,21 +632,166 @@ mod tests {
         let later = now + cool;
         let mut only_first = Tried::default();
         only_first.insert(1);
-        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), Some(0));
-        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), None);
         assert_eq!(
-            pool.pick(ups, Family::OpenAi, Tried::default(), later),
+            pool.pick(ups, Family::OpenAi, only_first, later, None),
+            Some(0)
+        );
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, only_first, later, None),
+            None
+        );
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, Tried::default(), later, None),
             Some(1)
         );
         // A trial that never reports gives way after its lease.
         assert_eq!(
-            pool.pick(ups, Family::OpenAi, only_first, later + TRIAL_LEASE),
+            pool.pick(ups, Family::OpenAi, only_first, later + TRIAL_LEASE, None),
             Some(0)
         );
         // The trial succeeded: the upstream is healthy, open to everyone.
         pool.member(0).succeeded();
-        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), Some(0));
-        assert_eq!(pool.pick(ups, Family::OpenAi, only_first, later), Some(0));
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, only_first, later, None),
+            Some(0)
+        );
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, only_first, later, None),
+            Some(0)
+        );
+    }
+
+    /// A deterministic set of session keys.
+    fn keys(n: u64) -> impl Iterator<Item = u64> {
+        (0..n).map(|k| crate::util::hash::key(format!("session-{k}").as_bytes()))
+    }
+
+    fn sticky(pool: &ProviderPool, ups: &[Upstream], key: u64, now: Instant) -> Option<usize> {
+        pool.pick(ups, Family::OpenAi, Tried::default(), now, Some(key))
+    }
+
+    #[test]
+    fn a_session_key_picks_the_same_upstream_every_time() {
+        let c = catalog(&[1, 1, 1], &["openai", "openai", "openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        let mut seen = [0; 3];
+        for key in keys(60) {
+            let first = sticky(pool, ups, key, now).unwrap();
+            // Load does not move a session (round-robin's least-in-flight
+            // rule is not applied): the member stays busy meanwhile.
+            let _busy = pool.member(first).start();
+            for _ in 0..20 {
+                assert_eq!(sticky(pool, ups, key, now), Some(first));
+            }
+            seen[first] += 1;
+        }
+        // Different sessions spread over every member.
+        assert!(seen.iter().all(|&n| n >= 10), "{seen:?}");
+        // Another pool built from the same catalog (a reload, another
+        // instance) ranks every key the same way.
+        let other = &Registry::default().pools(&c)[0];
+        for key in keys(60) {
+            assert_eq!(sticky(other, ups, key, now), sticky(pool, ups, key, now));
+        }
+    }
+
+    #[test]
+    fn a_cooled_upstreams_sessions_move_and_come_back_and_no_other_moves() {
+        let c = catalog(&[1, 1, 1], &["openai", "openai", "openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        let before: Vec<usize> = keys(300)
+            .map(|k| sticky(pool, ups, k, now).unwrap())
+            .collect();
+        let cool = pool.member(0).failed(Cause::Unreachable, now);
+        let during: Vec<usize> = keys(300)
+            .map(|k| sticky(pool, ups, k, now).unwrap())
+            .collect();
+        let mut moved_to = [0; 3];
+        for (b, d) in before.iter().zip(&during) {
+            if *b == 0 {
+                moved_to[*d] += 1;
+            } else {
+                assert_eq!(b, d, "a session of a healthy upstream moved");
+            }
+        }
+        // Upstream 0's sessions went to both others, none to it.
+        assert_eq!(moved_to[0], 0);
+        assert!(moved_to[1] > 20 && moved_to[2] > 20, "{moved_to:?}");
+        // Recovered (its trial succeeded): every session is back where it was.
+        let later = now + cool;
+        pool.member(0).succeeded();
+        let after: Vec<usize> = keys(300)
+            .map(|k| sticky(pool, ups, k, later).unwrap())
+            .collect();
+        assert_eq!(after, before);
+    }
+
+    #[test]
+    fn sessions_split_by_weight() {
+        let c = catalog(&[5, 3, 2], &["openai", "openai", "openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        let mut n = [0usize; 3];
+        for key in keys(10_000) {
+            n[sticky(pool, ups, key, now).unwrap()] += 1;
+        }
+        // Expected 5000, 3000, 2000; the key set is fixed, so this is exact
+        // every run, and the band only says the split follows the weights.
+        for (got, want) in n.iter().zip([5000, 3000, 2000]) {
+            assert!(got.abs_diff(want) < 250, "{n:?}");
+        }
+    }
+
+    #[test]
+    fn a_retry_goes_to_the_sessions_next_upstream_and_the_protocol_comes_first() {
+        let c = catalog(&[1, 1, 1, 1], &["openai", "openai", "openai", "anthropic"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        for key in keys(50) {
+            let mut tried = Tried::default();
+            let mut order = Vec::new();
+            while let Some(i) = pool.pick(ups, Family::OpenAi, tried, now, Some(key)) {
+                tried.insert(i);
+                order.push(i);
+            }
+            // Every upstream once, the other protocol's last.
+            assert_eq!(order.len(), 4);
+            assert_eq!(order[3], 3);
+            // The order a key gives is its own: the second choice is the one
+            // it gets while its first cools.
+            let mut without = Tried::default();
+            without.insert(order[0]);
+            assert_eq!(
+                pool.pick(ups, Family::OpenAi, without, now, Some(key)),
+                Some(order[1])
+            );
+        }
+    }
+
+    #[test]
+    fn a_half_open_upstream_takes_one_session_request_as_its_trial() {
+        let c = catalog(&[1, 1], &["openai", "openai"]);
+        let pool = &Registry::default().pools(&c)[0];
+        let ups = &c.providers[0].upstreams;
+        let now = Instant::now();
+        let key = keys(100)
+            .find(|&k| sticky(pool, ups, k, now) == Some(0))
+            .unwrap();
+        let cool = pool.member(0).failed(Cause::Unreachable, now);
+        assert_eq!(sticky(pool, ups, key, now), Some(1));
+        let later = now + cool;
+        // The first request after the cool-down is the trial; the next
+        // ones wait for it on the other upstream.
+        assert_eq!(sticky(pool, ups, key, later), Some(0));
+        assert_eq!(sticky(pool, ups, key, later), Some(1));
+        pool.member(0).succeeded();
+        assert_eq!(sticky(pool, ups, key, later), Some(0));
     }
 
     #[test]

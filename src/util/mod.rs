@@ -1,11 +1,12 @@
 //! Leaf helpers, each written once and used across the gateway: byte-preserving
 //! JSON edits, the nesting-depth scan, RFC 3339 and HTTP dates, body pieces
-//! gathered into one buffer, base64 and percent-decoding.
+//! gathered into one buffer, base64 and percent-decoding, the affinity hash.
 //!
 //! May import: nothing of ours.
 
 pub mod base64;
 pub mod gather;
+pub mod hash;
 pub mod json_depth;
 pub mod jsonedit;
 pub mod percent;

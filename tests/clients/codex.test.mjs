@@ -266,6 +266,35 @@ describe('Codex CLI through the gateway', { concurrency: 4 }, () => {
     });
   }
 
+  // Codex's default multi-agent tools are a `namespace` (`multi_agent_v1`):
+  // a translated upstream sees each as a function named
+  // `multi_agent_v1__<tool>`, and its call must reach Codex as Codex's own
+  // `close_agent` (a `function_call` with `namespace`), which Codex runs:
+  // its output names the unknown agent, not an unknown tool.
+  for (const protocol of PROTOCOLS) {
+    const model = modelName(protocol, true);
+    test(`namespace tool call (multi_agent_v1 close_agent) through ${model} (${protocol} upstream)`, async (t) => {
+      const tok = token(`cx-ns-${protocol}`);
+      const target = `agent-${tok}`;
+      const prompt = `Close the agent ${tok} [[agent-tool:multi_agent_v1__close_agent:${JSON.stringify({ target })}]]`;
+      const out = await codex(prompt, { model });
+      t.diagnostic(`codex exec: ${out.ms} ms`);
+      assertAnswered(out);
+      assert.ok(out.message.startsWith(toolReplyPrefix(protocol)), out.message);
+      const seen = await stack.requestsWith(tok);
+      assert.ok(seen.length >= 2, `${seen.length} upstream requests`);
+      const names = toolNamesIn(protocol, seen[0].json);
+      for (const member of ['spawn_agent', 'wait_agent', 'close_agent']) {
+        assert.ok(names.includes(`multi_agent_v1__${member}`), `tools upstream: ${names}`);
+      }
+      const results = toolResultsIn(protocol, seen[1].json);
+      assert.equal(results.length, 1, JSON.stringify(results));
+      t.diagnostic(`close_agent output upstream: ${results[0]}`);
+      assert.ok(results[0].includes(target), `close_agent's output: ${results[0]}`);
+      assert.doesNotMatch(results[0], /unsupported|unknown (tool|function)/i, results[0]);
+    });
+  }
+
   test('a strict key: 400 naming what the model cannot take, nothing upstream', async (t) => {
     // Codex sends `reasoning` (and `parallel_tool_calls`, `include`,
     // `prompt_cache_key`); Qwen 3.6 lists none of them.

@@ -112,6 +112,12 @@ describe('Gemini CLI', { concurrency: 3 }, () => {
       assert.deepEqual(toolResultsIn(protocol, seen[0].json), []);
       const results = toolResultsIn(protocol, seen[1].json);
       assert.ok(results.some((t) => t.includes(`ran-${tok}`)), `second request's tool results: ${JSON.stringify(results)}`);
+      if (protocol !== 'gemini') {
+        // Gemini CLI's `{"output": …}` reaches another protocol's model as
+        // the bare output text (docs/protocol-mapping.md, "Tool results
+        // across families").
+        assert.ok(results.every((t) => !t.startsWith('{"output"')), `second request's tool results: ${JSON.stringify(results)}`);
+      }
     });
   }
 

@@ -51,6 +51,7 @@ struct Expected {
     input: u64,
     output: u64,
     cached: u64,
+    cache_write: u64,
     reasoning: u64,
     cost: f64,
 }
@@ -63,6 +64,7 @@ impl Expected {
         self.input += n("input_tokens");
         self.output += n("output_tokens");
         self.cached += n("cached_tokens");
+        self.cache_write += n("cache_write_tokens");
         self.reasoning += n("reasoning_tokens");
         self.cost += line["cost_usd"].as_f64().unwrap_or(0.0);
     }
@@ -78,6 +80,7 @@ impl Expected {
         assert_eq!(n("input_tokens"), self.input, "{what}: {got}");
         assert_eq!(n("output_tokens"), self.output, "{what}: {got}");
         assert_eq!(n("cached_tokens"), self.cached, "{what}: {got}");
+        assert_eq!(n("cache_write_tokens"), self.cache_write, "{what}: {got}");
         assert_eq!(n("reasoning_tokens"), self.reasoning, "{what}: {got}");
         let cost = got["cost_usd"].as_f64().unwrap();
         assert!(
@@ -134,6 +137,16 @@ fn workload() -> Vec<(Request, bool)> {
                 KEY,
                 &json!({"model": "claude-sonnet-4.7", "max_tokens": 50,
             "messages": [{"role": "user", "content": "whole"}]}),
+            ),
+            true,
+        ),
+        (
+            authed(
+                "anthropic",
+                "/anthropic/v1/messages",
+                KEY,
+                &json!({"model": "claude-sonnet-4.7", "max_tokens": 50, "stream": true,
+            "messages": [{"role": "user", "content": "cache me [[cached:3]] [[cache-write:5]] [[cache-write-1h:2]]"}]}),
             ),
             true,
         ),
@@ -276,7 +289,8 @@ async fn assert_usage_matches(gw: &Gateway, lines: &[Value]) {
         total.input > 0 && total.output > 0 && total.cost > 0.0,
         "{total:?}"
     );
-    assert!(total.cached >= 4 && total.reasoning > 0, "{total:?}");
+    assert!(total.cached >= 7 && total.reasoning > 0, "{total:?}");
+    assert_eq!(total.cache_write, 5, "{total:?}");
     assert_eq!(total.errors, 2, "a 400 and an upstream 500");
     let all = eventually(Duration::from_secs(10), "the ledger rows", || async {
         let u = usage(gw, "").await;
@@ -355,12 +369,12 @@ async fn sqlite_ledger_sums_match_the_requests_sent() {
     let mock = MockUpstream::start().await;
     let gw = start_with(&mock, &["--ledger-flush-ms", "50"]).await;
     let lines = send_workload(&gw).await;
-    assert_eq!(lines.len(), 12);
+    assert_eq!(lines.len(), 13);
     assert_usage_matches(&gw, &lines).await;
     assert!(gw.dir.file("data").join("ledger.sqlite").is_file());
     assert_eq!(
         ledger_metric(&gw, "switchboard_ledger_rows_written_total").await,
-        12.0
+        13.0
     );
     assert_eq!(
         ledger_metric(&gw, "switchboard_ledger_rows_dropped_total").await,
@@ -552,7 +566,8 @@ async fn retention_deletes_old_rows_and_keeps_the_rollups() {
         db.execute_batch(
             "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, status, input_tokens, output_tokens, cost_usd, latency_ms)
                  VALUES ('old', 1577880000000, 'test', 'openai', 'openai', 'gpt-5', 200, 7, 3, 0.5, 12.0);
-             INSERT INTO ledger_daily VALUES ('2020-01-01', 'test', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);",
+             INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd)
+                 VALUES ('2020-01-01', 'test', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);",
         )
         .unwrap();
     }
@@ -744,6 +759,61 @@ impl Relay {
 mod needs_postgres {
     use super::*;
 
+    /// The ledger tables as the first schema made them (no `cache_write_tokens`).
+    const FIRST_SCHEMA: &str = "
+    CREATE TABLE ledger_requests (request_id text NOT NULL, time timestamptz NOT NULL, key_id text NOT NULL,
+        family text NOT NULL, provider text, model text, upstream_protocol text, upstream_host text,
+        status integer NOT NULL, input_tokens bigint, output_tokens bigint, cached_tokens bigint,
+        reasoning_tokens bigint, cost_usd double precision, latency_ms double precision NOT NULL,
+        ttft_ms double precision);
+    CREATE INDEX ledger_requests_time ON ledger_requests (time);
+    CREATE TABLE ledger_daily (day date NOT NULL, key_id text NOT NULL, provider text NOT NULL,
+        model text NOT NULL, requests bigint NOT NULL, errors bigint NOT NULL, input_tokens bigint NOT NULL,
+        output_tokens bigint NOT NULL, cached_tokens bigint NOT NULL, reasoning_tokens bigint NOT NULL,
+        cost_usd double precision NOT NULL, PRIMARY KEY (day, key_id, provider, model));
+    INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, status, input_tokens, output_tokens, cost_usd, latency_ms)
+        VALUES ('old', now() - interval '1 minute', 'test', 'openai', 'openai', 'gpt-5', 200, 7, 3, 0.5, 12.0);
+    INSERT INTO ledger_daily VALUES (current_date, 'test', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);";
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn a_database_made_before_cache_writes_is_migrated() {
+        let db = PgDb::create("migrate").await;
+        let url = db.url(pg_port());
+        pg_connect(&url)
+            .await
+            .batch_execute(FIRST_SCHEMA)
+            .await
+            .unwrap();
+        let mock = MockUpstream::start().await;
+        let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "20"]).await;
+        let body = json!({"model": "claude-sonnet-4.7", "max_tokens": 50,
+            "messages": [{"role": "user", "content": "cache me [[cached:3]] [[cache-write:5]]"}]});
+        let r = gw
+            .send(&authed("anthropic", "/anthropic/v1/messages", KEY, &body))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        // The old rollup and the new row, from the rollups and from the rows.
+        for query in ["", "?from=2000-01-01T00:00:00Z"] {
+            let u = eventually(Duration::from_secs(10), "the new row", || async {
+                let u = usage(&gw, query).await;
+                (u["total"]["requests"] == 2).then_some(u)
+            })
+            .await;
+            assert_eq!(u["total"]["cache_write_tokens"], 5, "{query}: {u}");
+            assert_eq!(u["total"]["cached_tokens"], 3, "{query}: {u}");
+        }
+        let row = pg_connect(&url)
+            .await
+            .query_one(
+                "SELECT COUNT(cache_write_tokens), SUM(cache_write_tokens)::int8 FROM ledger_requests",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 5));
+    }
+
     #[tokio::test]
     #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
     async fn postgres_ledger_sums_match_the_requests_sent() {
@@ -762,8 +832,8 @@ mod needs_postgres {
         .query_one("SELECT COUNT(*), COUNT(DISTINCT request_id), SUM(input_tokens)::int8 FROM ledger_requests", &[])
         .await
         .unwrap();
-        assert_eq!(row.get::<_, i64>(0), 12);
-        assert_eq!(row.get::<_, i64>(1), 12);
+        assert_eq!(row.get::<_, i64>(0), 13);
+        assert_eq!(row.get::<_, i64>(1), 13);
         let input: u64 = lines
             .iter()
             .map(|l| l["input_tokens"].as_u64().unwrap_or(0))

@@ -11,6 +11,7 @@
 mod common;
 
 mod access_log;
+mod affinity;
 mod agent_requests;
 mod aliases;
 mod auth_reload;
@@ -24,11 +25,13 @@ mod listings;
 mod mock_selftest;
 mod otel;
 mod policy;
+mod pricing;
 mod resilience;
 mod responses;
 mod responses_store;
 mod security;
 mod shutdown;
+mod structured_output;
 mod tls_upstream;
 mod translation;
 mod upstream_wire;

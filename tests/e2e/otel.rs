@@ -130,10 +130,11 @@ fn int_attr(s: &Span, key: &str) -> i64 {
 }
 
 /// A provider `pool` whose first upstream refuses connections and whose
-/// second is the mock, and its model `m`.
+/// second is the mock (round-robin: the first pick is the dead one), and its
+/// model `m`.
 fn catalog(mock: &MockUpstream) -> Value {
     json!({
-        "providers": [{"id": "pool", "families": ["openai"], "upstreams": [
+        "providers": [{"id": "pool", "families": ["openai"], "affinity": "off", "upstreams": [
             {"id": "dead", "protocol": "openai", "base_url": format!("http://127.0.0.1:{}/v1", free_port()),
              "api_key_env": "SB_TEST_KEY_OPENAI"},
             {"id": "live", "protocol": "openai", "base_url": format!("http://127.0.0.1:{}/live/openai/v1", mock.port()),

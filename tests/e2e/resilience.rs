@@ -199,7 +199,8 @@ async fn a_429_with_retry_after_cools_that_upstream_and_traffic_goes_elsewhere()
                 up(&mock, "limited", "status:429,retry-after:7", 1),
                 up(&mock, "spare", "", 1),
             ],
-            json!({}),
+            // Round-robin: the first pick is the first upstream.
+            json!({"affinity": "off"}),
         )],
         vec![model("m", "pool", json!({}))],
     );
@@ -333,7 +334,7 @@ async fn weights_split_traffic_by_their_shares() {
 #[tokio::test]
 async fn a_stalled_first_token_fails_over_within_the_deadline_in_every_family() {
     let mock = MockUpstream::start().await;
-    // One provider per case, so each case's first pick is the stalled upstream:
+    // One provider per case (round-robin), so each case's first pick is the stalled upstream:
     // (client family, stream, upstream protocol, faults).
     let cases: Vec<(Protocol, bool, Protocol, &str)> = vec![
         // The head, then nothing.
@@ -359,7 +360,7 @@ async fn a_stalled_first_token_fails_over_within_the_deadline_in_every_family() 
                 up_in(&mock, *protocol, &format!("stuck{i}"), faults, 1),
                 up_in(&mock, *protocol, &format!("ok{i}"), "", 1),
             ],
-            json!({"timeouts": {"first_token": 400}}),
+            json!({"timeouts": {"first_token": 400}, "affinity": "off"}),
         ));
         models.push(model(&format!("m{i}"), &format!("p{i}"), json!({})));
     }
@@ -572,7 +573,8 @@ async fn nothing_is_retried_after_the_first_byte() {
                 up(&mock, &format!("bad{i}"), faults, 1),
                 up(&mock, &format!("good{i}"), "", 1),
             ],
-            json!({"continuation": "off"}),
+            // Round-robin: the first pick is the failing upstream.
+            json!({"continuation": "off", "affinity": "off"}),
         ));
         models.push(model(&format!("m{i}"), &format!("p{i}"), json!({})));
     }
@@ -582,7 +584,7 @@ async fn nothing_is_retried_after_the_first_byte() {
             up(&mock, "halfbody", "cut", 1),
             up(&mock, "fullbody", "", 1),
         ],
-        json!({}),
+        json!({"affinity": "off"}),
     ));
     models.push(model("w", "whole", json!({})));
     let gw = start(&catalog(providers, models)).await;
@@ -670,6 +672,7 @@ async fn pool_settings_are_validated_at_load() {
             "$.providers[0].timeouts",
         ),
         (json!({"retries": 11}), "$.providers[0].retries"),
+        (json!({"affinity": "sticky"}), "$.providers[0].affinity"),
     ] {
         let cat = catalog(
             vec![provider("p", vec![dead("x")], extra)],

@@ -712,6 +712,176 @@ async fn codex_cli_first_turn_is_answered_on_every_upstream() {
     }
 }
 
+/// The function names a translated upstream body declares (OpenAI chat
+/// `tools[].function.name`, Anthropic `tools[].name`, Gemini
+/// `functionDeclarations[].name`).
+fn declared_names(proto: Protocol, sent: &Value) -> Vec<String> {
+    let tools = sent["tools"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&Value> = match proto {
+        Protocol::OpenAi => tools.iter().map(|t| &t["function"]["name"]).collect(),
+        Protocol::Anthropic => tools.iter().map(|t| &t["name"]).collect(),
+        _ => tools
+            .iter()
+            .filter_map(|t| t["functionDeclarations"].as_array())
+            .flatten()
+            .map(|d| &d["name"])
+            .collect(),
+    };
+    names
+        .into_iter()
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The upstream body's call of `name` in the history, and the text of the
+/// tool result the upstream model reads (Gemini: its `response` object).
+fn history_call_and_result(proto: Protocol, sent: &Value) -> (Vec<String>, Value) {
+    let s = |v: &Value| v.as_str().map(str::to_string);
+    match proto {
+        Protocol::OpenAi => {
+            let msgs = sent["messages"].as_array().unwrap();
+            let calls = msgs
+                .iter()
+                .filter_map(|m| m["tool_calls"].as_array())
+                .flatten()
+                .filter_map(|c| s(&c["function"]["name"]))
+                .collect();
+            let result = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+            (calls, result["content"].clone())
+        }
+        Protocol::Anthropic => {
+            let blocks: Vec<&Value> = sent["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|m| m["content"].as_array())
+                .flatten()
+                .collect();
+            let calls = blocks
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .filter_map(|b| s(&b["name"]))
+                .collect();
+            let result = blocks.iter().find(|b| b["type"] == "tool_result").unwrap();
+            (calls, result["content"].clone())
+        }
+        _ => {
+            let parts: Vec<&Value> = sent["contents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["parts"].as_array())
+                .flatten()
+                .collect();
+            let calls = parts
+                .iter()
+                .filter_map(|p| s(&p["functionCall"]["name"]))
+                .collect();
+            let result = parts
+                .iter()
+                .find_map(|p| p.get("functionResponse"))
+                .unwrap();
+            (calls, result["response"].clone())
+        }
+    }
+}
+
+/// Codex's `multi_agent_v1` namespace on every translated upstream: each
+/// member reaches the upstream as `multi_agent_v1__<tool>`, the model's call
+/// of one comes back as a `function_call` with `namespace` and the tool's own
+/// name (whole and streamed), and the next turn's history and tool result
+/// reach the upstream flattened the same way.
+#[tokio::test]
+async fn codex_namespace_tools_are_flattened_and_restored_on_every_upstream() {
+    let (mock, gw) = start().await;
+    let marker = r#"[[agent-tool:multi_agent_v1__spawn_agent:{"message":"review the patch"}]]"#;
+    for (proto, name) in CELLS {
+        if proto == Protocol::Responses {
+            continue;
+        }
+        for stream in [false, true] {
+            let tag = format!("{name} stream={stream}");
+            let mut body = codex_first_turn(name, &format!("delegate it {marker}"));
+            body["stream"] = json!(stream);
+            mock.clear();
+            let r = gw
+                .send(&authed("openai", "/v1/responses", KEY, &body))
+                .await;
+            assert_eq!(r.status, 200, "{tag}: {}", r.text());
+            let adjusted = r.header("x-switchboard-adjusted").unwrap_or_default();
+            assert!(!adjusted.contains("namespace"), "{tag}: {adjusted}");
+            let sent = mock.last_request().unwrap().json().unwrap();
+            let declared = declared_names(proto, &sent);
+            for member in ["spawn_agent", "wait_agent", "close_agent"] {
+                assert!(
+                    declared.contains(&format!("multi_agent_v1__{member}")),
+                    "{tag}: {declared:?}"
+                );
+            }
+            assert!(declared.contains(&"exec_command".to_string()), "{tag}");
+            let out = if stream {
+                let (_, datas) = check_grammar(&r.sse(), "response.completed");
+                let added: Vec<&Value> = datas
+                    .iter()
+                    .filter(|d| d["type"] == "response.output_item.added")
+                    .map(|d| &d["item"])
+                    .filter(|i| i["type"] == "function_call")
+                    .collect();
+                assert_eq!(added.len(), 1, "{tag}");
+                assert_eq!(added[0]["namespace"], "multi_agent_v1", "{tag}");
+                assert_eq!(added[0]["name"], "spawn_agent", "{tag}");
+                let done: Vec<&Value> = datas
+                    .iter()
+                    .filter(|d| d["type"] == "response.function_call_arguments.done")
+                    .collect();
+                assert_eq!(done[0]["name"], "spawn_agent", "{tag}");
+                datas.last().unwrap()["response"]["output"].clone()
+            } else {
+                r.json()["output"].clone()
+            };
+            let call = out
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|i| i["type"] == "function_call")
+                .unwrap_or_else(|| panic!("{tag}: no function_call in {out}"))
+                .clone();
+            assert_eq!(call["namespace"], "multi_agent_v1", "{tag}: {call}");
+            assert_eq!(call["name"], "spawn_agent", "{tag}: {call}");
+            let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(args, json!({"message": "review the patch"}), "{tag}");
+
+            // Codex's next turn: the call (with its namespace) and its output.
+            let call_id = call["call_id"].as_str().unwrap().to_string();
+            let mut next = body.clone();
+            let input = next["input"].as_array_mut().unwrap();
+            input.extend(out.as_array().unwrap().iter().cloned());
+            input.push(json!({"type": "function_call_output", "call_id": call_id,
+                "output": "agent_7 started"}));
+            mock.clear();
+            let r = gw
+                .send(&authed("openai", "/v1/responses", KEY, &next))
+                .await;
+            assert_eq!(r.status, 200, "{tag}: {}", r.text());
+            let answer = if stream {
+                check_grammar(&r.sse(), "response.completed").0
+            } else {
+                output_text(&r.json())
+            };
+            assert_eq!(answer, agent_tool_reply(proto, "agent_7 started"), "{tag}");
+            let sent = mock.last_request().unwrap().json().unwrap();
+            let (calls, result) = history_call_and_result(proto, &sent);
+            assert_eq!(calls, ["multi_agent_v1__spawn_agent"], "{tag}");
+            let want = if proto == Protocol::Gemini {
+                json!({"output": "agent_7 started"})
+            } else {
+                json!("agent_7 started")
+            };
+            assert_eq!(result, want, "{tag}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_policy_adapts_or_refuses_responses_requests() {
     let (mock, gw) = start().await;

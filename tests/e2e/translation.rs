@@ -347,6 +347,9 @@ async fn tool_results_round_trip_to_every_upstream() {
                     result["tool_call_id"], id,
                     "tool call id and result id must match"
                 );
+                // The bare result, whichever family sent it (a Gemini
+                // client's `{"result": …}` unwrapped).
+                assert_eq!(result["content"], "18 degrees", "{family}");
             }
             Protocol::Anthropic => {
                 let blocks: Vec<&Value> = sent["messages"]
@@ -359,6 +362,7 @@ async fn tool_results_round_trip_to_every_upstream() {
                 let call = blocks.iter().find(|b| b["type"] == "tool_use").unwrap();
                 let result = blocks.iter().find(|b| b["type"] == "tool_result").unwrap();
                 assert_eq!(result["tool_use_id"], call["id"]);
+                assert_eq!(result["content"], "18 degrees", "{family}");
             }
             Protocol::Gemini => {
                 let parts: Vec<&Value> = sent["contents"]
@@ -371,9 +375,13 @@ async fn tool_results_round_trip_to_every_upstream() {
                 assert!(parts
                     .iter()
                     .any(|p| p["functionCall"]["name"] == "get_weather"));
-                assert!(parts
+                let fr = parts
                     .iter()
-                    .any(|p| p["functionResponse"]["name"] == "get_weather"));
+                    .find_map(|p| p.get("functionResponse"))
+                    .unwrap();
+                assert_eq!(fr["name"], "get_weather");
+                // Text wrapped as Gemini documents it.
+                assert_eq!(fr["response"], json!({"output": "18 degrees"}), "{family}");
             }
             Protocol::Responses => {
                 let items = sent["input"].as_array().unwrap();
@@ -386,6 +394,82 @@ async fn tool_results_round_trip_to_every_upstream() {
             }
         }
     }
+}
+
+/// Tool results that are not plain text keep their shape across families:
+/// an Anthropic client's JSON object result reaches a Gemini upstream as that
+/// object and its error result as `{"error": …}`; a Gemini client's
+/// `{"error": …}` reaches an Anthropic upstream as an error result, and any
+/// other response object as its JSON text.
+#[tokio::test]
+async fn structured_and_error_tool_results_keep_their_shape() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    let (path, mut body) = request("anthropic", "gemini-any", "thanks", true);
+    let msgs = body["messages"].as_array_mut().unwrap();
+    let last = msgs.pop().unwrap();
+    msgs.push(json!({"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"location": "Paris"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"location": "Nowhere"}}]}));
+    msgs.push(json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "{\"sky\":\"clear\",\"temp\":18}"},
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "unknown city", "is_error": true}]}));
+    msgs.push(json!({"role": "assistant", "content": "noted"}));
+    msgs.push(last);
+    let r = gw.send(&authed("anthropic", &path, KEY, &body)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let sent = mock.last_request().unwrap().json().unwrap();
+    let responses: Vec<Value> = sent["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["parts"].as_array())
+        .flatten()
+        .filter_map(|p| p.pointer("/functionResponse/response").cloned())
+        .collect();
+    assert_eq!(
+        responses,
+        [
+            json!({"sky": "clear", "temp": 18}),
+            json!({"error": "unknown city"})
+        ]
+    );
+
+    let (path, mut body) = request("gemini", "kimi/kimi-2.6", "thanks", true);
+    let contents = body["contents"].as_array_mut().unwrap();
+    let last = contents.pop().unwrap();
+    contents.push(json!({"role": "model", "parts": [
+        {"functionCall": {"name": "get_weather", "args": {"location": "Paris"}}},
+        {"functionCall": {"name": "get_weather", "args": {"location": "Nowhere"}}}]}));
+    contents.push(json!({"role": "user", "parts": [
+        {"functionResponse": {"name": "get_weather", "response": {"sky": "clear", "temp": 18}}},
+        {"functionResponse": {"name": "get_weather", "response": {"error": "unknown city"}}}]}));
+    contents.push(json!({"role": "model", "parts": [{"text": "noted"}]}));
+    contents.push(last);
+    let r = gw.send(&authed("gemini", &path, KEY, &body)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let sent = mock.last_request().unwrap().json().unwrap();
+    let results: Vec<(Value, Value)> = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            (
+                b["content"].clone(),
+                b.get("is_error").cloned().unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (json!("{\"sky\":\"clear\",\"temp\":18}"), Value::Null),
+            (json!("unknown city"), json!(true))
+        ]
+    );
 }
 
 #[tokio::test]

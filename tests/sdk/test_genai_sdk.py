@@ -177,6 +177,10 @@ def test_tool_definitions_and_results_reach_upstream(genai_client, protocol):
     assert S.tool_names(protocol, body) == ["get_weather", "get_time"]
     results = S.tool_results(protocol, body)
     assert len(results) == 1 and "18°C, ensoleillé" in results[0]
+    if protocol != "gemini":
+        # The bare result, not the JSON text of Gemini's {"result": …}
+        # (docs/protocol-mapping.md, "Tool results across families").
+        assert results[0] == '"18°C, ensoleillé"', results[0]
 
 
 # ------------------------------------------------------------------ images, system, JSON

@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, nonempty_string_member, number, positive_int, present,
-    span_of, Inspected, Peeked, Raw, Usage,
+    affinity, bad, body_error, contains, model_of, nonempty_string_member, number, positive_int,
+    present, span_of, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -17,6 +17,8 @@ struct RequestPeek<'a> {
     model: Raw<'a>,
     #[serde(borrow)]
     messages: Raw<'a>,
+    #[serde(borrow)]
+    system: Raw<'a>,
     stream: Option<bool>,
     #[serde(borrow)]
     temperature: Raw<'a>,
@@ -54,6 +56,12 @@ struct OutputConfigPeek<'a> {
     effort: Raw<'a>,
     #[serde(borrow)]
     format: Raw<'a>,
+}
+
+#[derive(Deserialize)]
+struct MetadataPeek<'a> {
+    #[serde(borrow)]
+    user_id: Raw<'a>,
 }
 
 #[derive(Deserialize)]
@@ -128,6 +136,12 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
             );
         }
     }
+    let user_id = p
+        .metadata
+        .filter(|r| r.get().starts_with('{'))
+        .and_then(|r| serde_json::from_str::<MetadataPeek<'_>>(r.get()).ok())
+        .and_then(|m| m.user_id);
+    out.affinity = affinity(user_id, p.system, p.messages);
     Ok(out)
 }
 
@@ -141,9 +155,47 @@ pub const CACHE_PATHS: [&str; 4] = [
 
 #[derive(Deserialize, Default)]
 struct AnthropicUsage {
+    /// The uncached input tokens only.
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_creation: Option<CacheCreation>,
+}
+
+/// `usage.cache_creation`: the cache writes by lifetime.
+#[derive(Deserialize, Default)]
+struct CacheCreation {
+    ephemeral_5m_input_tokens: Option<u64>,
+    ephemeral_1h_input_tokens: Option<u64>,
+}
+
+impl AnthropicUsage {
+    /// The accounting view (as `response::decode_usage` reads a translated
+    /// answer): the input is every prompt token, uncached, read and written.
+    fn accounted(self) -> Usage {
+        let split = self.cache_creation.unwrap_or_default();
+        let write = self.cache_creation_input_tokens.or(
+            match (
+                split.ephemeral_5m_input_tokens,
+                split.ephemeral_1h_input_tokens,
+            ) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+            },
+        );
+        Usage {
+            input: self.input_tokens.map(|i| {
+                i.saturating_add(self.cache_read_input_tokens.unwrap_or(0))
+                    .saturating_add(write.unwrap_or(0))
+            }),
+            output: self.output_tokens,
+            cached: self.cache_read_input_tokens,
+            cache_write: write,
+            cache_write_1h: split.ephemeral_1h_input_tokens,
+            reasoning: None,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -177,12 +229,7 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     };
     out.span = model.and_then(|m| span_of(m, doc));
     if let Some(u) = usage {
-        out.usage = Usage {
-            input: u.input_tokens,
-            output: u.output_tokens,
-            cached: u.cache_read_input_tokens,
-            reasoning: None,
-        };
+        out.usage = u.accounted();
     }
     out.terminal = p.kind == Some("message_stop");
     out.finished = p.kind == Some("message_delta")

@@ -72,10 +72,30 @@ pub fn encode_stop_reason(reason: &StopReason) -> (String, Option<String>) {
     (r.into(), None)
 }
 
-/// Maps Anthropic usage to canonical usage.
+/// Maps Anthropic usage to canonical usage: the input is `input_tokens`
+/// (uncached) plus the cache reads and writes; the one-hour part of the
+/// writes is `cache_creation.ephemeral_1h_input_tokens` (the breakdown is
+/// kept as an unknown field too, for an Anthropic client).
 pub fn decode_usage(u: WireUsage) -> Usage {
     let cache_read = u.cache_read_input_tokens;
     let cache_creation = u.cache_creation_input_tokens;
+    let split = |k: &str| {
+        u.extra
+            .get("cache_creation")
+            .and_then(|c| c.get(k))
+            .and_then(Value::as_u64)
+    };
+    // The total, when only the breakdown was given.
+    let cache_creation = cache_creation.or_else(|| {
+        match (
+            split("ephemeral_5m_input_tokens"),
+            split("ephemeral_1h_input_tokens"),
+        ) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        }
+    });
+    let write_1h = split("ephemeral_1h_input_tokens");
     Usage {
         input_tokens: u
             .input_tokens
@@ -85,13 +105,24 @@ pub fn decode_usage(u: WireUsage) -> Usage {
         total_tokens: None,
         cache_read_tokens: cache_read,
         cache_creation_tokens: cache_creation,
+        cache_write_1h_tokens: write_1h,
         reasoning_tokens: None,
         extra: Extra::new(F, u.extra),
     }
 }
 
-/// Maps canonical usage to Anthropic usage (uncached input apart from cache reads/writes).
+/// Maps canonical usage to Anthropic usage (uncached input apart from cache
+/// reads/writes; the writes' 5-minute / one-hour breakdown when known).
 pub fn encode_usage(u: &Usage) -> WireUsage {
+    let mut extra = u.extra.to_map(F);
+    if let (Some(all), Some(h1)) = (u.cache_creation_tokens, u.cache_write_1h_tokens) {
+        extra.entry("cache_creation").or_insert_with(|| {
+            json!({
+                "ephemeral_5m_input_tokens": all.saturating_sub(h1),
+                "ephemeral_1h_input_tokens": h1.min(all),
+            })
+        });
+    }
     WireUsage {
         input_tokens: u
             .input_tokens
@@ -100,7 +131,7 @@ pub fn encode_usage(u: &Usage) -> WireUsage {
         output_tokens: u.output_tokens,
         cache_creation_input_tokens: u.cache_creation_tokens,
         cache_read_input_tokens: u.cache_read_tokens,
-        extra: u.extra.to_map(F),
+        extra,
     }
 }
 
@@ -163,4 +194,52 @@ pub fn encode(resp: &ChatResponse, client_model: &str) -> Result<Value, Translat
         deep_merge(&mut out, extra);
     }
     Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn wire(v: Value) -> WireUsage {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn cache_writes_are_input_and_their_one_hour_part_is_kept() {
+        let u = decode_usage(wire(json!({
+            "input_tokens": 10, "output_tokens": 4, "cache_read_input_tokens": 100,
+            "cache_creation_input_tokens": 30,
+            "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}
+        })));
+        assert_eq!(u.input_tokens, 140);
+        assert_eq!(u.cache_read_tokens, Some(100));
+        assert_eq!(u.cache_creation_tokens, Some(30));
+        assert_eq!(u.cache_write_1h_tokens, Some(20));
+        // Only the breakdown given: its sum is the writes.
+        let u = decode_usage(wire(json!({
+            "input_tokens": 1, "output_tokens": 0,
+            "cache_creation": {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": 3}
+        })));
+        assert_eq!((u.input_tokens, u.cache_creation_tokens), (6, Some(5)));
+    }
+
+    #[test]
+    fn a_usage_from_elsewhere_is_written_without_double_counting() {
+        let u = Usage {
+            input_tokens: 140,
+            output_tokens: 4,
+            cache_read_tokens: Some(100),
+            cache_creation_tokens: Some(30),
+            cache_write_1h_tokens: Some(20),
+            ..Usage::default()
+        };
+        let w = serde_json::to_value(encode_usage(&u)).unwrap();
+        assert_eq!(
+            w,
+            json!({"input_tokens": 10, "output_tokens": 4, "cache_read_input_tokens": 100,
+                "cache_creation_input_tokens": 30,
+                "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}})
+        );
+    }
 }

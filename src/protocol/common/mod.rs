@@ -3,8 +3,8 @@
 //! ([`DecodeContext`], [`EncodeOptions`]) and the one error type
 //! ([`TranslateError`]), serde helpers for wire types (`json`), request and
 //! response peeks ([`peek`]), HTTP addressing ([`http`]), stream framing and
-//! faults ([`framing`]), stream codec helpers ([`support`]) and the report of
-//! what a translation could not carry (`report`).
+//! faults ([`framing`]), stream codec helpers ([`support`]), OpenAI's strict-schema rules
+//! ([`strict`]) and the report of what a translation could not carry (`report`).
 //!
 //! Nothing here imports a spoke or the registry.
 
@@ -16,6 +16,7 @@ pub mod peek;
 pub mod prefill;
 pub(crate) mod report;
 pub mod spoke;
+pub mod strict;
 pub mod support;
 pub mod translate_error;
 

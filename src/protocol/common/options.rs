@@ -23,4 +23,10 @@ pub struct EncodeOptions<'a> {
     /// `stream_options.include_usage` so usage can be metered). Gemini streams
     /// are chosen by the URL, so this does not change a Gemini body.
     pub stream: bool,
+    /// The model enforces a JSON Schema on its output when asked in its
+    /// protocol's own way (catalog `supported_parameters` lists
+    /// `response_format`): a schema goes up as Anthropic's
+    /// `output_config.format` and strict tools as `strict: true`, else as a
+    /// prompt instruction (docs/protocol-mapping.md "Structured output").
+    pub native_structured_output: bool,
 }

@@ -5,6 +5,7 @@
 //! copied.
 
 use crate::error::{ErrorKind, GatewayError};
+use crate::util::hash::Hasher;
 use serde_json::value::RawValue;
 use std::ops::Range;
 
@@ -33,6 +34,11 @@ pub struct Inspected {
     pub caps: Vec<(&'static str, u64)>,
     /// Anthropic Messages `thinking.budget_tokens` (which must stay below `max_tokens`).
     pub thinking_budget: Option<u64>,
+    /// The body's session affinity (docs/resilience.md "Session affinity"):
+    /// the hash of the client's cache key (`prompt_cache_key`, Anthropic
+    /// `metadata.user_id`) when it sent one, else of the request's stable
+    /// prefix ([`affinity`]).
+    pub affinity: u64,
 }
 
 /// One field of a request, named in the catalog's vocabulary of
@@ -153,13 +159,115 @@ pub fn nonempty_string_after(hay: &[u8], name: &memchr::memmem::Finder<'_>) -> b
     })
 }
 
-/// Token usage read from a response.
+/// At most this many leading turns make a request's stable prefix.
+pub const PREFIX_TURNS: usize = 8;
+
+/// A request body's session affinity (see [`Inspected::affinity`]): the
+/// hash of `key`'s text when it is a non-empty JSON string, else of the
+/// stable prefix: `system` (the system prompt or instructions, as sent) and
+/// the leading turns of `turns` up to and including the first whose `role`
+/// is `user` (at most [`PREFIX_TURNS`]; a `turns` that is no array, such as
+/// a Responses `input` string, whole). The bytes are hashed as they are, with
+/// `cache_control` marks left out: a client moves its cache mark to the
+/// newest turn, so the first user turn carries one in the first request
+/// only. Nothing is copied; the turns after the prefix are not read.
+pub fn affinity(key: Raw<'_>, system: Raw<'_>, turns: Raw<'_>) -> u64 {
+    if let Some(k) = key.map(RawValue::get) {
+        if k.len() > 2 && k.starts_with('"') {
+            return crate::util::hash::key(&k.as_bytes()[1..k.len() - 1]);
+        }
+    }
+    let mut h = Hasher::new();
+    unmarked(&mut h, system.map_or("", RawValue::get).as_bytes());
+    h.end_piece();
+    match turns {
+        Some(t) if t.get().starts_with('[') => {
+            let mut de = serde_json::Deserializer::from_str(t.get());
+            // The visitor stops after the prefix: the deserializer then
+            // finds the array unfinished and errs, which is the stop.
+            let _ = serde::Deserializer::deserialize_seq(&mut de, LeadingTurns(&mut h));
+        }
+        Some(t) => {
+            unmarked(&mut h, t.get().as_bytes());
+            h.end_piece();
+        }
+        None => {}
+    }
+    h.finish()
+}
+
+/// Feeds `bytes` to `h` without the `"cache_control": {...}` members in it
+/// (and the comma that joined each to its neighbour).
+fn unmarked(h: &mut Hasher, bytes: &[u8]) {
+    static MARK: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"cache_control\""));
+    let mut from = 0;
+    while let Some(at) = MARK.find(&bytes[from..]).map(|i| from + i) {
+        let Some(end) = memchr::memchr(b'}', &bytes[at..]).map(|i| at + i + 1) else {
+            break;
+        };
+        let rest = bytes[end..].trim_ascii_start();
+        if let Some(next) = rest.strip_prefix(b",") {
+            // `"cache_control":{...},` then the next member.
+            h.write(&bytes[from..at]);
+            from = bytes.len() - next.trim_ascii_start().len();
+        } else {
+            // The last member: the comma before it goes too.
+            let before = bytes[from..at].trim_ascii_end();
+            h.write(before.strip_suffix(b",").unwrap_or(before));
+            from = end;
+        }
+    }
+    h.write(&bytes[from..]);
+}
+
+/// Hashes the leading turns of a conversation array (see [`affinity`]).
+struct LeadingTurns<'h>(&'h mut Hasher);
+
+#[derive(serde::Deserialize)]
+struct RolePeek<'a> {
+    #[serde(borrow)]
+    role: Option<&'a str>,
+}
+
+impl<'de> serde::de::Visitor<'de> for LeadingTurns<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of turns")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        for _ in 0..PREFIX_TURNS {
+            let Some(turn) = seq.next_element::<&'de RawValue>()? else {
+                break;
+            };
+            unmarked(self.0, turn.get().as_bytes());
+            self.0.end_piece();
+            let role = serde_json::from_str::<RolePeek<'_>>(turn.get()).ok();
+            if role.is_some_and(|r| r.role == Some("user")) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Token usage read from a response, in the one accounting view of every
+/// route (pass-through or translated, docs/pricing.md "Usage"): `input`
+/// counts every prompt token; `cached` (read from a cache) and `cache_write`
+/// (written to one) are disjoint parts of it, `cache_write_1h` a part of
+/// `cache_write`; `output` includes `reasoning`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
     pub input: Option<u64>,
     pub output: Option<u64>,
     /// Prompt tokens read from a cache, as the upstream reported them.
     pub cached: Option<u64>,
+    /// Prompt tokens written to a cache, as the upstream reported them.
+    pub cache_write: Option<u64>,
+    /// Of those, the ones written to the one-hour cache.
+    pub cache_write_1h: Option<u64>,
     /// Output tokens spent on reasoning, as the upstream reported them.
     pub reasoning: Option<u64>,
 }
@@ -172,15 +280,38 @@ impl Usage {
             input: Some(u.input_tokens),
             output: Some(u.output_tokens),
             cached: u.cache_read_tokens,
+            cache_write: u.cache_creation_tokens,
+            cache_write_1h: u.cache_write_1h_tokens,
             reasoning: u.reasoning_tokens,
         }
     }
 
+    /// Takes a later report of the same answer's usage, field by field.
+    /// Counts are cumulative, so the input never shrinks: an Anthropic
+    /// `message_delta` that repeats `input_tokens` without the cache counts
+    /// of `message_start` does not undo them.
     pub fn merge(&mut self, other: Usage) {
-        self.input = other.input.or(self.input);
+        self.input = match (self.input, other.input) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => b.or(a),
+        };
         self.output = other.output.or(self.output);
         self.cached = other.cached.or(self.cached);
+        self.cache_write = other.cache_write.or(self.cache_write);
+        self.cache_write_1h = other.cache_write_1h.or(self.cache_write_1h);
         self.reasoning = other.reasoning.or(self.reasoning);
+    }
+
+    /// What the cost formula reads (unknown counts as none); None when the
+    /// input is unknown (the upstream reported no usage).
+    pub fn tokens(&self) -> Option<crate::config::Tokens> {
+        Some(crate::config::Tokens {
+            input: self.input?,
+            cache_read: self.cached.unwrap_or(0),
+            cache_write: self.cache_write.unwrap_or(0),
+            cache_write_1h: self.cache_write_1h.unwrap_or(0),
+            output: self.output.unwrap_or(0),
+        })
     }
 }
 
@@ -211,4 +342,80 @@ pub fn span_of(raw: &RawValue, doc: &[u8]) -> Option<Range<usize>> {
     let start = (raw.get().as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
     let end = start.checked_add(raw.get().len())?;
     (end <= doc.len()).then_some(start..end)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    fn of(key: Option<&str>, system: Option<&str>, turns: Option<&str>) -> u64 {
+        let (k, s, t) = (key.map(raw), system.map(raw), turns.map(raw));
+        affinity(k.as_deref(), s.as_deref(), t.as_deref())
+    }
+
+    #[test]
+    fn a_key_wins_and_is_hashed_as_its_text() {
+        let a = of(Some(r#""sess-1""#), Some(r#""sys""#), Some("[]"));
+        assert_eq!(a, crate::util::hash::key(b"sess-1"));
+        assert_eq!(
+            a,
+            of(Some(r#""sess-1""#), None, Some(r#"[{"role":"user"}]"#))
+        );
+        // An empty or non-string key is no key.
+        assert_eq!(
+            of(Some(r#""""#), None, Some("[1]")),
+            of(None, None, Some("[1]"))
+        );
+        assert_eq!(
+            of(Some("7"), None, Some("[1]")),
+            of(None, None, Some("[1]"))
+        );
+    }
+
+    #[test]
+    fn the_prefix_is_the_system_and_the_turns_up_to_the_first_user_turn() {
+        let first = r#"[{"role":"system","content":"s"},{"role":"user","content":"hi"}"#;
+        let one = format!("{first}]");
+        let grown = format!(
+            r#"{first},{{"role":"assistant","content":"a"}},{{"role":"user","content":"more"}}]"#
+        );
+        assert_eq!(of(None, None, Some(&one)), of(None, None, Some(&grown)));
+        // Another first turn, another system prompt: another prefix.
+        let other = r#"[{"role":"system","content":"s"},{"role":"user","content":"yo"}]"#;
+        assert_ne!(of(None, None, Some(&one)), of(None, None, Some(other)));
+        assert_ne!(
+            of(None, Some(r#""a""#), Some("[]")),
+            of(None, Some(r#""b""#), Some("[]"))
+        );
+        // A turns value that is no array (a Responses input string) counts whole.
+        assert_ne!(
+            of(None, None, Some(r#""x""#)),
+            of(None, None, Some(r#""y""#))
+        );
+    }
+
+    #[test]
+    fn cache_marks_are_left_out_of_the_prefix() {
+        let marked = [
+            r#"[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]"#,
+            r#"[{"role":"user","content":[{"cache_control":{"type":"ephemeral","ttl":"1h"}, "type":"text","text":"hi"}]}]"#,
+            r#"[{"role":"user","content":[{"type":"text","text":"hi" , "cache_control" : {"type":"ephemeral"} }]}]"#,
+        ];
+        let plain = r#"[{"role":"user","content":[{"type":"text","text":"hi"}]}]"#;
+        let spaced = r#"[{"role":"user","content":[{"type":"text","text":"hi"  }]}]"#;
+        for m in marked {
+            let got = of(None, None, Some(m));
+            assert!(
+                got == of(None, None, Some(plain)) || got == of(None, None, Some(spaced)),
+                "{m}"
+            );
+        }
+        assert_eq!(of(None, None, Some(marked[0])), of(None, None, Some(plain)));
+        assert_eq!(of(None, None, Some(marked[1])), of(None, None, Some(plain)));
+    }
 }

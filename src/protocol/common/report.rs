@@ -26,6 +26,7 @@ pub(crate) enum Param {
     Strict,
     CacheControl,
     Stop,
+    ResponseFormat,
 }
 
 /// The client's name for `param` (the request's source protocol decides).
@@ -55,12 +56,16 @@ pub(crate) fn client_name(source: Option<Family>, param: Param) -> &'static str 
         (Param::Temperature, _) => "temperature",
         (Param::TopP, Gemini) => "generationConfig.topP",
         (Param::TopP, _) => "top_p",
-        (Param::Strict, Responses) => "tools[].strict",
+        (Param::Strict, Responses | Anthropic) => "tools[].strict",
         (Param::Strict, _) => "tools[].function.strict",
         (Param::CacheControl, _) => "cache_control",
         (Param::Stop, Anthropic) => "stop_sequences",
         (Param::Stop, Gemini) => "generationConfig.stopSequences",
         (Param::Stop, _) => "stop",
+        (Param::ResponseFormat, Anthropic) => "output_config.format",
+        (Param::ResponseFormat, Gemini) => "generationConfig.responseSchema",
+        (Param::ResponseFormat, Responses) => "text.format",
+        (Param::ResponseFormat, _) => "response_format",
     }
 }
 
@@ -127,11 +132,14 @@ fn is_note(origin: Family, path: &str, value: &Value, req: &ChatRequest) -> bool
             ) || (path == "tools[].type" && value.as_str() == Some("custom"))
         }
         Family::Gemini => {
-            // Gemini marks: the legacy `function` role, `thought: false`, and
-            // thought signatures (reasoning state only Gemini can verify);
+            // Gemini marks: the legacy `function` role, `thought: false`,
+            // a `functionResponse.response` kept as written (its text is in
+            // the IR), and thought signatures (reasoning state only Gemini
+            // can verify);
             // JSON Schemas and the thinking level, read into the IR.
             path.ends_with(".role")
                 || path.ends_with(".thought")
+                || path.ends_with("functionResponse.response")
                 || path.ends_with("thoughtSignature")
                 || path.ends_with("thought_signature")
                 || path == "tools[].parametersJsonSchema"

@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, is_true, more_than_one, number, positive_int, present, span_of,
-    Inspected, Peeked, Raw, Usage,
+    affinity, bad, body_error, contains, is_true, more_than_one, number, positive_int, present,
+    span_of, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -51,6 +51,11 @@ struct GeminiConfigPeek<'a> {
 struct RequestPeek<'a> {
     #[serde(borrow)]
     contents: Raw<'a>,
+    /// `systemInstruction`, or its snake-case spelling (both accepted).
+    #[serde(borrow)]
+    system_instruction: Raw<'a>,
+    #[serde(borrow, rename = "system_instruction")]
+    system_instruction_snake: Raw<'a>,
     #[serde(borrow)]
     generation_config: Option<GeminiConfigPeek<'a>>,
     #[serde(borrow)]
@@ -73,6 +78,8 @@ pub fn request(body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError
     out.uses(present(p.tools), "tools", "tools");
     out.uses(present(p.tool_config), "tool_choice", "toolConfig");
     out.uses(present(p.cached_content), "cache_control", "cachedContent");
+    let system = p.system_instruction.or(p.system_instruction_snake);
+    out.affinity = affinity(None, system, p.contents);
     if let Some(g) = p.generation_config {
         out.temperature = number(g.temperature, "generationConfig.temperature")?;
         out.max_tokens = positive_int(g.max_output_tokens, "generationConfig.maxOutputTokens")?;
@@ -183,6 +190,8 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
                 (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
             },
             cached: u.cached_content_token_count,
+            cache_write: None,
+            cache_write_1h: None,
             reasoning: u.thoughts_token_count,
         };
     }

@@ -129,6 +129,7 @@ pub fn decode_usage(u: UsageMetadata) -> Usage {
         total_tokens: u.total_token_count,
         cache_read_tokens: u.cached_content_token_count,
         cache_creation_tokens: None,
+        cache_write_1h_tokens: None,
         reasoning_tokens: thoughts,
         extra: Extra::new(F, u.extra),
     }

@@ -14,7 +14,7 @@ pub fn model_object(m: &Model) -> Value {
         "description": m.description,
         "context_length": m.context_length,
         "architecture": m.architecture,
-        "pricing": { "prompt": m.pricing.prompt, "completion": m.pricing.completion },
+        "pricing": { "prompt": m.pricing.base.prompt.text, "completion": m.pricing.base.completion.text },
         "top_provider": m.provider,
         "supported_parameters": m.supported_parameters,
         "supported_protocols": m.protocols.iter().map(|f| f.name()).collect::<Vec<_>>(),

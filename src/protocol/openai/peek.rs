@@ -5,7 +5,7 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_after,
+    affinity, bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_after,
     nonempty_string_member, number, positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
@@ -162,6 +162,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
         "cache_control",
         "prompt_cache_retention",
     );
+    out.affinity = affinity(p.prompt_cache_key, None, p.messages);
     Ok(out)
 }
 
@@ -171,11 +172,17 @@ struct OpenAiUsage {
     completion_tokens: Option<u64>,
     prompt_tokens_details: Option<OpenAiPromptDetails>,
     completion_tokens_details: Option<OpenAiCompletionDetails>,
+    /// DeepSeek: the prompt tokens read from its cache (`prompt_tokens` is
+    /// the hits plus `prompt_cache_miss_tokens`).
+    prompt_cache_hit_tokens: Option<u64>,
+    /// A top-level count some compatible servers send.
+    cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
 struct OpenAiPromptDetails {
     cached_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -202,10 +209,17 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     out.span = p.model.and_then(|m| span_of(m, doc));
     out.usage_only = p.usage.is_some() && p.choices.is_some_and(|c| c.get() == "[]");
     if let Some(u) = p.usage {
+        let details = u.prompt_tokens_details.unwrap_or_default();
         out.usage = Usage {
             input: u.prompt_tokens,
             output: u.completion_tokens,
-            cached: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            // As the translated path reads them (`response::decode_usage`).
+            cached: details
+                .cached_tokens
+                .or(u.prompt_cache_hit_tokens)
+                .or(u.cached_tokens),
+            cache_write: details.cache_write_tokens,
+            cache_write_1h: None,
             reasoning: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         };
     }

@@ -119,9 +119,11 @@ pub fn encode_finish_reason(reason: &StopReason) -> String {
 pub fn decode_usage(u: WireUsage) -> Usage {
     let mut extra = u.extra;
     let mut cache_read = None;
+    let mut cache_write = None;
     let mut reasoning = None;
     if let Some(d) = u.prompt_tokens_details {
         cache_read = d.cached_tokens;
+        cache_write = d.cache_write_tokens;
         extra.extend(nested("prompt_tokens_details", d.extra));
     }
     if let Some(d) = u.completion_tokens_details {
@@ -138,7 +140,8 @@ pub fn decode_usage(u: WireUsage) -> Usage {
         output_tokens: u.completion_tokens,
         total_tokens: u.total_tokens,
         cache_read_tokens: cache_read,
-        cache_creation_tokens: None,
+        cache_creation_tokens: cache_write,
+        cache_write_1h_tokens: None,
         reasoning_tokens: reasoning,
         extra: Extra::new(F, extra),
     }
@@ -149,15 +152,21 @@ pub fn encode_usage(u: &Usage) -> WireUsage {
     let mut extra = u.extra.to_map(F);
     let prompt_extra = take_nested(&mut extra, "prompt_tokens_details");
     let completion_extra = take_nested(&mut extra, "completion_tokens_details");
+    // Cache writes have no field of OpenAI's own: written (as OpenRouter
+    // does) only when there were some.
+    let cache_write = u.cache_creation_tokens.filter(|n| *n > 0);
     WireUsage {
         prompt_tokens: u.input_tokens,
         completion_tokens: u.output_tokens,
         total_tokens: Some(u.total()),
-        prompt_tokens_details: (u.cache_read_tokens.is_some() || !prompt_extra.is_empty())
-            .then_some(PromptTokensDetails {
-                cached_tokens: u.cache_read_tokens,
-                extra: prompt_extra,
-            }),
+        prompt_tokens_details: (u.cache_read_tokens.is_some()
+            || cache_write.is_some()
+            || !prompt_extra.is_empty())
+        .then_some(PromptTokensDetails {
+            cached_tokens: u.cache_read_tokens,
+            cache_write_tokens: cache_write,
+            extra: prompt_extra,
+        }),
         completion_tokens_details: (u.reasoning_tokens.is_some() || !completion_extra.is_empty())
             .then_some(CompletionTokensDetails {
                 reasoning_tokens: u.reasoning_tokens,

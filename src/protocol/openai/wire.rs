@@ -342,6 +342,11 @@ pub struct PromptTokensDetails {
     /// Prompt tokens read from the cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// Prompt tokens written to the cache (not OpenAI's own field: the
+    /// gateways that relay Anthropic models, OpenRouter's among them, report
+    /// cache writes here; so does Switchboard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
     /// Unknown fields.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -11,6 +11,8 @@ pub mod stream_codec;
 
 #[cfg(test)]
 mod reasoning_tests;
+#[cfg(test)]
+mod tool_result_tests;
 
 use super::common::report;
 use super::common::spoke::Spoke;

@@ -56,6 +56,7 @@ fn translate(from: Family, settings: Value, to: Family) -> (Value, String) {
         upstream_model: "m",
         default_max_tokens: 4000,
         stream: false,
+        native_structured_output: false,
     };
     let mut adj = Adjustments::default();
     let out = encode_request_value(to, &req, &opts, &mut adj).unwrap_or_default();
@@ -361,6 +362,7 @@ fn a_budget_that_does_not_fit_max_tokens_is_dropped_and_reported() {
         upstream_model: "m",
         default_max_tokens: 4000,
         stream: false,
+        native_structured_output: false,
     };
     let mut adj = Adjustments::default();
     let out = encode_request_value(Anthropic, &req, &opts, &mut adj).unwrap_or_default();
@@ -378,6 +380,7 @@ fn a_budget_from_an_effort_leaves_half_the_output_to_the_answer() {
         upstream_model: "m",
         default_max_tokens: 4000,
         stream: false,
+        native_structured_output: false,
     };
     for (max_tokens, want) in [(4000, 2000), (40000, 16384), (100, 128)] {
         let body = json!({"model": "m", "max_tokens": max_tokens, "reasoning_effort": "high",
@@ -512,6 +515,7 @@ fn opts() -> EncodeOptions<'static> {
         upstream_model: "m",
         default_max_tokens: 4000,
         stream: false,
+        native_structured_output: false,
     }
 }
 

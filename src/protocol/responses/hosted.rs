@@ -1,11 +1,12 @@
 //! Tools only a Responses upstream can run: built-in ones (`web_search`,
 //! `file_search`, `code_interpreter`, `computer_use_preview`,
-//! `image_generation`, `mcp`, `local_shell`, `tool_search`, …) and
-//! `namespace` groups. Translation to another protocol refuses them (the
-//! codec's 400 says why); under the `adapt` policy they are cut from the body
-//! before translation instead, and reported, because agents such as Codex CLI
-//! declare `web_search` and a `namespace` on every request whatever the model.
-//! Only `function` and `custom` tools are translated.
+//! `image_generation`, `mcp`, `local_shell`, `tool_search`, …).
+//! Translation to another protocol refuses them (the codec's 400 says why);
+//! under the `adapt` policy they are cut from the body before translation
+//! instead, and reported, because agents such as Codex CLI declare
+//! `web_search` on every request whatever the model. `function` and `custom`
+//! tools are translated, and so are `namespace` groups of them (flattened,
+//! `super::namespace`).
 
 use crate::util::jsonedit::{self, Edit};
 use serde::Deserialize;
@@ -25,7 +26,7 @@ struct ToolPeek<'a> {
 
 /// Whether a tool of this type is translated to other protocols.
 fn translated(kind: Option<&str>) -> bool {
-    matches!(kind, Some("function" | "custom"))
+    matches!(kind, Some("function" | "custom" | "namespace"))
 }
 
 /// The body without its hosted tools, and their names as reported
@@ -67,12 +68,12 @@ mod tests {
 
     #[test]
     fn hosted_tools_are_cut_and_named_and_the_rest_kept_byte_for_byte() {
-        let body = br#"{"model":"m","tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search","external_web_access":false},{"type":"namespace","name":"ns","tools":[]},{"type":"custom","name":"apply_patch"}],"input":"x"}"#;
+        let body = br#"{"model":"m","tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search","external_web_access":false},{"type":"namespace","name":"ns","tools":[]},{"type":"custom","name":"apply_patch"},{"type":"tool_search"}],"input":"x"}"#;
         let (out, dropped) = drop_hosted_tools(body).unwrap();
-        assert_eq!(dropped, ["tools.web_search", "tools.namespace"]);
+        assert_eq!(dropped, ["tools.web_search", "tools.tool_search"]);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            r#"{"model":"m","tools":[{"type":"function","name":"f","parameters":{}},{"type":"custom","name":"apply_patch"}],"input":"x"}"#
+            r#"{"model":"m","tools":[{"type":"function","name":"f","parameters":{}},{"type":"namespace","name":"ns","tools":[]},{"type":"custom","name":"apply_patch"}],"input":"x"}"#
         );
         let only = br#"{"tools":[{"type":"file_search"}],"input":"x"}"#;
         let (out, dropped) = drop_hosted_tools(only).unwrap();

@@ -14,6 +14,8 @@
 //!   custom tools and reasoning items in the canonical model.
 //! - `envelope.rs`: what the gateway sets on a stored or relayed `response`.
 //! - `hosted.rs`: tools only a Responses upstream can run.
+//! - `namespace.rs`: `namespace` tools as flat function names for other
+//!   protocols, and back.
 //!
 //! [`SPOKE`] is the table the registry hands out for this family. Shared
 //! pieces come from `protocol::common`; the registry is never imported.
@@ -26,6 +28,7 @@ pub mod envelope;
 pub mod error;
 pub mod hosted;
 pub mod http;
+pub mod namespace;
 pub mod peek;
 pub mod request;
 pub mod response;

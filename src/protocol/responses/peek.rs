@@ -9,8 +9,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, positive_int, present, span_of, Inspected, Peeked, Raw,
-    Usage,
+    affinity, bad, body_error, contains, model_of, positive_int, present, span_of, Inspected,
+    Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -21,6 +21,8 @@ struct RequestPeek<'a> {
     model: Raw<'a>,
     #[serde(borrow)]
     input: Raw<'a>,
+    #[serde(borrow)]
+    instructions: Raw<'a>,
     stream: Option<bool>,
     #[serde(borrow)]
     temperature: Raw<'a>,
@@ -145,6 +147,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
         "prompt_cache_retention",
     );
     out.uses(present(p.top_logprobs), "logprobs", "top_logprobs");
+    out.affinity = affinity(p.prompt_cache_key, p.instructions, p.input);
     Ok(out)
 }
 
@@ -159,6 +162,7 @@ struct UsagePeek {
 #[derive(Deserialize, Default)]
 struct InputDetails {
     cached_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -204,10 +208,13 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     };
     out.span = model.and_then(|m| span_of(m, doc));
     if let Some(u) = usage {
+        let details = u.input_tokens_details.unwrap_or_default();
         out.usage = Usage {
             input: u.input_tokens,
             output: u.output_tokens,
-            cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
+            cached: details.cached_tokens,
+            cache_write: details.cache_write_tokens,
+            cache_write_1h: None,
             reasoning: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
         };
     }

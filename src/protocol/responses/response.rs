@@ -14,11 +14,14 @@
 //! `reasoning` item (its summary, and its signature in `encrypted_content`:
 //! a packed item unpacked, an Anthropic / Gemini signature behind
 //! [`FOREIGN_SIGNATURE_PREFIX`]), tool calls `function_call` items, or
-//! `custom_tool_call` items when their arguments have the custom shape.
+//! `custom_tool_call` items when their arguments have the custom shape; a
+//! call of a namespaced tool the client declared gets its `namespace` and
+//! the tool's own `name` back ([`encode_named`], `super::namespace`).
 //! Item ids are derived from the response id and the item's position.
 //!
 //! [`CUSTOM_INPUT_KEY`]: super::request::CUSTOM_INPUT_KEY
 
+use super::namespace::Namespaces;
 use super::request::{custom_arguments, custom_input, decode_reasoning_item};
 use super::wire::{InputDetails, Item, OutputDetails, Part, ResponseObject, Usage as WireUsage};
 use crate::family::Family;
@@ -225,6 +228,7 @@ pub fn decode_usage(u: WireUsage) -> Usage {
         total_tokens: u.total_tokens,
         cache_read_tokens: cache_read,
         cache_creation_tokens: cache_write,
+        cache_write_1h_tokens: None,
         reasoning_tokens: reasoning,
         extra: Extra::new(F, extra),
     }
@@ -316,18 +320,26 @@ pub(crate) fn message_item(
     v
 }
 
-/// A `function_call` or `custom_tool_call` item.
-pub(crate) fn call_item(c: &ToolCall, id: &str, status: &str) -> Value {
+/// A `function_call` or `custom_tool_call` item; a call of one of `names`
+/// (the client's namespaced tools) carries its `namespace`.
+pub(crate) fn call_item(c: &ToolCall, id: &str, status: &str, names: &Namespaces) -> Value {
+    let (namespace, name) = match names.split(&c.name) {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, c.name.as_str()),
+    };
     let mut v = match custom_input(&c.arguments) {
         Some(input) => json!({
             "id": id, "type": "custom_tool_call", "status": status,
-            "call_id": c.id, "input": input, "name": c.name,
+            "call_id": c.id, "input": input, "name": name,
         }),
         None => json!({
             "id": id, "type": "function_call", "status": status,
-            "arguments": arguments_text(&c.arguments), "call_id": c.id, "name": c.name,
+            "arguments": arguments_text(&c.arguments), "call_id": c.id, "name": name,
         }),
     };
+    if let (Value::Object(obj), Some(ns)) = (&mut v, namespace) {
+        obj.insert("namespace".into(), json!(ns));
+    }
     if let (Value::Object(obj), Some(extra)) = (&mut v, c.extra.for_family(F)) {
         deep_merge(obj, extra);
     }
@@ -417,7 +429,7 @@ pub(crate) const ENVELOPE_DEFAULTS: &[(&str, &str)] = &[
 ];
 
 /// The output items for the canonical content.
-fn encode_output(resp: &ChatResponse, id: &str, status: &str) -> Vec<Value> {
+fn encode_output(resp: &ChatResponse, id: &str, status: &str, names: &Namespaces) -> Vec<Value> {
     let refusal = resp.stop_reason == Some(StopReason::Refusal);
     let mut items = Vec::new();
     let mut parts: Vec<Value> = Vec::new();
@@ -465,7 +477,7 @@ fn encode_output(resp: &ChatResponse, id: &str, status: &str) -> Vec<Value> {
                     id,
                     items.len(),
                 );
-                items.push(call_item(c, &fallback, "completed"));
+                items.push(call_item(c, &fallback, "completed", names));
             }
             Block::Opaque(o) if o.origin == F => {
                 flush(&mut parts, &mut fields, &mut items);
@@ -481,6 +493,15 @@ fn encode_output(resp: &ChatResponse, id: &str, status: &str) -> Vec<Value> {
 
 /// Encodes the canonical response as a Responses `response` body.
 pub fn encode(resp: &ChatResponse, client_model: &str) -> Result<Value, TranslateError> {
+    encode_named(resp, client_model, &Namespaces::default())
+}
+
+/// [`encode`] for a client that declared the namespaced tools `names`.
+pub fn encode_named(
+    resp: &ChatResponse,
+    client_model: &str,
+    names: &Namespaces,
+) -> Result<Value, TranslateError> {
     let id = response_id(&resp.id, Some(resp));
     let (status, incomplete) = encode_status(resp.stop_reason.as_ref());
     let item_status = if status == "incomplete" {
@@ -488,7 +509,7 @@ pub fn encode(resp: &ChatResponse, client_model: &str) -> Result<Value, Translat
     } else {
         "completed"
     };
-    let output = encode_output(resp, &id, item_status);
+    let output = encode_output(resp, &id, item_status, names);
     let mut out = Map::new();
     out.insert("id".into(), json!(id));
     out.insert("object".into(), json!("response"));

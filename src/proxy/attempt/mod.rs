@@ -64,6 +64,9 @@ pub struct Client<'a> {
     )>,
     /// Without telemetry, the client's own valid `traceparent`, forwarded.
     pub traceparent: Option<&'a str>,
+    /// The request's session key, hashed (docs/resilience.md "Session
+    /// affinity"): the pool keeps a conversation on one upstream by it.
+    pub affinity: u64,
 }
 
 /// One model's upstream call: the request as planned for the model, and

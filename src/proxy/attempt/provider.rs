@@ -7,7 +7,7 @@
 
 use super::exchange::{attempt, Outcome};
 use super::{cool, Answer, AttemptNote, Call, Failed, Tried};
-use crate::config::Upstream;
+use crate::config::{Affinity, Upstream};
 use crate::error::GatewayError;
 use crate::proxy::Gateway;
 use crate::upstream::client::{deadline_error, Resent};
@@ -30,7 +30,8 @@ fn backoff(n: u32) -> Duration {
 }
 
 /// Calls the provider's upstreams until one answers: each pick is the pool's
-/// weighted choice among the untried, healthy upstreams (docs/resilience.md). A
+/// weighted choice among the untried, healthy upstreams (docs/resilience.md),
+/// by the request's session key unless the provider's `affinity` is off. A
 /// connect failure, a first-token timeout, a 429 or a 5xx cools the upstream
 /// and moves on, while `attempts_left` lasts; `panic` (every upstream of
 /// the request's chain is cooling down) tries the one recovering first.
@@ -47,12 +48,13 @@ pub async fn call<'s>(
     // A lone 5xx gets one retry on the same upstream before it is blamed.
     let mut again: Option<usize> = None;
     let mut retried_here = false;
+    let affinity = (c.provider.affinity == Affinity::Session).then_some(c.client.affinity);
     while *attempts_left > 0 {
         let now = Instant::now();
         let pick = match again.take() {
             Some(i) => Some(i),
             None if panic => c.pool.soonest(ups, c.client.family, seen, now),
-            None => c.pool.pick(ups, c.client.family, seen, now),
+            None => c.pool.pick(ups, c.client.family, seen, now, affinity),
         };
         let Some(i) = pick else { break };
         seen.insert(i);

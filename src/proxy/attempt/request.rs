@@ -274,6 +274,7 @@ mod tests {
             request_id: "r",
             trace: None,
             traceparent: None,
+            affinity: 0,
         };
         let plan = super::super::Planned {
             body: body.clone(),

@@ -7,7 +7,7 @@ use crate::config::{ApiKey, Model};
 use crate::proxy::attempt::Planned;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::Gateway;
-use crate::state::limits::{cost_nanos, Ask, Nanos, Reservation};
+use crate::state::limits::{Ask, Nanos, Reservation};
 use crate::translate::passthrough::Usage;
 
 /// Checks and reserves `ask` against the key's rpm, tpm and budget
@@ -33,18 +33,11 @@ pub(super) async fn reserve(
     }
 }
 
-/// Settles a reservation to the usage `u` at `m`'s prices ([`settle_to`]).
-pub(super) async fn settle(
-    ctx: &mut RequestCtx,
-    resv: Option<Reservation>,
-    m: &Model,
-    u: Usage,
-    completed: bool,
-) {
-    let nanos = u
-        .input
-        .map(|i| cost_nanos(&m.pricing, i, u.output.unwrap_or(0)));
-    settle_to(ctx, resv, u, nanos, completed).await;
+/// The cost of an answer from `m` with the usage `u` (the catalog's one
+/// formula, `config::Pricing::cost`, docs/pricing.md); None when the
+/// upstream reported no usage.
+pub(super) fn cost(m: &Model, u: Usage) -> Option<Nanos> {
+    u.tokens().map(|t| m.pricing.cost(&t))
 }
 
 /// Settles a reservation to the usage `u` at the cost `nanos` (worked out
@@ -75,13 +68,16 @@ pub(super) async fn settle_to(
 /// The worst case reserved before anything goes upstream: the input is
 /// bounded by its bytes (a token is at least one byte) and by the context
 /// (no provider bills more input than that), the output by the cap the
-/// upstream will see (the model's own when the request sets none).
+/// upstream will see (the model's own when the request sets none); priced
+/// at the dearest rate that can apply (`config::Pricing::worst_case`: every
+/// input token at the highest of its rates, in the highest tier the bound
+/// reaches, plus the request price).
 pub(super) fn worst_case(key: &ApiKey, model: &Model, p: &Planned) -> Ask {
     let input_bound = (p.body.len() as u64).min(model.context_length);
     let output_cap = p.req.max_tokens.unwrap_or(model.max_output_tokens);
     Ask::inference(
         key,
         input_bound + output_cap,
-        cost_nanos(&model.pricing, input_bound, output_cap),
+        model.pricing.worst_case(input_bound, output_cap),
     )
 }

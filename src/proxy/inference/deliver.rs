@@ -4,7 +4,7 @@
 //! record the usage, settle the reservation, and for a stored Responses turn
 //! save what the client got.
 
-use super::budget::{settle, settle_to};
+use super::budget::{cost, settle_to};
 use super::chain::Answered;
 use super::chain::Chain;
 use super::rescue::{continue_answer, Continued, Cut, MAX_CONTINUATIONS};
@@ -16,14 +16,15 @@ use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::ir::Usage as CanonicalUsage;
 use crate::obs::outcome::ErrorNote;
+use crate::protocol::responses::namespace::Namespaces;
 use crate::proxy::attempt::cool;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::relay::{self, relay_stream, Relay, StreamEnd};
 use crate::proxy::route::GeminiStream;
 use crate::proxy::stored::{self, Turn};
 use crate::proxy::{respond, Gateway};
+use crate::state::limits::Nanos;
 use crate::state::limits::Reservation;
-use crate::state::limits::{cost_nanos, Nanos};
 use crate::translate::body::translate_response;
 use crate::translate::continuation::Partial;
 use crate::translate::passthrough::{self, Framing, Usage};
@@ -57,7 +58,9 @@ pub(super) async fn whole(
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let Answered {
-        mut answer, model, ..
+        mut answer,
+        model,
+        plan,
     } = answered;
     let client_model = client_model_name(d.family, model);
     // An answer that quotes the answering upstream's own key loses it
@@ -81,7 +84,8 @@ pub(super) async fn whole(
     } else if std::str::from_utf8(&raw).is_err() {
         Err(not_json())
     } else {
-        translate_response(answer.up.protocol, d.family, &raw, client_model)
+        let names = client_namespaces(d.family, &plan.body);
+        translate_response(answer.up.protocol, d.family, &raw, client_model, &names)
     };
     let (out, usage) = rewritten.inspect_err(|e| {
         if e.kind == ErrorKind::BadGateway {
@@ -94,8 +98,8 @@ pub(super) async fn whole(
         Some(t) => stored::finish_body(gw, &d.key.id, t, out),
         None => out,
     };
-    record_usage(ctx, model, usage);
-    settle(ctx, held.take(), model, usage, answer.status < 300).await;
+    let nanos = record_usage(ctx, model, usage);
+    settle_to(ctx, held.take(), usage, nanos, answer.status < 300).await;
     gw.upstream.release(answer.ex);
     respond::json(session, ctx, answer.status, Bytes::from(out))
         .await
@@ -120,12 +124,14 @@ pub(super) async fn stream(
     } else {
         Framing::Sse
     };
+    let names = client_namespaces(d.family, &answered.plan.body);
     let resume = Resume {
         family: d.family,
         framing,
         model: client_model_name(d.family, answered.model),
         include_usage: answered.plan.req.include_usage,
         max_frame_bytes: gw.settings.max_frame_bytes,
+        namespaces: &names,
     };
     let mut pass = ClientStream::for_client(answered.answer.up.protocol, &resume);
     if let ClientStream::Passthrough(p) = &mut pass {
@@ -171,6 +177,17 @@ pub(super) async fn stream(
     let completed = clean && !ctx.client_gone;
     settle_to(ctx, held.take(), usage, nanos, completed).await;
     Ok(())
+}
+
+/// Responses: the namespaced tools the client's request declared, whose
+/// calls a translated answer gives back with their `namespace` (none for
+/// other families).
+fn client_namespaces(family: Family, body: &[u8]) -> Namespaces {
+    if family == Family::Responses {
+        Namespaces::declared(body)
+    } else {
+        Namespaces::default()
+    }
 }
 
 /// How a stream's relay ended: its end, the model of its last segment, and
@@ -318,41 +335,40 @@ fn estimate_output(partial: &Partial, base: &mut CanonicalUsage) -> CanonicalUsa
 }
 
 /// Records the answer's usage (the sum over its segments) and its cost:
-/// each earlier segment at its model's prices, the rest at `last`'s.
-/// Returns the cost for the budget.
+/// each earlier segment (its own upstream request) at its model's prices,
+/// the rest at `last`'s. Returns the cost for the budget.
 fn record_segments(
     ctx: &mut RequestCtx,
     earlier: &[(&Model, CanonicalUsage)],
     last: &Model,
     total: Usage,
 ) -> Option<Nanos> {
-    record_usage(ctx, last, total);
+    let nanos = record_usage(ctx, last, total);
     if earlier.is_empty() {
-        let i = total.input?;
-        return Some(cost_nanos(&last.pricing, i, total.output.unwrap_or(0)));
+        return nanos;
     }
-    let (mut i_left, mut o_left) = (total.input.unwrap_or(0), total.output.unwrap_or(0));
-    let (mut usd, mut nanos): (f64, Nanos) = (0.0, 0);
+    let mut left = total.tokens()?;
+    let mut sum: Nanos = 0;
     for (m, u) in earlier {
-        let (i, o) = (u.input_tokens.min(i_left), u.output_tokens.min(o_left));
-        (i_left, o_left) = (i_left - i, o_left - o);
-        usd += i as f64 * m.pricing.prompt_usd + o as f64 * m.pricing.completion_usd;
-        nanos = nanos.saturating_add(cost_nanos(&m.pricing, i, o));
+        let segment = Usage::from_canonical(u).tokens().unwrap_or_default();
+        sum = sum.saturating_add(m.pricing.cost(&left.take(&segment)));
     }
-    usd += i_left as f64 * last.pricing.prompt_usd + o_left as f64 * last.pricing.completion_usd;
-    ctx.outcome.usage.cost_usd = Some(usd);
-    Some(nanos.saturating_add(cost_nanos(&last.pricing, i_left, o_left)))
+    let sum = sum.saturating_add(last.pricing.cost(&left));
+    ctx.outcome.usage.cost_nanos = Some(sum);
+    Some(sum)
 }
 
-fn usage_cost(m: &Model, u: Usage) -> Option<f64> {
-    let (i, o) = (u.input?, u.output.unwrap_or(0));
-    Some(i as f64 * m.pricing.prompt_usd + o as f64 * m.pricing.completion_usd)
-}
-
-fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) {
-    ctx.outcome.usage.input_tokens = u.input;
-    ctx.outcome.usage.output_tokens = u.output;
-    ctx.outcome.usage.cached_tokens = u.cached;
-    ctx.outcome.usage.reasoning_tokens = u.reasoning;
-    ctx.outcome.usage.cost_usd = usage_cost(m, u);
+/// Records the usage `u` of an answer from `m` and its cost at `m`'s
+/// prices ([`cost`]); returns the cost.
+fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) -> Option<Nanos> {
+    let o = &mut ctx.outcome.usage;
+    o.input_tokens = u.input;
+    o.output_tokens = u.output;
+    o.cached_tokens = u.cached;
+    // Known usage without cache writes reported: none were made.
+    o.cache_write_tokens = u.input.map(|_| u.cache_write.unwrap_or(0));
+    o.cache_write_1h_tokens = u.cache_write_1h;
+    o.reasoning_tokens = u.reasoning;
+    o.cost_nanos = cost(m, u);
+    o.cost_nanos
 }

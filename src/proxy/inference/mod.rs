@@ -125,6 +125,7 @@ async fn run(
         request_id: &request_id,
         trace: trace.as_deref().zip(telemetry.as_deref()),
         traceparent: traceparent.as_deref(),
+        affinity: affinity(session, &req),
     };
     let ch = chain::Chain {
         client: &client,
@@ -151,6 +152,24 @@ async fn run(
     } else {
         deliver::whole(gw, session, ctx, answered, d, held).await
     }
+}
+
+/// The headers that name an agent's session, in the order they are read:
+/// Claude Code's, then Codex's (`session_id` in earlier versions, `session-id` in 0.169;
+/// both the session's UUID, which Codex also sends as `prompt_cache_key`).
+const SESSION_HEADERS: [&str; 3] = ["x-claude-code-session-id", "session_id", "session-id"];
+
+/// The request's session key, hashed (docs/resilience.md "Session
+/// affinity"): a session header's value, else what the peek found in the
+/// body (the client's cache key, else the stable prefix). Never logged.
+fn affinity(session: &Session, req: &validate::Inspected) -> u64 {
+    let headers = &session.req_header().headers;
+    SESSION_HEADERS
+        .iter()
+        .filter_map(|h| headers.get(*h))
+        .map(|v| v.as_bytes())
+        .find(|v| !v.is_empty())
+        .map_or(req.affinity, crate::util::hash::key)
 }
 
 /// A header the client's protocol requires (Anthropic's `anthropic-version`).

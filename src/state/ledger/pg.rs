@@ -19,7 +19,9 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Created on connect, under an advisory lock so that instances starting
-/// together do not race on `CREATE TABLE IF NOT EXISTS`.
+/// together do not race on `CREATE TABLE IF NOT EXISTS`; the columns added
+/// since the first schema (`cache_write_tokens`) are added to a database
+/// made before them (old rows: null, old rollups: 0).
 const SCHEMA: &str = "
 BEGIN;
 SELECT pg_advisory_xact_lock(7426318514);
@@ -56,24 +58,27 @@ CREATE TABLE IF NOT EXISTS ledger_daily (
     cost_usd         double precision NOT NULL,
     PRIMARY KEY (day, key_id, provider, model)
 );
+ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS cache_write_tokens bigint;
+ALTER TABLE ledger_daily ADD COLUMN IF NOT EXISTS cache_write_tokens bigint NOT NULL DEFAULT 0;
 COMMIT;
 ";
 
-const INSERT: &str = "INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms)
-SELECT r, to_timestamp(t / 1000.0), k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt
-FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int4[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::float8[], $15::float8[], $16::float8[])
-    AS u(r, t, k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt)";
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, cache_write_tokens)
+SELECT r, to_timestamp(t / 1000.0), k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw
+FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int4[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::float8[], $15::float8[], $16::float8[], $17::int8[])
+    AS u(r, t, k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw)";
 
-const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd)
-SELECT d::date, k, p, m, n, e, it, ot, ct, rt, c
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::float8[])
-    AS u(d, k, p, m, n, e, it, ot, ct, rt, c)
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, cache_write_tokens)
+SELECT d::date, k, p, m, n, e, it, ot, ct, rt, c, cw
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::float8[], $12::int8[])
+    AS u(d, k, p, m, n, e, it, ot, ct, rt, c, cw)
 ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
     requests = ledger_daily.requests + EXCLUDED.requests,
     errors = ledger_daily.errors + EXCLUDED.errors,
     input_tokens = ledger_daily.input_tokens + EXCLUDED.input_tokens,
     output_tokens = ledger_daily.output_tokens + EXCLUDED.output_tokens,
     cached_tokens = ledger_daily.cached_tokens + EXCLUDED.cached_tokens,
+    cache_write_tokens = ledger_daily.cache_write_tokens + EXCLUDED.cache_write_tokens,
     reasoning_tokens = ledger_daily.reasoning_tokens + EXCLUDED.reasoning_tokens,
     cost_usd = ledger_daily.cost_usd + EXCLUDED.cost_usd";
 
@@ -172,6 +177,7 @@ impl Postgres {
         let output = col(|r| sql_int(r.output_tokens));
         let cached = col(|r| sql_int(r.cached_tokens));
         let reasoning = col(|r| sql_int(r.reasoning_tokens));
+        let cache_write = col(|r| sql_int(r.cache_write_tokens));
         let costs: Vec<Option<f64>> = rows.iter().map(|r| r.cost_usd).collect();
         let latencies: Vec<f64> = rows.iter().map(|r| r.latency_ms).collect();
         let ttfts: Vec<Option<f64>> = rows.iter().map(|r| r.ttft_ms).collect();
@@ -201,20 +207,36 @@ impl Postgres {
             sum(|s| s.reasoning_tokens),
         );
         let c: Vec<f64> = d.4.iter().map(|s| s.cost_usd).collect();
+        let cw = sum(|s| s.cache_write_tokens);
 
         let tx = client.transaction().await.map_err(|e| e.to_string())?;
         tx.execute(
             INSERT,
             &[
-                &ids, &times, &keys, &families, &providers, &models, &protocols, &hosts, &statuses,
-                &input, &output, &cached, &reasoning, &costs, &latencies, &ttfts,
+                &ids,
+                &times,
+                &keys,
+                &families,
+                &providers,
+                &models,
+                &protocols,
+                &hosts,
+                &statuses,
+                &input,
+                &output,
+                &cached,
+                &reasoning,
+                &costs,
+                &latencies,
+                &ttfts,
+                &cache_write,
             ],
         )
         .await
         .map_err(|e| e.to_string())?;
         tx.execute(
             UPSERT,
-            &[&d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c],
+            &[&d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c, &cw],
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -282,13 +304,13 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
     let (table, sums, time_filter) = if rollups {
         (
             "ledger_daily",
-            "SUM(requests)::int8, SUM(errors)::int8, SUM(input_tokens)::int8, SUM(output_tokens)::int8, SUM(cached_tokens)::int8, SUM(reasoning_tokens)::int8, COALESCE(SUM(cost_usd), 0)::float8",
+            "SUM(requests)::int8, SUM(errors)::int8, SUM(input_tokens)::int8, SUM(output_tokens)::int8, SUM(cached_tokens)::int8, SUM(reasoning_tokens)::int8, COALESCE(SUM(cost_usd), 0)::float8, SUM(cache_write_tokens)::int8",
             "($3::text IS NULL OR day >= ($3::text)::date) AND ($4::text IS NULL OR day <= ($4::text)::date)",
         )
     } else {
         (
             "ledger_requests",
-            "COUNT(*)::int8, COUNT(*) FILTER (WHERE status >= 400)::int8, COALESCE(SUM(input_tokens), 0)::int8, COALESCE(SUM(output_tokens), 0)::int8, COALESCE(SUM(cached_tokens), 0)::int8, COALESCE(SUM(reasoning_tokens), 0)::int8, COALESCE(SUM(cost_usd), 0)::float8",
+            "COUNT(*)::int8, COUNT(*) FILTER (WHERE status >= 400)::int8, COALESCE(SUM(input_tokens), 0)::int8, COALESCE(SUM(output_tokens), 0)::int8, COALESCE(SUM(cached_tokens), 0)::int8, COALESCE(SUM(reasoning_tokens), 0)::int8, COALESCE(SUM(cost_usd), 0)::float8, COALESCE(SUM(cache_write_tokens), 0)::int8",
             "($3::int8 IS NULL OR time >= to_timestamp($3::int8 / 1000.0)) AND ($4::int8 IS NULL OR time < to_timestamp($4::int8 / 1000.0))",
         )
     };
@@ -307,6 +329,12 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
 pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
     let config = parse_url(url)?;
     let client = connect(&config).await?;
+    // The schema as this version reads it, on a database no writer of
+    // this version has written yet (an upgrade, before its first request).
+    tokio::time::timeout(QUERY_TIMEOUT, client.batch_execute(SCHEMA))
+        .await
+        .map_err(|_| format!("no answer within {QUERY_TIMEOUT:?}"))?
+        .map_err(|e| format!("creating the ledger tables: {e}"))?;
     let day_range = q.day_range();
     let sql = usage_sql(q, day_range.is_some());
     let query = async {
@@ -345,6 +373,7 @@ pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
                     .try_get::<_, Option<f64>>(7)
                     .map_err(|e| e.to_string())?
                     .unwrap_or_default(),
+                cache_write_tokens: get(8)?,
             },
         };
         if g.sums.requests > 0 {

@@ -22,7 +22,10 @@ pub struct Row {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// Input tokens written to a cache (0 when the upstream reported none).
+    pub cache_write_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
+    /// USD from the catalog's formula, exact to 1e-9 (docs/pricing.md).
     pub cost_usd: Option<f64>,
     pub latency_ms: f64,
     pub ttft_ms: Option<f64>,
@@ -50,6 +53,7 @@ pub struct Sums {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
+    pub cache_write_tokens: i64,
     pub reasoning_tokens: i64,
     pub cost_usd: f64,
 }
@@ -61,6 +65,7 @@ impl Sums {
         self.input_tokens += sql_int(r.input_tokens).unwrap_or(0);
         self.output_tokens += sql_int(r.output_tokens).unwrap_or(0);
         self.cached_tokens += sql_int(r.cached_tokens).unwrap_or(0);
+        self.cache_write_tokens += sql_int(r.cache_write_tokens).unwrap_or(0);
         self.reasoning_tokens += sql_int(r.reasoning_tokens).unwrap_or(0);
         self.cost_usd += r.cost_usd.unwrap_or(0.0);
     }
@@ -72,6 +77,7 @@ impl Sums {
         self.input_tokens += o.input_tokens;
         self.output_tokens += o.output_tokens;
         self.cached_tokens += o.cached_tokens;
+        self.cache_write_tokens += o.cache_write_tokens;
         self.reasoning_tokens += o.reasoning_tokens;
         self.cost_usd += o.cost_usd;
     }
@@ -112,6 +118,7 @@ pub(super) fn test_row(key: &str, model: &str, time_ms: i64, status: u16) -> Row
         input_tokens: Some(10),
         output_tokens: Some(5),
         cached_tokens: None,
+        cache_write_tokens: Some(3),
         reasoning_tokens: Some(2),
         cost_usd: Some(0.5),
         latency_ms: 1.0,
@@ -145,6 +152,7 @@ mod tests {
         )];
         assert_eq!((first.requests, first.errors), (2, 1));
         assert_eq!((first.input_tokens, first.reasoning_tokens), (20, 4));
+        assert_eq!(first.cache_write_tokens, 6);
         assert_eq!(first.cost_usd, 1.0);
     }
 }

@@ -48,15 +48,28 @@ CREATE TABLE IF NOT EXISTS ledger_daily (
 ) WITHOUT ROWID;
 ";
 
-const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+/// Columns added since the first schema ([`SCHEMA`]), and their
+/// declarations: every file gets them at open ([`migrate`]), a new one and
+/// one made before them alike (so the columns are in one order in both);
+/// old rows read as null (a request's row) or 0 (a rollup).
+const ADDED: [(&str, &str); 2] = [
+    ("ledger_requests", "cache_write_tokens INTEGER"),
+    (
+        "ledger_daily",
+        "cache_write_tokens INTEGER NOT NULL DEFAULT 0",
+    ),
+];
 
-const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
     input_tokens = input_tokens + excluded.input_tokens,
     output_tokens = output_tokens + excluded.output_tokens,
     cached_tokens = cached_tokens + excluded.cached_tokens,
+    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
     reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
     cost_usd = cost_usd + excluded.cost_usd";
 
@@ -86,11 +99,41 @@ impl Sqlite {
             .optional()?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         conn.execute_batch(SCHEMA)?;
+        migrate(&conn)?;
         Ok(Sqlite {
             conn,
             path: path.to_path_buf(),
         })
     }
+}
+
+/// Adds the [`ADDED`] columns a ledger file made before them lacks. Two
+/// processes opening an old file at once (an upgrade) may both try: the one
+/// that finds the column there already has nothing to do.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, decl) in ADDED {
+        let column = decl.split(' ').next().unwrap_or(decl);
+        if has_column(conn, table, column)? {
+            continue;
+        }
+        if let Err(e) = conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {decl}")) {
+            if !has_column(conn, table, column)? {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `table` has `column` (a file not yet opened by a writer of this
+/// version lacks the [`ADDED`] ones).
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        params![table, column],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
 }
 
 /// Whether `e` says the disk is full.
@@ -161,6 +204,7 @@ impl Backend for Sqlite {
                     sql_int(r.input_tokens),
                     sql_int(r.output_tokens),
                     sql_int(r.cached_tokens),
+                    sql_int(r.cache_write_tokens),
                     sql_int(r.reasoning_tokens),
                     r.cost_usd,
                     r.latency_ms,
@@ -180,6 +224,7 @@ impl Backend for Sqlite {
                     s.input_tokens,
                     s.output_tokens,
                     s.cached_tokens,
+                    s.cache_write_tokens,
                     s.reasoning_tokens,
                     s.cost_usd,
                 ])
@@ -213,7 +258,8 @@ impl Backend for Sqlite {
 }
 
 /// The SQL of a usage query: `SELECT group, sums FROM table WHERE filters GROUP BY group`.
-fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
+/// `writes`: the table has `cache_write_tokens` (else they sum to 0).
+fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool) -> String {
     let (table, group_col, sums, time_filter) = if rollups {
         (
             "ledger_daily",
@@ -223,7 +269,7 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
                 Some(GroupBy::Day) => "day",
                 None => "''",
             },
-            "SUM(requests), SUM(errors), SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens), SUM(reasoning_tokens), TOTAL(cost_usd)",
+            "SUM(requests), SUM(errors), SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens), SUM(reasoning_tokens), TOTAL(cost_usd), SUM(cache_write_tokens)",
             "(?3 IS NULL OR day >= ?3) AND (?4 IS NULL OR day <= ?4)",
         )
     } else {
@@ -235,11 +281,17 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
                 Some(GroupBy::Day) => "strftime('%Y-%m-%d', time_ms / 1000, 'unixepoch')",
                 None => "''",
             },
-            "COUNT(*), SUM(status >= 400), TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cached_tokens), TOTAL(reasoning_tokens), TOTAL(cost_usd)",
+            "COUNT(*), SUM(status >= 400), TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cached_tokens), TOTAL(reasoning_tokens), TOTAL(cost_usd), TOTAL(cache_write_tokens)",
             "(?3 IS NULL OR time_ms >= ?3) AND (?4 IS NULL OR time_ms < ?4)",
         )
     };
     let model_filter = "(?2 IS NULL OR model = ?2 OR provider || '/' || model = ?2)";
+    let sums = if writes {
+        sums.to_string()
+    } else {
+        sums.replace("SUM(cache_write_tokens)", "0")
+            .replace("TOTAL(cache_write_tokens)", "0")
+    };
     format!(
         "SELECT {group_col} AS g, {sums} FROM {table} WHERE (?1 IS NULL OR key_id = ?1) AND {model_filter} AND {time_filter} GROUP BY g ORDER BY g"
     )
@@ -254,8 +306,15 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
     .map_err(|e| format!("{}: {e}", path.display()))?;
     conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
     let day_range = q.day_range();
+    let table = if day_range.is_some() {
+        "ledger_daily"
+    } else {
+        "ledger_requests"
+    };
+    // A file made by an earlier version and not yet written by this one.
+    let writes = has_column(&conn, table, "cache_write_tokens").map_err(err)?;
     let mut stmt = conn
-        .prepare(&usage_sql(q, day_range.is_some()))
+        .prepare(&usage_sql(q, day_range.is_some(), writes))
         .map_err(err)?;
     let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Group> {
         // TOTAL() is a float; token sums are exact integers well below 2^53.
@@ -276,6 +335,7 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
                 cached_tokens: int(5)?,
                 reasoning_tokens: int(6)?,
                 cost_usd: r.get(7)?,
+                cache_write_tokens: int(8)?,
             },
         })
     };
@@ -328,6 +388,7 @@ mod tests {
             input_tokens: Some(input),
             output_tokens: Some(1),
             cached_tokens: None,
+            cache_write_tokens: Some(2),
             reasoning_tokens: None,
             cost_usd: Some(0.25),
             latency_ms: 3.0,
@@ -380,6 +441,7 @@ mod tests {
                 input_tokens: 7,
                 output_tokens: 2,
                 cached_tokens: 0,
+                cache_write_tokens: 4,
                 reasoning_tokens: 0,
                 cost_usd: 0.5
             }
@@ -399,6 +461,58 @@ mod tests {
             ..UsageQuery::default()
         };
         assert!(usage(&path, &q).unwrap().groups.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_ledger_made_before_cache_writes_is_migrated() {
+        let dir = std::env::temp_dir().join(format!("sb-ledger-mig-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.sqlite");
+        // A file as the first schema left it, with a row and its rollup.
+        {
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch(SCHEMA).unwrap();
+            old.execute_batch(
+                "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, status, input_tokens, output_tokens, cost_usd, latency_ms)
+                     VALUES ('old', 10, 'a', 'openai', 200, 7, 3, 0.5, 12.0);
+                 INSERT INTO ledger_daily VALUES ('1970-01-01', 'a', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);",
+            )
+            .unwrap();
+        }
+        // Read before any writer of this version opened it (an upgrade,
+        // before its first request): the writes sum to 0.
+        for q in [
+            UsageQuery::default(),
+            UsageQuery {
+                from: Bound::parse("1970-01-01T00:00:00Z"),
+                ..UsageQuery::default()
+            },
+        ] {
+            let s = usage(&path, &q).unwrap().groups[0].sums;
+            assert_eq!((s.requests, s.cache_write_tokens), (1, 0));
+        }
+        // Opened twice, as two processes on one file would: the second finds
+        // the columns there.
+        let mut db = Sqlite::open(&path).unwrap();
+        drop(Sqlite::open(&path).unwrap());
+        db.write(&[row("a", "openai", "gpt-5", 20, 5)]).unwrap();
+        for (q, want) in [
+            (UsageQuery::default(), 2),
+            (
+                UsageQuery {
+                    from: Bound::parse("1970-01-01T00:00:00Z"),
+                    ..UsageQuery::default()
+                },
+                2,
+            ),
+        ] {
+            let u = usage(&path, &q).unwrap();
+            let s = u.groups[0].sums;
+            assert_eq!((s.requests, s.input_tokens), (2, 12), "{}", u.source);
+            assert_eq!(s.cache_write_tokens, want, "{}", u.source);
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -10,7 +10,8 @@
 //! requests in flight can never spend more than the budget between them.
 //!
 //! The pieces, in the order a request meets them:
-//! - [`money`]: the worst-case cost, in integer nano-USD ([`cost_nanos`]);
+//! - [`money`]: integer nano-USD and their rendering (costs come from
+//!   `config::Pricing::cost` and `worst_case`);
 //! - [`ask`]: what the request asks of its key ([`Ask`]);
 //! - [`handle`]: [`Limits::reserve`] checks and reserves it in one step;
 //! - [`window`]: the sliding minute of rpm and tpm;
@@ -41,7 +42,7 @@ pub use ask::Ask;
 pub use backend::{FailMode, LimitsConfig};
 pub use budget::{period_at, BudgetState, Period};
 pub use handle::{KeyState, Limits};
-pub use money::{cost_nanos, format_usd, price_pico, Nanos, NANOS_PER_USD};
+pub use money::{format_usd, Nanos, NANOS_PER_USD};
 pub use refusal::Refusal;
 pub use reservation::{Reservation, RESERVATION_LEASE_SECS};
 pub use window::{unix_now, Window, WINDOW_SECS};

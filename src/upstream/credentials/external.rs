@@ -8,8 +8,7 @@
 //! refused at load.
 
 use super::fetch::{self, Call};
-use super::google::SCOPE;
-use super::Fetched;
+use super::{Fetched, GOOGLE_SCOPE as SCOPE};
 use crate::config::BaseUrl;
 use crate::upstream::client::UpstreamClient;
 use serde_json::Value;

@@ -5,14 +5,12 @@
 //! (`GCE_METADATA_HOST` overrides its host, as Google's SDKs allow).
 
 use super::fetch::{self, Call};
-use super::{external, failed, jwt, Fetched};
+use super::{external, failed, jwt, Fetched, GOOGLE_SCOPE as SCOPE};
 use crate::config::{BaseUrl, GoogleAuth};
 use crate::error::GatewayError;
 use crate::upstream::client::UpstreamClient;
 use serde_json::json;
 
-/// The scope Vertex AI calls need.
-pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// The metadata server's host.
 const METADATA_HOST: &str = "metadata.google.internal";
 /// The metadata server's token path (the instance's default account).

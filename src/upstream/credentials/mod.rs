@@ -21,6 +21,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The scope of the Google tokens Vertex AI calls need.
+const GOOGLE_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+
 /// The most a token is refreshed ahead of its expiry.
 const EARLY_MAX: Duration = Duration::from_secs(300);
 

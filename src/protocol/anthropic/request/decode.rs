@@ -323,11 +323,20 @@ fn decode_tool(tool: ToolDef, i: usize) -> Result<Tool, TranslateError> {
             if let Some(kind) = tool.kind {
                 extra.insert("type".into(), json!(kind));
             }
+            // Strict tool use, read like OpenAI's `function.strict`.
+            let strict = match extra.remove("strict") {
+                Some(Value::Bool(b)) => Some(b),
+                Some(other) => {
+                    extra.insert("strict".into(), other);
+                    None
+                }
+                None => None,
+            };
             Ok(Tool::Function(FunctionTool {
                 name: tool.name,
                 description: tool.description,
                 parameters: tool.input_schema,
-                strict: None,
+                strict,
                 cache_control: tool.cache_control,
                 extra: Extra::new(F, extra),
             }))

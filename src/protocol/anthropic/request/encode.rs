@@ -4,18 +4,19 @@
 //! messages (Anthropic wants alternation), puts `tool_result` blocks first in
 //! their user message, drops empty text blocks and unsigned thinking
 //! (Anthropic rejects both), supplies `max_tokens` from the catalog when the
-//! client gave none, and expresses `response_format` as an appended system
-//! instruction (works with every Anthropic-compatible upstream; Anthropic's
-//! own `output_config.format` is only used when the client itself sent it).
+//! client gave none, and expresses `response_format` as Anthropic's
+//! `output_config.format` where the model enforces schemas, else as an
+//! appended system instruction (`structured.rs`).
 //! Reasoning with a budget is written as `thinking: enabled`, without a
 //! budget as `adaptive`, and an effort level as `output_config.effort`.
 
 use crate::adjust::Adjustments;
 use crate::family::Family;
 use crate::ir::{
-    anthropic_effort, deep_merge, Block, ChatRequest, Extra, ImageSource, Reasoning,
-    ResponseFormat, Role, TextBlock, Tool, ToolChoice,
+    anthropic_effort, deep_merge, Block, ChatRequest, Extra, ImageSource, Reasoning, Role,
+    TextBlock, Tool, ToolChoice,
 };
+use crate::protocol::anthropic::request::structured::{self, Shape};
 use crate::protocol::anthropic::wire::{
     MessagesRequest, Metadata, ToolChoice as WireToolChoice, ToolDef,
 };
@@ -25,22 +26,6 @@ use crate::protocol::common::{EncodeOptions, TranslateError};
 use serde_json::{json, Map, Value};
 
 const F: Family = Family::Anthropic;
-
-/// The system instruction standing in for `response_format` (Anthropic has none).
-pub fn response_format_instruction(rf: &ResponseFormat) -> Option<String> {
-    match rf {
-        ResponseFormat::Text => None,
-        ResponseFormat::JsonObject => Some(
-            "Respond with a single valid JSON object and nothing else: no prose, no code fences."
-                .into(),
-        ),
-        ResponseFormat::JsonSchema(js) => Some(format!(
-            "Respond with a single valid JSON value and nothing else (no prose, no code fences). \
-             It must conform to this JSON Schema:\n{}",
-            js.schema
-        )),
-    }
-}
 
 /// Adds an IR object's Anthropic extra fields to its encoded wire value.
 fn merged(mut value: Value, extra: &Extra) -> Value {
@@ -204,7 +189,12 @@ pub fn encode(
     }
     let max_tokens = s.max_tokens.unwrap_or(opts.default_max_tokens);
 
-    let system = encode_system(req, &extra);
+    let client_native = extra
+        .get("output_config")
+        .is_some_and(|c| c.get("format").is_some())
+        || extra.contains_key("output_format");
+    let shape = structured::shape(req, client_native, opts.native_structured_output, adj);
+    let system = encode_system(req, &shape);
 
     let messages = encode_messages(req)?;
 
@@ -212,6 +202,7 @@ pub fn encode(
     for (i, tool) in req.tools.iter().enumerate() {
         tools.push(encode_tool(tool, i)?);
     }
+    structured::strict_tools(req, &mut tools, opts.native_structured_output, adj);
     let tool_choice = if tools.is_empty() {
         None
     } else {
@@ -244,13 +235,18 @@ pub fn encode(
         report::dropped(req, Param::Reasoning, adj);
     }
     let (temperature, top_p, top_k) = encode_sampling(req, thinking_on, adj);
-    if let Some(effort) = effort {
-        // `output_config.effort`, beside whatever else the client put there.
+    // `output_config.effort` and `.format`, beside whatever else the client put there.
+    let format = match shape {
+        Shape::Native(format) => Some(format),
+        _ => None,
+    };
+    for (key, value) in [("effort", effort.map(|e| json!(e))), ("format", format)] {
+        let Some(value) = value else { continue };
         let config = extra
             .entry("output_config")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(config) = config {
-            config.insert("effort".into(), json!(effort));
+            config.insert(key.into(), value);
         }
     }
 
@@ -317,12 +313,6 @@ fn encode_sampling(
         (s.seed.is_some(), Param::Seed),
         (s.presence_penalty.is_some(), Param::PresencePenalty),
         (s.frequency_penalty.is_some(), Param::FrequencyPenalty),
-        (
-            req.tools
-                .iter()
-                .any(|t| matches!(t, Tool::Function(f) if f.strict == Some(true))),
-            Param::Strict,
-        ),
     ] {
         if set {
             report::dropped(req, param, adj);
@@ -332,24 +322,17 @@ fn encode_sampling(
 }
 
 /// The `system` field: every system prompt (hoisted), then the
-/// response-format instruction (unless the client used Anthropic's own
-/// `output_config.format` / `output_format`, found in `extra`).
-fn encode_system(req: &ChatRequest, extra: &Map<String, Value>) -> Option<Value> {
+/// response-format instruction when that is the form structured output takes.
+fn encode_system(req: &ChatRequest, shape: &Shape) -> Option<Value> {
     let mut system: Vec<&TextBlock> = req.system.iter().flat_map(|sp| sp.content.iter()).collect();
     if system.len() > 1 {
         // Anthropic refuses empty text blocks.
         system.retain(|t| !t.text.is_empty() || t.cache_control.is_some());
     }
-    let native_format = extra
-        .get("output_config")
-        .is_some_and(|c| c.get("format").is_some())
-        || extra.contains_key("output_format");
-    let instruction = req
-        .response_format
-        .as_ref()
-        .filter(|_| !native_format)
-        .and_then(response_format_instruction)
-        .map(TextBlock::new);
+    let instruction = match shape {
+        Shape::Instruction(text) => Some(TextBlock::new(text.clone())),
+        _ => None,
+    };
     if let Some(i) = &instruction {
         system.push(i);
     }

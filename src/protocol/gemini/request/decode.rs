@@ -6,6 +6,7 @@
 //! the earliest unanswered call of the same name.
 
 use super::call_id::synthetic_call_id;
+use super::function_response;
 use super::schema::from_gemini_schema;
 use crate::family::Family;
 use crate::ir::media::guess_media_type;
@@ -62,11 +63,22 @@ pub(crate) fn decode_part(part: Part, param: &str) -> Result<Block, TranslateErr
             extra.insert("thoughtSignature".into(), json!(sig));
         }
         let response = fr.response.unwrap_or_else(|| json!({}));
+        let (text, is_error) = function_response::unwrap(&response);
+        if function_response::wrap(&text, is_error) != response {
+            // Kept for a Gemini upstream only (`{"result": …}`): the rule
+            // writes it back under another key.
+            let fr_extra = extra
+                .entry("functionResponse")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(m) = fr_extra {
+                m.insert("response".into(), response);
+            }
+        }
         return Ok(Block::ToolResult(ToolResult {
             call_id: fr.id.unwrap_or_default(),
             name: Some(fr.name),
-            content: vec![Block::text(response.to_string())],
-            is_error: None,
+            content: vec![Block::text(text)],
+            is_error: is_error.then_some(true),
             cache_control: None,
             extra: Extra::new(F, extra),
         }));

@@ -6,6 +6,7 @@
 //! earlier call with that id.
 
 use super::call_id::{split_call_id, wire_call_id};
+use super::function_response;
 use super::schema::to_gemini_schema;
 use crate::adjust::Adjustments;
 use crate::family::Family;
@@ -40,9 +41,10 @@ fn merged(mut value: Value, extra: &Extra) -> Value {
     value
 }
 
-/// A tool result's content as a Gemini `functionResponse.response` object:
-/// text that is a JSON object is used as is; other text is wrapped as
-/// `{"output": text}`, or `{"error": text}` for an error result.
+/// A tool result's content as a Gemini `functionResponse.response` object
+/// ([`function_response::wrap`]: text that is a JSON object is used as is;
+/// other text is wrapped as `{"output": text}`, or `{"error": text}` for an
+/// error result); a Gemini client's own response object when it kept one.
 pub fn tool_result_response(result: &ToolResult, param: &str) -> Result<Value, TranslateError> {
     let mut text = String::new();
     for (j, block) in result.content.iter().enumerate() {
@@ -60,16 +62,43 @@ pub fn tool_result_response(result: &ToolResult, param: &str) -> Result<Value, T
         }
     }
     let is_error = result.is_error == Some(true);
-    if !is_error {
-        if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(&text) {
-            return Ok(Value::Object(obj));
-        }
-    }
-    Ok(if is_error {
-        json!({"error": text})
-    } else {
-        json!({"output": text})
+    let kept = result
+        .extra
+        .get(F, "functionResponse")
+        .and_then(|f| f.get("response"))
+        .filter(|r| function_response::unwrap(r) == (text.clone(), is_error));
+    Ok(match kept {
+        Some(r) => r.clone(),
+        None => function_response::wrap(&text, is_error),
     })
+}
+
+/// A tool result as a `functionResponse` part (`names`: call ids to
+/// function names).
+fn function_response_part(
+    r: &ToolResult,
+    param: &str,
+    names: &HashMap<String, String>,
+) -> Result<Value, TranslateError> {
+    let Some(name) = r.name.clone().or_else(|| names.get(&r.call_id).cloned()) else {
+        return Err(TranslateError::unsupported(
+            param.to_string(),
+            format!(
+                "the tool result for call id \"{}\" answers no earlier tool call, so its function name is unknown, and a Gemini functionResponse needs it",
+                r.call_id
+            ),
+        ));
+    };
+    let response = tool_result_response(r, param)?;
+    let mut fr = json!({"name": name});
+    if let Some(id) = wire_call_id(&r.call_id) {
+        fr["id"] = json!(id);
+    }
+    let mut v = merged(json!({"functionResponse": fr}), &r.extra);
+    // The response is the rule's (or the kept one it chose), never
+    // a merge of the two.
+    v["functionResponse"]["response"] = response;
+    Ok(v)
 }
 
 /// Encodes one IR block as a Gemini part (`None`: dropped as harmless).
@@ -141,22 +170,7 @@ pub(crate) fn encode_part(
             }
             merged(v, &c.extra)
         }
-        Block::ToolResult(r) => {
-            let Some(name) = r.name.clone().or_else(|| names.get(&r.call_id).cloned()) else {
-                return Err(TranslateError::unsupported(
-                    param.to_string(),
-                    format!(
-                        "the tool result for call id \"{}\" answers no earlier tool call, so its function name is unknown, and a Gemini functionResponse needs it",
-                        r.call_id
-                    ),
-                ));
-            };
-            let mut fr = json!({"name": name, "response": tool_result_response(r, param)?});
-            if let Some(id) = wire_call_id(&r.call_id) {
-                fr["id"] = json!(id);
-            }
-            merged(json!({"functionResponse": fr}), &r.extra)
-        }
+        Block::ToolResult(r) => function_response_part(r, param, names)?,
         Block::Opaque(o) if o.origin == F => o.value.clone(),
         Block::Opaque(o) => {
             return Err(TranslateError::unsupported(

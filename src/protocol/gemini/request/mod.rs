@@ -3,12 +3,14 @@
 //!
 //! - [`call_id`]: synthetic tool-call ids and thought signatures carried inside ids.
 //! - [`schema`]: JSON Schema ⇄ Gemini's OpenAPI-subset schema.
+//! - [`function_response`]: a tool result's text ⇄ `functionResponse.response`.
 //! - [`decode`](mod@decode): a client's body → the canonical request.
 //! - [`encode`](mod@encode): the canonical request → an upstream body.
 
 pub mod call_id;
 pub mod decode;
 pub mod encode;
+pub mod function_response;
 pub mod prefill;
 pub mod schema;
 

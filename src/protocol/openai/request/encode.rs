@@ -16,6 +16,7 @@ use crate::ir::{
 };
 use crate::protocol::common::json::{take_nested, to_value, StringOr};
 use crate::protocol::common::report::{self, Param};
+use crate::protocol::common::strict;
 use crate::protocol::common::{EncodeOptions, TranslateError};
 use crate::protocol::openai::wire::{
     ChatCompletionRequest, FunctionDef, JsonSchema, ResponseFormat as WireResponseFormat,
@@ -61,6 +62,7 @@ pub fn encode(
     for (i, tool) in req.tools.iter().enumerate() {
         tools.push(encode_tool(tool, i)?);
     }
+    strict_tools(req, &mut tools, adj);
 
     let s = &req.sampling;
     let use_completion_field = extra.remove("max_completion_tokens").is_some();
@@ -113,7 +115,10 @@ pub fn encode(
         tools: (!tools.is_empty()).then_some(tools),
         tool_choice: req.tool_choice.as_ref().map(encode_tool_choice),
         parallel_tool_calls: req.parallel_tool_calls,
-        response_format: req.response_format.as_ref().map(encode_response_format),
+        response_format: req
+            .response_format
+            .as_ref()
+            .map(|rf| encode_response_format(rf, req.source)),
         n: s.candidate_count,
         seed: s.seed,
         presence_penalty: s.presence_penalty,
@@ -431,7 +436,26 @@ fn encode_tool_choice(choice: &ToolChoice) -> Value {
     }
 }
 
-fn encode_response_format(rf: &ResponseFormat) -> WireResponseFormat {
+/// Strict function tools: another family's strict flag only where the
+/// schema meets OpenAI's rules (`common::strict`), reported when lowered.
+fn strict_tools(req: &ChatRequest, tools: &mut [ToolDef], adj: &mut Adjustments) {
+    let mut lowered = false;
+    for (tool, def) in req.tools.iter().zip(tools.iter_mut()) {
+        if let (Tool::Function(f), Some(function)) = (tool, def.function.as_mut()) {
+            let params = f.parameters.as_ref();
+            function.strict = strict::openai_strict(req.source, f.strict, params);
+            lowered |= strict::lowered(req.source, f.strict, params);
+        }
+    }
+    if lowered {
+        report::dropped(req, Param::Strict, adj);
+    }
+}
+
+/// `response_format`; a schema another family enforces (Anthropic
+/// `output_config.format`, Gemini `responseSchema`) is asked strict where it
+/// meets OpenAI's rules.
+fn encode_response_format(rf: &ResponseFormat, source: Option<Family>) -> WireResponseFormat {
     match rf {
         ResponseFormat::Text => WireResponseFormat {
             kind: "text".into(),
@@ -447,7 +471,8 @@ fn encode_response_format(rf: &ResponseFormat) -> WireResponseFormat {
                 name: js.name.clone().unwrap_or_else(|| "response".into()),
                 description: js.description.clone(),
                 schema: Some(js.schema.clone()),
-                strict: js.strict,
+                strict: strict::openai_strict(source, js.strict.or(Some(true)), Some(&js.schema))
+                    .filter(|s| *s || js.strict.is_some()),
                 extra: Map::new(),
             }),
             extra: Map::new(),

@@ -18,6 +18,9 @@
 //!   tool calls with arguments `{CUSTOM_INPUT_KEY: input}`, and their outputs
 //!   tool results. Response encoders recognise a call by that argument shape
 //!   and write `custom_tool_call` items back.
+//! - `namespace` tools become their members, flat-named
+//!   `{namespace}__{tool}` (`super::flatten`); a `function_call` item or a
+//!   `tool_choice` with a `namespace` names the same flat name.
 //! - `previous_response_id` is expanded into `input` from the gateway's
 //!   stored responses before decoding (`proxy::stored`); one that reaches
 //!   the codec is refused. What needs state this gateway does not keep
@@ -30,6 +33,7 @@
 //!   encrypted reasoning); everything else unknown rides in the extras.
 
 use super::custom::{custom_arguments, custom_parameters, format_note};
+use super::flatten::{check_unique, members};
 use super::reasoning::{carried, joined, Carried};
 use crate::family::Family;
 use crate::ir::media::parse_data_url;
@@ -41,6 +45,7 @@ use crate::ir::{
 };
 use crate::protocol::common::json::{nested, parse_request, to_value, StringOr};
 use crate::protocol::common::{DecodeContext, TranslateError};
+use crate::protocol::responses::namespace::flat_name;
 use crate::protocol::responses::wire::{
     Format, Item, Part, ReasoningConfig, ResponsesRequest, TextConfig, ToolDef,
 };
@@ -119,9 +124,7 @@ pub fn from_wire(
     req.resolve_tool_result_names();
 
     if let Some(tools) = wire.tools {
-        for (i, tool) in tools.into_iter().enumerate() {
-            req.tools.push(decode_tool(tool, i)?);
-        }
+        req.tools = decode_tools(tools)?;
     }
     if let Some(choice) = wire.tool_choice {
         req.tool_choice = Some(decode_tool_choice(&choice)?);
@@ -503,6 +506,15 @@ fn decode_call(mut item: Item, kind: &str, param: &str) -> Result<Block, Transla
     } else {
         parse_arguments(item.arguments.as_deref().unwrap_or_default())
     };
+    // A call of a namespace's tool, under the flat name its tool has.
+    let name = match item.extra.remove("namespace") {
+        Some(Value::String(ns)) => flat_name(&ns, &name),
+        None | Some(Value::Null) => name,
+        Some(other) => {
+            item.extra.insert("namespace".into(), other);
+            name
+        }
+    };
     Ok(Block::ToolCall(ToolCall {
         id: call_id,
         name,
@@ -588,8 +600,34 @@ fn built_in(param: String, kind: &str) -> TranslateError {
     )
 }
 
+/// The tools of a request, each `namespace` replaced by its members
+/// (`super::flatten`).
+fn decode_tools(tools: Vec<ToolDef>) -> Result<Vec<Tool>, TranslateError> {
+    let mut out = Vec::with_capacity(tools.len());
+    // Where each flattened member sits in `out`, and its place in the request.
+    let mut flattened = Vec::new();
+    for (i, tool) in tools.into_iter().enumerate() {
+        if tool.kind == "namespace" {
+            for (member, at) in members(tool, i)? {
+                out.push(decode_tool_at(member, &at)?);
+                flattened.push((out.len() - 1, at));
+            }
+        } else {
+            out.push(decode_tool_at(tool, &format!("tools[{i}]"))?);
+        }
+    }
+    check_unique(&out, &flattened)?;
+    Ok(out)
+}
+
+#[cfg(test)]
 pub(super) fn decode_tool(tool: ToolDef, i: usize) -> Result<Tool, TranslateError> {
-    let param = format!("tools[{i}]");
+    decode_tool_at(tool, &format!("tools[{i}]"))
+}
+
+/// One `function` or `custom` tool (`param`: where it is in the request).
+pub(super) fn decode_tool_at(tool: ToolDef, param: &str) -> Result<Tool, TranslateError> {
+    let param = param.to_string();
     match tool.kind.as_str() {
         "function" | "custom" => {
             let Some(name) = tool.name.filter(|n| !n.is_empty()) else {
@@ -628,10 +666,6 @@ pub(super) fn decode_tool(tool: ToolDef, i: usize) -> Result<Tool, TranslateErro
                 extra: Extra::new(F, extra),
             }))
         }
-        "namespace" => Err(TranslateError::unsupported(
-            param,
-            "namespace tools are only available when the model is served by a responses upstream",
-        )),
         other => Err(built_in(param, other)),
     }
 }
@@ -639,13 +673,16 @@ pub(super) fn decode_tool(tool: ToolDef, i: usize) -> Result<Tool, TranslateErro
 /// A named tool in a `tool_choice` or `allowed_tools` entry.
 fn chosen_name(v: &Value, param: &str) -> Result<String, TranslateError> {
     match v.get("type").and_then(Value::as_str) {
-        Some("function" | "custom") => v
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| {
+        Some("function" | "custom") => {
+            let name = v.get("name").and_then(Value::as_str).ok_or_else(|| {
                 TranslateError::invalid(param.to_string(), "the tool's name is missing")
-            }),
+            })?;
+            // A namespace's tool is chosen by its flat name.
+            Ok(match v.get("namespace").and_then(Value::as_str) {
+                Some(ns) => flat_name(ns, name),
+                None => name.to_string(),
+            })
+        }
         Some(kind) => Err(built_in(param.to_string(), kind)),
         None => Err(TranslateError::invalid(
             param.to_string(),

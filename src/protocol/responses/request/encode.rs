@@ -24,6 +24,7 @@ use crate::ir::{
 };
 use crate::protocol::common::json::take_nested;
 use crate::protocol::common::report::{self, Param};
+use crate::protocol::common::strict;
 use crate::protocol::common::{EncodeOptions, TranslateError};
 use crate::util::base64::to_standard as standard_base64;
 use serde_json::{json, Map, Value};
@@ -406,7 +407,13 @@ pub(super) fn encode_tool(
             // Responses functions are strict unless told otherwise, which
             // refuses most schemas written for other protocols.
             match (f.strict, source) {
-                (Some(s), _) => v["strict"] = json!(s),
+                (Some(_), _) => {
+                    v["strict"] = json!(strict::openai_strict(
+                        source,
+                        f.strict,
+                        f.parameters.as_ref()
+                    ))
+                }
                 (None, Some(Family::Responses)) => {}
                 (None, _) => v["strict"] = json!(false),
             }
@@ -444,7 +451,9 @@ fn encode_tool_choice(choice: &ToolChoice, req: &ChatRequest) -> Value {
     }
 }
 
-fn encode_format(rf: &ResponseFormat) -> Value {
+/// `text.format`; a schema another family enforces is asked strict where it
+/// meets OpenAI's rules (as chat-completions' `response_format`).
+fn encode_format(rf: &ResponseFormat, source: Option<Family>) -> Value {
     match rf {
         ResponseFormat::Text => json!({"type": "text"}),
         ResponseFormat::JsonObject => json!({"type": "json_object"}),
@@ -457,8 +466,10 @@ fn encode_format(rf: &ResponseFormat) -> Value {
             if let Some(d) = &js.description {
                 v["description"] = json!(d);
             }
-            if let Some(s) = js.strict {
-                v["strict"] = json!(s);
+            let enforced = js.strict.or(Some(true));
+            match strict::openai_strict(source, enforced, Some(&js.schema)) {
+                Some(s) if s || js.strict.is_some() => v["strict"] = json!(s),
+                _ => {}
             }
             v
         }
@@ -536,6 +547,12 @@ pub fn encode(
     for (i, tool) in req.tools.iter().enumerate() {
         tools.push(encode_tool(tool, i, req.source)?);
     }
+    let lowered = req.tools.iter().any(|t| {
+        matches!(t, Tool::Function(f) if strict::lowered(req.source, f.strict, f.parameters.as_ref()))
+    });
+    if lowered {
+        report::dropped(req, Param::Strict, adj);
+    }
 
     if !s.stop.is_empty() {
         report::dropped(req, Param::Stop, adj);
@@ -568,7 +585,7 @@ pub fn encode(
     }
     let mut text_extra = take_nested(&mut extra, "text");
     if let Some(rf) = &req.response_format {
-        let mut format = encode_format(rf);
+        let mut format = encode_format(rf, req.source);
         let format_extra = take_nested(&mut text_extra, "format");
         if let Value::Object(obj) = &mut format {
             deep_merge(obj, &format_extra);

@@ -3,11 +3,13 @@
 //! - [`custom`]: `custom` tools as function tools with one string argument.
 //! - `reasoning`: what a reasoning item's `encrypted_content` stands for.
 //! - [`decode`](mod@decode): a client's body → the canonical request.
+//! - `flatten`: `namespace` tools as flat-named function tools.
 //! - [`encode`](mod@encode): the canonical request → an upstream body.
 
 pub mod custom;
 pub mod decode;
 pub mod encode;
+mod flatten;
 pub mod prefill;
 pub(crate) mod reasoning;
 #[cfg(test)]

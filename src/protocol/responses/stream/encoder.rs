@@ -12,7 +12,9 @@
 //! streams). Done events and the final `response.completed` (or
 //! `response.incomplete`) repeat what was streamed, so the encoder keeps the
 //! open item's text and the finished items' JSON. A failure is an `error`
-//! event followed by `response.failed`.
+//! event followed by `response.failed`. A call of a namespaced tool the
+//! client declared ([`Encoder::set_namespaces`]) names its `namespace` and
+//! the tool's own `name` in every item and event.
 
 use super::custom_input::{custom_prefix, Prefix, Unescape};
 use crate::family::Family;
@@ -22,6 +24,7 @@ use crate::ir::stream::{
 use crate::ir::{Extra, StopReason, ThinkingBlock, ToolCall, Usage};
 use crate::protocol::common::support::{error_body, json_str, json_u64, json_value};
 use crate::protocol::responses::envelope::Envelope;
+use crate::protocol::responses::namespace::Namespaces;
 use crate::protocol::responses::request::custom_input;
 use crate::protocol::responses::response::{
     call_item, encode_status, encode_usage, item_id, reasoning_item, redacted_item, response_id,
@@ -80,6 +83,8 @@ pub struct Encoder {
     /// A stored or continued response (docs/api.md "Stored responses"): what its objects carry
     /// and its final object (boxed: most streams have none).
     kept: Option<Box<Kept>>,
+    /// The client's namespaced tools, by the flat names the upstream calls.
+    names: Namespaces,
 }
 
 /// What a stored or continued response's stream carries and leaves.
@@ -115,7 +120,14 @@ impl Encoder {
             usage: None,
             scratch: String::new(),
             kept: None,
+            names: Namespaces::default(),
         }
+    }
+
+    /// The namespaced tools the client's request declared: their calls
+    /// are written with `namespace` and the tool's own name.
+    pub fn set_namespaces(&mut self, names: Namespaces) {
+        self.names = names;
     }
 
     /// Sets the id and members every `response` object of this stream carries.
@@ -457,13 +469,20 @@ impl Encoder {
             ("fc_", CallMode::Function)
         };
         self.item_id = item_id(prefix, &self.id, self.output_index);
-        let item = if custom {
+        let (namespace, name) = match self.names.split(&self.name) {
+            Some((ns, name)) => (Some(ns), name),
+            None => (None, self.name.as_str()),
+        };
+        let mut item = if custom {
             serde_json::json!({"id": self.item_id, "type": "custom_tool_call", "status": "in_progress",
-                "call_id": self.call_id, "input": "", "name": self.name})
+                "call_id": self.call_id, "input": "", "name": name})
         } else {
             serde_json::json!({"id": self.item_id, "type": "function_call", "status": "in_progress",
-                "arguments": "", "call_id": self.call_id, "name": self.name})
+                "arguments": "", "call_id": self.call_id, "name": name})
         };
+        if let Some(ns) = namespace {
+            item["namespace"] = Value::String(ns.to_string());
+        }
         self.item_added(out, &item);
         self.open = Out::Call(mode);
     }
@@ -540,69 +559,71 @@ impl Encoder {
                 let item = reasoning_item(&block, &self.item_id);
                 self.item_done(out, &item);
             }
-            Out::Call(mode) => {
-                let arguments = parse_arguments(&self.raw);
-                let custom = match mode {
-                    CallMode::Deciding => {
-                        let custom = custom_input(&arguments).is_some();
-                        self.call_added(custom, out);
-                        if !custom {
-                            let held = std::mem::take(&mut self.raw);
-                            self.arguments_delta(&held, out);
-                            self.raw = held;
-                        } else if let Some(input) = custom_input(&arguments) {
-                            let input = input.to_string();
-                            self.custom_delta_raw(&input, out);
-                        }
-                        custom
-                    }
-                    CallMode::Function => false,
-                    CallMode::Custom => true,
-                };
-                let call = ToolCall {
-                    id: std::mem::take(&mut self.call_id),
-                    name: std::mem::take(&mut self.name),
-                    arguments: if custom {
-                        // The input as streamed, unless the whole text says otherwise.
-                        match custom_input(&arguments) {
-                            Some(_) => arguments,
-                            None => {
-                                crate::protocol::responses::request::custom_arguments(&self.text)
-                            }
-                        }
-                    } else {
-                        arguments
-                    },
-                    signature: None,
-                    cache_control: None,
-                    extra: Extra::default(),
-                };
-                if custom {
-                    let input = custom_input(&call.arguments).unwrap_or_default();
-                    self.begin(out, "response.custom_tool_call_input.done");
-                    self.item_ref(out);
-                    out.extend_from_slice(b",\"input\":");
-                    json_str(out, input);
-                    Self::end(out);
-                } else {
-                    self.begin(out, "response.function_call_arguments.done");
-                    self.item_ref(out);
-                    out.extend_from_slice(b",\"name\":");
-                    json_str(out, &call.name);
-                    out.extend_from_slice(b",\"arguments\":");
-                    json_str(out, &self.text);
-                    Self::end(out);
-                }
-                let mut item = call_item(&call, &self.item_id, "completed");
-                if !custom {
-                    // The arguments exactly as streamed.
-                    item["arguments"] = Value::String(std::mem::take(&mut self.text));
-                }
-                self.item_done(out, &item);
-            }
+            Out::Call(mode) => self.call_done(mode, out),
         }
         self.text.clear();
         self.raw.clear();
+    }
+
+    /// The open tool call's done events and item.
+    fn call_done(&mut self, mode: CallMode, out: &mut Vec<u8>) {
+        let arguments = parse_arguments(&self.raw);
+        let custom = match mode {
+            CallMode::Deciding => {
+                let custom = custom_input(&arguments).is_some();
+                self.call_added(custom, out);
+                if !custom {
+                    let held = std::mem::take(&mut self.raw);
+                    self.arguments_delta(&held, out);
+                    self.raw = held;
+                } else if let Some(input) = custom_input(&arguments) {
+                    let input = input.to_string();
+                    self.custom_delta_raw(&input, out);
+                }
+                custom
+            }
+            CallMode::Function => false,
+            CallMode::Custom => true,
+        };
+        let call = ToolCall {
+            id: std::mem::take(&mut self.call_id),
+            name: std::mem::take(&mut self.name),
+            arguments: if custom {
+                // The input as streamed, unless the whole text says otherwise.
+                match custom_input(&arguments) {
+                    Some(_) => arguments,
+                    None => crate::protocol::responses::request::custom_arguments(&self.text),
+                }
+            } else {
+                arguments
+            },
+            signature: None,
+            cache_control: None,
+            extra: Extra::default(),
+        };
+        if custom {
+            let input = custom_input(&call.arguments).unwrap_or_default();
+            self.begin(out, "response.custom_tool_call_input.done");
+            self.item_ref(out);
+            out.extend_from_slice(b",\"input\":");
+            json_str(out, input);
+            Self::end(out);
+        } else {
+            self.begin(out, "response.function_call_arguments.done");
+            self.item_ref(out);
+            out.extend_from_slice(b",\"name\":");
+            let name = self.names.split(&call.name).map_or(&*call.name, |(_, n)| n);
+            json_str(out, name);
+            out.extend_from_slice(b",\"arguments\":");
+            json_str(out, &self.text);
+            Self::end(out);
+        }
+        let mut item = call_item(&call, &self.item_id, "completed", &self.names);
+        if !custom {
+            // The arguments exactly as streamed.
+            item["arguments"] = Value::String(std::mem::take(&mut self.text));
+        }
+        self.item_done(out, &item);
     }
 
     /// A custom call decided only at its end: its whole input as one delta.

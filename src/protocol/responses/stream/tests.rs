@@ -224,3 +224,93 @@ fn a_failure_before_anything_still_opens_the_response() {
     assert!(text.contains("\"message\":\"busy\""), "{text}");
     assert!(text.contains("\"status\":\"failed\""), "{text}");
 }
+
+/// Every `data:` object of a stream.
+fn data_objects(wire: &str) -> Vec<Value> {
+    wire.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+#[test]
+fn a_call_of_a_namespaced_tool_streams_with_its_namespace_and_own_name() {
+    let call = |index: usize, id: &str, name: &str| {
+        [
+            StreamEvent::BlockStart {
+                index,
+                block: BlockStart::ToolCall {
+                    id: id.into(),
+                    name: name.into(),
+                },
+            },
+            StreamEvent::BlockDelta {
+                index,
+                delta: BlockDelta::ToolArguments("{\"message\":".into()),
+            },
+            StreamEvent::BlockDelta {
+                index,
+                delta: BlockDelta::ToolArguments("\"review\"}".into()),
+            },
+            StreamEvent::BlockStop { index },
+        ]
+    };
+    let mut events = vec![StreamEvent::MessageStart(MessageStart {
+        id: "resp_1".into(),
+        ..MessageStart::default()
+    })];
+    events.extend(call(0, "call_1", "multi_agent_v1__spawn_agent"));
+    // Not declared in a namespace: a plain tool whose name has `__`.
+    events.extend(call(1, "call_2", "plain__tool"));
+    events.push(StreamEvent::MessageDelta(MessageDelta {
+        stop_reason: Some(StopReason::ToolUse),
+        usage: None,
+    }));
+    events.push(StreamEvent::MessageStop);
+    let mut names = crate::protocol::responses::namespace::Namespaces::default();
+    names.add("multi_agent_v1", "spawn_agent".into());
+    let mut e = Encoder::new("acme/m", 1);
+    e.set_namespaces(names);
+    let mut out = Vec::new();
+    for event in &events {
+        e.event(event, &mut out);
+    }
+    let wire = String::from_utf8(out).unwrap_or_default();
+    let objects = data_objects(&wire);
+    let items: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            matches!(
+                o["type"].as_str(),
+                Some("response.output_item.added" | "response.output_item.done")
+            )
+        })
+        .map(|o| &o["item"])
+        .collect();
+    assert_eq!(items.len(), 4, "{wire}");
+    for item in &items[..2] {
+        assert_eq!(item["type"], "function_call", "{item}");
+        assert_eq!(item["namespace"], "multi_agent_v1", "{item}");
+        assert_eq!(item["name"], "spawn_agent", "{item}");
+        assert_eq!(item["call_id"], "call_1", "{item}");
+    }
+    assert_eq!(items[1]["arguments"], "{\"message\":\"review\"}");
+    for item in &items[2..] {
+        assert_eq!(item["name"], "plain__tool", "{item}");
+        assert!(item.get("namespace").is_none(), "{item}");
+    }
+    let done: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["type"] == "response.function_call_arguments.done")
+        .collect();
+    assert_eq!(done[0]["name"], "spawn_agent");
+    assert_eq!(done[1]["name"], "plain__tool");
+    let completed = objects
+        .iter()
+        .find(|o| o["type"] == "response.completed")
+        .map(|o| o["response"]["output"].clone())
+        .unwrap_or_default();
+    assert_eq!(completed[0]["namespace"], "multi_agent_v1");
+    assert_eq!(completed[0]["name"], "spawn_agent");
+    assert!(completed[1].get("namespace").is_none());
+}

@@ -31,6 +31,14 @@ pub(super) struct Markers {
     pub(super) max_tokens: bool,
     /// `[[cached:N]]`: prompt tokens read from the cache.
     pub(super) cached: Option<u64>,
+    /// `[[cache-write:N]]`: prompt tokens written to the cache.
+    pub(super) cache_write: Option<u64>,
+    /// `[[cache-write-1h:N]]`: of those, the ones written for an hour.
+    pub(super) cache_write_1h: Option<u64>,
+    /// `[[prompt-tokens:N]]`: the prompt tokens reported.
+    pub(super) prompt_tokens: Option<u64>,
+    /// `[[deepseek-cache]]`: OpenAI chat usage in DeepSeek's shape.
+    pub(super) deepseek_cache: bool,
     /// `[[agent-tool:NAME:JSON]]`: the tool's name and arguments.
     pub(super) agent_tool: Option<(String, Value)>,
     /// `[[no-terminator]]`: a stream's last frame is left out.
@@ -39,6 +47,8 @@ pub(super) struct Markers {
     pub(super) context_overflow: bool,
     /// `[[no-prefill]]`: a request ending with an assistant prefill gets a 400.
     pub(super) no_prefill: bool,
+    /// `[[json-answer]]`: the reply conforms to the request's enforced schema.
+    pub(super) json_answer: bool,
 }
 
 impl Markers {
@@ -69,6 +79,7 @@ impl Markers {
                 "no-terminator" => markers.no_terminator = true,
                 "context-overflow" => markers.context_overflow = true,
                 "no-prefill" => markers.no_prefill = true,
+                "json-answer" => markers.json_answer = true,
                 "stream-error" => markers.stream_error = true,
                 "tool" => markers.tool = true,
                 "text+tool" => markers.text_tool = true,
@@ -79,6 +90,10 @@ impl Markers {
                 "chunk" => markers.max_piece = arg.trim().parse().ok(),
                 "max-tokens" => markers.max_tokens = true,
                 "cached" => markers.cached = arg.trim().parse().ok(),
+                "cache-write" => markers.cache_write = arg.trim().parse().ok(),
+                "cache-write-1h" => markers.cache_write_1h = arg.trim().parse().ok(),
+                "prompt-tokens" => markers.prompt_tokens = arg.trim().parse().ok(),
+                "deepseek-cache" => markers.deepseek_cache = true,
                 "agent-tool" => markers.agent_tool = parse_agent_tool(arg),
                 _ => {}
             }
@@ -131,6 +146,12 @@ pub(super) struct Answer {
     pub(super) prompt_tokens: u64,
     /// Of the prompt tokens, those read from the cache (`[[cached:N]]`).
     pub(super) cached_tokens: u64,
+    /// Of the prompt tokens, those written to the cache (`[[cache-write:N]]`).
+    pub(super) cache_write_tokens: u64,
+    /// Of those, the ones written for an hour (`[[cache-write-1h:N]]`).
+    pub(super) cache_write_1h_tokens: u64,
+    /// `[[deepseek-cache]]`: OpenAI chat usage in DeepSeek's shape.
+    pub(super) deepseek_cache: bool,
     /// `[[max-tokens]]`: the answer stops for its token limit.
     pub(super) max_tokens: bool,
     /// Line ending of OpenAI, Anthropic and Responses SSE frames.

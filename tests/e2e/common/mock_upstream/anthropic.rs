@@ -26,19 +26,34 @@ pub(super) fn anthropic_reply(a: &Answer, stream: bool, markers: &Markers) -> Re
     } else {
         "end_turn"
     };
-    // Anthropic's `input_tokens` leaves out the tokens read from the cache.
+    // Anthropic's `input_tokens` leaves out the tokens read from and
+    // written to the cache; `cache_creation` splits the writes by lifetime.
     let usage = |output_tokens: u64| {
+        let (read, write, write_1h) = (
+            a.cached_tokens,
+            a.cache_write_tokens,
+            a.cache_write_1h_tokens,
+        );
         let usage = obj! {
-            "input_tokens": a.prompt_tokens - a.cached_tokens,
+            "input_tokens": a.prompt_tokens - read - write,
             "output_tokens": output_tokens,
         };
-        if a.cached_tokens > 0 {
-            usage
-                .with("cache_creation_input_tokens", 0u64)
-                .with("cache_read_input_tokens", a.cached_tokens)
-        } else {
-            usage
+        if read == 0 && write == 0 {
+            return usage;
         }
+        let usage = usage
+            .with("cache_creation_input_tokens", write)
+            .with("cache_read_input_tokens", read);
+        if write == 0 {
+            return usage;
+        }
+        usage.with(
+            "cache_creation",
+            obj! {
+                "ephemeral_5m_input_tokens": write - write_1h,
+                "ephemeral_1h_input_tokens": write_1h,
+            },
+        )
     };
     if !stream {
         if markers.malformed {

@@ -27,7 +27,11 @@
 //! one mock serves a healthy and a failing upstream side by side. `every:N`
 //! among them applies the others to every Nth request on the path only
 //! (`~every:2,status:503`: half of them fail); `once` applies them to the
-//! path's first request only (`~once,cut`).
+//! path's first request only (`~once,cut`). `prompt-cache` among them makes
+//! the upstream cache prompts as a provider does: a request whose turns (its
+//! system prompt, then each message or item) begin as an earlier request's on
+//! that path did reads them from the cache (`[[cached:N]]`, N their JSON
+//! bytes / 4, for the longest such run).
 //! - anything else: 404 in the error shape of the protocol the path looks like.
 //!
 //! Reply text: `"Hello from {protocol} mock: " + last user text + " ✓ héllo 🌍"`
@@ -90,7 +94,29 @@
 //! - `[[cached:N]]`: N of the prompt tokens were read from the cache (OpenAI
 //!   `prompt_tokens_details`, Anthropic `cache_read_input_tokens`, Gemini
 //!   `cachedContentTokenCount`, Responses `input_tokens_details`).
+//! - `[[cache-write:N]]`: N of the prompt tokens were written to the cache,
+//!   `[[cache-write-1h:M]]` M of them for an hour (Anthropic
+//!   `cache_creation_input_tokens` and `cache_creation`'s
+//!   `ephemeral_5m/1h_input_tokens`, with `input_tokens` the rest; OpenAI
+//!   `prompt_tokens_details.cache_write_tokens` and Responses
+//!   `input_tokens_details.cache_write_tokens`, as OpenRouter reports them;
+//!   Gemini reports no writes).
+//! - `[[prompt-tokens:N]]`: the usage reports N prompt tokens (count routes
+//!   too) instead of the body's bytes / 4.
+//! - `[[deepseek-cache]]`: OpenAI chat usage in DeepSeek's shape
+//!   (`prompt_cache_hit_tokens` / `prompt_cache_miss_tokens` for the
+//!   `[[cached:N]]` split, no `prompt_tokens_details`).
 //! - `[[echo-request]]`: the reply text is the whole request body.
+//! - `[[json-answer]]`: the reply text is a JSON value conforming to the schema
+//!   the request enforces in its protocol's form (OpenAI
+//!   `response_format.json_schema`, Responses `text.format`, Anthropic
+//!   `output_config.format`, Gemini `responseJsonSchema` / `responseSchema`);
+//!   without one, a reply saying so. With `[[tool]]`, the call's arguments
+//!   conform to the called tool's schema instead. Anthropic requests are checked as
+//!   Anthropic does: `output_config.format` and `strict: true` tools whose
+//!   schema leaves an object open (`additionalProperties` not `false`) or
+//!   uses a keyword its structured outputs refuse (`minimum`, `pattern`,
+//!   `oneOf`, ...) get a 400 naming it.
 //! - `[[chunk:N]]`: stream TCP writes of 1..=N bytes (default 24; 0 = one
 //!   write per frame). `[[crlf]]`: CRLF line endings in OpenAI/Anthropic
 //!   streams. `[[sse-comments]]`: an SSE comment line before every frame.
@@ -98,7 +124,8 @@
 //! Files: `server` (connections and routing), `answer` (markers and the
 //! answer), `json`, `reply` (writing), `wire` (HTTP/1.1 framing, shared with
 //! the test client), one per protocol: `openai`, `responses`,
-//! `anthropic`, `gemini`, and `cloud` (Azure, Vertex, their token endpoints). This file holds the public API (`MockUpstream`,
+//! `anthropic`, `gemini`; `structured` (enforced schemas: Anthropic's check,
+//! conforming values); `cloud` (Azure, Vertex, their token endpoints). This file holds the public API (`MockUpstream`,
 //! `Protocol`, `RecordedRequest`, `expected_reply`, the constants); the files
 //! import `super::*`, the protocol files never each other. Imports serde,
 //! serde_json and tokio; nothing of the gateway.
@@ -116,6 +143,7 @@ mod openai;
 mod reply;
 mod responses;
 mod server;
+mod structured;
 pub mod wire;
 
 pub use answer::split_deltas;
@@ -132,6 +160,7 @@ use openai::*;
 use reply::*;
 use responses::*;
 use server::*;
+use structured::*;
 
 use std::io;
 use std::net::SocketAddr;
@@ -321,6 +350,8 @@ struct State {
     aborted: AtomicUsize,
     /// Requests seen per faulty path segment (for `every:N`).
     fault_counts: Mutex<std::collections::HashMap<String, u64>>,
+    /// `~prompt-cache`: the turns of each earlier request, per path.
+    prompt_cache: Mutex<std::collections::HashMap<String, Vec<Vec<String>>>>,
     /// The clouds' credentials and issued tokens (`cloud`).
     cloud: Mutex<CloudState>,
 }

@@ -24,11 +24,18 @@ pub(super) fn openai_reply(
         "completion_tokens": completion,
         "total_tokens": a.prompt_tokens + completion,
     };
-    if a.cached_tokens > 0 {
-        usage = usage.with(
-            "prompt_tokens_details",
-            obj! { "cached_tokens": a.cached_tokens, "audio_tokens": 0u64 },
+    if a.deepseek_cache {
+        usage = usage.with("prompt_cache_hit_tokens", a.cached_tokens).with(
+            "prompt_cache_miss_tokens",
+            a.prompt_tokens - a.cached_tokens,
         );
+    } else if a.cached_tokens > 0 || a.cache_write_tokens > 0 {
+        let mut details = obj! { "cached_tokens": a.cached_tokens, "audio_tokens": 0u64 };
+        if a.cache_write_tokens > 0 {
+            // OpenRouter's field for the writes of the models that bill them.
+            details = details.with("cache_write_tokens", a.cache_write_tokens);
+        }
+        usage = usage.with("prompt_tokens_details", details);
     }
     let finish = if a.tool.is_some() {
         "tool_calls"

@@ -61,9 +61,13 @@ pub(super) fn responses_reply(
     };
     let reasoning_tokens = summary_deltas.len() as u64;
     let output_tokens = (deltas.len() + fragments.len()) as u64 + reasoning_tokens;
+    let mut input_details = obj! { "cached_tokens": a.cached_tokens };
+    if a.cache_write_tokens > 0 {
+        input_details = input_details.with("cache_write_tokens", a.cache_write_tokens);
+    }
     let usage = obj! {
         "input_tokens": a.prompt_tokens,
-        "input_tokens_details": obj! { "cached_tokens": a.cached_tokens },
+        "input_tokens_details": input_details,
         "output_tokens": output_tokens,
         "output_tokens_details": obj! { "reasoning_tokens": reasoning_tokens },
         "total_tokens": a.prompt_tokens + output_tokens,

@@ -221,7 +221,10 @@ pub(super) fn respond(state: &State, request: RecordedRequest) -> Reply {
         return reply;
     }
     let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
-    let faults = path_faults(state, path);
+    let mut faults = path_faults(state, path);
+    if faults.contains("[[prompt-cache]]") {
+        faults.push_str(&prompt_cache(state, path, &request.body));
+    }
     let reply = provider_reply(
         classify(&request.method, &request.path),
         &request,
@@ -270,6 +273,37 @@ pub(super) fn path_faults(state: &State, path: &str) -> String {
     } else {
         String::new()
     }
+}
+
+/// `~prompt-cache`: the turns of the request (system prompt first) that
+/// begin as an earlier request's on `path` did, as `[[cached:N]]` (N: their
+/// JSON bytes / 4); the request's turns are remembered for the next ones.
+fn prompt_cache(state: &State, path: &str, body: &[u8]) -> String {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return String::new();
+    };
+    let mut turns: Vec<String> = ["system", "instructions", "systemInstruction"]
+        .iter()
+        .filter_map(|k| v.get(*k).map(Value::to_string))
+        .collect();
+    for k in ["messages", "input", "contents"] {
+        if let Some(Value::Array(items)) = v.get(k) {
+            turns.extend(items.iter().map(Value::to_string));
+        }
+    }
+    let mut cache = state
+        .prompt_cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let seen = cache.entry(path.to_owned()).or_default();
+    let hit = seen
+        .iter()
+        .map(|s| s.iter().zip(&turns).take_while(|(a, b)| a == b).count())
+        .max()
+        .unwrap_or(0);
+    let bytes: usize = turns[..hit].iter().map(String::len).sum();
+    seen.push(turns);
+    format!("[[cached:{}]]", bytes / 4)
 }
 
 pub(super) fn control_reply(state: &State, method: &str, what: &str) -> Reply {
@@ -359,7 +393,14 @@ pub(super) fn provider_reply(
         return error_reply(protocol, 400, "mock: request body is not a JSON object")
             .with_effects(slow);
     };
-    let prompt_tokens = request.body.len() as u64 / 4;
+    if protocol == Protocol::Anthropic && route == Route::Messages {
+        if let Some(why) = anthropic_refusal(&body) {
+            return error_reply(protocol, 400, &why).with_effects(slow);
+        }
+    }
+    let prompt_tokens = markers
+        .prompt_tokens
+        .unwrap_or(request.body.len() as u64 / 4);
     let count = |value: Value| Reply::json(200, &value).with_effects(slow);
     let model = match route {
         Route::AnthropicCount => return count(json!({ "input_tokens": prompt_tokens })),
@@ -383,6 +424,16 @@ pub(super) fn provider_reply(
     } else {
         expected_reply(protocol, &last_user_text(protocol, &body))
     };
+    if markers.json_answer && tool.is_some() {
+        if let Some(schema) = first_tool_schema(protocol, &body) {
+            tool_args = conforming(&schema, &schema);
+        }
+    } else if markers.json_answer {
+        reply_text = match enforced_schema(protocol, &body) {
+            Some(schema) => conforming(&schema, &schema).to_string(),
+            None => "mock: this request enforces no JSON Schema".to_owned(),
+        };
+    }
     if let Some(prefill) = &prefill {
         // The model goes on from the prefill: the rest of its answer.
         reply_text = match reply_text.strip_prefix(prefill.as_str()) {
@@ -401,6 +452,10 @@ pub(super) fn provider_reply(
             }
         }
     }
+    let cache_write = markers
+        .cache_write
+        .unwrap_or(0)
+        .min(prompt_tokens - markers.cached.unwrap_or(0).min(prompt_tokens));
     let answer = Answer {
         model,
         seq,
@@ -413,6 +468,9 @@ pub(super) fn provider_reply(
         tool_args,
         prompt_tokens,
         cached_tokens: markers.cached.unwrap_or(0).min(prompt_tokens),
+        cache_write_tokens: cache_write,
+        cache_write_1h_tokens: markers.cache_write_1h.unwrap_or(0).min(cache_write),
+        deepseek_cache: markers.deepseek_cache,
         max_tokens: markers.max_tokens,
         newline: if markers.crlf { "\r\n" } else { "\n" },
     };
