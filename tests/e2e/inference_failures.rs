@@ -8,7 +8,7 @@ use crate::common::gateway::{catalog, keys, Gateway};
 use crate::common::http_client::{self, Request};
 use crate::common::mock_upstream::{MockUpstream, Protocol};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use Protocol::{Anthropic, Gemini, OpenAi, Responses};
 
@@ -566,19 +566,15 @@ async fn slow_upstream_times_out_with_504_without_resending() {
     {
         assert_eq!(gw.send(&call(p, &path, &body)).await.status, 200);
     }
-    for (p, path, body) in whole_cases("slowly [[slow:2000]]")
+    // The upstream would answer after 60 s: only the 300 ms read timeout
+    // can have made the 504 (no bound on the time taken is asserted).
+    for (p, path, body) in whole_cases("slowly [[slow:60000]]")
         .into_iter()
-        .chain(stream_cases("slowly [[slow:2000]]"))
+        .chain(stream_cases("slowly [[slow:60000]]"))
     {
         mock.clear();
-        let started = Instant::now();
         let r = gw.send(&call(p, &path, &body)).await;
         let e = assert_error(p, &r, 504);
-        let took = started.elapsed();
-        assert!(
-            took < Duration::from_millis(1500),
-            "{p:?} {path}: 504 after {took:?}"
-        );
         match p {
             OpenAi | Responses => assert_eq!(e["type"], "server_error"),
             Anthropic => assert!(e["type"].is_string()),
@@ -591,15 +587,10 @@ async fn slow_upstream_times_out_with_504_without_resending() {
         );
     }
     // A stream that stalls after its first frame: the timeout ends it with an error event.
-    for (p, path, body) in stream_cases("stalling [[stall:2000]]") {
-        let started = Instant::now();
+    // (It would go on after 60 s: the error event is the timeout's.)
+    for (p, path, body) in stream_cases("stalling [[stall:60000]]") {
         let r = gw.send(&call(p, &path, &body)).await;
         assert_eq!(r.status, 200);
-        assert!(
-            started.elapsed() < Duration::from_millis(1500),
-            "{p:?}: {:?}",
-            started.elapsed()
-        );
         let e = stream_error(p, &path, &r);
         assert!(e.to_string().contains("timed out"), "{p:?}: {e}");
     }
@@ -684,11 +675,12 @@ async fn broken_streams_end_with_the_family_error_event() {
 #[tokio::test]
 async fn a_client_leaving_mid_stream_drops_the_upstream_request() {
     let (mock, gw) = start().await;
-    for (i, (p, path, body)) in stream_cases("wait for it [[stall:3000]]")
+    // The upstream stalls for 60 s: the connection closing before that is
+    // the client's leaving (waited for as events, no bound on the time taken).
+    for (i, (p, path, body)) in stream_cases("wait for it [[stall:60000]]")
         .into_iter()
         .enumerate()
     {
-        let started = Instant::now();
         let mut s = http_client::send_streaming(gw.addr, &call(p, &path, &body))
             .await
             .unwrap();
@@ -703,13 +695,13 @@ async fn a_client_leaving_mid_stream_drops_the_upstream_request() {
         assert_eq!(active, Some(1.0), "{p:?} {path}");
         drop(s);
         eventually(
-            Duration::from_millis(1500),
+            Duration::from_secs(20),
             "the upstream connection to close",
             || async { (mock.aborted_streams() == i + 1).then_some(()) },
         )
         .await;
         eventually(
-            Duration::from_millis(1500),
+            Duration::from_secs(20),
             "active streams back to 0",
             || async {
                 let text = metrics_text(gw.metrics).await;
@@ -717,11 +709,6 @@ async fn a_client_leaving_mid_stream_drops_the_upstream_request() {
             },
         )
         .await;
-        assert!(
-            started.elapsed() < Duration::from_millis(2500),
-            "{p:?}: {:?}",
-            started.elapsed()
-        );
     }
     assert!(
         gw.log().contains("client went away mid-stream"),
