@@ -629,7 +629,7 @@ async fn unknown_routes_are_404_in_the_paths_shape() {
     let gemini = http_client::request(
         mock.addr(),
         "POST",
-        "/v1beta/models/x:embedContent",
+        "/v1beta/models/x:predict",
         &[],
         b"{}",
     )
