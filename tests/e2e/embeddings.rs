@@ -303,3 +303,24 @@ async fn access_log_has_tokens_and_cost() {
     let cost = line["cost_usd"].as_f64().unwrap();
     assert!((cost - 1e-7).abs() < 1e-12, "{line}");
 }
+
+#[tokio::test]
+async fn a_large_batch_is_split_and_reassembled_in_order() {
+    let (mock, gw) = start().await;
+    let texts: Vec<String> = (0..150).map(|i| format!("text number {i}")).collect();
+    let body = json!({"model": "google/gemini-embedding", "input": texts, "dimensions": 2});
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", KEY, &body))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (vectors, _) = split(r.json());
+    let want: Vec<Vec<f32>> = texts.iter().map(|t| mock_vector(t, 2)).collect();
+    assert_eq!(vectors, want);
+    // Gemini takes at most 100 requests a call (the mock refuses more).
+    let sizes: Vec<usize> = mock
+        .requests()
+        .iter()
+        .map(|r| r.json().unwrap()["requests"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [100, 50]);
+}

@@ -8,6 +8,9 @@ use crate::ir::embed::{EmbedInput, EmbedRequest, EmbedResponse};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+/// The most inputs one OpenAI embeddings call takes.
+pub const MAX_INPUTS: usize = 2048;
+
 fn bad(param: &str, msg: &str) -> GatewayError {
     GatewayError::invalid_param(param, format!("{param}: {msg}"))
 }

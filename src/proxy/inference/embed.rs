@@ -74,46 +74,13 @@ pub(super) async fn run(
     let bound = (body.len() as u64).min(model.context_length);
     let ask = Ask::inference(key, bound, model.pricing.worst_case(bound, 0));
     *held = Some(reserve(gw, ctx, ask).await?);
-    let req = Arc::new(req);
-    let plan = Planned {
-        body,
-        req: Default::default(),
-        adjusted: Default::default(),
-        adapt: false,
-        continues: false,
-        embed: Some(req.clone()),
-    };
-    let (request_id, traceparent) = (ctx.request_id.clone(), ctx.traceparent.clone());
-    let client = attempt::Client {
+    let target = Target {
         family,
         path_model,
-        anthropic_beta: None,
-        beta_query: false,
-        request_id: &request_id,
-        trace: None,
-        traceparent: traceparent.as_deref(),
-        affinity: 0,
-    };
-    let pool = snap.pool(&provider.id).ok_or_else(|| {
-        GatewayError::new(
-            ErrorKind::Internal,
-            format!("provider {} has no pool", provider.id),
-        )
-    })?;
-    let call = Call {
-        client: &client,
-        plan: &plan,
         model,
         provider,
-        pool,
-        deadline: provider.timeouts.total.map(|t| ctx.started + t),
     };
-    let answer = call_provider(gw, ctx, &call).await?;
-    let resp = read_answer(gw, model, &req, answer.0.up, &answer.0, answer.1)?;
-    let tokens = match resp.prompt_tokens {
-        Some(n) => n,
-        None => count_input(gw, session, &req).await?,
-    };
+    let (resp, tokens) = embed_in_parts(gw, session, ctx, snap, &target, &req).await?;
     let usage = Usage {
         input: Some(tokens),
         output: Some(0),
@@ -121,12 +88,116 @@ pub(super) async fn run(
     };
     let nanos = record_usage(ctx, model, usage);
     settle_to(ctx, held.take(), usage, nanos, true).await;
-    gw.upstream.release(answer.0.ex);
     let name = client_model_name(family, model);
     let out = embed::encode_client(family, &resp, name, &req, batch, tokens);
     respond::json(session, ctx, 200, Bytes::from(out))
         .await
         .map_err(Stop::Io)
+}
+
+/// Where the request goes: the client's family and path model, the model
+/// and its provider.
+struct Target<'a, 's> {
+    family: crate::family::Family,
+    path_model: Option<&'a str>,
+    model: &'s Model,
+    provider: &'s crate::config::Provider,
+}
+
+/// The most inputs one upstream call of `provider` takes: Gemini's
+/// `:batchEmbedContents` limit when any of its upstreams speaks Gemini,
+/// else OpenAI's.
+fn batch_limit(provider: &crate::config::Provider) -> usize {
+    let gemini = provider
+        .upstreams
+        .iter()
+        .any(|u| u.protocol == crate::family::Family::Gemini);
+    if gemini {
+        crate::protocol::gemini::embeddings::MAX_BATCH
+    } else {
+        crate::protocol::openai::embeddings::MAX_INPUTS
+    }
+}
+
+/// The request in parts of at most `limit` inputs, in order.
+fn split(req: &EmbedRequest, limit: usize) -> Vec<EmbedRequest> {
+    let part = |input| EmbedRequest {
+        input,
+        ..req.clone()
+    };
+    match &req.input {
+        EmbedInput::Text(t) if t.len() > limit => t
+            .chunks(limit)
+            .map(|c| part(EmbedInput::Text(c.to_vec())))
+            .collect(),
+        EmbedInput::Tokens(t) if t.len() > limit => t
+            .chunks(limit)
+            .map(|c| part(EmbedInput::Tokens(c.to_vec())))
+            .collect(),
+        _ => vec![req.clone()],
+    }
+}
+
+/// Embeds `req`, split into parts the upstreams take (each part its own
+/// call through the provider's upstreams), the vectors reassembled in
+/// order; with the input tokens: the upstream's figure, or the gateway's
+/// count of a part whose upstream reported none.
+async fn embed_in_parts(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    snap: &Snapshot,
+    t: &Target<'_, '_>,
+    req: &EmbedRequest,
+) -> Result<(EmbedResponse, u64), Stop> {
+    let pool = snap.pool(&t.provider.id).ok_or_else(|| {
+        GatewayError::new(
+            ErrorKind::Internal,
+            format!("provider {} has no pool", t.provider.id),
+        )
+    })?;
+    let (request_id, traceparent) = (ctx.request_id.clone(), ctx.traceparent.clone());
+    let client = attempt::Client {
+        family: t.family,
+        path_model: t.path_model,
+        anthropic_beta: None,
+        beta_query: false,
+        request_id: &request_id,
+        trace: None,
+        traceparent: traceparent.as_deref(),
+        affinity: 0,
+    };
+    let deadline = t.provider.timeouts.total.map(|d| ctx.started + d);
+    let (mut all, mut tokens) = (EmbedResponse::default(), 0u64);
+    for part in split(req, batch_limit(t.provider)) {
+        let part = Arc::new(part);
+        let plan = Planned {
+            body: Bytes::new(),
+            req: Default::default(),
+            adjusted: Default::default(),
+            adapt: false,
+            continues: false,
+            embed: Some(part.clone()),
+        };
+        let call = Call {
+            client: &client,
+            plan: &plan,
+            model: t.model,
+            provider: t.provider,
+            pool,
+            deadline,
+        };
+        let (answer, raw) = call_provider(gw, ctx, &call).await?;
+        let resp = read_answer(gw, t.model, &part, answer.up, &answer, raw);
+        gw.upstream.release(answer.ex);
+        let resp = resp?;
+        tokens += match resp.prompt_tokens {
+            Some(n) => n,
+            None => count_input(gw, session, &part).await?,
+        };
+        all.vectors.extend(resp.vectors);
+    }
+    Ok((all, tokens))
 }
 
 /// The provider's upstreams, as for completions; when every one is
@@ -218,4 +289,32 @@ async fn count_input(gw: &Gateway, session: &mut Session, req: &EmbedRequest) ->
         Ok(Some(n))
     })
     .await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_order_and_bounds_each_part() {
+        let req = EmbedRequest {
+            input: EmbedInput::Text((0..5).map(|i| i.to_string()).collect()),
+            dimensions: Some(3),
+            task_type: None,
+            user: None,
+            base64: true,
+        };
+        let parts = split(&req, 2);
+        let texts: Vec<Vec<String>> = parts
+            .iter()
+            .map(|p| match &p.input {
+                EmbedInput::Text(t) => t.clone(),
+                EmbedInput::Tokens(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(texts, [vec!["0", "1"], vec!["2", "3"], vec!["4"]]);
+        assert!(parts.iter().all(|p| p.dimensions == Some(3) && p.base64));
+        assert_eq!(split(&req, 5), vec![req.clone()]);
+    }
 }
