@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::families::eventually;
-use crate::common::gateway::{authed, catalog, keys, model, Gateway, KEY};
+use crate::common::gateway::{authed, catalog, free_port, keys, model, Gateway, KEY, LIMITED_KEY};
 use crate::common::mock_upstream::{
     mock_embed_tokens, mock_vector, MockUpstream, Protocol, DEFAULT_DIMENSIONS,
 };
@@ -35,7 +35,17 @@ fn embed_catalog(mock: &MockUpstream) -> Value {
                 "protocols": ["openai", "gemini"]}),
         )
     };
+    // A dead OpenAI upstream first, then a Gemini one: failover.
+    c["providers"].as_array_mut().unwrap().push(json!({
+        "id": "embed-flaky", "families": ["openai", "gemini"],
+        "upstreams": [
+            {"protocol": "openai", "base_url": format!("http://127.0.0.1:{}/v1", free_port()),
+                "api_key_env": "SB_TEST_KEY_OPENAI"},
+            {"protocol": "gemini", "base_url": mock.base_url(Protocol::Gemini),
+                "api_key_env": "SB_TEST_KEY_GEMINI"}]
+    }));
     let models = c["models"].as_array_mut().unwrap();
+    models.push(embed("flaky-embed", "embed-flaky", "gemini-embedding-001"));
     models.push(embed("embed-small", "embedder", "text-embedding-3-small"));
     models.push(embed("gemini-embedding", "google", "gemini-embedding-001"));
     c
@@ -323,4 +333,38 @@ async fn a_large_batch_is_split_and_reassembled_in_order() {
         .map(|r| r.json().unwrap()["requests"].as_array().unwrap().len())
         .collect();
     assert_eq!(sizes, [100, 50]);
+}
+
+#[tokio::test]
+async fn failover_and_key_model_globs_as_for_completions() {
+    let (mock, gw) = start().await;
+    let body = json!({"model": "embed-flaky/flaky-embed", "input": ["kept"]});
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", KEY, &body).header("x-request-id", "emb-fo"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (vectors, _) = split(r.json());
+    assert_eq!(vectors, [mock_vector("kept", DEFAULT_DIMENSIONS)]);
+    assert!(mock
+        .last_request()
+        .unwrap()
+        .path
+        .ends_with(":batchEmbedContents"));
+    let line = eventually(Duration::from_secs(10), "the access-log line", || async {
+        gw.access_log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["request_id"] == "emb-fo")
+    })
+    .await;
+    assert_eq!(line["attempts"], 2, "{line}");
+    assert_eq!(line["upstream_protocol"], "gemini", "{line}");
+    // A key limited to `openai/*` may not use another provider's model.
+    mock.clear();
+    let body = json!({"model": "embedder/embed-small", "input": "x"});
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", LIMITED_KEY, &body))
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(mock.requests().is_empty());
 }
