@@ -368,3 +368,32 @@ async fn failover_and_key_model_globs_as_for_completions() {
     assert_eq!(r.status, 403, "{}", r.text());
     assert!(mock.requests().is_empty());
 }
+
+#[tokio::test]
+async fn the_ledger_counts_an_embedding_like_a_completion() {
+    const ADMIN: &str = "sk-admin-embed";
+    let mock = MockUpstream::start().await;
+    let args = ["--admin-key", ADMIN, "--ledger-flush-ms", "50"];
+    let gw = Gateway::start_with(&embed_catalog(&mock), &keys(), &args).await;
+    let body = json!({"model": "embedder/embed-small", "input": ["one two three", "four five"]});
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", KEY, &body))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let total = eventually(Duration::from_secs(10), "the ledger row", || async {
+        let r = crate::common::http_client::send(
+            gw.metrics,
+            &crate::common::http_client::Request::get("/admin/usage")
+                .header("authorization", &format!("Bearer {ADMIN}")),
+        )
+        .await
+        .unwrap();
+        let total = r.json()["total"].clone();
+        (total["requests"] == 1).then_some(total)
+    })
+    .await;
+    assert_eq!(total["input_tokens"], 5, "{total}");
+    assert_eq!(total["output_tokens"], 0, "{total}");
+    let cost = total["cost_usd"].as_f64().unwrap();
+    assert!((cost - 1e-7).abs() < 1e-12, "{total}");
+}
