@@ -320,7 +320,7 @@ async fn a_large_batch_is_split_and_reassembled_in_order() {
     let texts: Vec<String> = (0..150).map(|i| format!("text number {i}")).collect();
     let body = json!({"model": "google/gemini-embedding", "input": texts, "dimensions": 2});
     let r = gw
-        .send(&authed("openai", "/v1/embeddings", KEY, &body))
+        .send(&authed("openai", "/v1/embeddings", KEY, &body).header("x-request-id", "emb-150"))
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let (vectors, _) = split(r.json());
@@ -333,6 +333,21 @@ async fn a_large_batch_is_split_and_reassembled_in_order() {
         .map(|r| r.json().unwrap()["requests"].as_array().unwrap().len())
         .collect();
     assert_eq!(sizes, [100, 50]);
+    // Both calls are the request's attempts; the tokens are both parts'.
+    let line = eventually(Duration::from_secs(10), "the access-log line", || async {
+        gw.access_log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["request_id"] == "emb-150")
+    })
+    .await;
+    assert_eq!(line["attempts"], 2, "{line}");
+    assert_eq!(
+        line["input_tokens"],
+        r.json()["usage"]["prompt_tokens"],
+        "{line}"
+    );
+    assert!(line["input_tokens"].as_u64().unwrap() >= 450, "{line}");
 }
 
 #[tokio::test]

@@ -335,7 +335,7 @@ pub(super) fn note_tried(ctx: &mut RequestCtx, tried: &mut Tried<'_>) {
 }
 
 /// The stop for a request no upstream answered.
-pub(super) fn fail(ctx: &mut RequestCtx, mut tried: Tried<'_>, e: GatewayError) -> Stop {
+fn fail(ctx: &mut RequestCtx, mut tried: Tried<'_>, e: GatewayError) -> Stop {
     note_tried(ctx, &mut tried);
     Stop::Client(e)
 }

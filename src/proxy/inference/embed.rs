@@ -9,7 +9,7 @@
 //! count of the input texts; priced at `pricing.prompt`. No fallbacks.
 
 use super::budget::{reserve, settle_to};
-use super::chain::{call_upstreams, fail, note_tried};
+use super::chain::{call_upstreams, note_tried};
 use super::deliver::record_usage;
 use super::resolve::{client_model_name, resolve};
 use super::{body, Stop};
@@ -213,14 +213,19 @@ async fn call_provider<'s>(
     if matches!(result, Err(Failed::Exhausted(None))) && tried.attempts == 0 {
         result = call_upstreams(gw, call, &mut tried, &mut left, true).await;
     }
+    // A batch in parts: each part's attempts add to the request's.
+    let (before, mut notes) = (ctx.outcome.attempts, std::mem::take(&mut ctx.outcome.tried));
+    note_tried(ctx, &mut tried);
+    ctx.outcome.attempts += before;
+    notes.append(&mut ctx.outcome.tried);
+    ctx.outcome.tried = notes;
     match result {
         Ok(mut a) => {
-            note_tried(ctx, &mut tried);
             ctx.outcome.answered_by = Some(call.model.qualified_id.clone());
             let raw = a.first.take().unwrap_or_default();
             Ok((a, raw))
         }
-        Err(Failed::Final(e) | Failed::Unfit(e) | Failed::Overflow(e)) => Err(fail(ctx, tried, e)),
+        Err(Failed::Final(e) | Failed::Unfit(e) | Failed::Overflow(e)) => Err(Stop::Client(e)),
         Err(Failed::Exhausted(e)) => {
             let e = e.unwrap_or_else(|| {
                 GatewayError::new(
@@ -231,7 +236,7 @@ async fn call_provider<'s>(
                     ),
                 )
             });
-            Err(fail(ctx, tried, e))
+            Err(Stop::Client(e))
         }
     }
 }
