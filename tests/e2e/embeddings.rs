@@ -7,8 +7,10 @@
 //! the access log.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common::families::eventually;
-use crate::common::gateway::{authed, catalog, free_port, keys, model, Gateway, KEY, LIMITED_KEY};
+use crate::common::families::{eventually, metric_value, metrics_text};
+use crate::common::gateway::{
+    authed, catalog, free_port, keys, model, Gateway, KEY, LIMITED_KEY, RPM_KEY,
+};
 use crate::common::mock_upstream::{
     mock_embed_tokens, mock_vector, MockUpstream, Protocol, DEFAULT_DIMENSIONS,
 };
@@ -411,4 +413,36 @@ async fn the_ledger_counts_an_embedding_like_a_completion() {
     assert_eq!(total["output_tokens"], 0, "{total}");
     let cost = total["cost_usd"].as_f64().unwrap();
     assert!((cost - 1e-7).abs() < 1e-12, "{total}");
+}
+
+#[tokio::test]
+async fn metrics_and_the_keys_rpm_count_embeddings() {
+    let (_mock, gw) = start().await;
+    let body = json!({"model": "embedder/embed-small", "input": ["one two three", "four five"]});
+    for _ in 0..2 {
+        let r = gw
+            .send(&authed("openai", "/v1/embeddings", RPM_KEY, &body))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    // The key's rpm is 2: the third request in the minute is refused.
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", RPM_KEY, &body))
+        .await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    let m = "model=\"embed-small\"";
+    let input = eventually(Duration::from_secs(10), "the token metric", || async {
+        let text = metrics_text(gw.metrics).await;
+        metric_value(
+            &text,
+            "switchboard_tokens_total",
+            &[m, "direction=\"input\""],
+        )
+        .filter(|v| *v >= 10.0)
+    })
+    .await;
+    assert_eq!(input, 10.0);
+    let text = metrics_text(gw.metrics).await;
+    let cost = metric_value(&text, "switchboard_cost_usd_total", &[m]).unwrap();
+    assert!((cost - 2e-7).abs() < 1e-12, "{cost}");
 }
