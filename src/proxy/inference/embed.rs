@@ -157,13 +157,14 @@ async fn embed_in_parts(
         )
     })?;
     let (request_id, traceparent) = (ctx.request_id.clone(), ctx.traceparent.clone());
+    let (trace, telemetry) = (ctx.trace.clone(), gw.telemetry.clone());
     let client = attempt::Client {
         family: t.family,
         path_model: t.path_model,
         anthropic_beta: None,
         beta_query: false,
         request_id: &request_id,
-        trace: None,
+        trace: trace.as_deref().zip(telemetry.as_deref()),
         traceparent: traceparent.as_deref(),
         affinity: 0,
     };
@@ -300,6 +301,28 @@ async fn count_input(gw: &Gateway, session: &mut Session, req: &EmbedRequest) ->
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_action_check_names_the_action_and_the_model() {
+        let c = crate::config::Catalog::from_str(
+            "c.json",
+            r#"{"providers":[{"id":"p","families":["openai"],"upstreams":[
+                {"protocol":"openai","base_url":"http://127.0.0.1:1/o"}]}],
+              "models":[{"id":"e","provider":"p","context_length":100,"max_output_tokens":10,
+                "pricing":{"prompt":"0","completion":"0"},"supported_actions":["embed"],
+                "protocols":["openai"]}]}"#,
+            &|_| None,
+        )
+        .unwrap();
+        let m = c.model("e").unwrap();
+        assert!(require_action(m, "embed").is_ok());
+        let e = require_action(m, "complete").unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(
+            e.message.contains("complete") && e.message.contains("p/e"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn split_keeps_order_and_bounds_each_part() {
