@@ -38,6 +38,7 @@
 //! to request validation, not here).
 
 mod content;
+pub mod embed;
 mod extra;
 pub mod ids;
 pub mod media;

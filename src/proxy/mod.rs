@@ -193,6 +193,8 @@ impl Gateway {
                         | Endpoint::Messages
                         | Endpoint::GenerateContent { .. }
                         | Endpoint::Responses
+                        | Endpoint::Embeddings
+                        | Endpoint::EmbedContent { .. }
                 );
                 if let Endpoint::StoredResponse { id, input_items } = &r.endpoint {
                     return Box::pin(stored::serve(self, session, ctx, &key.id, id, *input_items))

@@ -54,6 +54,11 @@ pub enum Endpoint {
     /// `GET`/`DELETE /v1/responses/{id}` and `GET .../{id}/input_items`
     /// (`input_items`): stored responses (docs/api.md "Stored responses").
     StoredResponse { id: String, input_items: bool },
+    /// `POST /v1/embeddings` (X1).
+    Embeddings,
+    /// `POST /google/v1beta/models/{model}:embedContent` or `:batchEmbedContents`
+    /// (`batch`) (X2); `model` as for generateContent.
+    EmbedContent { model: String, batch: bool },
 }
 
 impl Endpoint {
@@ -62,7 +67,9 @@ impl Endpoint {
     pub fn gemini_model(&self) -> (Option<&str>, GeminiStream) {
         match self {
             Endpoint::GenerateContent { model, stream } => (Some(model.as_str()), *stream),
-            Endpoint::GeminiCountTokens { model } => (Some(model.as_str()), GeminiStream::None),
+            Endpoint::GeminiCountTokens { model } | Endpoint::EmbedContent { model, .. } => {
+                (Some(model.as_str()), GeminiStream::None)
+            }
             _ => (None, GeminiStream::None),
         }
     }
@@ -88,7 +95,14 @@ impl Endpoint {
                 | Endpoint::GeminiCountTokens { .. }
                 | Endpoint::Responses
                 | Endpoint::ResponsesInputTokens
+                | Endpoint::Embeddings
+                | Endpoint::EmbedContent { .. }
         )
+    }
+
+    /// Whether the endpoint asks for embeddings (the `embed` action).
+    pub fn embeds(&self) -> bool {
+        matches!(self, Endpoint::Embeddings | Endpoint::EmbedContent { .. })
     }
 }
 
@@ -153,6 +167,17 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "E14a",
         "POST",
         "/google/v1beta/{provider}/{model_id}:countTokens",
+    ),
+    ("X1", "POST", "/v1/embeddings"),
+    (
+        "X2",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:embedContent",
+    ),
+    (
+        "X2b",
+        "POST",
+        "/google/v1beta/models/{provider}/{model_id}:batchEmbedContents",
     ),
     ("D1", "POST", "/v1/responses"),
     ("D2", "POST", "/v1/responses/input_tokens"),
@@ -240,6 +265,10 @@ fn gemini_method(segs: &[&str], query: Option<&str>) -> Option<Endpoint> {
     let sse = query_param(query, "alt") == Some("sse");
     let stream = match (action, sse) {
         ("countTokens", _) => return Some(Endpoint::GeminiCountTokens { model }),
+        ("embedContent" | "batchEmbedContents", _) => {
+            let batch = action == "batchEmbedContents";
+            return Some(Endpoint::EmbedContent { model, batch });
+        }
         ("generateContent" | "streamGenerateContent", true) => GeminiStream::Sse,
         ("generateContent", false) => GeminiStream::None,
         ("streamGenerateContent", false) => GeminiStream::JsonArray,
@@ -311,6 +340,7 @@ pub fn route(
     };
     match (family, segs.as_slice()) {
         (Family::OpenAi, ["chat", "completions"]) => expect("POST", Endpoint::ChatCompletions),
+        (Family::OpenAi, ["embeddings"]) => expect("POST", Endpoint::Embeddings),
         (Family::OpenAi, ["responses"]) => responses(&["POST"], Endpoint::Responses),
         (Family::OpenAi, ["responses", "input_tokens"]) => {
             responses(&["POST"], Endpoint::ResponsesInputTokens)
@@ -462,7 +492,7 @@ mod tests {
             route("GET", "/google/v1beta/qwen/qwen-3.6:generateContent", None).unwrap_err();
         assert_eq!(e.status, 405);
         for bad in [
-            "/google/v1beta/qwen/qwen-3.6:embedContent",
+            "/google/v1beta/qwen/qwen-3.6:predict",
             "/google/v1beta/qwen/:generateContent",
             "/google/v1beta/qwen-3.6:generateContent",
             "/google/v1beta/a/b/c:generateContent",
@@ -471,6 +501,39 @@ mod tests {
             let (f, e) = route("POST", bad, None).unwrap_err();
             assert_eq!((f, e.status), (Family::Gemini, 404), "{bad}");
         }
+    }
+
+    #[test]
+    fn embedding_routes() {
+        assert_eq!(
+            ok("POST", "/v1/embeddings", None).endpoint,
+            Endpoint::Embeddings
+        );
+        let r = ok(
+            "POST",
+            "/google/v1beta/models/google/gemini-embedding-001:batchEmbedContents",
+            None,
+        );
+        assert_eq!(
+            r.endpoint,
+            Endpoint::EmbedContent {
+                model: "google/gemini-embedding-001".into(),
+                batch: true
+            }
+        );
+        assert!(r.endpoint.embeds() && r.endpoint.is_inference());
+        let r = ok("POST", "/google/v1beta/models/e:embedContent", None);
+        assert_eq!(
+            r.endpoint,
+            Endpoint::EmbedContent {
+                model: "e".into(),
+                batch: false
+            }
+        );
+        assert_eq!(
+            route("GET", "/v1/embeddings", None).unwrap_err().1.status,
+            405
+        );
     }
 
     #[test]

@@ -343,7 +343,7 @@ async fn routing_errors_in_each_family_shape() {
         ),
         (
             "POST",
-            "/google/v1beta/models/google/gemini-3.1-pro:embedContent",
+            "/google/v1beta/models/google/gemini-3.1-pro:predict",
             404,
             "gemini",
         ),
@@ -360,7 +360,7 @@ async fn routing_errors_in_each_family_shape() {
         ),
         (
             "POST",
-            "/google/v1beta/deepseek/deepseek-v4-pro:embedContent",
+            "/google/v1beta/deepseek/deepseek-v4-pro:predict",
             404,
             "gemini",
         ),

@@ -16,6 +16,7 @@ mod agent_requests;
 mod aliases;
 mod auth_reload;
 mod clouds;
+mod embeddings;
 mod hostile_input;
 mod inference;
 mod inference_failures;

@@ -626,14 +626,8 @@ async fn unknown_routes_are_404_in_the_paths_shape() {
         http_client::request(mock.addr(), "POST", "/anthropic/v1/complete", &[], b"{}").await;
     assert_eq!(anthropic.status, 404);
     assert_eq!(anthropic.json()["error"]["type"], "not_found_error");
-    let gemini = http_client::request(
-        mock.addr(),
-        "POST",
-        "/v1beta/models/x:embedContent",
-        &[],
-        b"{}",
-    )
-    .await;
+    let gemini =
+        http_client::request(mock.addr(), "POST", "/v1beta/models/x:predict", &[], b"{}").await;
     assert_eq!(gemini.status, 404);
     assert_eq!(gemini.json()["error"]["status"], "NOT_FOUND");
     let bad = http_client::request(mock.addr(), "POST", OPENAI, &[], b"not json").await;

@@ -14,6 +14,7 @@
 //! [`SPOKE`] is the table the registry hands out for this family. Shared
 //! pieces come from `protocol::common`; the registry is never imported.
 
+pub mod embeddings;
 pub mod error;
 pub mod http;
 pub mod models;

@@ -7,6 +7,7 @@
 //!
 //! Pieces: [`spoke`], [`error_body`], the body codecs below, [`stream_codec`].
 
+pub mod embed;
 pub mod stream_codec;
 
 #[cfg(test)]

@@ -51,6 +51,10 @@ pub(super) async fn attempt<'s>(
 ) -> Outcome<'s> {
     let (body, adjusted, usage_injected) = match request_for(c, up).await {
         Ok(r) => r,
+        // An embeddings request this upstream's protocol cannot carry (a
+        // cloud upstream, token arrays to Gemini): another upstream of the
+        // provider may; when none can, the last refusal is the answer.
+        Err(e) if c.plan.embed.is_some() => return Outcome::Skip(e),
         Err(e) => return Outcome::Unfit(e),
     };
     let (mut ex, status, first) = match send_authorized(gw, c, up, body, traceparent, resent).await

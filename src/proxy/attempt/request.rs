@@ -10,6 +10,7 @@ use crate::config::Upstream;
 use crate::error::{ErrorKind, GatewayError};
 use crate::protocol::cloud::{self, Credential};
 use crate::protocol::common::http::{SetHeader, UpstreamTarget};
+use crate::protocol::registry::embed;
 use crate::protocol::spoke;
 use crate::translate::body::translate_request;
 use crate::translate::passthrough;
@@ -26,6 +27,9 @@ pub(super) async fn request_for(
     c: &Call<'_, '_>,
     up: &Upstream,
 ) -> Result<(Bytes, Adjustments, bool), GatewayError> {
+    if let Some(e) = &c.plan.embed {
+        return embed_body(e, c, up).map(|b| (b, Adjustments::default(), false));
+    }
     let translated = up.protocol != c.client.family;
     let stream = c.plan.req.stream;
     let usage_injected = !translated
@@ -86,6 +90,25 @@ pub(super) async fn request_for(
         _ => body,
     };
     Ok((body, adjusted, usage_injected))
+}
+
+/// An embeddings body for `up`: encoded for its protocol (OpenAI or
+/// Gemini; a cloud upstream does not embed here yet).
+fn embed_body(
+    e: &crate::ir::embed::EmbedRequest,
+    c: &Call<'_, '_>,
+    up: &Upstream,
+) -> Result<Bytes, GatewayError> {
+    if up.cloud.is_some() {
+        return Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "upstream {} of provider {} is a cloud upstream; embeddings go to openai or gemini upstreams",
+                up.id, c.provider.id
+            ),
+        ));
+    }
+    embed::upstream_body(up.protocol, e, &c.model.upstream_model).map(Bytes::from)
 }
 
 /// A same-family body: the `model` value replaced by the upstream model name
@@ -161,6 +184,10 @@ pub(super) fn upstream_header(
         )
     };
     let path = match &up.cloud {
+        None if c.plan.embed.is_some() => {
+            embed::upstream_path(up.protocol, &up.url.path, &c.model.upstream_model)
+                .ok_or_else(|| internal(crate::upstream::h1::WireError("no embeddings path")))?
+        }
         None => (spoke(up.protocol).upstream_path)(&target),
         Some(cl) => cloud::upstream_path(cl, up.protocol, &target)
             .ok_or_else(|| internal(crate::upstream::h1::WireError("no path for this cloud")))?,
@@ -282,6 +309,7 @@ mod tests {
             adjusted: Adjustments::default(),
             adapt: true,
             continues: false,
+            embed: None,
         };
         let call = Call {
             client: &client,

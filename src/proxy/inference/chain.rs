@@ -325,7 +325,7 @@ fn answered<'s>(
 }
 
 /// Moves what the attempts tried into the context (access log, metrics).
-fn note_tried(ctx: &mut RequestCtx, tried: &mut Tried<'_>) {
+pub(super) fn note_tried(ctx: &mut RequestCtx, tried: &mut Tried<'_>) {
     ctx.outcome.attempts = tried.attempts;
     if let Some(up) = tried.last {
         ctx.outcome.upstream_protocol = Some(up.protocol);

@@ -360,7 +360,7 @@ fn record_segments(
 
 /// Records the usage `u` of an answer from `m` and its cost at `m`'s
 /// prices ([`cost`]); returns the cost.
-fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) -> Option<Nanos> {
+pub(super) fn record_usage(ctx: &mut RequestCtx, m: &Model, u: Usage) -> Option<Nanos> {
     let o = &mut ctx.outcome.usage;
     o.input_tokens = u.input;
     o.output_tokens = u.output;

@@ -13,6 +13,7 @@ mod budget;
 mod chain;
 pub(super) mod count;
 mod deliver;
+mod embed;
 mod plan;
 mod rescue;
 mod resolve;
@@ -93,6 +94,9 @@ async fn run(
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let family = route.family;
+    if route.endpoint.embeds() {
+        return Box::pin(embed::run(gw, session, ctx, route, snap, key, held)).await;
+    }
     require_header(session, family)?;
     let body = body::read_request_body(gw, session).await?;
     body::check_depth(&body)?;
@@ -106,6 +110,7 @@ async fn run(
     ctx.outcome.provider = Some(provider.id.clone());
     ctx.outcome.model = Some(model.id.clone());
     start_trace(gw, session, ctx, &model.qualified_id);
+    embed::require_action(model, "complete")?;
     super::auth::authorize(key, &model.qualified_id)?;
     if route.endpoint.counts_tokens() {
         return count::answer(gw, session, ctx, key, family, body).await;

@@ -71,5 +71,6 @@ pub async fn plan_for(
         adjusted,
         adapt,
         continues: false,
+        embed: None,
     })
 }

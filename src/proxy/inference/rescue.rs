@@ -212,5 +212,6 @@ fn continued_plan(
         adjusted,
         adapt: base.adapt,
         continues: prefill.is_some(),
+        embed: None,
     })
 }

@@ -138,6 +138,7 @@ mod json;
 mod answer;
 mod anthropic;
 mod cloud;
+mod embed;
 mod gemini;
 mod openai;
 mod reply;
@@ -154,6 +155,8 @@ pub use cloud::{
     impersonation_path, GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH,
     VERTEX_ANTHROPIC_VERSION,
 };
+use embed::{gemini_embed, openai_embeddings};
+pub use embed::{mock_embed_tokens, mock_vector, DEFAULT_DIMENSIONS};
 use gemini::*;
 use json::*;
 use openai::*;

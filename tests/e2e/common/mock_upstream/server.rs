@@ -165,6 +165,13 @@ pub(super) enum Route {
     GeminiCount {
         model: String,
     },
+    /// OpenAI `/embeddings`.
+    Embeddings,
+    /// Gemini `:embedContent` (`batch` false) and `:batchEmbedContents`.
+    Embed {
+        model: String,
+        batch: bool,
+    },
     /// Vertex AI's Anthropic models (`:rawPredict`, `:streamRawPredict`).
     RawPredict {
         model: String,
@@ -180,6 +187,9 @@ pub(super) fn classify(method: &str, target: &str) -> Route {
     }
     if path.ends_with("/chat/completions") {
         return Route::Chat;
+    }
+    if path.ends_with("/embeddings") {
+        return Route::Embeddings;
     }
     if path.ends_with("/responses/input_tokens") {
         return Route::ResponsesCount;
@@ -203,6 +213,10 @@ pub(super) fn classify(method: &str, target: &str) -> Route {
                     return Route::StreamGenerate { model, sse };
                 }
                 "countTokens" => return Route::GeminiCount { model },
+                "embedContent" | "batchEmbedContents" => {
+                    let batch = action == "batchEmbedContents";
+                    return Route::Embed { model, batch };
+                }
                 "rawPredict" | "streamRawPredict" => return Route::RawPredict { model },
                 _ => {}
             }
@@ -334,12 +348,13 @@ pub(super) fn provider_reply(
     faults: &str,
 ) -> Reply {
     let protocol = match &route {
-        Route::Chat => Protocol::OpenAi,
+        Route::Chat | Route::Embeddings => Protocol::OpenAi,
         Route::Responses | Route::ResponsesCount => Protocol::Responses,
         Route::Messages | Route::AnthropicCount | Route::RawPredict { .. } => Protocol::Anthropic,
-        Route::Generate { .. } | Route::StreamGenerate { .. } | Route::GeminiCount { .. } => {
-            Protocol::Gemini
-        }
+        Route::Generate { .. }
+        | Route::StreamGenerate { .. }
+        | Route::GeminiCount { .. }
+        | Route::Embed { .. } => Protocol::Gemini,
         Route::NotFound(protocol) => {
             let message = format!("mock: no route for {} {}", request.method, request.path);
             return error_reply(*protocol, 404, &message);
@@ -393,6 +408,13 @@ pub(super) fn provider_reply(
         return error_reply(protocol, 400, "mock: request body is not a JSON object")
             .with_effects(slow);
     };
+    match &route {
+        Route::Embeddings => return openai_embeddings(&body).with_effects(slow),
+        Route::Embed { model, batch } => {
+            return gemini_embed(&body, model, *batch).with_effects(slow)
+        }
+        _ => {}
+    }
     if protocol == Protocol::Anthropic && route == Route::Messages {
         if let Some(why) = anthropic_refusal(&body) {
             return error_reply(protocol, 400, &why).with_effects(slow);
