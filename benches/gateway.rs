@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the gateway's same-family hot path: request
-//! inspection (2 KB and 200 KB bodies), passthrough rewriting of response
-//! bodies and of SSE frames per family, and listing rendering.
+//! inspection (2 KB and 200 KB bodies) and, within it, the session-affinity
+//! hash of the stable prefix, passthrough rewriting of response bodies and of
+//! SSE frames per family, and listing rendering.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use switchboard::admit::validate::inspect;
@@ -59,6 +60,30 @@ fn bench_inspect(c: &mut Criterion) {
     g.finish();
 }
 
+/// The prefix hash alone (`peek::affinity` on the same bodies' `messages`),
+/// a part of `inspect_request` above: what session affinity costs a request.
+fn bench_affinity(c: &mut Criterion) {
+    #[derive(serde::Deserialize)]
+    struct Messages<'a> {
+        #[serde(borrow)]
+        messages: &'a serde_json::value::RawValue,
+    }
+    let mut g = c.benchmark_group("affinity_prefix_hash");
+    for size in [2 * 1024, 200 * 1024] {
+        let body = openai_request(size);
+        let Ok(m) = serde_json::from_slice::<Messages<'_>>(&body) else {
+            return;
+        };
+        g.throughput(Throughput::Bytes(body.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(size), &m.messages, |b, raw| {
+            b.iter(|| {
+                switchboard::protocol::common::peek::affinity(None, None, Some(black_box(raw)))
+            })
+        });
+    }
+    g.finish();
+}
+
 fn bench_rewrite_body(c: &mut Criterion) {
     let body = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-5-2025-08-07","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, how can I help you today?"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}"#;
     let name = model_json("openai/gpt-5");
@@ -100,6 +125,7 @@ fn bench_listings(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench_inspect,
+    bench_affinity,
     bench_rewrite_body,
     bench_passthrough_frames,
     bench_listings
