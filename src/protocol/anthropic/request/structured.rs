@@ -268,7 +268,7 @@ fn recursive(root: &Map<String, Value>) -> bool {
         .flat_map(|m| m.iter().map(|(k, v)| (k.as_str(), v)))
         .collect();
     let mut refs = Vec::new();
-    refs_in(&Value::Object(root.clone()), &mut refs);
+    refs_in_map(root, &mut refs);
     if refs.iter().any(|r| r == "#") {
         return true;
     }
@@ -306,16 +306,19 @@ fn recursive(root: &Map<String, Value>) -> bool {
 /// Every `$ref` string under `value`.
 fn refs_in(value: &Value, out: &mut Vec<String>) {
     match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                match (k.as_str(), v) {
-                    ("$ref", Value::String(r)) => out.push(r.clone()),
-                    _ => refs_in(v, out),
-                }
-            }
-        }
+        Value::Object(map) => refs_in_map(map, out),
         Value::Array(items) => items.iter().for_each(|v| refs_in(v, out)),
         _ => {}
+    }
+}
+
+/// Every `$ref` string in an object and under its members.
+fn refs_in_map(map: &Map<String, Value>, out: &mut Vec<String>) {
+    for (k, v) in map {
+        match (k.as_str(), v) {
+            ("$ref", Value::String(r)) => out.push(r.clone()),
+            _ => refs_in(v, out),
+        }
     }
 }
 
