@@ -324,14 +324,16 @@ fn answered<'s>(
     }
 }
 
-/// Moves what the attempts tried into the context (access log, metrics).
+/// Moves what the attempts tried into the context (access log, metrics),
+/// after what earlier calls of the same request tried (a batch's parts, a
+/// cut stream's continuation).
 pub(super) fn note_tried(ctx: &mut RequestCtx, tried: &mut Tried<'_>) {
-    ctx.outcome.attempts = tried.attempts;
+    ctx.outcome.attempts += tried.attempts;
     if let Some(up) = tried.last {
         ctx.outcome.upstream_protocol = Some(up.protocol);
         ctx.outcome.upstream_host = Some(up.url.authority.clone());
     }
-    ctx.outcome.tried = std::mem::take(&mut tried.notes);
+    ctx.outcome.tried.append(&mut tried.notes);
 }
 
 /// The stop for a request no upstream answered.

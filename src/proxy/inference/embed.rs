@@ -215,11 +215,7 @@ async fn call_provider<'s>(
         result = call_upstreams(gw, call, &mut tried, &mut left, true).await;
     }
     // A batch in parts: each part's attempts add to the request's.
-    let (before, mut notes) = (ctx.outcome.attempts, std::mem::take(&mut ctx.outcome.tried));
     note_tried(ctx, &mut tried);
-    ctx.outcome.attempts += before;
-    notes.append(&mut ctx.outcome.tried);
-    ctx.outcome.tried = notes;
     match result {
         Ok(mut a) => {
             ctx.outcome.answered_by = Some(call.model.qualified_id.clone());

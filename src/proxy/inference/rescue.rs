@@ -9,11 +9,11 @@
 //! refuses the prefill (a 4xx) is asked again without one, never is its
 //! refusal the client's answer.
 
-use super::chain::{call_upstreams, model_call, Chain};
+use super::chain::{call_upstreams, model_call, note_tried, Chain};
 use super::plan::plan_for;
 use super::resolve::fallback_target;
 use crate::admit::validate::{self, Inspected};
-use crate::config::{Continuation, Model, Prefill};
+use crate::config::{Continuation, Model, Prefill, Provider};
 use crate::protocol::spoke;
 use crate::proxy::attempt::{Answer, Failed, Planned, Tried};
 use crate::proxy::ctx::RequestCtx;
@@ -89,48 +89,24 @@ pub(super) async fn continue_answer<'s>(
         .chain(fallbacks.map(|c| (c, false)))
         .chain(panic.map(|c| (c, true)));
     for ((m, p), panic) in candidates {
-        if panic && (found.is_some() || tried.attempts > 0) {
-            break;
-        }
-        if attempts_left == 0 || cut.deadline.is_some_and(|d| Instant::now() >= d) {
+        // (Nothing is found yet here: the loop ends when something is.)
+        let spent = attempts_left == 0 || cut.deadline.is_some_and(|d| Instant::now() >= d);
+        if spent || (panic && tried.attempts > 0) {
             break;
         }
         if p.continuation == Continuation::Off {
             continue;
         }
-        let base = if std::ptr::eq(m, cut.model) {
+        let fresh = if std::ptr::eq(m, cut.model) {
             None
         } else {
-            let Some((body, req)) = cut.original else {
-                continue;
-            };
-            if crate::proxy::auth::authorize(ch.key, &m.qualified_id).is_err() {
-                continue;
-            }
-            match Box::pin(plan_for(
-                gw,
-                session,
-                ch.client.family,
-                req.clone(),
-                body.clone(),
-                m,
-                ch.policy,
-            ))
-            .await
-            {
-                Ok(planned) => Some(planned),
-                Err(_) => continue,
+            match fallback_plan(gw, session, cut, m).await {
+                Some(planned) => Some(planned),
+                None => continue,
             }
         };
-        let base = base.as_ref().unwrap_or(cut.plan);
-        // With a prefill first where the model takes one; a model that
-        // refuses it is asked again without.
-        let modes: &[bool] = if m.prefill != Prefill::None && p.continuation == Continuation::Auto {
-            &[true, false]
-        } else {
-            &[false]
-        };
-        for &with_prefill in modes {
+        let base = fresh.as_ref().unwrap_or(cut.plan);
+        for &with_prefill in prefill_modes(m, p) {
             let plan = partial.plan(with_prefill);
             let Some(planned) = continued_plan(ch.client.family, base, plan.prefill.as_deref())
             else {
@@ -142,15 +118,15 @@ pub(super) async fn continue_answer<'s>(
             };
             match call_upstreams(gw, &call, &mut tried, &mut attempts_left, panic).await {
                 Ok(answer) => {
+                    let how = if plan.prefill.is_some() {
+                        "prefilled"
+                    } else {
+                        "asked again"
+                    };
+                    let id = &ctx.request_id;
                     log::info!(
-                        "{}: continuing the cut stream with {} ({})",
-                        ctx.request_id,
-                        m.qualified_id,
-                        if plan.prefill.is_some() {
-                            "prefilled"
-                        } else {
-                            "asked again"
-                        }
+                        "{id}: continuing the cut stream with {} ({how})",
+                        m.qualified_id
                     );
                     found = Some(Continued {
                         answer,
@@ -176,13 +152,42 @@ pub(super) async fn continue_answer<'s>(
             break;
         }
     }
-    ctx.outcome.attempts += tried.attempts;
-    if let Some(up) = tried.last {
-        ctx.outcome.upstream_protocol = Some(up.protocol);
-        ctx.outcome.upstream_host = Some(up.url.authority.clone());
-    }
-    ctx.outcome.tried.append(&mut tried.notes);
+    note_tried(ctx, &mut tried);
     found
+}
+
+/// A fallback's own plan for the client's request (None: the chain kept no
+/// request to plan, the key may not use `m`, or `m` cannot take it).
+async fn fallback_plan(
+    gw: &Gateway,
+    session: &mut Session,
+    cut: &Cut<'_, '_>,
+    m: &Model,
+) -> Option<Planned> {
+    let ch = cut.chain;
+    let (body, req) = cut.original?;
+    crate::proxy::auth::authorize(ch.key, &m.qualified_id).ok()?;
+    let planned = plan_for(
+        gw,
+        session,
+        ch.client.family,
+        req.clone(),
+        body.clone(),
+        m,
+        ch.policy,
+    );
+    Box::pin(planned).await.ok()
+}
+
+/// Whether a continuation on `m` is asked with a prefill: first with one
+/// where the model takes one (a model that refuses it is asked again
+/// without), else without.
+fn prefill_modes(m: &Model, p: &Provider) -> &'static [bool] {
+    if m.prefill != Prefill::None && p.continuation == Continuation::Auto {
+        &[true, false]
+    } else {
+        &[false]
+    }
 }
 
 /// The plan of a continuation: `base`'s body with `prefill` added as the
