@@ -498,7 +498,6 @@ mod tests {
             let p = p
                 .replace("{provider}", "google")
                 .replace("{model_id}", "gemini-3.1-pro");
-            let p = p.as_str();
             let r = route(method, &p, Some(q)).unwrap_or_else(|e| panic!("{id}: {e:?}"));
             // The Responses API lives under OpenAI's `/v1`.
             let want = if id.starts_with('D') {
