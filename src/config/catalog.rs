@@ -37,6 +37,13 @@ pub struct Upstream {
     pub api_key: Option<String>,
 }
 
+impl Upstream {
+    /// A `cohere` upstream: Cohere v2's `/rerank` only (docs/api.md "Rerank").
+    pub fn rerank_only(&self) -> bool {
+        self.protocol_name == cloud::COHERE
+    }
+}
+
 /// A provider: its token, which client families accept it, its upstreams.
 #[derive(Debug, Clone)]
 pub struct Provider {
@@ -374,6 +381,19 @@ impl Catalog {
                     format!("{path}.id"),
                     format!("duplicate model id {:?}", m.id),
                 ));
+            }
+            let p = &cat.providers[cat.provider_index[&m.provider]];
+            if let Some(a) = m.supported_actions.iter().find(|a| *a != "rerank") {
+                if p.upstreams.iter().all(Upstream::rerank_only) {
+                    return Err(ConfigError::new(
+                        file,
+                        format!("{path}.supported_actions"),
+                        format!(
+                            "provider {:?} has only cohere upstreams, which serve rerank alone; the {a} action needs an upstream of another protocol",
+                            p.id
+                        ),
+                    ));
+                }
             }
             cat.model_index.insert(m.id.clone(), cat.models.len());
             cat.models.push(m);

@@ -59,6 +59,8 @@ pub enum Endpoint {
     /// `POST /google/v1beta/models/{model}:embedContent` or `:batchEmbedContents`
     /// (`batch`) (X2); `model` as for generateContent.
     EmbedContent { model: String, batch: bool },
+    /// `POST /v1/rerank` (X3).
+    Rerank,
 }
 
 impl Endpoint {
@@ -97,12 +99,17 @@ impl Endpoint {
                 | Endpoint::ResponsesInputTokens
                 | Endpoint::Embeddings
                 | Endpoint::EmbedContent { .. }
+                | Endpoint::Rerank
         )
     }
 
-    /// Whether the endpoint asks for embeddings (the `embed` action).
+    /// Whether the endpoint asks for embeddings or a rerank (the `embed`
+    /// and `rerank` actions, `proxy/inference/embed.rs`).
     pub fn embeds(&self) -> bool {
-        matches!(self, Endpoint::Embeddings | Endpoint::EmbedContent { .. })
+        matches!(
+            self,
+            Endpoint::Embeddings | Endpoint::EmbedContent { .. } | Endpoint::Rerank
+        )
     }
 }
 
@@ -169,6 +176,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/google/v1beta/{provider}/{model_id}:countTokens",
     ),
     ("X1", "POST", "/v1/embeddings"),
+    ("X3", "POST", "/v1/rerank"),
     (
         "X2",
         "POST",
@@ -341,6 +349,7 @@ pub fn route(
     match (family, segs.as_slice()) {
         (Family::OpenAi, ["chat", "completions"]) => expect("POST", Endpoint::ChatCompletions),
         (Family::OpenAi, ["embeddings"]) => expect("POST", Endpoint::Embeddings),
+        (Family::OpenAi, ["rerank"]) => expect("POST", Endpoint::Rerank),
         (Family::OpenAi, ["responses"]) => responses(&["POST"], Endpoint::Responses),
         (Family::OpenAi, ["responses", "input_tokens"]) => {
             responses(&["POST"], Endpoint::ResponsesInputTokens)
@@ -534,6 +543,10 @@ mod tests {
             route("GET", "/v1/embeddings", None).unwrap_err().1.status,
             405
         );
+        let r = ok("POST", "/v1/rerank", None);
+        assert_eq!(r.endpoint, Endpoint::Rerank);
+        assert!(r.endpoint.embeds() && r.endpoint.is_inference());
+        assert_eq!(route("GET", "/v1/rerank", None).unwrap_err().1.status, 405);
     }
 
     #[test]

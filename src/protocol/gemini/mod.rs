@@ -17,6 +17,7 @@
 //! pieces come from `protocol::common`; the registry is never imported.
 
 pub mod embeddings;
+pub mod predict;
 pub mod error;
 pub mod http;
 pub mod models;

@@ -14,6 +14,7 @@ mod chain;
 pub(super) mod count;
 mod deliver;
 mod embed;
+mod rerank;
 mod plan;
 mod rescue;
 mod resolve;
