@@ -1030,4 +1030,27 @@ mod tests {
         ));
         assert_eq!(e.path, "$.models[0].fallbacks[0]");
     }
+
+    #[test]
+    fn a_cohere_upstream_serves_rerank_alone() {
+        let cohere = OK.replace("\"protocol\":\"openai\"", "\"protocol\":\"cohere\"");
+        // A completion model on a provider of only cohere upstreams.
+        let e = err(&cohere);
+        assert_eq!(e.path, "$.models[0].supported_actions");
+        assert!(e.reason.contains("rerank") && e.reason.contains("complete"), "{e}");
+        let rerank = cohere.replace(
+            "\"protocols\":[\"openai\"]}",
+            "\"protocols\":[\"openai\"],\"supported_actions\":[\"rerank\"]}",
+        );
+        let c = Catalog::from_str("c.json", &rerank, &no_env).unwrap();
+        let up = &c.provider("p").unwrap().upstreams[0];
+        assert!(up.rerank_only());
+        assert_eq!((up.protocol, up.protocol_name), (Family::OpenAi, "cohere"));
+        // Beside another protocol's upstream, a completion model loads.
+        let mixed = OK.replace(
+            "\"api_key_env\":\"K\"}]}]",
+            "\"api_key_env\":\"K\"},{\"protocol\":\"cohere\",\"base_url\":\"http://127.0.0.1:9/v2\"}]}]",
+        );
+        assert!(Catalog::from_str("c.json", &mixed, &no_env).is_ok());
+    }
 }

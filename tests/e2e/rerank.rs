@@ -37,6 +37,12 @@ fn rerank_catalog(mock: &MockUpstream) -> Value {
     failing["weight"] = json!(10);
     providers.push(json!({"id": "cohere-flaky", "families": ["openai"],
         "upstreams": [failing, cohere("/cohere/v2")], "affinity": "off"}));
+    // A cohere upstream beside an OpenAI one: completions skip it.
+    let mut first = cohere("/cohere/v2");
+    first["weight"] = json!(10);
+    providers.push(json!({"id": "mixed", "families": ["openai"], "affinity": "off",
+        "upstreams": [first, {"protocol": "openai", "base_url": mock.base_url(Protocol::OpenAi),
+            "api_key_env": "SB_TEST_KEY_OPENAI"}]}));
     providers.push(json!({"id": "vllm", "families": ["openai"],
         "upstreams": [{"protocol": "openai", "base_url": mock.base_url(Protocol::OpenAi),
             "api_key_env": "SB_TEST_KEY_OPENAI"}]}));
@@ -62,6 +68,7 @@ fn rerank_catalog(mock: &MockUpstream) -> Value {
         "rerank-v3.5",
         per_request,
     ));
+    models.push(model("chat-mixed", "mixed", json!({"protocols": ["openai"]})));
     models.push(rerank(
         "bge-reranker",
         "vllm",
@@ -352,4 +359,19 @@ async fn the_ledger_and_a_budget_count_a_rerank() {
     let r = gw.send(&rerank(BUDGET_KEY, &body)).await;
     assert_eq!(r.status, 429, "{}", r.text());
     assert!(r.text().contains("budget"), "{}", r.text());
+}
+
+#[tokio::test]
+async fn a_completion_skips_a_cohere_upstream_of_its_provider() {
+    let (mock, gw) = start().await;
+    let chat = json!({"model": "mixed/chat-mixed", "messages": [{"role": "user", "content": "hi"}]});
+    let r = gw
+        .send(&authed("openai", "/v1/chat/completions", KEY, &chat).header("x-request-id", "rr-mix"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/openai/v1/chat/completions"], "nothing went to Cohere");
+    let line = log_line(&gw, "rr-mix").await;
+    assert_eq!(line["tried"][0]["failure"], "skipped", "{line}");
+    assert_eq!(line["tried"][1]["status"], 200, "{line}");
 }
