@@ -1037,7 +1037,10 @@ mod tests {
         // A completion model on a provider of only cohere upstreams.
         let e = err(&cohere);
         assert_eq!(e.path, "$.models[0].supported_actions");
-        assert!(e.reason.contains("rerank") && e.reason.contains("complete"), "{e}");
+        assert!(
+            e.reason.contains("rerank") && e.reason.contains("complete"),
+            "{e}"
+        );
         let rerank = cohere.replace(
             "\"protocols\":[\"openai\"]}",
             "\"protocols\":[\"openai\"],\"supported_actions\":[\"rerank\"]}",

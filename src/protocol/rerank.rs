@@ -50,7 +50,10 @@ pub fn decode_request(body: &[u8]) -> Result<(String, RerankRequest), GatewayErr
     if let Some(k) = v.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(bad(
             k,
-            format!("unknown field (a rerank request takes {})", FIELDS.join(", ")),
+            format!(
+                "unknown field (a rerank request takes {})",
+                FIELDS.join(", ")
+            ),
         ));
     }
     let model = match v.get("model") {
@@ -63,9 +66,7 @@ pub fn decode_request(body: &[u8]) -> Result<(String, RerankRequest), GatewayErr
         _ => return Err(bad("query", "is required (a string)")),
     };
     let docs = match v.get("documents") {
-        Some(Value::Array(d)) if d.is_empty() => {
-            return Err(bad("documents", "must not be empty"))
-        }
+        Some(Value::Array(d)) if d.is_empty() => return Err(bad("documents", "must not be empty")),
         Some(Value::Array(d)) => d,
         _ => return Err(bad("documents", "is required (an array of strings)")),
     };
@@ -163,7 +164,9 @@ fn broken(msg: &str) -> GatewayError {
 /// order the upstream used), cut to `top_n`.
 pub fn decode_response(body: &[u8], req: &RerankRequest) -> Result<RerankResponse, GatewayError> {
     let v: Value = serde_json::from_slice(body).map_err(|_| broken("not JSON"))?;
-    let items = v["results"].as_array().ok_or_else(|| broken("no results"))?;
+    let items = v["results"]
+        .as_array()
+        .ok_or_else(|| broken("no results"))?;
     let mut seen = vec![false; req.documents.len()];
     let mut results = Vec::with_capacity(items.len());
     for r in items {
@@ -288,7 +291,10 @@ mod tests {
         .unwrap();
         assert_eq!(m, "co/rr");
         assert_eq!(r.documents, ["a", "b"]);
-        assert_eq!((r.top_n, r.return_documents, r.max_tokens_per_doc), (Some(1), true, Some(9)));
+        assert_eq!(
+            (r.top_n, r.return_documents, r.max_tokens_per_doc),
+            (Some(1), true, Some(9))
+        );
     }
 
     #[test]
@@ -297,10 +303,22 @@ mod tests {
             (r#"{"model":"m","query":"","documents":["a"]}"#, "query"),
             (r#"{"model":"m","documents":["a"]}"#, "query"),
             (r#"{"model":"m","query":"q","documents":[]}"#, "documents"),
-            (r#"{"model":"m","query":"q","documents":[1]}"#, "documents[0]"),
-            (r#"{"model":"m","query":"q","documents":["a",{"title":"x"}]}"#, "documents[1]"),
-            (r#"{"model":"m","query":"q","documents":["a"],"top_n":0}"#, "top_n"),
-            (r#"{"model":"m","query":"q","documents":["a"],"rank_fields":["x"]}"#, "rank_fields"),
+            (
+                r#"{"model":"m","query":"q","documents":[1]}"#,
+                "documents[0]",
+            ),
+            (
+                r#"{"model":"m","query":"q","documents":["a",{"title":"x"}]}"#,
+                "documents[1]",
+            ),
+            (
+                r#"{"model":"m","query":"q","documents":["a"],"top_n":0}"#,
+                "top_n",
+            ),
+            (
+                r#"{"model":"m","query":"q","documents":["a"],"rank_fields":["x"]}"#,
+                "rank_fields",
+            ),
             (r#"{"query":"q","documents":["a"]}"#, "model"),
         ];
         for (body, param) in cases {
@@ -325,7 +343,9 @@ mod tests {
         );
         assert!(adj.is_empty());
         let (body, adj) = encode_request(&r, "bge", false);
-        assert!(!std::str::from_utf8(&body).unwrap().contains("max_tokens_per_doc"));
+        assert!(!std::str::from_utf8(&body)
+            .unwrap()
+            .contains("max_tokens_per_doc"));
         assert!(adj.render().contains("max_tokens_per_doc"));
         let up = decode_response(
             br#"{"id":"x","results":[{"index":2,"relevance_score":0.1},{"index":0,"relevance_score":0.9},{"index":1,"relevance_score":0.5}],"meta":{"billed_units":{"search_units":1}}}"#,
@@ -354,7 +374,11 @@ mod tests {
             r#"{"results":[{"index":0}]}"#,
             r#"{"data":[]}"#,
         ] {
-            assert_eq!(decode_response(bad.as_bytes(), &r).unwrap_err().status, 502, "{bad}");
+            assert_eq!(
+                decode_response(bad.as_bytes(), &r).unwrap_err().status,
+                502,
+                "{bad}"
+            );
         }
     }
 }

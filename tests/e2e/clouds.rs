@@ -16,8 +16,8 @@ use crate::common::gateway::{authed, keys, model, Gateway, TempDir, KEY};
 use crate::common::http_client::{Request, Response};
 use crate::common::mock_upstream::{
     expected_reply, impersonation_path, mock_embed_tokens, mock_vector, MockUpstream, Protocol,
-    GOOGLE_TOKEN_PATH,
-    METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH, VERTEX_ANTHROPIC_VERSION,
+    GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH,
+    VERTEX_ANTHROPIC_VERSION,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -603,7 +603,12 @@ async fn a_cached_token_the_upstream_refuses_is_replaced_and_the_request_sent_ag
 
 fn vectors(v: &Value) -> Vec<Vec<f32>> {
     let items = match v.get("data") {
-        Some(d) => d.as_array().unwrap().iter().map(|d| &d["embedding"]).collect::<Vec<_>>(),
+        Some(d) => d
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| &d["embedding"])
+            .collect::<Vec<_>>(),
         None => v["embeddings"]
             .as_array()
             .unwrap()
@@ -648,15 +653,18 @@ async fn embeddings_on_azure_and_vertex_with_each_credential() {
             let r = if gemini_client {
                 let requests: Vec<Value> = texts
                     .iter()
-                    .map(|t| json!({"content": {"parts": [{"text": t}]}, "outputDimensionality": 4,
-                        "taskType": "RETRIEVAL_DOCUMENT"}))
+                    .map(|t| {
+                        json!({"content": {"parts": [{"text": t}]}, "outputDimensionality": 4,
+                        "taskType": "RETRIEVAL_DOCUMENT"})
+                    })
                     .collect();
                 let p = format!("/google/v1beta/models/{model}:batchEmbedContents");
                 gw.send(&authed("gemini", &p, KEY, &json!({"requests": requests})))
                     .await
             } else {
                 let body = json!({"model": model, "input": texts, "dimensions": 4});
-                gw.send(&authed("openai", "/v1/embeddings", KEY, &body)).await
+                gw.send(&authed("openai", "/v1/embeddings", KEY, &body))
+                    .await
             };
             assert_eq!(r.status, 200, "{provider}: {}", r.text());
             let v = r.json();
@@ -664,7 +672,11 @@ async fn embeddings_on_azure_and_vertex_with_each_credential() {
             assert_eq!(vectors(&v), want, "{provider} {gemini_client}");
             if !gemini_client {
                 // Azure reports usage, Vertex its token counts: the mock's words.
-                assert_eq!(v["usage"]["prompt_tokens"], mock_embed_tokens(&texts), "{v}");
+                assert_eq!(
+                    v["usage"]["prompt_tokens"],
+                    mock_embed_tokens(&texts),
+                    "{v}"
+                );
                 assert_eq!(v["model"], model);
             }
             let ups: Vec<_> = mock
@@ -694,7 +706,11 @@ async fn embeddings_on_azure_and_vertex_with_each_credential() {
                     } else {
                         assert!(task.is_null(), "{body}");
                     }
-                    let source = if provider == "vx-sa" { "google" } else { "metadata" };
+                    let source = if provider == "vx-sa" {
+                        "google"
+                    } else {
+                        "metadata"
+                    };
                     assert!(
                         auth.starts_with(&format!("Bearer mock-{source}-token-")),
                         "{auth}"
@@ -711,7 +727,9 @@ async fn a_vertex_batch_over_its_limit_is_split() {
     let (mock, gw, _dir) = start(&[], &[]).await;
     let texts: Vec<String> = (0..260).map(|i| format!("doc {i}")).collect();
     let body = json!({"model": "vx-sa/e-vx-sa", "input": texts});
-    let r = gw.send(&authed("openai", "/v1/embeddings", KEY, &body)).await;
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", KEY, &body))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let want: Vec<Vec<f32>> = texts.iter().map(|t| mock_vector(t, 8)).collect();
     assert_eq!(vectors(&r.json()), want);

@@ -40,9 +40,11 @@ fn rerank_catalog(mock: &MockUpstream) -> Value {
     // A cohere upstream beside an OpenAI one: completions skip it.
     let mut first = cohere("/cohere/v2");
     first["weight"] = json!(10);
-    providers.push(json!({"id": "mixed", "families": ["openai"], "affinity": "off",
+    providers.push(
+        json!({"id": "mixed", "families": ["openai"], "affinity": "off",
         "upstreams": [first, {"protocol": "openai", "base_url": mock.base_url(Protocol::OpenAi),
-            "api_key_env": "SB_TEST_KEY_OPENAI"}]}));
+            "api_key_env": "SB_TEST_KEY_OPENAI"}]}),
+    );
     providers.push(json!({"id": "vllm", "families": ["openai"],
         "upstreams": [{"protocol": "openai", "base_url": mock.base_url(Protocol::OpenAi),
             "api_key_env": "SB_TEST_KEY_OPENAI"}]}));
@@ -68,7 +70,11 @@ fn rerank_catalog(mock: &MockUpstream) -> Value {
         "rerank-v3.5",
         per_request,
     ));
-    models.push(model("chat-mixed", "mixed", json!({"protocols": ["openai"]})));
+    models.push(model(
+        "chat-mixed",
+        "mixed",
+        json!({"protocols": ["openai"]}),
+    ));
     models.push(rerank(
         "bge-reranker",
         "vllm",
@@ -119,16 +125,6 @@ fn order() -> Vec<usize> {
     idx
 }
 
-async fn log_line(gw: &Gateway, id: &str) -> Value {
-    eventually(Duration::from_secs(10), "the access-log line", || async {
-        gw.access_log()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| v["request_id"] == id)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn x3_to_cohere_in_cohere_v2_wire_format() {
     let (mock, gw) = start().await;
@@ -136,7 +132,9 @@ async fn x3_to_cohere_in_cohere_v2_wire_format() {
     let docs = json!([DOCS[0], {"text": DOCS[1]}, DOCS[2], {"text": DOCS[3]}]);
     let body = json!({"model": "cohere/rerank-v3.5", "query": QUERY, "documents": docs,
         "top_n": 2, "return_documents": true, "max_tokens_per_doc": 512});
-    let r = gw.send(&rerank(KEY, &body).header("x-request-id", "rr-1")).await;
+    let r = gw
+        .send(&rerank(KEY, &body).header("x-request-id", "rr-1"))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.header("x-switchboard-adjusted").is_none());
     let v = r.json();
@@ -148,7 +146,10 @@ async fn x3_to_cohere_in_cohere_v2_wire_format() {
         assert_eq!(r["index"], *i, "{v}");
         assert_eq!(r["document"]["text"], DOCS[*i], "{v}");
         let s = r["relevance_score"].as_f64().unwrap();
-        assert!((s - mock_rerank_score(QUERY, DOCS[*i])).abs() < 1e-12, "{v}");
+        assert!(
+            (s - mock_rerank_score(QUERY, DOCS[*i])).abs() < 1e-12,
+            "{v}"
+        );
     }
     assert_eq!(v["id"], "mock-rerank-rerank-v3.5");
     assert_eq!(v["model"], "cohere/rerank-v3.5");
@@ -185,7 +186,7 @@ async fn x3_to_cohere_in_cohere_v2_wire_format() {
     assert_eq!(got, order().iter().map(|i| *i as u64).collect::<Vec<_>>());
     assert!(v["results"][0].get("document").is_none(), "{v}");
     // The access log: the price per request, the tokens counted.
-    let line = log_line(&gw, "rr-1").await;
+    let line = gw.access_line("rr-1").await;
     assert_eq!(line["path"], "/v1/rerank");
     assert_eq!(line["provider"], "cohere");
     assert_eq!(line["model"], "rerank-v3.5");
@@ -210,7 +211,9 @@ async fn x3_to_an_openai_compatible_rerank() {
     let (mock, gw) = start().await;
     let body = json!({"model": "vllm/bge-reranker", "query": QUERY, "documents": DOCS,
         "top_n": 3, "max_tokens_per_doc": 64});
-    let r = gw.send(&rerank(KEY, &body).header("x-request-id", "rr-v")).await;
+    let r = gw
+        .send(&rerank(KEY, &body).header("x-request-id", "rr-v"))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     // vLLM has no max_tokens_per_doc: dropped, and said so.
     let adjusted = r.header("x-switchboard-adjusted").unwrap_or_default();
@@ -221,7 +224,10 @@ async fn x3_to_an_openai_compatible_rerank() {
     assert!(v.get("meta").is_none(), "{v}");
     // The upstream's token count is the usage: the query's 5 words once
     // per document, and the documents' words.
-    let words: u64 = DOCS.iter().map(|d| d.split_whitespace().count() as u64).sum();
+    let words: u64 = DOCS
+        .iter()
+        .map(|d| d.split_whitespace().count() as u64)
+        .sum();
     let tokens = 5 * 4 + words;
     assert_eq!(v["usage"]["total_tokens"], tokens, "{v}");
     let up = mock.last_request().unwrap();
@@ -229,7 +235,7 @@ async fn x3_to_an_openai_compatible_rerank() {
     let sent: Value = up.json().unwrap();
     assert_eq!(sent["model"], "BAAI/bge-reranker-v2-m3");
     assert!(sent.get("max_tokens_per_doc").is_none());
-    let line = log_line(&gw, "rr-v").await;
+    let line = gw.access_line("rr-v").await;
     assert_eq!(line["input_tokens"], tokens, "{line}");
     let cost = line["cost_usd"].as_f64().unwrap();
     assert!((cost - tokens as f64 * 5e-8).abs() < 1e-12, "{line}");
@@ -241,15 +247,36 @@ async fn bad_requests_are_400s_in_the_openai_shape() {
     let many: Vec<String> = (0..1001).map(|i| format!("doc {i}")).collect();
     let m = "cohere/rerank-v3.5";
     let cases = [
-        (json!({"model": m, "query": "", "documents": ["a"]}), "query"),
+        (
+            json!({"model": m, "query": "", "documents": ["a"]}),
+            "query",
+        ),
         (json!({"model": m, "documents": ["a"]}), "query"),
-        (json!({"model": m, "query": "q", "documents": []}), "documents"),
+        (
+            json!({"model": m, "query": "q", "documents": []}),
+            "documents",
+        ),
         (json!({"model": m, "query": "q"}), "documents"),
-        (json!({"model": m, "query": "q", "documents": ["a", 7]}), "documents[1]"),
-        (json!({"model": m, "query": "q", "documents": [{"title": "a"}]}), "documents[0]"),
-        (json!({"model": m, "query": "q", "documents": ["a"], "top_n": 0}), "top_n"),
-        (json!({"model": m, "query": "q", "documents": many}), "documents"),
-        (json!({"model": m, "query": "q", "documents": ["a"], "rank_fields": ["x"]}), "rank_fields"),
+        (
+            json!({"model": m, "query": "q", "documents": ["a", 7]}),
+            "documents[1]",
+        ),
+        (
+            json!({"model": m, "query": "q", "documents": [{"title": "a"}]}),
+            "documents[0]",
+        ),
+        (
+            json!({"model": m, "query": "q", "documents": ["a"], "top_n": 0}),
+            "top_n",
+        ),
+        (
+            json!({"model": m, "query": "q", "documents": many}),
+            "documents",
+        ),
+        (
+            json!({"model": m, "query": "q", "documents": ["a"], "rank_fields": ["x"]}),
+            "rank_fields",
+        ),
         (json!({"query": "q", "documents": ["a"]}), "model"),
     ];
     for (body, param) in &cases {
@@ -269,7 +296,10 @@ async fn bad_requests_are_400s_in_the_openai_shape() {
     assert!(r.text().contains("at most 1000"), "{}", r.text());
     // No key: 401 as on the other OpenAI routes.
     let r = gw
-        .send(&Request::post("/v1/rerank").json(&json!({"model": m, "query": "q", "documents": ["a"]})))
+        .send(
+            &Request::post("/v1/rerank")
+                .json(&json!({"model": m, "query": "q", "documents": ["a"]})),
+        )
         .await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["code"], "invalid_api_key");
@@ -280,15 +310,21 @@ async fn bad_requests_are_400s_in_the_openai_shape() {
 async fn the_action_check_both_ways() {
     let (mock, gw) = start().await;
     // A completion and an embedding asked of a rerank model.
-    let chat = json!({"model": "cohere/rerank-v3.5", "messages": [{"role": "user", "content": "hi"}]});
+    let chat =
+        json!({"model": "cohere/rerank-v3.5", "messages": [{"role": "user", "content": "hi"}]});
     let r = gw
         .send(&authed("openai", "/v1/chat/completions", KEY, &chat))
         .await;
     assert_eq!(r.status, 400, "{}", r.text());
     let m = r.json()["error"]["message"].as_str().unwrap().to_string();
-    assert!(m.contains("complete") && m.contains("cohere/rerank-v3.5"), "{m}");
+    assert!(
+        m.contains("complete") && m.contains("cohere/rerank-v3.5"),
+        "{m}"
+    );
     let embed = json!({"model": "cohere/rerank-v3.5", "input": "hi"});
-    let r = gw.send(&authed("openai", "/v1/embeddings", KEY, &embed)).await;
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", KEY, &embed))
+        .await;
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("the embed action"), "{}", r.text());
     // A rerank asked of a completion model.
@@ -298,21 +334,27 @@ async fn the_action_check_both_ways() {
     let v = r.json();
     assert_eq!(v["error"]["code"], "unsupported_action", "{v}");
     let m = v["error"]["message"].as_str().unwrap();
-    assert!(m.contains("the rerank action") && m.contains("openai/gpt-5"), "{m}");
+    assert!(
+        m.contains("the rerank action") && m.contains("openai/gpt-5"),
+        "{m}"
+    );
     assert!(mock.requests().is_empty(), "nothing went upstream");
 }
 
 #[tokio::test]
 async fn failover_to_the_second_upstream_on_a_5xx() {
     let (mock, gw) = start().await;
-    let body = json!({"model": "cohere-flaky/rerank-fo", "query": QUERY, "documents": DOCS, "top_n": 1});
-    let r = gw.send(&rerank(KEY, &body).header("x-request-id", "rr-fo")).await;
+    let body =
+        json!({"model": "cohere-flaky/rerank-fo", "query": QUERY, "documents": DOCS, "top_n": 1});
+    let r = gw
+        .send(&rerank(KEY, &body).header("x-request-id", "rr-fo"))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["results"][0]["index"], order()[0]);
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths.last().unwrap(), "/cohere/v2/rerank", "{paths:?}");
     assert!(paths.iter().any(|p| p.contains("~status:503")), "{paths:?}");
-    let line = log_line(&gw, "rr-fo").await;
+    let line = gw.access_line("rr-fo").await;
     assert_eq!(line["attempts"], 2, "{line}");
     assert_eq!(line["tried"][0]["status"], 503, "{line}");
     assert_eq!(line["status"], 200);
@@ -364,14 +406,21 @@ async fn the_ledger_and_a_budget_count_a_rerank() {
 #[tokio::test]
 async fn a_completion_skips_a_cohere_upstream_of_its_provider() {
     let (mock, gw) = start().await;
-    let chat = json!({"model": "mixed/chat-mixed", "messages": [{"role": "user", "content": "hi"}]});
+    let chat =
+        json!({"model": "mixed/chat-mixed", "messages": [{"role": "user", "content": "hi"}]});
     let r = gw
-        .send(&authed("openai", "/v1/chat/completions", KEY, &chat).header("x-request-id", "rr-mix"))
+        .send(
+            &authed("openai", "/v1/chat/completions", KEY, &chat).header("x-request-id", "rr-mix"),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
-    assert_eq!(paths, ["/openai/v1/chat/completions"], "nothing went to Cohere");
-    let line = log_line(&gw, "rr-mix").await;
+    assert_eq!(
+        paths,
+        ["/openai/v1/chat/completions"],
+        "nothing went to Cohere"
+    );
+    let line = gw.access_line("rr-mix").await;
     assert_eq!(line["tried"][0]["failure"], "skipped", "{line}");
     assert_eq!(line["tried"][1]["status"], 200, "{line}");
 }

@@ -17,11 +17,11 @@
 //! pieces come from `protocol::common`; the registry is never imported.
 
 pub mod embeddings;
-pub mod predict;
 pub mod error;
 pub mod http;
 pub mod models;
 pub mod peek;
+pub mod predict;
 pub mod request;
 pub mod response;
 pub mod stream;

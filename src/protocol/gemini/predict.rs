@@ -4,7 +4,8 @@
 //! `{"predictions": [{"embeddings": {"values", "statistics": {"token_count"}}}]}`,
 //! to and from the embeddings hub. The answer's token counts are the usage.
 
-use crate::error::{ErrorKind, GatewayError};
+use super::embeddings::broken;
+use crate::error::GatewayError;
 use crate::ir::embed::{EmbedInput, EmbedRequest, EmbedResponse};
 use serde::Serialize;
 use serde_json::Value;
@@ -68,12 +69,6 @@ pub fn encode_request(r: &EmbedRequest) -> Result<Vec<u8>, GatewayError> {
 
 /// The `:predict` answer: a vector per instance, the tokens summed.
 pub fn decode_response(body: &[u8]) -> Result<EmbedResponse, GatewayError> {
-    let broken = |m: &str| {
-        GatewayError::new(
-            ErrorKind::BadGateway,
-            format!("upstream sent an embeddings answer that cannot be read: {m}"),
-        )
-    };
     let v: Value = serde_json::from_slice(body).map_err(|_| broken("not JSON"))?;
     let preds = v["predictions"]
         .as_array()

@@ -72,13 +72,16 @@ pub fn upstream_body(
     upstream_model: &str,
 ) -> Result<(Vec<u8>, Adjustments), GatewayError> {
     match (job, up.protocol, &up.cloud, up.rerank_only()) {
-        (Retrieval::Embed(_), _, _, true) => Err(cannot(up, provider, "embeddings", EMBED_UPSTREAMS)),
+        (Retrieval::Embed(_), _, _, true) => {
+            Err(cannot(up, provider, "embeddings", EMBED_UPSTREAMS))
+        }
         (Retrieval::Embed(r), Family::OpenAi, None | Some(Cloud::Azure { .. }), _) => Ok((
             openai::embeddings::encode_request(r, upstream_model),
             Adjustments::default(),
         )),
         (Retrieval::Embed(r), Family::Gemini, None, _) => {
-            gemini::embeddings::encode_request(r, upstream_model).map(|b| (b, Adjustments::default()))
+            gemini::embeddings::encode_request(r, upstream_model)
+                .map(|b| (b, Adjustments::default()))
         }
         (Retrieval::Embed(r), Family::Gemini, Some(Cloud::Vertex { .. }), _) => {
             gemini::predict::encode_request(r).map(|b| (b, Adjustments::default()))
@@ -103,9 +106,7 @@ pub fn upstream_path(up: &Upstream, job: &Retrieval, upstream_model: &str) -> Op
         }
         (Retrieval::Embed(_), None) => match up.protocol {
             Family::OpenAi => Some(format!("{base}/embeddings")),
-            Family::Gemini => Some(format!(
-                "{base}/models/{upstream_model}:batchEmbedContents"
-            )),
+            Family::Gemini => Some(format!("{base}/models/{upstream_model}:batchEmbedContents")),
             _ => None,
         },
     }
@@ -115,7 +116,9 @@ pub fn upstream_path(up: &Upstream, job: &Retrieval, upstream_model: &str) -> Op
 /// Gemini's 100 requests, Vertex's instances for `upstream_model`.
 pub fn max_inputs(up: &Upstream, upstream_model: &str) -> usize {
     match (up.protocol, &up.cloud) {
-        (Family::Gemini, Some(Cloud::Vertex { .. })) => gemini::predict::max_instances(upstream_model),
+        (Family::Gemini, Some(Cloud::Vertex { .. })) => {
+            gemini::predict::max_instances(upstream_model)
+        }
         (Family::Gemini, _) => gemini::embeddings::MAX_BATCH,
         _ => openai::embeddings::MAX_INPUTS,
     }

@@ -350,7 +350,9 @@ pub(super) async fn count_input(
                 }
             }
             Retrieval::Rerank(r) => {
-                let Some(q) = count(&r.query) else { return Ok(None) };
+                let Some(q) = count(&r.query) else {
+                    return Ok(None);
+                };
                 n = q * r.documents.len() as u64;
                 for d in &r.documents {
                     let Some(c) = count(d) else { return Ok(None) };

@@ -14,8 +14,8 @@ mod chain;
 pub(super) mod count;
 mod deliver;
 mod embed;
-mod rerank;
 mod plan;
+mod rerank;
 mod rescue;
 mod resolve;
 

@@ -288,6 +288,17 @@ impl Gateway {
         Gateway::start_with(&catalog(mock), &keys(), &[]).await
     }
 
+    /// The access line of the request `id`, once written.
+    pub async fn access_line(&self, id: &str) -> Value {
+        super::families::eventually(Duration::from_secs(10), "the access-log line", || async {
+            self.access_log()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|v| v["request_id"] == id)
+        })
+        .await
+    }
+
     /// The gateway's diagnostic log (stderr) so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.file("gateway.log")).unwrap_or_default()

@@ -182,10 +182,17 @@ pub(super) fn vertex_predict(body: &Value, model: &str) -> Reply {
         "FACT_VERIFICATION",
         "CODE_RETRIEVAL_QUERY",
     ];
-    if body.as_object().is_some_and(|o| o.keys().any(|k| k != "instances" && k != "parameters")) {
+    if body
+        .as_object()
+        .is_some_and(|o| o.keys().any(|k| k != "instances" && k != "parameters"))
+    {
         return fail("Invalid JSON payload received. Unknown name at root.");
     }
-    let limit = if model.starts_with("gemini-embedding") { 1 } else { 250 };
+    let limit = if model.starts_with("gemini-embedding") {
+        1
+    } else {
+        250
+    };
     let Some(instances) = body["instances"].as_array().filter(|i| !i.is_empty()) else {
         return fail("mock: instances must be a non-empty array");
     };
@@ -211,7 +218,10 @@ pub(super) fn vertex_predict(body: &Value, model: &str) -> Reply {
         let Some(text) = i["content"].as_str() else {
             return fail("mock: each instance needs a string content");
         };
-        if i.as_object().is_some_and(|o| o.keys().any(|k| k != "content" && k != "task_type" && k != "title")) {
+        if i.as_object().is_some_and(|o| {
+            o.keys()
+                .any(|k| k != "content" && k != "task_type" && k != "title")
+        }) {
             return fail("mock: unknown instance field");
         }
         match &i["task_type"] {
@@ -222,5 +232,8 @@ pub(super) fn vertex_predict(body: &Value, model: &str) -> Reply {
         out.push(json!({"embeddings": {"values": mock_vector(text, dims),
             "statistics": {"token_count": mock_embed_tokens(&[text]), "truncated": false}}}));
     }
-    Reply::json(200, &json!({"predictions": out, "metadata": {"billableCharacterCount": 0}}))
+    Reply::json(
+        200,
+        &json!({"predictions": out, "metadata": {"billableCharacterCount": 0}}),
+    )
 }

@@ -19,7 +19,10 @@ use super::*;
 pub fn mock_rerank_score(query: &str, doc: &str) -> f64 {
     let words = |s: &str| -> Vec<String> {
         s.split_whitespace()
-            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+            .map(|w| {
+                w.trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase()
+            })
             .filter(|w| !w.is_empty())
             .collect()
     };
@@ -45,10 +48,7 @@ impl MockUpstream {
 }
 
 fn cohere_error(status: u16, message: &str) -> Reply {
-    Reply::json(
-        status,
-        &json!({"id": "mock-error-id", "message": message}),
-    )
+    Reply::json(status, &json!({"id": "mock-error-id", "message": message}))
 }
 
 /// The answer to a rerank call (a POST whose path ends in `/rerank`);
@@ -101,7 +101,10 @@ fn rerank(body: &serde_json::Map<String, Value>, cohere: bool) -> Result<Value, 
         return Err("mock: max_tokens_per_doc is Cohere's".into());
     }
     let model = body["model"].as_str().filter(|m| !m.is_empty());
-    let query = body.get("query").and_then(Value::as_str).filter(|q| !q.is_empty());
+    let query = body
+        .get("query")
+        .and_then(Value::as_str)
+        .filter(|q| !q.is_empty());
     let (Some(model), Some(query)) = (model, query) else {
         return Err("invalid request: model and query are required strings".into());
     };
@@ -137,12 +140,16 @@ fn rerank(body: &serde_json::Map<String, Value>, cohere: bool) -> Result<Value, 
     let words = |s: &str| s.split_whitespace().count() as u64;
     if cohere {
         let units = docs.len().div_ceil(100) as u64;
-        Ok(json!({"id": format!("mock-rerank-{model}"), "results": results,
+        Ok(
+            json!({"id": format!("mock-rerank-{model}"), "results": results,
             "meta": {"api_version": {"version": "2", "is_experimental": false},
-                "billed_units": {"search_units": units}}}))
+                "billed_units": {"search_units": units}}}),
+        )
     } else {
         let tokens = words(query) * docs.len() as u64 + docs.iter().map(|d| words(d)).sum::<u64>();
-        Ok(json!({"id": format!("rerank-{model}"), "model": model, "results": results,
-            "usage": {"total_tokens": tokens}}))
+        Ok(
+            json!({"id": format!("rerank-{model}"), "model": model, "results": results,
+            "usage": {"total_tokens": tokens}}),
+        )
     }
 }

@@ -223,9 +223,7 @@ pub(super) fn classify(method: &str, target: &str) -> Route {
                 }
                 "rawPredict" | "streamRawPredict" => return Route::RawPredict { model },
                 // Vertex's only (`/v1/projects/…`); elsewhere an unknown route.
-                "predict" if path.starts_with("/v1/projects/") => {
-                    return Route::Predict { model }
-                }
+                "predict" if path.starts_with("/v1/projects/") => return Route::Predict { model },
                 _ => {}
             }
         }
