@@ -103,13 +103,9 @@ impl Endpoint {
         )
     }
 
-    /// Whether the endpoint asks for embeddings or a rerank (the `embed`
-    /// and `rerank` actions, `proxy/inference/embed.rs`).
+    /// Whether the endpoint asks for embeddings (the `embed` action).
     pub fn embeds(&self) -> bool {
-        matches!(
-            self,
-            Endpoint::Embeddings | Endpoint::EmbedContent { .. } | Endpoint::Rerank
-        )
+        matches!(self, Endpoint::Embeddings | Endpoint::EmbedContent { .. })
     }
 }
 
@@ -545,7 +541,7 @@ mod tests {
         );
         let r = ok("POST", "/v1/rerank", None);
         assert_eq!(r.endpoint, Endpoint::Rerank);
-        assert!(r.endpoint.embeds() && r.endpoint.is_inference());
+        assert!(!r.endpoint.embeds() && r.endpoint.is_inference());
         assert_eq!(route("GET", "/v1/rerank", None).unwrap_err().1.status, 405);
     }
 

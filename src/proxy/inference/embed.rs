@@ -47,7 +47,7 @@ pub(super) fn require_action(model: &Model, action: &str) -> Result<(), GatewayE
     .with_code("unsupported_action"))
 }
 
-/// Answers an embeddings request (or a rerank: `super::rerank`).
+/// Answers an embeddings request.
 pub(super) async fn run(
     gw: &Gateway,
     session: &mut Session,
@@ -60,9 +60,6 @@ pub(super) async fn run(
     let family = route.family;
     let body = body::read_request_body(gw, session).await?;
     body::check_depth(&body)?;
-    if route.endpoint == Endpoint::Rerank {
-        return super::rerank::run(gw, session, ctx, snap, key, held, &body).await;
-    }
     let (path_model, _) = route.endpoint.gemini_model();
     let batch = matches!(route.endpoint, Endpoint::EmbedContent { batch: true, .. });
     let (body_model, req) = embed::decode_client(family, &body, batch)?;

@@ -95,6 +95,9 @@ async fn run(
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let family = route.family;
+    if route.endpoint == Endpoint::Rerank {
+        return Box::pin(rerank::run(gw, session, ctx, snap, key, held)).await;
+    }
     if route.endpoint.embeds() {
         return Box::pin(embed::run(gw, session, ctx, route, snap, key, held)).await;
     }

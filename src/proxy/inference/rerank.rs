@@ -10,7 +10,7 @@
 
 use super::embed::{admit, call_job, count_input, settle, Admit};
 use super::resolve::client_model_name;
-use super::Stop;
+use super::{body, Stop};
 use crate::config::ApiKey;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
@@ -24,7 +24,7 @@ use bytes::Bytes;
 use pingora_proxy::Session;
 use std::sync::Arc;
 
-/// Answers a rerank request whose body is `body`.
+/// Answers a rerank request.
 pub(super) async fn run(
     gw: &Gateway,
     session: &mut Session,
@@ -32,9 +32,10 @@ pub(super) async fn run(
     snap: &Snapshot,
     key: &ApiKey,
     held: &mut Option<Reservation>,
-    body: &[u8],
 ) -> Result<(), Stop> {
-    let (name, req) = rerank::decode_request(body)?;
+    let body = body::read_request_body(gw, session).await?;
+    body::check_depth(&body)?;
+    let (name, req) = rerank::decode_request(&body)?;
     let at = Admit {
         family: Family::OpenAi,
         name: &name,
