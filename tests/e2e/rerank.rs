@@ -7,7 +7,7 @@
 //! failover to a second upstream on a 5xx, a refused key.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common::families::eventually;
+use crate::common::families::{eventually, metric_value, metrics_text};
 use crate::common::gateway::{authed, catalog, keys, model, Gateway, KEY};
 use crate::common::http_client::{self, Request};
 use crate::common::mock_upstream::{mock_rerank_score, MockUpstream, Protocol};
@@ -396,6 +396,17 @@ async fn the_ledger_and_a_budget_count_a_rerank() {
     assert!(total["input_tokens"].as_u64().unwrap() > 20, "{total}");
     let cost = total["cost_usd"].as_f64().unwrap();
     assert!((cost - 0.002).abs() < 1e-12, "{total}");
+    // The cost metric counts it too.
+    let cost = eventually(Duration::from_secs(10), "the cost metric", || async {
+        let text = metrics_text(gw.metrics).await;
+        metric_value(
+            &text,
+            "switchboard_cost_usd_total",
+            &["model=\"rerank-v3.5\""],
+        )
+    })
+    .await;
+    assert!((cost - 0.002).abs() < 1e-12, "{cost}");
     // The budget (0.003 USD) held that request at 0.002; the next one's
     // worst case (0.002) is more than what is left.
     let r = gw.send(&rerank(BUDGET_KEY, &body)).await;
