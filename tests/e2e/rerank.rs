@@ -312,21 +312,18 @@ async fn the_action_check_both_ways() {
     // A completion and an embedding asked of a rerank model.
     let chat =
         json!({"model": "cohere/rerank-v3.5", "messages": [{"role": "user", "content": "hi"}]});
-    let r = gw
-        .send(&authed("openai", "/v1/chat/completions", KEY, &chat))
+    let m = gw
+        .refused(&authed("openai", "/v1/chat/completions", KEY, &chat))
         .await;
-    assert_eq!(r.status, 400, "{}", r.text());
-    let m = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(
         m.contains("complete") && m.contains("cohere/rerank-v3.5"),
         "{m}"
     );
     let embed = json!({"model": "cohere/rerank-v3.5", "input": "hi"});
-    let r = gw
-        .send(&authed("openai", "/v1/embeddings", KEY, &embed))
+    let m = gw
+        .refused(&authed("openai", "/v1/embeddings", KEY, &embed))
         .await;
-    assert_eq!(r.status, 400, "{}", r.text());
-    assert!(r.text().contains("the embed action"), "{}", r.text());
+    assert!(m.contains("the embed action"), "{m}");
     // A rerank asked of a completion model.
     let body = json!({"model": "openai/gpt-5", "query": "q", "documents": ["a"]});
     let r = gw.send(&rerank(KEY, &body)).await;

@@ -288,6 +288,17 @@ impl Gateway {
         Gateway::start_with(&catalog(mock), &keys(), &[]).await
     }
 
+    /// Sends `req`, which must be refused with a 400; its error message
+    /// (OpenAI's, Gemini's and Anthropic's shapes all carry `error.message`).
+    pub async fn refused(&self, req: &Request) -> String {
+        let r = self.send(req).await;
+        assert_eq!(r.status, 400, "{}", r.text());
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// The access line of the request `id`, once written.
     pub async fn access_line(&self, id: &str) -> Value {
         super::families::eventually(Duration::from_secs(10), "the access-log line", || async {
