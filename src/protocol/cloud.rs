@@ -46,6 +46,27 @@ pub fn upstream_path(cloud: &Cloud, family: Family, t: &UpstreamTarget<'_>) -> O
     }
 }
 
+/// The path of an embeddings call through `cloud`: Azure's OpenAI
+/// `/embeddings` (v1 or a deployment's), Vertex's `:predict` for a
+/// text-embedding model; `None` for another wire.
+pub fn embed_path(cloud: &Cloud, family: Family, base: &str, model: &str) -> Option<String> {
+    match (cloud, family) {
+        (Cloud::Azure { deployment: None }, Family::OpenAi) => Some(format!("{base}/embeddings")),
+        (
+            Cloud::Azure {
+                deployment: Some(Deployment { name, api_version }),
+            },
+            Family::OpenAi,
+        ) => Some(format!(
+            "{base}/openai/deployments/{name}/embeddings?api-version={api_version}"
+        )),
+        (Cloud::Vertex { project, location }, Family::Gemini) => Some(format!(
+            "{base}/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:predict"
+        )),
+        _ => None,
+    }
+}
+
 /// Sets the headers of a call through `cloud` carrying `key` (Azure's
 /// `api-key`) or an access token (`Authorization: Bearer`), and the
 /// client's `anthropic-beta` where the spoke would forward it.
@@ -146,6 +167,15 @@ mod tests {
             "/base/openai/deployments/gpt4o-east/chat/completions?api-version=2024-10-21"
         );
         assert!(upstream_path(&dep, Family::Gemini, &target(false)).is_none());
+        assert_eq!(
+            embed_path(&dep, Family::OpenAi, "/base", "m").unwrap(),
+            "/base/openai/deployments/gpt4o-east/embeddings?api-version=2024-10-21"
+        );
+        assert_eq!(
+            embed_path(&v1, Family::OpenAi, "/base", "m").unwrap(),
+            "/base/embeddings"
+        );
+        assert!(embed_path(&v1, Family::Responses, "/base", "m").is_none());
     }
 
     #[test]
@@ -172,6 +202,11 @@ mod tests {
             p(Family::Anthropic, true),
             format!("{root}/anthropic/models/m-1:streamRawPredict")
         );
+        assert_eq!(
+            embed_path(&v, Family::Gemini, "/base", "text-embedding-005").unwrap(),
+            format!("{root}/google/models/text-embedding-005:predict")
+        );
+        assert!(embed_path(&v, Family::Anthropic, "/base", "m").is_none());
     }
 
     #[test]

@@ -28,7 +28,16 @@ pub(super) async fn request_for(
     up: &Upstream,
 ) -> Result<(Bytes, Adjustments, bool), GatewayError> {
     if let Some(e) = &c.plan.embed {
-        return embed_body(e, c, up).map(|b| (b, Adjustments::default(), false));
+        return embed_body(e, c, up).map(|(b, adjusted)| (b, adjusted, false));
+    }
+    if up.rerank_only() {
+        return Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "upstream {} of provider {} is a cohere upstream, which serves rerank alone",
+                up.id, c.provider.id
+            ),
+        ));
     }
     let translated = up.protocol != c.client.family;
     let stream = c.plan.req.stream;
@@ -92,23 +101,15 @@ pub(super) async fn request_for(
     Ok((body, adjusted, usage_injected))
 }
 
-/// An embeddings body for `up`: encoded for its protocol (OpenAI or
-/// Gemini; a cloud upstream does not embed here yet).
+/// The body of an `embed` or `rerank` request for `up`, encoded for its
+/// protocol (`protocol::registry::embed`), with what it could not carry.
 fn embed_body(
-    e: &crate::ir::embed::EmbedRequest,
+    e: &crate::ir::embed::Retrieval,
     c: &Call<'_, '_>,
     up: &Upstream,
-) -> Result<Bytes, GatewayError> {
-    if up.cloud.is_some() {
-        return Err(GatewayError::new(
-            ErrorKind::InvalidRequest,
-            format!(
-                "upstream {} of provider {} is a cloud upstream; embeddings go to openai or gemini upstreams",
-                up.id, c.provider.id
-            ),
-        ));
-    }
-    embed::upstream_body(up.protocol, e, &c.model.upstream_model).map(Bytes::from)
+) -> Result<(Bytes, Adjustments), GatewayError> {
+    embed::upstream_body(up, &c.provider.id, e, &c.model.upstream_model)
+        .map(|(b, adjusted)| (Bytes::from(b), adjusted))
 }
 
 /// A same-family body: the `model` value replaced by the upstream model name
@@ -184,10 +185,12 @@ pub(super) fn upstream_header(
         )
     };
     let path = match &up.cloud {
-        None if c.plan.embed.is_some() => {
-            embed::upstream_path(up.protocol, &up.url.path, &c.model.upstream_model)
-                .ok_or_else(|| internal(crate::upstream::h1::WireError("no embeddings path")))?
-        }
+        _ if c.plan.embed.is_some() => c
+            .plan
+            .embed
+            .as_deref()
+            .and_then(|e| embed::upstream_path(up, e, &c.model.upstream_model))
+            .ok_or_else(|| internal(crate::upstream::h1::WireError("no embeddings path")))?,
         None => (spoke(up.protocol).upstream_path)(&target),
         Some(cl) => cloud::upstream_path(cl, up.protocol, &target)
             .ok_or_else(|| internal(crate::upstream::h1::WireError("no path for this cloud")))?,
