@@ -1,8 +1,8 @@
 """boto3's `bedrock-runtime` client against Switchboard's Bedrock routes
 (family E: E20 `converse`, E21 `converse-stream`, E22 `invoke`, E23
 `invoke-with-response-stream`), with `endpoint_url` at the gateway's
-`/bedrock` and the client key as a Bedrock API key (botocore's bearer auth,
-read from `AWS_BEARER_TOKEN_BEDROCK` when the client is made). botocore
+`/bedrock` and the client key as a Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`,
+sent as `Authorization: Bearer`; `make_client` says how over plain HTTP). botocore
 escapes the model id into one path segment (`openai%2Fgpt-5`), frames the
 streams as AWS event streams and checks their CRCs."""
 
@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 
 import boto3
+import botocore
 import botocore.config
 import botocore.exceptions
+import botocore.utils
 import pytest
 
 import support as S
@@ -34,16 +36,31 @@ def upstreams():
 
 def make_client(gateway, monkeypatch, key: str = S.KEY):
     """A bedrock-runtime client whose credential is `key` as a Bedrock API
-    key; no AWS credentials around, no retries (a refusal is seen as sent)."""
+    key; no AWS credentials around, no retries (a refusal is seen as sent).
+
+    botocore reads the key from `AWS_BEARER_TOKEN_BEDROCK` and sends it as
+    `Authorization: Bearer`, but only to an https endpoint (its BearerAuth
+    refuses plain HTTP); the suite's gateway listens on http, so the client
+    is unsigned and sets the same header itself when each request is made."""
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", key)
+    # botocore does pick the bearer token up for bedrock-runtime.
+    assert botocore.utils.get_token_from_environment("bedrock") == key
     client = boto3.client(
         "bedrock-runtime",
         region_name="us-east-1",
         endpoint_url=gateway.url + "/bedrock",
-        config=botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"}),
+        config=botocore.config.Config(
+            retries={"max_attempts": 1, "mode": "standard"},
+            signature_version=botocore.UNSIGNED,
+        ),
     )
+
+    def bearer(request, **_):
+        request.headers["Authorization"] = f"Bearer {key}"
+
+    client.meta.events.register("request-created.bedrock-runtime.*", bearer)
     sent = []
     client.meta.events.register("before-send.bedrock-runtime.*", lambda request, **_: sent.append(request))
     client.sent = sent  # the requests botocore sent, for their URLs and headers
