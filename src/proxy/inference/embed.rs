@@ -166,7 +166,7 @@ async fn embed_in_parts(
         request_id: &request_id,
         trace: trace.as_deref().zip(telemetry.as_deref()),
         traceparent: traceparent.as_deref(),
-        affinity: 0,
+        affinity: attempt::SessionKey::known(0),
     };
     let deadline = t.provider.timeouts.total.map(|d| ctx.started + d);
     let (mut all, mut tokens) = (EmbedResponse::default(), 0u64);
