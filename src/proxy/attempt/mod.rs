@@ -68,9 +68,46 @@ pub struct Client<'a> {
     )>,
     /// Without telemetry, the client's own valid `traceparent`, forwarded.
     pub traceparent: Option<&'a str>,
-    /// The request's session key, hashed (docs/resilience.md "Session
-    /// affinity"): the pool keeps a conversation on one upstream by it.
-    pub affinity: u64,
+    /// The request's session key (docs/resilience.md "Session affinity"):
+    /// the pool keeps a conversation on one upstream by it.
+    pub affinity: SessionKey,
+}
+
+/// A request's session key: a session header's value, hashed at once, or
+/// the body's cache key or stable prefix
+/// ([`crate::protocol::common::peek::AffinitySource`]), hashed the first
+/// time a pick compares upstreams by it, so a provider with one usable
+/// upstream, or with affinity off, never hashes the body.
+pub struct SessionKey {
+    hash: std::sync::OnceLock<u64>,
+    /// The body the source's spans point into (a refcount).
+    body: Bytes,
+    source: crate::protocol::common::peek::AffinitySource,
+}
+
+impl SessionKey {
+    /// A key already hashed (a session header; a fixed key).
+    pub fn known(hash: u64) -> Self {
+        SessionKey {
+            hash: std::sync::OnceLock::from(hash),
+            body: Bytes::new(),
+            source: Default::default(),
+        }
+    }
+
+    /// The key `source` finds in `body`, hashed when first asked.
+    pub fn of_body(body: Bytes, source: crate::protocol::common::peek::AffinitySource) -> Self {
+        SessionKey {
+            hash: std::sync::OnceLock::new(),
+            body,
+            source,
+        }
+    }
+
+    /// The key's hash.
+    pub fn get(&self) -> u64 {
+        *self.hash.get_or_init(|| self.source.hash(&self.body))
+    }
 }
 
 /// One model's upstream call: the request as planned for the model, and

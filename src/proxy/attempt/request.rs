@@ -304,7 +304,7 @@ mod tests {
             request_id: "r",
             trace: None,
             traceparent: None,
-            affinity: 0,
+            affinity: super::super::SessionKey::known(0),
         };
         let plan = super::super::Planned {
             body: body.clone(),
