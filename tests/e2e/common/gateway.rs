@@ -197,8 +197,40 @@ impl Gateway {
             metrics,
             dir,
         };
+        gw.wait_ready(true).await;
+        gw
+    }
+
+    /// As [`Gateway::start_with_env`] for a listener a plain HTTP/1.1
+    /// client cannot talk to (TLS): waits only until both listeners accept
+    /// connections; the test checks the answers with its own client.
+    pub async fn start_tls(catalog: &Value, keys: &Value, args: &[&str]) -> Gateway {
+        let dir = TempDir::new();
+        for (name, v) in [("catalog.json", catalog), ("keys.json", keys)] {
+            std::fs::write(dir.file(name), serde_json::to_vec_pretty(v).unwrap()).unwrap();
+        }
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = Gateway::spawn(&dir, &dir, addr, metrics, args, &[]);
+        let gw = Gateway {
+            child,
+            addr,
+            metrics,
+            dir,
+        };
+        gw.wait_ready(false).await;
+        gw
+    }
+
+    /// Waits until the client listener answers `/healthz` (or, unless
+    /// `plain`, accepts a connection) and the metrics listener accepts.
+    async fn wait_ready(&self, plain: bool) {
+        let gw = self;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
+            if !plain && tokio::net::TcpStream::connect(gw.addr).await.is_ok() {
+                break;
+            }
             if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
                 if r.status == 200 {
                     break;
@@ -221,7 +253,6 @@ impl Gateway {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        gw
     }
 
     /// Starts a new process with `-u` to take over this one's listening
