@@ -37,6 +37,13 @@
 //!   a byte at a time ends while a slow but steady upload does not. The
 //!   gateway answers `408` when either passes.
 //!
+//! - **TLS and HTTP/2** (the client listener; docs/operations.md "TLS and
+//!   HTTP/2"): with [`Guarded::with_tls`] each connection, once counted,
+//!   does its TLS handshake within the head deadline ([`tls`]), then speaks
+//!   HTTP/2 if the client chose `h2` by ALPN; without TLS,
+//!   [`Guarded::with_h2c`] serves a connection that opens with the HTTP/2
+//!   preface as HTTP/2 (`http2.rs`: how each limit applies there).
+//!
 //! [`Served`] is the metrics listener's HTTP application: Pingora's
 //! `HttpServer` without its error lines that print the whole request head
 //! (a 1 MiB URI made a 1 MiB ERROR line per request).

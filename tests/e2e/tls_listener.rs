@@ -555,3 +555,85 @@ async fn startup_refuses_missing_and_bad_certificate_files() {
         assert!(!err.contains("c2VjcmV0"), "{err}");
     }
 }
+
+/// Reads HTTP/2 frames until a GOAWAY (type 7) or the end; true if one came.
+async fn goaway_seen(s: &mut TcpStream) -> bool {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // Frames: 9-byte header (24-bit length, type, flags, stream id).
+        let mut at = 0;
+        while got.len() >= at + 9 {
+            let len =
+                ((got[at] as usize) << 16) | ((got[at + 1] as usize) << 8) | got[at + 2] as usize;
+            if got[at + 3] == 7 {
+                return true;
+            }
+            at += 9 + len;
+        }
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_graceful_shutdown_ends_http2_connections_with_goaway_after_their_streams() {
+    let mock = MockUpstream::start().await;
+    let mut gw = Gateway::start(&mock).await;
+    // An idle h2c connection (preface and SETTINGS, no stream).
+    let mut idle = TcpStream::connect(gw.addr).await.unwrap();
+    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    // A stream in flight, paused half way by the upstream.
+    let body = openai_body("openai/gpt-5", "[[stall-mid:1500]] drained", None, true);
+    let stream = {
+        let gw_addr = gw.addr;
+        tokio::spawn(async move {
+            let o = tokio::process::Command::new("curl")
+                .args([
+                    "-sS",
+                    "-N",
+                    "--http2-prior-knowledge",
+                    "-w",
+                    "\n%{http_version}",
+                ])
+                .args(["-H", &format!("authorization: Bearer {KEY}")])
+                .args(["-H", "content-type: application/json", "--data-binary"])
+                .arg(body.to_string())
+                .arg(format!("http://{gw_addr}{CHAT}"))
+                .output()
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).to_string()
+        })
+    };
+    while mock.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::process::Command::new("kill")
+        .args(["-TERM", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(goaway_seen(&mut idle).await, "{}", gw.log());
+    // (A real client acks the server's PING and closes; this one just goes.)
+    drop(idle);
+    let out = stream.await.unwrap();
+    assert!(out.ends_with("\n2"), "{out}");
+    let events = parse_sse(out.trim_end_matches("\n2").as_bytes());
+    assert_eq!(
+        events.last().map(|e| e.data.as_str()),
+        Some("[DONE]"),
+        "{out}"
+    );
+    assert_eq!(
+        stream_text(Protocol::OpenAi, &event_json(&events)),
+        expected_reply(Protocol::OpenAi, "[[stall-mid:1500]] drained")
+    );
+    let status = gw.wait_exit(Duration::from_secs(60)).expect("exited");
+    assert!(status.success(), "{}", gw.log());
+    // Nothing was left to cut when the drain ended.
+    assert!(!gw.log().contains("grace period ended"), "{}", gw.log());
+}
