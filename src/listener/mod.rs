@@ -6,7 +6,7 @@
 //! ever, and accepts until the process runs out of descriptors (then logs
 //! `Accept() failed … Too many open files` every second while new clients
 //! hang). [`Guarded`] wraps a listener's HTTP application, without forking
-//! Pingora, and runs each connection's HTTP/1 loop itself:
+//! Pingora, and runs each connection's HTTP/1 loop (or HTTP/2 accept loop) itself:
 //!
 //! - **connection cap**: past `max_connections` open connections, the
 //!   longest-idle keep-alive connection is closed to make room; with none
@@ -36,7 +36,6 @@
 //!   (Apache's `mod_reqtimeout`, `body=20,MinRate=500`), so a body trickled
 //!   a byte at a time ends while a slow but steady upload does not. The
 //!   gateway answers `408` when either passes.
-//!
 //! - **TLS and HTTP/2** (the client listener; docs/operations.md "TLS and
 //!   HTTP/2"): with [`Guarded::with_tls`] each connection, once counted,
 //!   does its TLS handshake within the head deadline ([`tls`]), then speaks
