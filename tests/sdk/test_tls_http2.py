@@ -6,6 +6,8 @@ knowledge) against the plain gateway."""
 
 from __future__ import annotations
 
+import ssl
+
 import openai
 import pytest
 
@@ -18,7 +20,7 @@ def user(text):
 
 @pytest.fixture(scope="module")
 def h2_client(tls_gateway):
-    http = openai.DefaultHttpxClient(http2=True, verify=str(tls_gateway.ca))
+    http = openai.DefaultHttpxClient(http2=True, verify=ssl.create_default_context(cafile=str(tls_gateway.ca)))
     client = openai.OpenAI(base_url=f"{tls_gateway.url}/v1", api_key=S.KEY, max_retries=0,
                            timeout=20, http_client=http)
     yield client
