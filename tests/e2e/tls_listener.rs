@@ -637,3 +637,45 @@ async fn a_graceful_shutdown_ends_http2_connections_with_goaway_after_their_stre
     // Nothing was left to cut when the drain ended.
     assert!(!gw.log().contains("grace period ended"), "{}", gw.log());
 }
+
+#[tokio::test]
+async fn an_http2_stream_whose_body_stalls_gets_408_and_its_siblings_go_on() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&catalog(&mock), &keys(), &["--body-timeout-ms", "400"]).await;
+    let tcp = TcpStream::connect(gw.addr).await.unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let mut client = client.ready().await.unwrap();
+    // A body announced as 1000 bytes, of which 10 come.
+    let req = http::Request::post(format!("http://localhost{CHAT}"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("content-type", "application/json")
+        .header("content-length", "1000")
+        .body(())
+        .unwrap();
+    let (answer, mut body) = client.send_request(req, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(b"{\"model\": "), false)
+        .unwrap();
+    // A sibling stream on the same connection is answered meanwhile.
+    let mut client = client.ready().await.unwrap();
+    let (health, _) = client
+        .send_request(
+            http::Request::get("http://localhost/healthz")
+                .body(())
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    assert_eq!(health.await.unwrap().status(), 200);
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 408);
+    let mut data = answer.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = data.data().await {
+        let chunk = chunk.unwrap();
+        let _ = data.flow_control().release_capacity(chunk.len());
+        text.extend_from_slice(&chunk);
+    }
+    let v: Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(v["error"]["code"], "request_timeout", "{v}");
+}
