@@ -679,3 +679,46 @@ async fn an_http2_stream_whose_body_stalls_gets_408_and_its_siblings_go_on() {
     let v: Value = serde_json::from_slice(&text).unwrap();
     assert_eq!(v["error"]["code"], "request_timeout", "{v}");
 }
+
+#[tokio::test]
+async fn http2_stream_frames_reach_the_client_as_they_come() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start(&mock).await;
+    let tcp = TcpStream::connect(gw.addr).await.unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let mut client = client.ready().await.unwrap();
+    // The upstream sends half its frames, then waits 2 s before the rest.
+    let body = openai_body("openai/gpt-5", "[[stall-mid:2000]] live", None, true).to_string();
+    let req = http::Request::post(format!("http://localhost{CHAT}"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (answer, mut send) = client.send_request(req, false).unwrap();
+    send.send_data(bytes::Bytes::from(body), true).unwrap();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["content-type"], "text/event-stream");
+    let mut data = answer.into_body();
+    let mut got = Vec::new();
+    // The first frames arrive while the upstream waits: before the end.
+    while !String::from_utf8_lossy(&got).contains("\"content\"") {
+        let chunk = data.data().await.expect("more").unwrap();
+        let _ = data.flow_control().release_capacity(chunk.len());
+        got.extend_from_slice(&chunk);
+    }
+    assert!(!String::from_utf8_lossy(&got).contains("[DONE]"));
+    assert!(!data.is_end_stream());
+    while let Some(chunk) = data.data().await {
+        let chunk = chunk.unwrap();
+        let _ = data.flow_control().release_capacity(chunk.len());
+        got.extend_from_slice(&chunk);
+    }
+    let events = parse_sse(&got);
+    assert_eq!(events.last().map(|e| e.data.as_str()), Some("[DONE]"));
+    assert_eq!(
+        stream_text(Protocol::OpenAi, &event_json(&events)),
+        expected_reply(Protocol::OpenAi, "[[stall-mid:2000]] live")
+    );
+}
