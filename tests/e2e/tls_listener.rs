@@ -498,7 +498,7 @@ async fn an_idle_http2_connection_makes_room_over_the_cap() {
             .unwrap();
         let mut buf = [0u8; 9];
         idle.read_exact(&mut buf).await.unwrap();
-        if !buf.starts_with(b"HTTP/1.1 503") {
+        if !buf.starts_with(b"HTTP/") {
             assert_eq!(buf[3], 4, "the server's SETTINGS");
             break idle;
         }
