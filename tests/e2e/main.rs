@@ -34,6 +34,7 @@ mod responses_store;
 mod security;
 mod shutdown;
 mod structured_output;
+mod tls_listener;
 mod tls_upstream;
 mod translation;
 mod upstream_wire;
