@@ -29,6 +29,7 @@ pub mod admit;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod eventstream;
 pub mod family;
 pub mod ir;
 pub mod listener;

@@ -16,6 +16,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("family", &[]),
     ("adjust", &[]),
     ("sse", &[]),
+    ("eventstream", &["sse", "util"]),
     ("config", &["family", "util"]),
     ("secrets", &["config"]),
     ("error", &["secrets"]),
@@ -59,6 +60,7 @@ const RULES: &[(&str, &[&str])] = &[
             "admit",
             "config",
             "error",
+            "eventstream",
             "family",
             "ir",
             "listener",
@@ -81,7 +83,15 @@ const RULES: &[(&str, &[&str])] = &[
 ];
 
 /// Folders that know no async runtime: synchronous code, testable without tokio.
-const NO_TOKIO: &[&str] = &["protocol", "translate", "admit", "ir", "sse", "util"];
+const NO_TOKIO: &[&str] = &[
+    "protocol",
+    "translate",
+    "admit",
+    "ir",
+    "sse",
+    "eventstream",
+    "util",
+];
 
 type Module = Vec<String>;
 

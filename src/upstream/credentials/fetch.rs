@@ -24,6 +24,8 @@ pub(super) enum Call<'a> {
     Form(&'a str),
     Get(&'a [(&'a str, &'a str)]),
     Json { body: &'a str, bearer: &'a str },
+    /// A `PUT` with `headers` and no body (IMDSv2's session token).
+    Put(&'a [(&'a str, &'a str)]),
 }
 
 /// `application/x-www-form-urlencoded` of `pairs`.
@@ -129,7 +131,7 @@ pub(super) async fn text(
 
 /// What an error answer says: OAuth2's `error` and `error_description`,
 /// else the start of its text.
-fn error_text(json: Option<&serde_json::Value>, body: &[u8]) -> String {
+pub(super) fn error_text(json: Option<&serde_json::Value>, body: &[u8]) -> String {
     let field = |k: &str| json.and_then(|j| j.get(k)).and_then(|v| v.as_str());
     let text = match (field("error"), field("error_description")) {
         (Some(e), Some(d)) => format!("{e}: {d}"),
@@ -145,6 +147,18 @@ fn error_text(json: Option<&serde_json::Value>, body: &[u8]) -> String {
     crate::error::cut(&text, 300).into_owned()
 }
 
+/// The status and body of one call to `url`, within `limit`.
+pub(super) async fn answer(
+    client: &UpstreamClient,
+    url: &BaseUrl,
+    call: Call<'_>,
+    limit: Duration,
+) -> Result<(u16, Bytes), String> {
+    tokio::time::timeout(limit, exchange(client, url, call))
+        .await
+        .map_err(|_| format!("no answer within {} ms", limit.as_millis()))?
+}
+
 async fn exchange(
     client: &UpstreamClient,
     url: &BaseUrl,
@@ -158,6 +172,7 @@ async fn exchange(
             Bytes::copy_from_slice(text.as_bytes()),
         ),
         Call::Get(_) => (RequestHead::get(path).map_err(wire)?, Bytes::new()),
+        Call::Put(_) => (RequestHead::put(path).map_err(wire)?, Bytes::new()),
     };
     head.header("host", &url.authority).map_err(wire)?;
     head.header("accept", "application/json").map_err(wire)?;
@@ -170,7 +185,7 @@ async fn exchange(
         Call::Form(_) => head
             .header("content-type", "application/x-www-form-urlencoded")
             .map_err(wire)?,
-        Call::Get(headers) => {
+        Call::Get(headers) | Call::Put(headers) => {
             for (k, v) in headers {
                 head.header(k, v).map_err(wire)?;
             }
