@@ -289,7 +289,9 @@ fn bedrock(
         t => {
             return Err(a.err(
                 "type",
-                format!("unknown auth type {t:?} for this upstream (expected \"sigv4\" or \"bearer\")"),
+                format!(
+                    "unknown auth type {t:?} for this upstream (expected \"sigv4\" or \"bearer\")"
+                ),
             ))
         }
     };
@@ -489,7 +491,10 @@ mod tests {
         );
         assert_eq!(u.url.port, 9);
         // a Bedrock API key: read like api_key_env, from the variable auth names
-        let c = load(&format!(r#"{BR},"auth":{{"type":"bearer","env":"SECRET"}}"#)).unwrap();
+        let c = load(&format!(
+            r#"{BR},"auth":{{"type":"bearer","env":"SECRET"}}"#
+        ))
+        .unwrap();
         let u = &c.provider("p").unwrap().upstreams[0];
         assert_eq!(
             (&u.auth, u.api_key.as_deref(), u.api_key_env.as_deref()),

@@ -108,7 +108,8 @@ impl EventStreamDecoder {
                 if self.buf.len() < PRELUDE {
                     return Ok(());
                 }
-                let total = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+                let total =
+                    u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
                 if usize::try_from(total).map_or(true, |t| t > self.max_frame_bytes) {
                     return Err(FrameError::TooLarge(self.max_frame_bytes));
                 }
@@ -254,7 +255,10 @@ mod tests {
     fn frame(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
         let mut m = Message::new(bytes::Bytes::copy_from_slice(payload));
         for (k, v) in headers {
-            m = m.add_header(Header::new(k.to_string(), HeaderValue::String(v.to_string().into())));
+            m = m.add_header(Header::new(
+                k.to_string(),
+                HeaderValue::String(v.to_string().into()),
+            ));
         }
         let mut out = Vec::new();
         write_message_to(&m, &mut out).unwrap();
@@ -263,7 +267,11 @@ mod tests {
 
     fn event(name: &str, payload: &str) -> Vec<u8> {
         frame(
-            &[(":message-type", "event"), (":event-type", name), (":content-type", "application/json")],
+            &[
+                (":message-type", "event"),
+                (":event-type", name),
+                (":content-type", "application/json"),
+            ],
             payload.as_bytes(),
         )
     }
@@ -271,7 +279,10 @@ mod tests {
     #[test]
     fn converse_events_are_named_by_their_event_type_in_any_split() {
         let mut wire = event("messageStart", r#"{"role":"assistant"}"#);
-        wire.extend(event("contentBlockDelta", r#"{"contentBlockIndex":0,"delta":{"text":"Hi"}}"#));
+        wire.extend(event(
+            "contentBlockDelta",
+            r#"{"contentBlockIndex":0,"delta":{"text":"Hi"}}"#,
+        ));
         for split in [1, 5, 13, wire.len()] {
             let mut d = EventStreamDecoder::new(Payload::Events, 1 << 20);
             let mut out = Vec::new();
@@ -288,7 +299,8 @@ mod tests {
 
     #[test]
     fn chunks_carry_the_anthropic_event() {
-        let inner = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#;
+        let inner =
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#;
         let mut b64 = String::new();
         crate::util::base64::encode(inner.as_bytes(), &mut b64);
         let wire = event("chunk", &format!(r#"{{"bytes":"{b64}","p":"abc"}}"#));
@@ -304,7 +316,10 @@ mod tests {
     #[test]
     fn exceptions_are_in_band_errors() {
         let wire = frame(
-            &[(":message-type", "exception"), (":exception-type", "throttlingException")],
+            &[
+                (":message-type", "exception"),
+                (":exception-type", "throttlingException"),
+            ],
             br#"{"message":"Too many requests"}"#,
         );
         let mut d = EventStreamDecoder::new(Payload::Chunks, 1 << 20);
@@ -320,7 +335,10 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "event: throttlingException\ndata: {\"message\":\"Too many requests\"}\n\n"
         );
-        assert_eq!(anthropic_error_type("ValidationException"), "invalid_request_error");
+        assert_eq!(
+            anthropic_error_type("ValidationException"),
+            "invalid_request_error"
+        );
     }
 
     #[test]
@@ -330,7 +348,10 @@ mod tests {
         wire[n - 1] ^= 0xff;
         let mut d = EventStreamDecoder::new(Payload::Events, 1 << 20);
         let mut out = Vec::new();
-        assert!(matches!(d.push(&wire, &mut out), Err(FrameError::Malformed(_))));
+        assert!(matches!(
+            d.push(&wire, &mut out),
+            Err(FrameError::Malformed(_))
+        ));
         assert!(out.is_empty());
         // the prelude's own CRC
         let mut wire = event("messageStop", "{}");
@@ -339,6 +360,9 @@ mod tests {
         assert!(d.push(&wire, &mut out).is_err());
         let wire = event("messageStop", &"x".repeat(200));
         let mut d = EventStreamDecoder::new(Payload::Events, 100);
-        assert_eq!(d.push(&wire[..12], &mut out), Err(FrameError::TooLarge(100)));
+        assert_eq!(
+            d.push(&wire[..12], &mut out),
+            Err(FrameError::TooLarge(100))
+        );
     }
 }

@@ -329,7 +329,10 @@ mod tests {
             upstream_framing(Some(&b), Family::Anthropic),
             UpstreamFraming::EventStreamChunks
         );
-        assert_eq!(upstream_framing(None, Family::Anthropic), UpstreamFraming::Sse);
+        assert_eq!(
+            upstream_framing(None, Family::Anthropic),
+            UpstreamFraming::Sse
+        );
     }
 
     #[test]
@@ -345,7 +348,8 @@ mod tests {
             std::str::from_utf8(&out).unwrap(),
             r#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["computer-use-2024-10-22","token-efficient-tools-2025-02-19"],"max_tokens":5}"#
         );
-        let out = upstream_body(&bedrock(), Family::Anthropic, br#"{"max_tokens":1}"#, None).unwrap();
+        let out =
+            upstream_body(&bedrock(), Family::Anthropic, br#"{"max_tokens":1}"#, None).unwrap();
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":1}"#

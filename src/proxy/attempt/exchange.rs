@@ -10,16 +10,16 @@ use super::request::{request_for, upstream_header};
 use super::{Answer, Call};
 use crate::config::Upstream;
 use crate::error::{ErrorKind, GatewayError};
-use crate::protocol::common::spoke::CONTEXT_OVERFLOW;
 use crate::eventstream::decode::{EventStreamDecoder, Payload};
 use crate::protocol::cloud;
 use crate::protocol::common::framing::UpstreamFraming;
+use crate::protocol::common::spoke::CONTEXT_OVERFLOW;
 use crate::protocol::spoke;
 use crate::proxy::Gateway;
-use crate::upstream::credentials::Secret;
 use crate::upstream::client::{
     bound, deadline_error, Exchange, Message, ReadFault, Resent, UpstreamClient,
 };
+use crate::upstream::credentials::Secret;
 use crate::upstream::pool::{Cause, InFlight};
 use crate::util::gather::Gathered;
 use bytes::Bytes;
@@ -316,9 +316,8 @@ const MAX_PREAMBLE: usize = 256 * 1024;
 /// incomplete); a frame that is not AWS's encoding is the upstream's fault.
 fn as_sse(d: &mut EventStreamDecoder, chunk: &[u8]) -> Result<Bytes, GatewayError> {
     let mut out = Vec::with_capacity(chunk.len() + 64);
-    d.push(chunk, &mut out).map_err(|e| {
-        GatewayError::new(ErrorKind::BadGateway, format!("upstream sent {e}"))
-    })?;
+    d.push(chunk, &mut out)
+        .map_err(|e| GatewayError::new(ErrorKind::BadGateway, format!("upstream sent {e}")))?;
     Ok(Bytes::from(out))
 }
 

@@ -24,11 +24,11 @@ use crate::adjust::Adjustments;
 use crate::admit::validate;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::GatewayError;
+use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
 pub use crate::obs::outcome::AttemptNote;
 use crate::upstream::client::Exchange;
 use crate::upstream::pool::{Cause, InFlight, Member, ProviderPool};
-use crate::eventstream::decode::EventStreamDecoder;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 

@@ -7,19 +7,19 @@
 use super::Call;
 use crate::adjust::Adjustments;
 use crate::config::{Cloud, Scheme, Upstream};
-use crate::protocol::common::framing::UpstreamFraming;
-use crate::upstream::credentials::aws::sigv4::{self, Signable};
-use crate::upstream::credentials::Secret;
-use std::time::SystemTime;
 use crate::error::{ErrorKind, GatewayError};
 use crate::protocol::cloud::{self, Credential};
+use crate::protocol::common::framing::UpstreamFraming;
 use crate::protocol::common::http::{SetHeader, UpstreamTarget};
 use crate::protocol::registry::embed;
 use crate::protocol::spoke;
 use crate::translate::body::translate_request;
 use crate::translate::passthrough;
+use crate::upstream::credentials::aws::sigv4::{self, Signable};
+use crate::upstream::credentials::Secret;
 use crate::upstream::h1::RequestHead;
 use bytes::Bytes;
+use std::time::SystemTime;
 
 /// Bodies above this are translated off the reactor.
 const BLOCKING_TRANSLATE_BYTES: usize = 1 << 20;
@@ -215,7 +215,9 @@ pub(super) fn upstream_header(
     let mut h = RequestHead::post(&path, capacity).map_err(internal)?;
     let mut set = |k: &str, v: &str| h.header(k, v).map_err(internal);
     let accept = match (stream, &up.cloud) {
-        (true, Some(cl)) if cloud::upstream_framing(Some(cl), up.protocol) != UpstreamFraming::Sse => {
+        (true, Some(cl))
+            if cloud::upstream_framing(Some(cl), up.protocol) != UpstreamFraming::Sse =>
+        {
             "application/vnd.amazon.eventstream"
         }
         (true, _) => "text/event-stream",
@@ -234,8 +236,14 @@ pub(super) fn upstream_header(
             headers: &[("content-type", "application/json"), ("accept", accept)],
             body,
         };
-        let signed = sigv4::sign(keys, region, cloud::BEDROCK_SERVICE, &signable, SystemTime::now())
-            .map_err(|m| GatewayError::new(ErrorKind::Internal, m))?;
+        let signed = sigv4::sign(
+            keys,
+            region,
+            cloud::BEDROCK_SERVICE,
+            &signable,
+            SystemTime::now(),
+        )
+        .map_err(|m| GatewayError::new(ErrorKind::Internal, m))?;
         for (k, v) in &signed {
             set(k, v)?;
         }

@@ -23,7 +23,10 @@ const DEFAULT_LIFE: Duration = Duration::from_secs(3600);
 pub(super) enum Call<'a> {
     Form(&'a str),
     Get(&'a [(&'a str, &'a str)]),
-    Json { body: &'a str, bearer: &'a str },
+    Json {
+        body: &'a str,
+        bearer: &'a str,
+    },
     /// A `PUT` with `headers` and no body (IMDSv2's session token).
     Put(&'a [(&'a str, &'a str)]),
 }
@@ -147,14 +150,16 @@ pub(super) fn error_text(json: Option<&serde_json::Value>, body: &[u8]) -> Strin
     crate::error::cut(&text, 300).into_owned()
 }
 
-/// The status and body of one call to `url`, within `limit`.
+/// The status and body of one call to `url` (at `path` when given: a
+/// path that ends with `/`, which a `BaseUrl` does not keep), within `limit`.
 pub(super) async fn answer(
     client: &UpstreamClient,
     url: &BaseUrl,
+    path: Option<&str>,
     call: Call<'_>,
     limit: Duration,
 ) -> Result<(u16, Bytes), String> {
-    tokio::time::timeout(limit, exchange(client, url, call))
+    tokio::time::timeout(limit, exchange_at(client, url, path, call))
         .await
         .map_err(|_| format!("no answer within {} ms", limit.as_millis()))?
 }
@@ -164,7 +169,20 @@ async fn exchange(
     url: &BaseUrl,
     call: Call<'_>,
 ) -> Result<(u16, Bytes), String> {
-    let path = if url.path.is_empty() { "/" } else { &url.path };
+    exchange_at(client, url, None, call).await
+}
+
+async fn exchange_at(
+    client: &UpstreamClient,
+    url: &BaseUrl,
+    path: Option<&str>,
+    call: Call<'_>,
+) -> Result<(u16, Bytes), String> {
+    let path = match path {
+        Some(p) => p,
+        None if url.path.is_empty() => "/",
+        None => &url.path,
+    };
     let wire = |e: crate::upstream::h1::WireError| e.to_string();
     let (mut head, body) = match call {
         Call::Form(text) | Call::Json { body: text, .. } => (

@@ -166,7 +166,10 @@ mod tests {
             session_token: Some("tok".into()),
         };
         let d = format!("{k:?}");
-        assert!(!d.contains("wJal") && !d.contains("tok\"") && !d.contains("EXAMPLE"), "{d}");
+        assert!(
+            !d.contains("wJal") && !d.contains("tok\"") && !d.contains("EXAMPLE"),
+            "{d}"
+        );
     }
 
     #[test]

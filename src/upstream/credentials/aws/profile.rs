@@ -87,7 +87,9 @@ pub(super) async fn credentials(client: &UpstreamClient, name: &str, named: bool
     for props in creds.iter().chain(config.iter()) {
         if let Some(id) = props.get("aws_access_key_id") {
             let Some(secret) = props.get("aws_secret_access_key") else {
-                return Link::Failed(format!("{shown} has aws_access_key_id without aws_secret_access_key"));
+                return Link::Failed(format!(
+                    "{shown} has aws_access_key_id without aws_secret_access_key"
+                ));
             };
             return Link::Keys(FetchedKeys {
                 keys: AwsKeys {
@@ -143,7 +145,10 @@ mod tests {
         let ci = section(CONFIG, "ci", true).unwrap();
         assert_eq!(ci["role_arn"], "arn:aws:iam::1:role/r");
         assert!(!ci.contains_key("max_concurrent_requests"));
-        assert_eq!(section(CONFIG, "default", true).unwrap()["region"], "us-east-1");
+        assert_eq!(
+            section(CONFIG, "default", true).unwrap()["region"],
+            "us-east-1"
+        );
         // `[profilex]` is no profile; `[ci]` in the config file is not `[profile ci]`
         assert!(section(CONFIG, "profilex", true).is_none());
         assert!(section("[ci]\nx=1\n", "ci", true).is_none());

@@ -84,10 +84,11 @@ pub(super) async fn web_identity(
         ("RoleSessionName", &session),
         ("WebIdentityToken", token.trim()),
     ]);
-    let (status, body) = match fetch::answer(client, &url, Call::Form(&form), CALL_LIMIT).await {
-        Ok(r) => r,
-        Err(why) => return Link::Failed(format!("{source}: {why}")),
-    };
+    let (status, body) =
+        match fetch::answer(client, &url, None, Call::Form(&form), CALL_LIMIT).await {
+            Ok(r) => r,
+            Err(why) => return Link::Failed(format!("{source}: {why}")),
+        };
     let text = String::from_utf8_lossy(&body);
     if !(200..300).contains(&status) {
         let why = tag(&text, "Code")
@@ -109,7 +110,9 @@ pub(super) async fn web_identity(
 fn sts_keys(text: &str) -> Option<(AwsKeys, Option<String>)> {
     if text.trim_start().starts_with('{') {
         let v: serde_json::Value = serde_json::from_str(text).ok()?;
-        let c = v.pointer("/AssumeRoleWithWebIdentityResponse/AssumeRoleWithWebIdentityResult/Credentials")?;
+        let c = v.pointer(
+            "/AssumeRoleWithWebIdentityResponse/AssumeRoleWithWebIdentityResult/Credentials",
+        )?;
         let exp = match &c["Expiration"] {
             serde_json::Value::Number(n) => n
                 .as_f64()
@@ -192,7 +195,7 @@ pub(super) async fn container(client: &UpstreamClient) -> Link {
         Err(r) => return Link::Failed(format!("{source}: {r}")),
     };
     let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
-    match fetch::answer(client, &base, Call::Get(&headers), CALL_LIMIT).await {
+    match fetch::answer(client, &base, None, Call::Get(&headers), CALL_LIMIT).await {
         Ok((status, body)) if (200..300).contains(&status) => {
             let v: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
             match v.as_ref().and_then(|v| Some((json_keys(v, "Token")?, v))) {
@@ -217,18 +220,23 @@ pub(super) async fn imds(client: &UpstreamClient) -> Link {
     if var("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Link::Absent("IMDS: disabled (AWS_EC2_METADATA_DISABLED)".into());
     }
-    let endpoint = var("AWS_EC2_METADATA_SERVICE_ENDPOINT")
-        .unwrap_or_else(|| IMDS_ENDPOINT.to_string());
+    let endpoint =
+        var("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| IMDS_ENDPOINT.to_string());
     let endpoint = endpoint.trim_end_matches('/');
     let source = format!("IMDS {endpoint}");
-    let url = |path: &str| BaseUrl::parse(&format!("{endpoint}{path}"));
     let call = async {
-        let token_url = url("/latest/api/token")?;
+        let host = BaseUrl::parse(endpoint)?;
+        let at = |path: &str| format!("{}{path}", host.path);
         let ttl = [("x-aws-ec2-metadata-token-ttl-seconds", "21600")];
-        let token = ok_text(fetch::answer(client, &token_url, Call::Put(&ttl), IMDS_LIMIT).await)?;
+        let token_path = at("/latest/api/token");
+        let put = Call::Put(&ttl);
+        let token =
+            ok_text(fetch::answer(client, &host, Some(&token_path), put, IMDS_LIMIT).await)?;
         let auth = [("x-aws-ec2-metadata-token", token.trim())];
-        let roles_url = url("/latest/meta-data/iam/security-credentials/")?;
-        let roles = ok_text(fetch::answer(client, &roles_url, Call::Get(&auth), IMDS_LIMIT).await)?;
+        let roles_path = at("/latest/meta-data/iam/security-credentials/");
+        let get = Call::Get(&auth);
+        let roles =
+            ok_text(fetch::answer(client, &host, Some(&roles_path), get, IMDS_LIMIT).await)?;
         let role = roles
             .lines()
             .map(str::trim)
@@ -241,11 +249,17 @@ pub(super) async fn imds(client: &UpstreamClient) -> Link {
         {
             return Err("the role name is not one IAM allows".to_string());
         }
-        let keys_url = url(&format!("/latest/meta-data/iam/security-credentials/{role}"))?;
-        let text = ok_text(fetch::answer(client, &keys_url, Call::Get(&auth), IMDS_LIMIT).await)?;
+        let keys_path = at(&format!(
+            "/latest/meta-data/iam/security-credentials/{role}"
+        ));
+        let get = Call::Get(&auth);
+        let text = ok_text(fetch::answer(client, &host, Some(&keys_path), get, IMDS_LIMIT).await)?;
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|_| "the role's answer is not JSON")?;
-        if v.get("Code").and_then(|c| c.as_str()).is_some_and(|c| c != "Success") {
+        if v.get("Code")
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| c != "Success")
+        {
             return Err(format!("the role's answer says {}", v["Code"]));
         }
         let keys = json_keys(&v, "Token").ok_or("the role's answer has no AccessKeyId")?;
@@ -294,7 +308,10 @@ mod tests {
         assert_eq!(exp.as_deref(), Some("2030-01-01T00:00:00Z"));
         let json = r#"{"AssumeRoleWithWebIdentityResponse":{"AssumeRoleWithWebIdentityResult":{"Credentials":{"AccessKeyId":"A","SecretAccessKey":"S","SessionToken":"T","Expiration":1.893456E9}}}}"#;
         let (k, exp) = sts_keys(json).unwrap();
-        assert_eq!((k.access_key_id.as_str(), k.session_token.as_deref()), ("A", Some("T")));
+        assert_eq!(
+            (k.access_key_id.as_str(), k.session_token.as_deref()),
+            ("A", Some("T"))
+        );
         assert_eq!(exp.as_deref(), Some("2030-01-01T00:00:00Z"));
         assert!(sts_keys("<Error/>").is_none());
     }

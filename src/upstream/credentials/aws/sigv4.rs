@@ -8,7 +8,9 @@
 //! session token is signed and sent as `x-amz-security-token`.
 
 use super::AwsKeys;
-use aws_sigv4::http_request::{sign as sign_request, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::http_request::{
+    sign as sign_request, SignableBody, SignableRequest, SigningSettings,
+};
 use aws_sigv4::sign::v4;
 use std::time::SystemTime;
 
@@ -104,9 +106,10 @@ mod tests {
             ..keys
         };
         let h = sign(&with_token, "us-east-1", "service", &r, at).unwrap();
-        assert!(h.iter().any(|(k, v)| *k == "x-amz-security-token" && v == "session"));
         assert!(h
             .iter()
-            .any(|(k, v)| *k == "authorization" && v.contains("SignedHeaders=host;x-amz-date;x-amz-security-token")));
+            .any(|(k, v)| *k == "x-amz-security-token" && v == "session"));
+        assert!(h.iter().any(|(k, v)| *k == "authorization"
+            && v.contains("SignedHeaders=host;x-amz-date;x-amz-security-token")));
     }
 }

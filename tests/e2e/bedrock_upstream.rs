@@ -1,0 +1,585 @@
+//! End-to-end: Amazon Bedrock as an upstream (docs/clouds.md "Amazon
+//! Bedrock") through the real binary against the mock's Bedrock, which
+//! recomputes every SigV4 signature with its own implementation and
+//! refuses what AWS refuses. `bedrock-anthropic` (InvokeModel and its
+//! event stream) from each client family, whole and streamed; keys from
+//! the environment (with and without a session token), a shared
+//! credentials file's profile, web identity (STS), IMDSv2; a Bedrock API
+//! key; sources that cannot give keys; a refused signature; a frame whose
+//! CRC is wrong. No secret, session token or signature reaches a log.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common::families::*;
+use crate::common::gateway::{authed, keys, model, Gateway, TempDir, KEY};
+use crate::common::http_client::{Request, Response};
+use crate::common::mock_upstream::{
+    expected_reply, MockUpstream, Protocol, RecordedRequest, AWS_STS_PATH,
+    BEDROCK_ANTHROPIC_VERSION,
+};
+use serde_json::{json, Value};
+
+use Protocol::{Anthropic, Gemini, OpenAi, Responses};
+
+const KEY_ID: &str = "AKIAE2EBEDROCK0001";
+const SECRET: &str = "e2e/bedrock+Secret/K7MDENG+bPxRfiCYzz01";
+const TEMP_ID: &str = "ASIAE2EBEDROCK0002";
+const TEMP_SECRET: &str = "e2e/temp+Secret/wJalrXUtnFEMI99";
+const SESSION: &str = "e2e-session-token/IQoJb3JpZ2luX2VjE+abc==";
+const BEDROCK_KEY: &str = "ABSKe2eBedrockApiKey7f3a91";
+const MODEL_ID: &str = "anthropic.claude-3-5-sonnet-20241022-v2:0";
+const ENCODED: &str = "anthropic.claude-3-5-sonnet-20241022-v2%3A0";
+const ROLE: &str = "arn:aws:iam::123456789012:role/gateway-e2e";
+const WEB_TOKEN: &str = "eyJ.web-identity-e2e-55aa.sig";
+
+/// A catalog of Bedrock providers (`id` → its upstream's `auth`), each with
+/// one model `m-{id}` on [`MODEL_ID`].
+fn catalog(mock: &MockUpstream, providers: &[(&str, Value)]) -> Value {
+    let base = format!("http://{}", mock.addr());
+    let ps: Vec<Value> = providers
+        .iter()
+        .map(|(id, auth)| {
+            json!({"id": id, "families": ["openai", "anthropic", "gemini"], "upstreams": [
+                {"protocol": "bedrock-anthropic", "region": "us-east-1", "base_url": base, "auth": auth}]})
+        })
+        .collect();
+    let ms: Vec<Value> = providers
+        .iter()
+        .map(|(id, _)| {
+            model(
+                &format!("m-{id}"),
+                id,
+                json!({"upstream_model": MODEL_ID, "protocols": ["openai", "anthropic", "gemini", "responses"]}),
+            )
+        })
+        .collect();
+    json!({"providers": ps, "models": ms})
+}
+
+/// The environment of a gateway that finds no AWS keys but those the test gives.
+fn isolated<'a>(dir: &TempDir, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, String)> {
+    let none = dir.file("none").display().to_string();
+    let mut vars: Vec<(&str, String)> = vec![
+        ("AWS_ACCESS_KEY_ID", String::new()),
+        ("AWS_SECRET_ACCESS_KEY", String::new()),
+        ("AWS_SESSION_TOKEN", String::new()),
+        ("AWS_PROFILE", String::new()),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", String::new()),
+        ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", String::new()),
+        ("AWS_CONTAINER_CREDENTIALS_FULL_URI", String::new()),
+        ("AWS_SHARED_CREDENTIALS_FILE", none.clone()),
+        ("AWS_CONFIG_FILE", none),
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+    ];
+    for (k, v) in extra {
+        vars.retain(|(n, _)| n != k);
+        vars.push((k, v.to_string()));
+    }
+    vars
+}
+
+async fn gateway(
+    mock: &MockUpstream,
+    providers: &[(&str, Value)],
+    env: &[(&str, String)],
+) -> Gateway {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Gateway::start_with_env(&catalog(mock, providers), &keys(), &[], &env).await
+}
+
+/// The request a `client` of the gateway makes for `model`.
+fn client_request(client: Protocol, model: &str, user: &str, stream: bool) -> Request {
+    match client {
+        OpenAi => authed("openai", CHAT, KEY, &openai_body(model, user, None, stream)),
+        Anthropic => authed(
+            "anthropic",
+            MESSAGES,
+            KEY,
+            &anthropic_body(model, user, None, stream),
+        ),
+        Gemini => {
+            let mode = if stream {
+                GeminiMode::StreamSse
+            } else {
+                GeminiMode::Whole
+            };
+            authed(
+                "gemini",
+                &gemini_path(model, mode),
+                KEY,
+                &gemini_body(user, None),
+            )
+        }
+        Responses => {
+            let mut b = json!({"model": model, "input": user});
+            if stream {
+                b["stream"] = json!(true);
+            }
+            authed("openai", "/v1/responses", KEY, &b)
+        }
+    }
+}
+
+fn answer_text(client: Protocol, r: &Response, stream: bool) -> String {
+    assert_eq!(r.status, 200, "{}", r.text());
+    if stream {
+        stream_text(client, &event_json(&r.sse()))
+    } else {
+        reply_text(client, &r.json())
+    }
+}
+
+/// The mock's last Bedrock model call.
+fn last_call(mock: &MockUpstream) -> RecordedRequest {
+    mock.requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path.starts_with("/model/"))
+        .expect("a Bedrock call")
+}
+
+/// Calls `provider`'s model from an OpenAI client, checks the answer,
+/// and returns the upstream call.
+async fn works(gw: &Gateway, mock: &MockUpstream, provider: &str, stream: bool) -> RecordedRequest {
+    let user = format!("via {provider} stream={stream}");
+    let r = gw
+        .send(&client_request(
+            OpenAi,
+            &format!("{provider}/m-{provider}"),
+            &user,
+            stream,
+        ))
+        .await;
+    assert_eq!(
+        answer_text(OpenAi, &r, stream),
+        expected_reply(Anthropic, &user),
+        "{provider}"
+    );
+    last_call(mock)
+}
+
+/// No log line holds a secret, a session token, a signature or a key.
+fn assert_logs_clean(gw: &Gateway, mock: &MockUpstream, more: &[&str]) {
+    let logs = format!("{}\n{}", gw.log(), gw.access_log());
+    let mut secrets: Vec<String> = [SECRET, TEMP_SECRET, SESSION, BEDROCK_KEY, WEB_TOKEN]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    secrets.extend(more.iter().map(|s| s.to_string()));
+    for r in mock.requests() {
+        if let Some(sig) = r
+            .header("authorization")
+            .and_then(|a| a.split("Signature=").nth(1))
+        {
+            secrets.push(sig.to_string());
+        }
+        if let Some(t) = r.header("x-amz-security-token") {
+            secrets.push(t.to_string());
+        }
+    }
+    for s in secrets {
+        assert!(!logs.contains(&s), "a secret in the logs: {s}");
+    }
+}
+
+/// The SigV4 `authorization` of a call: its key id and signed headers.
+fn signed_with(call: &RecordedRequest) -> (String, String) {
+    let auth = call.header("authorization").unwrap_or_default();
+    assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential="), "{auth}");
+    let cred = auth
+        .split("Credential=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let signed = auth
+        .split("SignedHeaders=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    assert!(cred.ends_with("/us-east-1/bedrock/aws4_request"), "{cred}");
+    (
+        cred.split('/').next().unwrap().to_string(),
+        signed.to_string(),
+    )
+}
+
+#[tokio::test]
+async fn every_client_family_reaches_bedrock_anthropic_signed_or_with_a_key() {
+    let mock = MockUpstream::start().await;
+    mock.expect_aws_keys(KEY_ID, SECRET, None);
+    mock.expect_bedrock_key(BEDROCK_KEY);
+    let dir = TempDir::new();
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_ACCESS_KEY_ID", KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+            ("SB_TEST_BEDROCK_KEY", BEDROCK_KEY),
+        ],
+    );
+    let gw = gateway(
+        &mock,
+        &[
+            ("br-sig", json!({"type": "sigv4"})),
+            (
+                "br-key",
+                json!({"type": "bearer", "env": "SB_TEST_BEDROCK_KEY"}),
+            ),
+        ],
+        &env,
+    )
+    .await;
+    for provider in ["br-sig", "br-key"] {
+        for client in [OpenAi, Anthropic, Gemini, Responses] {
+            for stream in [false, true] {
+                let user = format!("hello {provider} from {client:?} stream={stream}");
+                let r = gw
+                    .send(&client_request(
+                        client,
+                        &format!("{provider}/m-{provider}"),
+                        &user,
+                        stream,
+                    ))
+                    .await;
+                assert_eq!(
+                    answer_text(client, &r, stream),
+                    expected_reply(Anthropic, &user),
+                    "{provider} {client:?} {stream}"
+                );
+                let up = last_call(&mock);
+                let method = if stream {
+                    "invoke-with-response-stream"
+                } else {
+                    "invoke"
+                };
+                assert_eq!(up.path, format!("/model/{ENCODED}/{method}"));
+                let body = up.json().unwrap();
+                assert_eq!(body["anthropic_version"], BEDROCK_ANTHROPIC_VERSION);
+                assert!(
+                    body.get("model").is_none() && body.get("stream").is_none(),
+                    "{body}"
+                );
+                assert!(
+                    up.header("x-api-key").is_none() && up.header("anthropic-version").is_none()
+                );
+                if stream {
+                    assert_eq!(
+                        up.header("accept"),
+                        Some("application/vnd.amazon.eventstream")
+                    );
+                }
+                if provider == "br-sig" {
+                    let (id, signed) = signed_with(&up);
+                    assert_eq!(id, KEY_ID);
+                    assert!(
+                        signed.contains("host") && signed.contains("x-amz-date"),
+                        "{signed}"
+                    );
+                    assert!(up.header("x-amz-security-token").is_none());
+                } else {
+                    assert_eq!(
+                        up.header("authorization"),
+                        Some(format!("Bearer {BEDROCK_KEY}").as_str())
+                    );
+                    assert!(up.header("x-amz-date").is_none());
+                }
+            }
+        }
+    }
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn sigv4_with_a_session_token_and_without_the_one_the_keys_need() {
+    let mock = MockUpstream::start().await;
+    mock.expect_aws_keys(TEMP_ID, TEMP_SECRET, Some(SESSION));
+    let dir = TempDir::new();
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_ACCESS_KEY_ID", TEMP_ID),
+            ("AWS_SECRET_ACCESS_KEY", TEMP_SECRET),
+            ("AWS_SESSION_TOKEN", SESSION),
+        ],
+    );
+    let gw = gateway(&mock, &[("br", json!({"type": "sigv4"}))], &env).await;
+    for stream in [false, true] {
+        let up = works(&gw, &mock, "br", stream).await;
+        let (id, signed) = signed_with(&up);
+        assert_eq!(id, TEMP_ID);
+        assert!(signed.contains("x-amz-security-token"), "{signed}");
+        assert_eq!(up.header("x-amz-security-token"), Some(SESSION));
+    }
+    assert_logs_clean(&gw, &mock, &[]);
+    drop(gw);
+    // The same temporary keys without their session token: AWS refuses them,
+    // the client gets a 502 naming the provider, nothing of the answer.
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_ACCESS_KEY_ID", TEMP_ID),
+            ("AWS_SECRET_ACCESS_KEY", TEMP_SECRET),
+        ],
+    );
+    let gw = gateway(&mock, &[("br", json!({"type": "sigv4"}))], &env).await;
+    for client in [OpenAi, Anthropic] {
+        let r = gw
+            .send(&client_request(client, "br/m-br", "hi", false))
+            .await;
+        let e = assert_error(client, &r, 502);
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("provider br refused the gateway's credential"),
+            "{message}"
+        );
+        assert!(!message.contains("security token"), "{message}");
+    }
+    assert!(gw
+        .log()
+        .contains("The security token included in the request is invalid"));
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn sigv4_from_a_profile_of_the_shared_files() {
+    let mock = MockUpstream::start().await;
+    mock.expect_aws_keys(KEY_ID, SECRET, None);
+    mock.expect_aws_keys(TEMP_ID, TEMP_SECRET, Some(SESSION));
+    let dir = TempDir::new();
+    let creds = dir.file("credentials");
+    std::fs::write(
+        &creds,
+        format!("[default]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n\n# the team's\n[team]\naws_access_key_id={TEMP_ID}\naws_secret_access_key = {TEMP_SECRET}\naws_session_token = {SESSION}\n"),
+    )
+    .unwrap();
+    let creds = creds.display().to_string();
+    let env = isolated(&dir, &[("AWS_SHARED_CREDENTIALS_FILE", &creds)]);
+    let gw = gateway(
+        &mock,
+        &[
+            ("br-team", json!({"type": "sigv4", "profile": "team"})),
+            ("br-chain", json!({"type": "sigv4"})),
+        ],
+        &env,
+    )
+    .await;
+    for stream in [false, true] {
+        let up = works(&gw, &mock, "br-team", stream).await;
+        assert_eq!(signed_with(&up).0, TEMP_ID);
+        assert_eq!(up.header("x-amz-security-token"), Some(SESSION));
+        // the chain reads the default profile
+        let up = works(&gw, &mock, "br-chain", stream).await;
+        assert_eq!(signed_with(&up).0, KEY_ID);
+    }
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn sigv4_from_web_identity_through_sts() {
+    let mock = MockUpstream::start().await;
+    mock.expect_web_identity(ROLE, WEB_TOKEN);
+    let dir = TempDir::new();
+    let token_file = dir.file("web-identity-token");
+    std::fs::write(&token_file, format!("{WEB_TOKEN}\n")).unwrap();
+    let token_file = token_file.display().to_string();
+    let sts = format!("http://{}{AWS_STS_PATH}", mock.addr());
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", &token_file),
+            ("AWS_ROLE_ARN", ROLE),
+            ("AWS_ENDPOINT_URL_STS", &sts),
+        ],
+    );
+    let gw = gateway(&mock, &[("br", json!({"type": "sigv4"}))], &env).await;
+    for stream in [false, true, false] {
+        let up = works(&gw, &mock, "br", stream).await;
+        assert!(signed_with(&up).0.starts_with("ASIAMOCKSTS"));
+        assert!(up
+            .header("x-amz-security-token")
+            .unwrap()
+            .starts_with("mock-sts-session-token-"));
+    }
+    // One exchange: the keys are cached and shared.
+    assert_eq!(mock.aws_fetches("sts"), 1);
+    let call = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path == AWS_STS_PATH)
+        .unwrap();
+    let form = call.body_text();
+    assert!(
+        form.contains("Action=AssumeRoleWithWebIdentity") && form.contains("RoleSessionName="),
+        "{form}"
+    );
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn sigv4_from_imds() {
+    let mock = MockUpstream::start().await;
+    mock.serve_imds();
+    let dir = TempDir::new();
+    let endpoint = format!("http://{}", mock.addr());
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_EC2_METADATA_DISABLED", ""),
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", &endpoint),
+        ],
+    );
+    let gw = gateway(&mock, &[("br", json!({"type": "sigv4"}))], &env).await;
+    for stream in [true, false] {
+        let up = works(&gw, &mock, "br", stream).await;
+        assert!(signed_with(&up).0.starts_with("ASIAMOCKIMDS"));
+    }
+    assert_eq!(mock.aws_fetches("imds"), 1);
+    let put = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/latest/api/token")
+        .unwrap();
+    assert_eq!(put.method, "PUT");
+    assert_logs_clean(&gw, &mock, &["imds-session-"]);
+}
+
+#[tokio::test]
+async fn credentials_that_cannot_be_obtained_are_a_502_or_503_naming_the_provider_and_source() {
+    let mock = MockUpstream::start().await;
+    mock.expect_bedrock_key(BEDROCK_KEY);
+    let dir = TempDir::new();
+    let env = isolated(&dir, &[("SB_TEST_BEDROCK_KEY", BEDROCK_KEY)]);
+    let gw = gateway(
+        &mock,
+        &[
+            ("no-chain", json!({"type": "sigv4"})),
+            ("no-profile", json!({"type": "sigv4", "profile": "absent"})),
+            (
+                "no-key",
+                json!({"type": "bearer", "env": "SB_TEST_UNSET_BEDROCK_KEY"}),
+            ),
+            (
+                "ok",
+                json!({"type": "bearer", "env": "SB_TEST_BEDROCK_KEY"}),
+            ),
+        ],
+        &env,
+    )
+    .await;
+    let cases: &[(&str, u16, &[&str])] = &[
+        (
+            "no-chain",
+            502,
+            &[
+                "AWS credential chain",
+                "AWS_ACCESS_KEY_ID not set",
+                "profile \"default\"",
+                "IMDS: disabled",
+            ],
+        ),
+        ("no-profile", 502, &["profile \"absent\"", "not found"]),
+        ("no-key", 503, &["SB_TEST_UNSET_BEDROCK_KEY"]),
+    ];
+    for &(provider, status, names) in cases {
+        for client in [OpenAi, Anthropic, Gemini] {
+            let r = gw
+                .send(&client_request(
+                    client,
+                    &format!("{provider}/m-{provider}"),
+                    "hi",
+                    false,
+                ))
+                .await;
+            let e = assert_error(client, &r, status);
+            let message = e["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("provider {provider}")),
+                "{message}"
+            );
+            for n in names {
+                assert!(message.contains(n), "{provider}: {n} not in {message}");
+            }
+        }
+    }
+    assert!(
+        gw.log()
+            .contains("provider no-chain: cannot obtain AWS credentials"),
+        "{}",
+        gw.log()
+    );
+    // Other upstreams keep serving.
+    works(&gw, &mock, "ok", false).await;
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn a_refused_signature_is_a_502_that_leaks_nothing() {
+    let mock = MockUpstream::start().await;
+    mock.expect_aws_keys(KEY_ID, "not-the-secret-the-gateway-has", None);
+    let dir = TempDir::new();
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_ACCESS_KEY_ID", KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+        ],
+    );
+    let gw = gateway(&mock, &[("br", json!({"type": "sigv4"}))], &env).await;
+    for (client, stream) in [(OpenAi, false), (Anthropic, true), (Gemini, false)] {
+        let r = gw
+            .send(&client_request(client, "br/m-br", "hi", stream))
+            .await;
+        let e = assert_error(client, &r, 502);
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("provider br refused the gateway's credential (upstream status 403)"),
+            "{message}"
+        );
+        assert!(
+            !r.text().contains("Signature") && !r.text().contains(KEY_ID),
+            "{}",
+            r.text()
+        );
+    }
+    // The operator learns why, the signature and the secret stay out.
+    assert!(
+        gw.log()
+            .contains("The request signature we calculated does not match"),
+        "{}",
+        gw.log()
+    );
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn a_frame_with_a_bad_crc_ends_the_stream_with_the_clients_error_event() {
+    let mock = MockUpstream::start().await;
+    mock.expect_bedrock_key(BEDROCK_KEY);
+    let dir = TempDir::new();
+    let env = isolated(&dir, &[("SB_TEST_BEDROCK_KEY", BEDROCK_KEY)]);
+    let gw = gateway(
+        &mock,
+        &[(
+            "br",
+            json!({"type": "bearer", "env": "SB_TEST_BEDROCK_KEY"}),
+        )],
+        &env,
+    )
+    .await;
+    for client in [OpenAi, Anthropic] {
+        let req = client_request(
+            client,
+            "br/m-br",
+            "a long enough answer to cut [[bad-crc]]",
+            true,
+        );
+        let path = req.path.clone();
+        let r = gw.send(&req).await;
+        let e = stream_error(client, &path, &r);
+        let message = e["message"].as_str().unwrap_or_default();
+        assert!(message.contains("malformed"), "{client:?}: {e}");
+    }
+}
