@@ -40,6 +40,25 @@ pub fn push_segment(id: &str, out: &mut String) {
     }
 }
 
+/// The message of an AWS error body (Bedrock's `{"message": …}`, the
+/// exception named apart in `x-amzn-errortype`), for an upstream whose wire
+/// protocol's own error shape is not there.
+pub fn aws_error_message(body: &serde_json::Value) -> Option<String> {
+    body.get("message")
+        .or_else(|| body.get("Message"))?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// A context overflow in Bedrock's words (InvokeModel's "Input is too long
+/// for requested model.", or the model's own "prompt is too long" that
+/// Converse relays), as the one overflow code.
+pub fn aws_error_code(body: &serde_json::Value) -> Option<String> {
+    let message = aws_error_message(body)?;
+    (message.contains("Input is too long") || message.contains("prompt is too long"))
+        .then(|| super::common::spoke::CONTEXT_OVERFLOW.to_string())
+}
+
 /// How an upstream of `family` through `cloud` frames its stream.
 pub fn upstream_framing(cloud: Option<&Cloud>, family: Family) -> UpstreamFraming {
     match (cloud, family) {
