@@ -152,6 +152,9 @@ pub(crate) fn fields(
 
 type Read = (Option<Cloud>, Auth, Option<String>, Option<String>);
 
+/// Refuses the first of `fields` present, saying why (`fields`'s closure).
+type Refuse<'r> = &'r dyn Fn(&[&str], &str) -> Result<(), ConfigError>;
+
 fn cloud_fields(
     u: &Obj<'_>,
     name: &str,
@@ -236,10 +239,7 @@ fn cloud_fields(
 
 /// A Bedrock upstream: `region` (required, the SigV4 scope and the default
 /// host) and `auth` (SigV4 from AWS's chain, or a Bedrock API key).
-fn bedrock(
-    u: &Obj<'_>,
-    refuse: &dyn Fn(&[&str], &str) -> Result<(), ConfigError>,
-) -> Result<Read, ConfigError> {
+fn bedrock(u: &Obj<'_>, refuse: Refuse<'_>) -> Result<Read, ConfigError> {
     refuse(
         &["deployment", "api_version"],
         "it belongs to azure upstreams",

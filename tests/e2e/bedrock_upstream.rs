@@ -590,15 +590,37 @@ async fn bedrock_error_bodies_reach_the_client_in_its_shape() {
     mock.expect_bedrock_key(BEDROCK_KEY);
     let dir = TempDir::new();
     let env = isolated(&dir, &[("SB_TEST_BEDROCK_KEY", BEDROCK_KEY)]);
-    let gw = gateway(&mock, &[("br", json!({"type": "bearer", "env": "SB_TEST_BEDROCK_KEY"}))], &env).await;
+    let gw = gateway(
+        &mock,
+        &[(
+            "br",
+            json!({"type": "bearer", "env": "SB_TEST_BEDROCK_KEY"}),
+        )],
+        &env,
+    )
+    .await;
     for client in [OpenAi, Anthropic, Gemini] {
-        let r = gw.send(&client_request(client, "br/m-br", "hi [[status:400]]", false)).await;
+        let r = gw
+            .send(&client_request(
+                client,
+                "br/m-br",
+                "hi [[status:400]]",
+                false,
+            ))
+            .await;
         let e = assert_error(client, &r, 400);
         let message = e["message"].as_str().unwrap();
         assert!(message.contains("mock: forced status 400"), "{message}");
     }
     // Bedrock's "Input is too long" is the client's context-length error.
-    let r = gw.send(&client_request(OpenAi, "br/m-br", "hi [[context-overflow]]", false)).await;
+    let r = gw
+        .send(&client_request(
+            OpenAi,
+            "br/m-br",
+            "hi [[context-overflow]]",
+            false,
+        ))
+        .await;
     let e = assert_error(OpenAi, &r, 400);
     assert_eq!(e["code"], "context_length_exceeded", "{e}");
 }

@@ -126,7 +126,8 @@ fn upstream_text(upstream: Family, body: &[u8], parsed: Option<&serde_json::Valu
         return String::from("(no body)");
     }
     let message = parsed.and_then(|v| {
-        (spoke(upstream).upstream_message)(v).or_else(|| crate::protocol::cloud::aws_error_message(v))
+        (spoke(upstream).upstream_message)(v)
+            .or_else(|| crate::protocol::cloud::aws_error_message(v))
     });
     let mut text = match message {
         Some(m) => crate::secrets::scrub_upstream(&m),

@@ -19,6 +19,7 @@
 //! - STS `POST /aws-sts` `AssumeRoleWithWebIdentity` (XML answer), IMDSv2
 //!   (`PUT /latest/api/token`, `GET /latest/meta-data/iam/security-credentials/[role]`),
 //!   each issuing temporary keys that SigV4 then accepts.
+//!
 //! Imports `super::*`, `ring` for SHA-256 and HMAC; nothing of the gateway.
 
 use super::cloud::{field, form};
@@ -607,7 +608,7 @@ fn converse_user_text(body: &Value) -> String {
                 .collect();
             (!texts.is_empty()).then(|| texts.join(""))
         })
-        .last()
+        .next_back()
         .unwrap_or_default()
 }
 
