@@ -23,7 +23,16 @@ const RULES: &[(&str, &[&str])] = &[
     ("ir", &["family", "util"]),
     (
         "protocol",
-        &["adjust", "config", "error", "family", "ir", "sse", "util"],
+        &[
+            "adjust",
+            "config",
+            "error",
+            "eventstream",
+            "family",
+            "ir",
+            "sse",
+            "util",
+        ],
     ),
     (
         "admit",
@@ -34,7 +43,15 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "translate",
         &[
-            "adjust", "config", "error", "family", "ir", "protocol", "sse", "util",
+            "adjust",
+            "config",
+            "error",
+            "eventstream",
+            "family",
+            "ir",
+            "protocol",
+            "sse",
+            "util",
         ],
     ),
     ("upstream", &["config", "error", "family", "util"]),

@@ -497,7 +497,7 @@ mod roundtrip {
                 let mut assistant = Vec::new();
                 if let Some((text, sig)) = thinking {
                     match family {
-                        Family::Anthropic => {
+                        Family::Anthropic | Family::Bedrock => {
                             if let Some(sig) = sig {
                                 assistant.push(Block::Thinking(ThinkingBlock {
                                     text,
@@ -635,7 +635,7 @@ mod roundtrip {
                     })
                 })
                 .boxed(),
-            Family::Anthropic => prop_oneof![
+            Family::Anthropic | Family::Bedrock => prop_oneof![
                 Just(None),
                 Just(Some(Reasoning {
                     enabled: Some(false),

@@ -1,7 +1,7 @@
 //! The cloud upstreams' own catalog fields (docs/clouds.md): an upstream
-//! `protocol` of `azure`, `azure-responses`, `vertex`, `vertex-anthropic`
-//! or `bedrock-anthropic` keeps its wire family (OpenAI chat, Responses,
-//! Gemini, Anthropic Messages:
+//! `protocol` of `azure`, `azure-responses`, `vertex`, `vertex-anthropic`,
+//! `bedrock` or `bedrock-anthropic` keeps its wire family (OpenAI chat,
+//! Responses, Gemini, Anthropic Messages, Bedrock Converse:
 //! translation, pools and passthrough see only that) and adds a [`Cloud`]
 //! (how the cloud addresses the call) and an [`Auth`] (where its credential
 //! comes from). Secrets are never in the catalog: a variable's name, a
@@ -97,6 +97,7 @@ const PROTOCOLS: &[(&str, Family, Option<CloudKind>)] = &[
         Family::Anthropic,
         Some(CloudKind::Vertex),
     ),
+    ("bedrock", Family::Bedrock, Some(CloudKind::Bedrock)),
     (
         "bedrock-anthropic",
         Family::Anthropic,
@@ -500,6 +501,12 @@ mod tests {
             (&u.auth, u.api_key.as_deref(), u.api_key_env.as_deref()),
             (&Auth::Key, Some("s3cret"), Some("SECRET"))
         );
+        let c = load(
+            &format!(r#"{BR},"auth":{{"type":"sigv4"}}"#).replace("bedrock-anthropic", "bedrock"),
+        )
+        .unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!((u.protocol, u.protocol_name), (Family::Bedrock, "bedrock"));
         let c = load(&format!(r#"{BR},"auth":{{"type":"bearer"}}"#)).unwrap();
         let u = &c.provider("p").unwrap().upstreams[0];
         assert_eq!(u.api_key_env.as_deref(), Some(BEDROCK_KEY_ENV));

@@ -1,7 +1,10 @@
-//! AWS's event stream (`application/vnd.amazon.eventstream`): binary
-//! messages of a prelude (total length, headers length, the prelude's
-//! CRC32), typed headers, a payload and the message's CRC32, as Bedrock's
-//! streaming APIs send them. `decode`: an upstream's messages into the
-//! events the spokes' stream parsers read.
+//! The AWS event-stream framing (`application/vnd.amazon.eventstream`), as
+//! Bedrock's streaming operations use it: binary messages, each a prelude
+//! (total and header lengths, CRC32), typed headers, a payload and a CRC32
+//! of the whole. The codec is AWS's own (`aws-smithy-eventstream`); these
+//! files say which messages the gateway writes (`encode`: the client routes'
+//! streams) and reads (`decode`: an upstream's messages into the events the
+//! spokes' stream parsers read).
 
 pub mod decode;
+pub mod encode;

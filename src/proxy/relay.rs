@@ -17,6 +17,7 @@ use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
+use crate::protocol::bedrock::invoke::Chunks;
 use crate::translate::passthrough::{Framing, StreamFault};
 use crate::translate::stream::ClientStream;
 use crate::upstream::client::{ReadFault, UpstreamClient};
@@ -89,11 +90,7 @@ async fn start(
     ctx: &mut RequestCtx,
     framing: Framing,
 ) -> Result<(), RelayError> {
-    let content_type = match framing {
-        Framing::Sse => "text/event-stream",
-        Framing::JsonArray => "application/json",
-    };
-    let mut h = respond::header(ctx, 200, content_type, None)?;
+    let mut h = respond::header(ctx, 200, framing.content_type(), None)?;
     h.insert_header("cache-control", "no-cache")?;
     if session.as_downstream().is_http2() {
         h.remove_header("transfer-encoding");
@@ -164,12 +161,14 @@ fn translate(
 pub async fn fail(
     session: &mut Session,
     pass: &mut ClientStream,
-    family: Family,
+    relay: Relay,
     e: &GatewayError,
     deadline: Option<Instant>,
 ) -> Result<(), RelayError> {
     let mut out = Vec::with_capacity(OUT_START);
-    pass.fail(&crate::protocol::error_body(family, e), &mut out);
+    pass.fail(&crate::protocol::error_body(relay.family, e), &mut out);
+    let mut chunks = Rechunk::new(relay.framing);
+    chunks.frame(&mut out);
     write(session, Some(Bytes::from(out)), false, deadline).await?;
     write(session, None, true, deadline).await
 }
@@ -208,10 +207,36 @@ fn fault_error(fault: &StreamFault) -> GatewayError {
     GatewayError::new(kind, fault.to_string())
 }
 
+/// E23's re-framing of the client stream's SSE as event-stream `chunk`
+/// messages (`protocol::bedrock::invoke::Chunks`); nothing for other framings.
+struct Rechunk(Option<(Box<Chunks>, Vec<u8>)>);
+
+impl Rechunk {
+    fn new(framing: Framing) -> Rechunk {
+        Rechunk((framing == Framing::BedrockChunks).then(|| {
+            // The client stream writes whole events, far below this bound.
+            (
+                Box::new(Chunks::new(crate::sse::DEFAULT_MAX_FRAME_BYTES)),
+                Vec::new(),
+            )
+        }))
+    }
+
+    /// Replaces the SSE in `out` with its messages.
+    fn frame(&mut self, out: &mut Vec<u8>) {
+        if let (Some((chunks, framed)), false) = (&mut self.0, out.is_empty()) {
+            framed.clear();
+            chunks.push(out, framed);
+            std::mem::swap(out, framed);
+        }
+    }
+}
+
 /// How to relay one upstream stream.
 #[derive(Debug, Clone, Copy)]
 pub struct Relay {
-    /// The client's protocol and framing.
+    /// The client's protocol (of the body: Anthropic on E23) and framing
+    /// (the one the client reads).
     pub family: Family,
     pub framing: Framing,
     /// The client's response is under way (a continuation): no head.
@@ -252,6 +277,7 @@ pub async fn relay_stream(
         start(session, ctx, framing).await?;
     }
     let mut out = Vec::with_capacity(OUT_START);
+    let mut chunks = Rechunk::new(framing);
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
     let mut pending = Some(Ok(first));
@@ -296,6 +322,7 @@ pub async fn relay_stream(
                 Some(StreamEnd::Shutdown(e))
             }
         };
+        chunks.frame(&mut out);
         if !out.is_empty() {
             if ctx.outcome.ttft.is_none() {
                 ctx.outcome.ttft = Some(ctx.started.elapsed());

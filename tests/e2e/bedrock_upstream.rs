@@ -13,7 +13,7 @@ use crate::common::families::*;
 use crate::common::gateway::{authed, keys, model, Gateway, TempDir, KEY};
 use crate::common::http_client::{Request, Response};
 use crate::common::mock_upstream::{
-    expected_reply, MockUpstream, Protocol, RecordedRequest, AWS_STS_PATH,
+    converse_reply_text, expected_reply, MockUpstream, Protocol, RecordedRequest, AWS_STS_PATH,
     BEDROCK_ANTHROPIC_VERSION,
 };
 use serde_json::{json, Value};
@@ -32,14 +32,20 @@ const ROLE: &str = "arn:aws:iam::123456789012:role/gateway-e2e";
 const WEB_TOKEN: &str = "eyJ.web-identity-e2e-55aa.sig";
 
 /// A catalog of Bedrock providers (`id` → its upstream's `auth`), each with
-/// one model `m-{id}` on [`MODEL_ID`].
+/// one model `m-{id}` on [`MODEL_ID`]; providers whose id starts with
+/// `cv-` call Converse (`bedrock`), the others InvokeModel (`bedrock-anthropic`).
 fn catalog(mock: &MockUpstream, providers: &[(&str, Value)]) -> Value {
     let base = format!("http://{}", mock.addr());
     let ps: Vec<Value> = providers
         .iter()
         .map(|(id, auth)| {
+            let protocol = if id.starts_with("cv-") {
+                "bedrock"
+            } else {
+                "bedrock-anthropic"
+            };
             json!({"id": id, "families": ["openai", "anthropic", "gemini"], "upstreams": [
-                {"protocol": "bedrock-anthropic", "region": "us-east-1", "base_url": base, "auth": auth}]})
+                {"protocol": protocol, "region": "us-east-1", "base_url": base, "auth": auth}]})
         })
         .collect();
     let ms: Vec<Value> = providers
@@ -623,4 +629,81 @@ async fn bedrock_error_bodies_reach_the_client_in_its_shape() {
         .await;
     let e = assert_error(OpenAi, &r, 400);
     assert_eq!(e["code"], "context_length_exceeded", "{e}");
+}
+
+#[tokio::test]
+async fn every_client_family_reaches_bedrock_converse_whole_and_streamed() {
+    let mock = MockUpstream::start().await;
+    mock.expect_aws_keys(TEMP_ID, TEMP_SECRET, Some(SESSION));
+    let dir = TempDir::new();
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_ACCESS_KEY_ID", TEMP_ID),
+            ("AWS_SECRET_ACCESS_KEY", TEMP_SECRET),
+            ("AWS_SESSION_TOKEN", SESSION),
+        ],
+    );
+    let gw = gateway(&mock, &[("cv-sig", json!({"type": "sigv4"}))], &env).await;
+    for client in [OpenAi, Anthropic, Gemini, Responses] {
+        for stream in [false, true] {
+            let user = format!("converse from {client:?} stream={stream}");
+            let r = gw
+                .send(&client_request(client, "cv-sig/m-cv-sig", &user, stream))
+                .await;
+            assert_eq!(
+                answer_text(client, &r, stream),
+                converse_reply_text(&user),
+                "{client:?} {stream}"
+            );
+            let up = last_call(&mock);
+            let method = if stream {
+                "converse-stream"
+            } else {
+                "converse"
+            };
+            assert_eq!(up.path, format!("/model/{ENCODED}/{method}"));
+            assert_eq!(signed_with(&up).0, TEMP_ID);
+            let body = up.json().unwrap();
+            assert!(
+                body["messages"].is_array() && body.get("model").is_none(),
+                "{body}"
+            );
+            if stream {
+                assert_eq!(
+                    up.header("accept"),
+                    Some("application/vnd.amazon.eventstream")
+                );
+            }
+        }
+    }
+    // The usage of a Converse stream (its metadata event) reaches the client.
+    let mut body = openai_body("cv-sig/m-cv-sig", "usage please", None, true);
+    body["stream_options"] = json!({"include_usage": true});
+    let r = gw.send(&authed("openai", CHAT, KEY, &body)).await;
+    let events = event_json(&r.sse());
+    assert!(
+        events.iter().any(|e| e["usage"]["completion_tokens"]
+            .as_u64()
+            .is_some_and(|n| n > 0)),
+        "{}",
+        r.text()
+    );
+    // A frame whose CRC is wrong ends the client's stream with its error event.
+    let req = client_request(
+        Anthropic,
+        "cv-sig/m-cv-sig",
+        "a long enough answer [[bad-crc]]",
+        true,
+    );
+    let path = req.path.clone();
+    let e = stream_error(Anthropic, &path, &gw.send(&req).await);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("malformed"),
+        "{e}"
+    );
+    assert_logs_clean(&gw, &mock, &[]);
 }

@@ -71,6 +71,9 @@ pub struct Spoke {
     pub stream_started: fn(&[u8]) -> bool,
     /// Renders the whole error body in the family's shape.
     pub error_body: fn(&GatewayError) -> Vec<u8>,
+    /// A response header that names the error's type beside the body
+    /// (Bedrock's `x-amzn-errortype`), and the type of an error.
+    pub error_type_header: Option<(&'static str, fn(&GatewayError) -> &'static str)>,
     /// Reads the message out of an upstream error body of this protocol.
     pub upstream_message: fn(&serde_json::Value) -> Option<String>,
     /// The machine-readable code of an upstream error body, kept for the
