@@ -44,7 +44,7 @@ fn catalog(mock: &MockUpstream, providers: &[(&str, Value)]) -> Value {
             } else {
                 "bedrock-anthropic"
             };
-            json!({"id": id, "families": ["openai", "anthropic", "gemini"], "upstreams": [
+            json!({"id": id, "families": ["openai", "anthropic", "gemini", "bedrock"], "upstreams": [
                 {"protocol": protocol, "region": "us-east-1", "base_url": base, "auth": auth}]})
         })
         .collect();
@@ -705,5 +705,160 @@ async fn every_client_family_reaches_bedrock_converse_whole_and_streamed() {
             .contains("malformed"),
         "{e}"
     );
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+/// The messages of an AWS event stream: (`:event-type` or
+/// `:exception-type`, payload), each frame's CRCs checked.
+fn event_stream(body: &[u8]) -> Vec<(String, Value)> {
+    use aws_smithy_eventstream::frame::read_message_from;
+    use aws_smithy_types::event_stream::HeaderValue;
+    let mut rest = body;
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+        let m = read_message_from(&rest[..len]).expect("a valid event-stream frame");
+        rest = &rest[len..];
+        let name = m
+            .headers()
+            .iter()
+            .find(|h| matches!(h.name().as_str(), ":event-type" | ":exception-type"))
+            .and_then(|h| match h.value() {
+                HeaderValue::String(s) => Some(s.as_str().to_string()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        out.push((name, serde_json::from_slice(m.payload()).unwrap()));
+    }
+    out
+}
+
+/// The text of an InvokeModel stream: its chunks' Anthropic text deltas.
+fn invoke_stream_text(body: &[u8]) -> String {
+    event_stream(body)
+        .into_iter()
+        .filter(|(name, _)| name == "chunk")
+        .map(|(_, p)| {
+            let bytes = base64_decode(p["bytes"].as_str().unwrap());
+            serde_json::from_slice::<Value>(&bytes).unwrap()
+        })
+        .filter_map(|e| e["delta"]["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in text.trim_end_matches('=').bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            _ => 63,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn bedrock_clients_reach_both_bedrock_upstreams() {
+    let mock = MockUpstream::start().await;
+    mock.expect_aws_keys(KEY_ID, SECRET, None);
+    mock.expect_bedrock_key(BEDROCK_KEY);
+    let dir = TempDir::new();
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_ACCESS_KEY_ID", KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+            ("SB_TEST_BEDROCK_KEY", BEDROCK_KEY),
+        ],
+    );
+    let gw = gateway(
+        &mock,
+        &[
+            ("cv-sig", json!({"type": "sigv4"})),
+            (
+                "br-key",
+                json!({"type": "bearer", "env": "SB_TEST_BEDROCK_KEY"}),
+            ),
+        ],
+        &env,
+    )
+    .await;
+    let call = |provider: &str, op: &str, body: &Value| {
+        Request::post(&format!("/bedrock/model/{provider}%2Fm-{provider}/{op}"))
+            .json(body)
+            .header("authorization", &format!("Bearer {KEY}"))
+    };
+    for provider in ["cv-sig", "br-key"] {
+        let expected = |user: &str| {
+            if provider == "cv-sig" {
+                converse_reply_text(user)
+            } else {
+                expected_reply(Anthropic, user)
+            }
+        };
+        // E20, E21: Converse.
+        let user = format!("converse to {provider}");
+        let body = json!({"messages": [{"role": "user", "content": [{"text": user}]}],
+            "inferenceConfig": {"maxTokens": 200}});
+        let r = gw.send(&call(provider, "converse", &body)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let j = r.json();
+        assert_eq!(
+            j["output"]["message"]["content"][0]["text"],
+            expected(&user),
+            "{j}"
+        );
+        let r = gw.send(&call(provider, "converse-stream", &body)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let events = event_stream(&r.body);
+        let text: String = events
+            .iter()
+            .filter(|(n, _)| n == "contentBlockDelta")
+            .filter_map(|(_, p)| p["delta"]["text"].as_str())
+            .collect();
+        assert_eq!(text, expected(&user), "{provider}: {events:?}");
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            &names[names.len() - 2..],
+            ["messageStop", "metadata"],
+            "{names:?}"
+        );
+        // E22, E23: InvokeModel with an Anthropic Messages body.
+        let user = format!("invoke to {provider}");
+        let body = json!({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 200,
+            "messages": [{"role": "user", "content": user}]});
+        let r = gw.send(&call(provider, "invoke", &body)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(
+            r.json()["content"][0]["text"],
+            expected(&user),
+            "{}",
+            r.text()
+        );
+        let r = gw
+            .send(&call(provider, "invoke-with-response-stream", &body))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(invoke_stream_text(&r.body), expected(&user), "{provider}");
+        let up = last_call(&mock);
+        if provider == "br-key" {
+            let b = up.json().unwrap();
+            assert_eq!(b["anthropic_version"], BEDROCK_ANTHROPIC_VERSION);
+            assert!(b.get("stream").is_none() && b.get("model").is_none(), "{b}");
+        } else {
+            assert_eq!(signed_with(&up).0, KEY_ID);
+        }
+    }
     assert_logs_clean(&gw, &mock, &[]);
 }
