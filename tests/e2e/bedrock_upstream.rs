@@ -13,8 +13,8 @@ use crate::common::families::*;
 use crate::common::gateway::{authed, keys, model, Gateway, TempDir, KEY};
 use crate::common::http_client::{Request, Response};
 use crate::common::mock_upstream::{
-    converse_reply_text, expected_reply, MockUpstream, Protocol, RecordedRequest, AWS_STS_PATH,
-    BEDROCK_ANTHROPIC_VERSION,
+    converse_reply_text, expected_reply, mock_embed_tokens, mock_vector, MockUpstream, Protocol,
+    RecordedRequest, AWS_STS_PATH, BEDROCK_ANTHROPIC_VERSION, DEFAULT_DIMENSIONS,
 };
 use serde_json::{json, Value};
 
@@ -860,5 +860,116 @@ async fn bedrock_clients_reach_both_bedrock_upstreams() {
             assert_eq!(signed_with(&up).0, KEY_ID);
         }
     }
+    assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn embeddings_on_bedrock_titan_and_cohere() {
+    let mock = MockUpstream::start().await;
+    mock.expect_aws_keys(KEY_ID, SECRET, None);
+    let dir = TempDir::new();
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_ACCESS_KEY_ID", KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+        ],
+    );
+    let base = format!("http://{}", mock.addr());
+    let embed = |id: &str, upstream: &str| {
+        model(
+            id,
+            "br-embed",
+            json!({"upstream_model": upstream, "supported_actions": ["embed"],
+                "pricing": {"prompt": "0.00000002", "completion": "0"}, "protocols": ["openai", "gemini"]}),
+        )
+    };
+    let catalog = json!({
+        "providers": [{"id": "br-embed", "families": ["openai", "gemini"], "upstreams": [
+            {"protocol": "bedrock", "region": "us-east-1", "base_url": base, "auth": {"type": "sigv4"}}]}],
+        "models": [embed("titan", "amazon.titan-embed-text-v2:0"), embed("cohere", "cohere.embed-english-v3")]
+    });
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let gw = Gateway::start_with_env(&catalog, &keys(), &[], &env).await;
+    let floats = |v: &Value| -> Vec<f32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    // X1 to Titan: one call per text, dimensions passed on, Titan's token count.
+    let texts = ["hello world", "the cat sat", "third one here"];
+    let r = gw
+        .send(&authed(
+            "openai",
+            "/v1/embeddings",
+            KEY,
+            &json!({"model": "br-embed/titan", "input": texts, "dimensions": 4}),
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    for (i, t) in texts.iter().enumerate() {
+        assert_eq!(floats(&v["data"][i]["embedding"]), mock_vector(t, 4), "{i}");
+    }
+    assert_eq!(v["usage"]["prompt_tokens"], mock_embed_tokens(&texts));
+    let calls: Vec<RecordedRequest> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.path
+                .starts_with("/model/amazon.titan-embed-text-v2%3A0/invoke")
+        })
+        .collect();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(
+        calls[0].json().unwrap(),
+        json!({"inputText": "hello world", "normalize": true, "dimensions": 4})
+    );
+    assert_eq!(signed_with(&calls[0]).0, KEY_ID);
+    // X2 batch to Cohere: one call, the task type as Cohere's input_type.
+    let r = gw
+        .send(&authed(
+            "gemini",
+            "/google/v1beta/models/br-embed/cohere:batchEmbedContents",
+            KEY,
+            &json!({"requests": [
+                {"content": {"parts": [{"text": "left"}]}, "taskType": "RETRIEVAL_QUERY"},
+                {"content": {"parts": [{"text": "right"}]}, "taskType": "RETRIEVAL_QUERY"}]}),
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let got: Vec<Vec<f32>> = v["embeddings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| floats(&e["values"]))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            mock_vector("left", DEFAULT_DIMENSIONS),
+            mock_vector("right", DEFAULT_DIMENSIONS)
+        ]
+    );
+    let call = last_call(&mock);
+    assert_eq!(call.path, "/model/cohere.embed-english-v3/invoke");
+    assert_eq!(
+        call.json().unwrap(),
+        json!({"texts": ["left", "right"], "input_type": "search_query"})
+    );
+    // Cohere has a fixed size: dimensions are the client's error.
+    let r = gw
+        .send(&authed(
+            "openai",
+            "/v1/embeddings",
+            KEY,
+            &json!({"model": "br-embed/cohere", "input": "x", "dimensions": 4}),
+        ))
+        .await;
+    let e = assert_error(OpenAi, &r, 400);
+    assert!(e["message"].as_str().unwrap().contains("dimensions"), "{e}");
     assert_logs_clean(&gw, &mock, &[]);
 }

@@ -8,6 +8,8 @@ use super::Call;
 use crate::adjust::Adjustments;
 use crate::config::{Cloud, Scheme, Upstream};
 use crate::error::{ErrorKind, GatewayError};
+use crate::family::Family;
+use crate::protocol::bedrock_embed;
 use crate::protocol::cloud::{self, Credential};
 use crate::protocol::common::framing::UpstreamFraming;
 use crate::protocol::common::http::{SetHeader, UpstreamTarget};
@@ -103,22 +105,26 @@ pub(super) async fn request_for(
 }
 
 /// An embeddings body for `up`: encoded for its protocol (OpenAI or
-/// Gemini; a cloud upstream does not embed here yet).
+/// Gemini), or for the embedding model on a Bedrock upstream (Titan,
+/// Cohere); Azure and Vertex upstreams do not embed here yet.
 fn embed_body(
     e: &crate::ir::embed::EmbedRequest,
     c: &Call<'_, '_>,
     up: &Upstream,
 ) -> Result<Bytes, GatewayError> {
-    if up.cloud.is_some() {
-        return Err(GatewayError::new(
+    match &up.cloud {
+        None => embed::upstream_body(up.protocol, e, &c.model.upstream_model).map(Bytes::from),
+        Some(Cloud::Bedrock { .. }) => {
+            bedrock_embed::encode_request(e, &c.model.upstream_model).map(Bytes::from)
+        }
+        Some(_) => Err(GatewayError::new(
             ErrorKind::InvalidRequest,
             format!(
-                "upstream {} of provider {} is a cloud upstream; embeddings go to openai or gemini upstreams",
+                "upstream {} of provider {} is an Azure or Vertex upstream; embeddings go to openai, gemini or bedrock upstreams",
                 up.id, c.provider.id
             ),
-        ));
+        )),
     }
-    embed::upstream_body(up.protocol, e, &c.model.upstream_model).map(Bytes::from)
 }
 
 /// A same-family body: the `model` value replaced by the upstream model name
@@ -201,6 +207,11 @@ pub(super) fn upstream_header(
                 .ok_or_else(|| internal(crate::upstream::h1::WireError("no embeddings path")))?
         }
         None => (spoke(up.protocol).upstream_path)(&target),
+        // An embedding model is invoked with its own body.
+        Some(cl @ Cloud::Bedrock { .. }) if c.plan.embed.is_some() => {
+            cloud::upstream_path(cl, Family::Anthropic, &target)
+                .ok_or_else(|| internal(crate::upstream::h1::WireError("no path for this cloud")))?
+        }
         Some(cl) => cloud::upstream_path(cl, up.protocol, &target)
             .ok_or_else(|| internal(crate::upstream::h1::WireError("no path for this cloud")))?,
     };
@@ -313,7 +324,6 @@ fn credential_headers(
 mod tests {
     use super::*;
     use crate::config::Catalog;
-    use crate::family::Family;
 
     fn catalog() -> Catalog {
         Catalog::from_str(

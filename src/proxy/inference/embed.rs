@@ -104,10 +104,18 @@ struct Target<'a, 's> {
     provider: &'s crate::config::Provider,
 }
 
-/// The most inputs one upstream call of `provider` takes: Gemini's
+/// The most inputs one upstream call of `provider` takes: the embedding
+/// model's on a Bedrock upstream (Titan one, Cohere 96), Gemini's
 /// `:batchEmbedContents` limit when any of its upstreams speaks Gemini,
 /// else OpenAI's.
-fn batch_limit(provider: &crate::config::Provider) -> usize {
+fn batch_limit(provider: &crate::config::Provider, model: &Model) -> usize {
+    let bedrock = provider
+        .upstreams
+        .iter()
+        .any(|u| matches!(u.cloud, Some(crate::config::Cloud::Bedrock { .. })));
+    if bedrock {
+        return crate::protocol::bedrock_embed::batch_limit(&model.upstream_model);
+    }
     let gemini = provider
         .upstreams
         .iter()
@@ -170,7 +178,7 @@ async fn embed_in_parts(
     };
     let deadline = t.provider.timeouts.total.map(|d| ctx.started + d);
     let (mut all, mut tokens) = (EmbedResponse::default(), 0u64);
-    for part in split(req, batch_limit(t.provider)) {
+    for part in split(req, batch_limit(t.provider, t.model)) {
         let part = Arc::new(part);
         let plan = Planned {
             body: Bytes::new(),
@@ -249,7 +257,13 @@ fn read_answer(
     raw: Bytes,
 ) -> Result<EmbedResponse, GatewayError> {
     let raw = crate::secrets::redact_key(raw, up.api_key.as_deref());
-    let resp = embed::decode_upstream(up.protocol, &raw).and_then(|r| {
+    let decoded = match up.cloud {
+        Some(crate::config::Cloud::Bedrock { .. }) => {
+            crate::protocol::bedrock_embed::decode_response(&raw, &model.upstream_model)
+        }
+        _ => embed::decode_upstream(up.protocol, &raw),
+    };
+    let resp = decoded.and_then(|r| {
         if r.vectors.len() == req.input.len() {
             Ok(r)
         } else {

@@ -166,10 +166,11 @@ pub(super) fn aws_reply(state: &State, request: &RecordedRequest) -> Option<Repl
         return Some(imds(state, request));
     }
     let (_, method) = bedrock_call(path)?;
+    let model_of = |p: &str| bedrock_call(p).map(|(m, _)| m).unwrap_or_default();
     if let Some(refused) = authenticate(state, request) {
         return Some(refused);
     }
-    if method.starts_with("invoke") {
+    if method.starts_with("invoke") && !is_embedding_model(&model_of(path)) {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let problem = if body["anthropic_version"] != BEDROCK_ANTHROPIC_VERSION {
             Some("anthropic_version: bedrock-2023-05-31 is required")
@@ -584,6 +585,79 @@ pub fn exception_frame(kind: &str, message: &str) -> Vec<u8> {
             (":message-type", "exception"),
         ],
         json!({ "message": message }).to_string().as_bytes(),
+    )
+}
+
+/// Whether `model` is an embedding model (Titan, Cohere).
+pub(super) fn is_embedding_model(model: &str) -> bool {
+    model.starts_with("amazon.titan-embed") || model.starts_with("cohere.embed")
+}
+
+/// InvokeModel of an embedding model: Titan (`{"inputText", "dimensions",
+/// "normalize"}` → `{"embedding", "inputTextTokenCount"}`) or Cohere
+/// (`{"texts", "input_type"}` → `{"embeddings"}`), from AWS's model docs.
+pub(super) fn bedrock_embed(body: &Value, model: &str) -> Reply {
+    let invalid = |m: &str| bedrock_error(400, "ValidationException", m);
+    let Some(obj) = body.as_object() else {
+        return invalid("Malformed input request");
+    };
+    if model.starts_with("amazon.titan-embed") {
+        if let Some(k) = obj.keys().find(|k| {
+            !["inputText", "dimensions", "normalize", "embeddingTypes"].contains(&k.as_str())
+        }) {
+            return invalid(&format!(
+                "Malformed input request: extraneous key [{k}] is not permitted"
+            ));
+        }
+        let Some(text) = body["inputText"].as_str() else {
+            return invalid("Malformed input request: required key [inputText] not found");
+        };
+        let dims = match &body["dimensions"] {
+            Value::Null => DEFAULT_DIMENSIONS,
+            v => match v.as_u64() {
+                Some(d @ 1..=1024) => d as usize,
+                _ => {
+                    return invalid("Malformed input request: dimensions must be 256, 512 or 1024")
+                }
+            },
+        };
+        let vector = mock_vector(text, dims);
+        return Reply::json(
+            200,
+            &json!({"embedding": vector, "embeddingsByType": {"float": vector},
+                "inputTextTokenCount": mock_embed_tokens(&[text])}),
+        );
+    }
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["texts", "input_type", "truncate", "embedding_types"].contains(&k.as_str()))
+    {
+        return invalid(&format!(
+            "Malformed input request: extraneous key [{k}] is not permitted"
+        ));
+    }
+    let texts: Vec<&str> = body["texts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if texts.is_empty() || texts.len() > 96 {
+        return invalid("Malformed input request: texts must hold 1 to 96 strings");
+    }
+    if !matches!(
+        body["input_type"].as_str(),
+        Some("search_document" | "search_query" | "classification" | "clustering")
+    ) {
+        return invalid("Malformed input request: input_type must be search_document, search_query, classification or clustering");
+    }
+    let vectors: Vec<Vec<f32>> = texts
+        .iter()
+        .map(|t| mock_vector(t, DEFAULT_DIMENSIONS))
+        .collect();
+    Reply::json(
+        200,
+        &json!({"embeddings": vectors, "id": "mock-cohere-embed", "response_type": "embeddings_floats", "texts": texts}),
     )
 }
 

@@ -157,7 +157,8 @@ pub use answer::split_deltas;
 use answer::*;
 use anthropic::*;
 use bedrock::{
-    as_chunk_stream, bedrock_call, bedrock_error, converse_reply, exception_for, AwsState,
+    as_chunk_stream, bedrock_call, bedrock_embed, bedrock_error, converse_reply, exception_for,
+    is_embedding_model, AwsState,
 };
 // For the tests of the Converse wire (`bedrock` upstreams).
 #[allow(unused_imports)]

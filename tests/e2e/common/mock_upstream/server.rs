@@ -450,6 +450,11 @@ pub(super) fn provider_reply(
     };
     match &route {
         Route::Embeddings => return openai_embeddings(&body).with_effects(slow),
+        Route::Bedrock {
+            model,
+            converse: false,
+            ..
+        } if is_embedding_model(model) => return bedrock_embed(&body, model).with_effects(slow),
         Route::Embed { model, batch } => {
             return gemini_embed(&body, model, *batch).with_effects(slow)
         }
