@@ -231,6 +231,8 @@ async fn send<'s>(
     done.map_err(|e| {
         let (kind, cause) = if e.kind == ErrorKind::Timeout {
             ("timeout", Cause::Timeout)
+        } else if e.code.as_deref() == Some(MALFORMED_FRAME) {
+            ("invalid", Cause::Invalid)
         } else {
             ("unreachable", Cause::Unreachable)
         };
@@ -312,12 +314,17 @@ async fn read_whole<'s>(
 /// The most of a stream's preamble held back while waiting for its first token.
 const MAX_PREAMBLE: usize = 256 * 1024;
 
+/// The code of a first chunk whose event-stream frame is not AWS's encoding.
+const MALFORMED_FRAME: &str = "upstream_malformed_frame";
+
 /// An event-stream chunk as SSE (an empty chunk while a frame is
 /// incomplete); a frame that is not AWS's encoding is the upstream's fault.
 fn as_sse(d: &mut EventStreamDecoder, chunk: &[u8]) -> Result<Bytes, GatewayError> {
     let mut out = Vec::with_capacity(chunk.len() + 64);
-    d.push(chunk, &mut out)
-        .map_err(|e| GatewayError::new(ErrorKind::BadGateway, format!("upstream sent {e}")))?;
+    d.push(chunk, &mut out).map_err(|e| {
+        GatewayError::new(ErrorKind::BadGateway, format!("upstream sent {e}"))
+            .with_code(MALFORMED_FRAME)
+    })?;
     Ok(Bytes::from(out))
 }
 

@@ -214,11 +214,17 @@ impl<'a> Source<'a> {
 
 /// The error of a source that gave no token: 502, naming the provider and the source.
 pub(crate) fn failed(provider: &str, source: &str, why: impl std::fmt::Display) -> GatewayError {
-    let what = if source.starts_with("the AWS") {
-        "AWS credentials"
-    } else {
-        "an access token"
-    };
+    failed_to_obtain("an access token", provider, source, why)
+}
+
+/// The error of a source that gave no `what` (a token, AWS keys): 502,
+/// naming the provider and the source.
+pub(crate) fn failed_to_obtain(
+    what: &str,
+    provider: &str,
+    source: &str,
+    why: impl std::fmt::Display,
+) -> GatewayError {
     GatewayError::new(
         crate::error::ErrorKind::BadGateway,
         format!("provider {provider}: cannot obtain {what} from {source}: {why}"),

@@ -78,7 +78,8 @@ pub(crate) async fn fetch(
     provider: &str,
     auth: &AwsAuth,
 ) -> Result<FetchedKeys, GatewayError> {
-    let fail = |why: String| super::failed(provider, &describe(auth), why);
+    let fail =
+        |why: String| super::failed_to_obtain("AWS credentials", provider, &describe(auth), why);
     if let Some(name) = &auth.profile {
         return match profile::credentials(client, name, true).await {
             Link::Keys(k) => Ok(k),
