@@ -103,6 +103,10 @@ impl Parser {
             }));
             return Ok(());
         }
+        if name.is_empty() {
+            // Every event-stream message names its type.
+            return Err(unreadable(F, "an event without an event type", data));
+        }
         if !self.started && name != event::MESSAGE_START {
             return Err(malformed(F, &format!("{name} before messageStart"), data));
         }
