@@ -129,10 +129,10 @@ pub fn upstream_auth(
     set: &mut SetHeader<'_>,
 ) {
     match (credential, cloud) {
-        (Credential::AzureKey(key), Cloud::Bedrock { .. }) | (Credential::Bearer(key), _) => {
+        (Credential::Key(key), Cloud::Bedrock { .. }) | (Credential::Bearer(key), _) => {
             set("authorization", &format!("Bearer {key}"))
         }
-        (Credential::AzureKey(key), _) => set("api-key", key),
+        (Credential::Key(key), _) => set("api-key", key),
         (Credential::Signed, _) => {}
     }
     match (t.anthropic_beta, cloud) {
@@ -144,8 +144,8 @@ pub fn upstream_auth(
 /// What a cloud call is authenticated with.
 #[derive(Clone, Copy)]
 pub enum Credential<'a> {
-    /// An Azure OpenAI key, sent as `api-key`.
-    AzureKey(&'a str),
+    /// The catalog key: Azure OpenAI's `api-key`, a Bedrock API key as a Bearer.
+    Key(&'a str),
     /// An access token (Entra ID, Google OAuth2).
     Bearer(&'a str),
     /// AWS credentials: the request is signed (SigV4) once its head is whole.
@@ -156,7 +156,7 @@ impl std::fmt::Debug for Credential<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the secret itself.
         f.write_str(match self {
-            Credential::AzureKey(_) => "AzureKey(..)",
+            Credential::Key(_) => "Key(..)",
             Credential::Bearer(_) => "Bearer(..)",
             Credential::Signed => "Signed",
         })

@@ -314,7 +314,7 @@ fn credential_headers(
     let credential = match secret {
         Some(Secret::Token(token)) => Credential::Bearer(token),
         Some(Secret::Aws(_)) => Credential::Signed,
-        None => Credential::AzureKey(key),
+        None => Credential::Key(key),
     };
     cloud::upstream_auth(cl, credential, target, set);
 }
