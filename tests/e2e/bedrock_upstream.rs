@@ -973,3 +973,38 @@ async fn embeddings_on_bedrock_titan_and_cohere() {
     assert!(e["message"].as_str().unwrap().contains("dimensions"), "{e}");
     assert_logs_clean(&gw, &mock, &[]);
 }
+
+#[tokio::test]
+async fn a_throttling_exception_mid_stream_is_the_clients_rate_limit_error() {
+    let mock = MockUpstream::start().await;
+    mock.expect_bedrock_key(BEDROCK_KEY);
+    let dir = TempDir::new();
+    let env = isolated(&dir, &[("SB_TEST_BEDROCK_KEY", BEDROCK_KEY)]);
+    let gw = gateway(
+        &mock,
+        &[(
+            "br",
+            json!({"type": "bearer", "env": "SB_TEST_BEDROCK_KEY"}),
+        )],
+        &env,
+    )
+    .await;
+    let user = "a long enough answer to break [[stream-error]]";
+    let r = gw
+        .send(&client_request(Anthropic, "br/m-br", user, true))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // The exception reaches the client as the upstream's in-band error, in
+    // its protocol: Anthropic's rate-limit error event.
+    let path = client_request(Anthropic, "br/m-br", user, true).path;
+    let e = stream_error(Anthropic, &path, &r);
+    assert_eq!(e["type"], "rate_limit_error", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("throttlingException"),
+        "{e}"
+    );
+    assert_logs_clean(&gw, &mock, &[]);
+}
