@@ -14,7 +14,8 @@ use crate::common::gateway::{authed, keys, model, Gateway, TempDir, KEY};
 use crate::common::http_client::{Request, Response};
 use crate::common::mock_upstream::{
     converse_reply_text, expected_reply, mock_embed_tokens, mock_vector, MockUpstream, Protocol,
-    RecordedRequest, AWS_STS_PATH, BEDROCK_ANTHROPIC_VERSION, DEFAULT_DIMENSIONS,
+    RecordedRequest, AWS_STS_PATH, BEDROCK_ANTHROPIC_VERSION, CONTAINER_CREDENTIALS_PATH,
+    DEFAULT_DIMENSIONS,
 };
 use serde_json::{json, Value};
 
@@ -1007,4 +1008,34 @@ async fn a_throttling_exception_mid_stream_is_the_clients_rate_limit_error() {
         "{e}"
     );
     assert_logs_clean(&gw, &mock, &[]);
+}
+
+#[tokio::test]
+async fn sigv4_from_the_container_endpoint() {
+    let mock = MockUpstream::start().await;
+    let token = "container-auth-token-e2e-9d1f";
+    mock.serve_container_credentials(token);
+    let dir = TempDir::new();
+    let uri = format!("http://{}{CONTAINER_CREDENTIALS_PATH}", mock.addr());
+    let token_file = dir.file("container-token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let token_file = token_file.display().to_string();
+    let env = isolated(
+        &dir,
+        &[
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_file),
+        ],
+    );
+    let gw = gateway(&mock, &[("br", json!({"type": "sigv4"}))], &env).await;
+    for stream in [false, true] {
+        let up = works(&gw, &mock, "br", stream).await;
+        assert!(signed_with(&up).0.starts_with("ASIAMOCKCONTAINER"));
+        assert!(up
+            .header("x-amz-security-token")
+            .unwrap()
+            .starts_with("mock-container-session-token-"));
+    }
+    assert_eq!(mock.aws_fetches("container"), 1);
+    assert_logs_clean(&gw, &mock, &[token]);
 }

@@ -16,7 +16,8 @@
 //!   missing or not the key's, a missing `x-amz-date`, a date more than five
 //!   minutes off, or a signature that differs are refused with AWS's 403
 //!   (`{"message": …}`, `x-amzn-errortype`).
-//! - STS `POST /aws-sts` `AssumeRoleWithWebIdentity` (XML answer), IMDSv2
+//! - STS `POST /aws-sts` `AssumeRoleWithWebIdentity` (XML answer), the
+//!   container endpoint (`GET /aws-container/credentials`), IMDSv2
 //!   (`PUT /latest/api/token`, `GET /latest/meta-data/iam/security-credentials/[role]`),
 //!   each issuing temporary keys that SigV4 then accepts.
 //!
@@ -29,6 +30,9 @@ use super::*;
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
 /// STS's path on the mock (`AWS_ENDPOINT_URL_STS=http://ADDR/aws-sts`).
 pub const AWS_STS_PATH: &str = "/aws-sts";
+/// The container credentials endpoint's path on the mock
+/// (`AWS_CONTAINER_CREDENTIALS_FULL_URI=http://ADDR/aws-container/credentials`).
+pub const CONTAINER_CREDENTIALS_PATH: &str = "/aws-container/credentials";
 /// The role IMDS reports.
 pub const IMDS_ROLE: &str = "mock-instance-role";
 const SIGNATURE_MISMATCH: &str = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.";
@@ -44,6 +48,8 @@ pub(super) struct AwsState {
     web_identity: Option<(String, String)>,
     imds: bool,
     imds_tokens: Vec<String>,
+    /// The authorization token the container endpoint takes.
+    container: Option<String>,
     /// Keys issued, per source (`sts`, `imds`).
     fetches: std::collections::HashMap<&'static str, usize>,
     /// The region SigV4 scopes must name (default us-east-1).
@@ -91,6 +97,12 @@ impl MockUpstream {
     /// IMDS serves [`IMDS_ROLE`]'s temporary keys.
     pub fn serve_imds(&self) {
         self.state.aws().imds = true;
+    }
+
+    /// The container endpoint serves temporary keys to callers with
+    /// `authorization: token`.
+    pub fn serve_container_credentials(&self, token: &str) {
+        self.state.aws().container = Some(token.to_owned());
     }
 
     /// SigV4 scopes must name `region`.
@@ -164,6 +176,24 @@ pub(super) fn aws_reply(state: &State, request: &RecordedRequest) -> Option<Repl
     }
     if path.starts_with("/latest/") {
         return Some(imds(state, request));
+    }
+    if path == CONTAINER_CREDENTIALS_PATH {
+        let mut aws = state.aws();
+        let Some(want) = aws.container.clone() else {
+            return Some(Reply::full(404, "text/plain", b"Not Found".to_vec()));
+        };
+        if request.method != "GET" || request.header("authorization") != Some(want.as_str()) {
+            return Some(Reply::json(
+                403,
+                &json!({"code": "AccessDenied", "message": "invalid authorization token"}),
+            ));
+        }
+        let (id, secret, token) = aws.issue("container");
+        return Some(Reply::json(
+            200,
+            &json!({"AccessKeyId": id, "SecretAccessKey": secret, "Token": token,
+                "Expiration": rfc3339_at(3600), "RoleArn": "arn:aws:iam::123456789012:role/task"}),
+        ));
     }
     let (_, method) = bedrock_call(path)?;
     let model_of = |p: &str| bedrock_call(p).map(|(m, _)| m).unwrap_or_default();

@@ -164,7 +164,7 @@ use bedrock::{
 #[allow(unused_imports)]
 pub use bedrock::{
     converse_reply_text, event_frame, exception_frame, AWS_STS_PATH, BEDROCK_ANTHROPIC_VERSION,
-    IMDS_ROLE,
+    CONTAINER_CREDENTIALS_PATH, IMDS_ROLE,
 };
 use cloud::{cloud_reply, CloudState};
 pub use cloud::{
