@@ -37,6 +37,13 @@ pub struct Upstream {
     pub api_key: Option<String>,
 }
 
+impl Upstream {
+    /// A `cohere` upstream: Cohere v2's `/rerank` only (docs/api.md "Rerank").
+    pub fn rerank_only(&self) -> bool {
+        self.protocol_name == cloud::COHERE
+    }
+}
+
 /// A provider: its token, which client families accept it, its upstreams.
 #[derive(Debug, Clone)]
 pub struct Provider {
@@ -375,6 +382,19 @@ impl Catalog {
                     format!("{path}.id"),
                     format!("duplicate model id {:?}", m.id),
                 ));
+            }
+            let p = &cat.providers[cat.provider_index[&m.provider]];
+            if let Some(a) = m.supported_actions.iter().find(|a| *a != "rerank") {
+                if p.upstreams.iter().all(Upstream::rerank_only) {
+                    return Err(ConfigError::new(
+                        file,
+                        format!("{path}.supported_actions"),
+                        format!(
+                            "provider {:?} has only cohere upstreams, which serve rerank alone; the {a} action needs an upstream of another protocol",
+                            p.id
+                        ),
+                    ));
+                }
             }
             cat.model_index.insert(m.id.clone(), cat.models.len());
             cat.models.push(m);
@@ -1018,5 +1038,31 @@ mod tests {
             "\"protocols\":[\"openai\"],\"fallbacks\":[\"q/m\"]}",
         ));
         assert_eq!(e.path, "$.models[0].fallbacks[0]");
+    }
+
+    #[test]
+    fn a_cohere_upstream_serves_rerank_alone() {
+        let cohere = OK.replace("\"protocol\":\"openai\"", "\"protocol\":\"cohere\"");
+        // A completion model on a provider of only cohere upstreams.
+        let e = err(&cohere);
+        assert_eq!(e.path, "$.models[0].supported_actions");
+        assert!(
+            e.reason.contains("rerank") && e.reason.contains("complete"),
+            "{e}"
+        );
+        let rerank = cohere.replace(
+            "\"protocols\":[\"openai\"]}",
+            "\"protocols\":[\"openai\"],\"supported_actions\":[\"rerank\"]}",
+        );
+        let c = Catalog::from_str("c.json", &rerank, &no_env).unwrap();
+        let up = &c.provider("p").unwrap().upstreams[0];
+        assert!(up.rerank_only());
+        assert_eq!((up.protocol, up.protocol_name), (Family::OpenAi, "cohere"));
+        // Beside another protocol's upstream, a completion model loads.
+        let mixed = OK.replace(
+            "\"api_key_env\":\"K\"}]}]",
+            "\"api_key_env\":\"K\"},{\"protocol\":\"cohere\",\"base_url\":\"http://127.0.0.1:9/v2\"}]}]",
+        );
+        assert!(Catalog::from_str("c.json", &mixed, &no_env).is_ok());
     }
 }

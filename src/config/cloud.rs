@@ -83,12 +83,17 @@ pub(crate) enum CloudKind {
     Bedrock,
 }
 
+/// The rerank-only protocol name (Cohere v2 `/rerank`; the OpenAI family's
+/// Bearer key, never a completion or an embedding).
+pub(crate) const COHERE: &str = "cohere";
+
 /// The upstream protocol names: the wire family and the cloud around it.
 const PROTOCOLS: &[(&str, Family, Option<CloudKind>)] = &[
     ("openai", Family::OpenAi, None),
     ("anthropic", Family::Anthropic, None),
     ("gemini", Family::Gemini, None),
     ("responses", Family::Responses, None),
+    (COHERE, Family::OpenAi, None),
     ("azure", Family::OpenAi, Some(CloudKind::Azure)),
     ("azure-responses", Family::Responses, Some(CloudKind::Azure)),
     ("vertex", Family::Gemini, Some(CloudKind::Vertex)),

@@ -87,12 +87,14 @@ pub fn encode_request(r: &EmbedRequest, upstream_model: &str) -> Result<Vec<u8>,
     Ok(body.to_string().into_bytes())
 }
 
-/// The model's answer in the hub.
-pub fn decode_response(body: &[u8], upstream_model: &str) -> Result<EmbedResponse, GatewayError> {
+/// The model's answer in the hub, read by its shape: Titan's
+/// `{"embedding", "inputTextTokenCount"}` or Cohere's `{"embeddings"}`
+/// (the float vectors, or by type with `embedding_types`).
+pub fn decode_response(body: &[u8]) -> Result<EmbedResponse, GatewayError> {
     let bad = |why: &str| {
         GatewayError::new(
             ErrorKind::BadGateway,
-            format!("upstream answered an embedding that is not {upstream_model}'s: {why}"),
+            format!("upstream answered an embedding Bedrock's models do not write: {why}"),
         )
     };
     let v: Value = serde_json::from_slice(body).map_err(|_| bad("not JSON"))?;
@@ -102,30 +104,27 @@ pub fn decode_response(body: &[u8], upstream_model: &str) -> Result<EmbedRespons
             .map(|x| x.as_f64().map(|f| f as f32))
             .collect()
     };
-    match kind(upstream_model) {
-        Some(Kind::Titan) => Ok(EmbedResponse {
-            vectors: vec![vector(&v["embedding"]).ok_or_else(|| bad("no embedding"))?],
+    if let Some(one) = v.get("embedding") {
+        return Ok(EmbedResponse {
+            vectors: vec![vector(one).ok_or_else(|| bad("an embedding that is not numbers"))?],
             prompt_tokens: v["inputTextTokenCount"].as_u64(),
-        }),
-        _ => {
-            // `embeddings` is the float vectors, or by type with `embedding_types`.
-            let list = match &v["embeddings"] {
-                Value::Object(by_type) => by_type.get("float").cloned().unwrap_or_default(),
-                other => other.clone(),
-            };
-            let vectors = list
-                .as_array()
-                .ok_or_else(|| bad("no embeddings"))?
-                .iter()
-                .map(vector)
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| bad("an embedding that is not numbers"))?;
-            Ok(EmbedResponse {
-                vectors,
-                prompt_tokens: None,
-            })
-        }
+        });
     }
+    let list = match &v["embeddings"] {
+        Value::Object(by_type) => by_type.get("float").cloned().unwrap_or_default(),
+        other => other.clone(),
+    };
+    let vectors = list
+        .as_array()
+        .ok_or_else(|| bad("no embedding"))?
+        .iter()
+        .map(vector)
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| bad("an embedding that is not numbers"))?;
+    Ok(EmbedResponse {
+        vectors,
+        prompt_tokens: None,
+    })
 }
 
 #[cfg(test)]
@@ -152,8 +151,7 @@ mod tests {
             json!({"inputText": "hi", "normalize": true, "dimensions": 256})
         );
         assert!(encode_request(&req(&["a", "b"], None, None), titan).is_err());
-        let r =
-            decode_response(br#"{"embedding":[0.5,-1],"inputTextTokenCount":3}"#, titan).unwrap();
+        let r = decode_response(br#"{"embedding":[0.5,-1],"inputTextTokenCount":3}"#).unwrap();
         assert_eq!(
             (r.vectors, r.prompt_tokens),
             (vec![vec![0.5, -1.0]], Some(3))
@@ -165,9 +163,9 @@ mod tests {
             json!({"texts": ["a", "b"], "input_type": "search_query"})
         );
         assert!(encode_request(&req(&["a"], Some(3), None), cohere).is_err());
-        let r = decode_response(br#"{"embeddings":[[1],[2]],"id":"x"}"#, cohere).unwrap();
+        let r = decode_response(br#"{"embeddings":[[1],[2]],"id":"x"}"#).unwrap();
         assert_eq!(r.vectors, vec![vec![1.0], vec![2.0]]);
-        let r = decode_response(br#"{"embeddings":{"float":[[1]]}}"#, cohere).unwrap();
+        let r = decode_response(br#"{"embeddings":{"float":[[1]]}}"#).unwrap();
         assert_eq!(r.vectors, vec![vec![1.0]]);
         assert_eq!((batch_limit(titan), batch_limit(cohere)), (1, 96));
         assert!(encode_request(&req(&["a"], None, None), "anthropic.claude-3").is_err());

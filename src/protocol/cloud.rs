@@ -117,6 +117,36 @@ pub fn upstream_path(cloud: &Cloud, family: Family, t: &UpstreamTarget<'_>) -> O
     }
 }
 
+/// The path of an embeddings call through `cloud`: Azure's OpenAI
+/// `/embeddings` (v1 or a deployment's), Vertex's `:predict` for a
+/// text-embedding model; `None` for another wire.
+pub fn embed_path(cloud: &Cloud, family: Family, base: &str, model: &str) -> Option<String> {
+    match (cloud, family) {
+        (Cloud::Azure { deployment: None }, Family::OpenAi) => Some(format!("{base}/embeddings")),
+        (
+            Cloud::Azure {
+                deployment: Some(Deployment { name, api_version }),
+            },
+            Family::OpenAi,
+        ) => Some(format!(
+            "{base}/openai/deployments/{name}/embeddings?api-version={api_version}"
+        )),
+        (Cloud::Vertex { project, location }, Family::Gemini) => Some(format!(
+            "{base}/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:predict"
+        )),
+        // An embedding model's InvokeModel (protocol::bedrock_embed).
+        (Cloud::Bedrock { .. }, _) => {
+            let mut path = String::with_capacity(base.len() + model.len() + 16);
+            path.push_str(base);
+            path.push_str("/model/");
+            push_segment(model, &mut path);
+            path.push_str("/invoke");
+            Some(path)
+        }
+        _ => None,
+    }
+}
+
 /// Sets the headers of a call through `cloud` carrying `key` (Azure's
 /// `api-key`, Bedrock's API key as a Bearer) or an access token
 /// (`Authorization: Bearer`), and the client's `anthropic-beta` where the
@@ -255,6 +285,15 @@ mod tests {
             "/base/openai/deployments/gpt4o-east/chat/completions?api-version=2024-10-21"
         );
         assert!(upstream_path(&dep, Family::Gemini, &target(false)).is_none());
+        assert_eq!(
+            embed_path(&dep, Family::OpenAi, "/base", "m").unwrap(),
+            "/base/openai/deployments/gpt4o-east/embeddings?api-version=2024-10-21"
+        );
+        assert_eq!(
+            embed_path(&v1, Family::OpenAi, "/base", "m").unwrap(),
+            "/base/embeddings"
+        );
+        assert!(embed_path(&v1, Family::Responses, "/base", "m").is_none());
     }
 
     #[test]
@@ -281,6 +320,11 @@ mod tests {
             p(Family::Anthropic, true),
             format!("{root}/anthropic/models/m-1:streamRawPredict")
         );
+        assert_eq!(
+            embed_path(&v, Family::Gemini, "/base", "text-embedding-005").unwrap(),
+            format!("{root}/google/models/text-embedding-005:predict")
+        );
+        assert!(embed_path(&v, Family::Anthropic, "/base", "m").is_none());
     }
 
     #[test]

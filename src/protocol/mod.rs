@@ -8,6 +8,8 @@
 //!   error shape). Spokes import `common`, never the registry.
 //! - [`cloud`]: where Azure OpenAI and Vertex AI put a call of a wire
 //!   protocol (path, credential header, Vertex's Messages body).
+//! - [`rerank`]: the rerank wire (clients' `/v1/rerank`, Cohere v2 and
+//!   OpenAI-compatible `/rerank` upstreams), one shape both ways.
 //! - [`registry`]: the only module that imports the spokes: the
 //!   by-family dispatch of codecs and stream codecs, and `spoke(family)`.
 //!
@@ -21,6 +23,7 @@ pub mod common;
 pub mod gemini;
 pub mod openai;
 pub mod registry;
+pub mod rerank;
 pub mod responses;
 
 pub use common::spoke::Spoke;

@@ -195,6 +195,7 @@ impl Gateway {
                         | Endpoint::Responses
                         | Endpoint::Embeddings
                         | Endpoint::EmbedContent { .. }
+                        | Endpoint::Rerank
                 );
                 if let Endpoint::StoredResponse { id, input_items } = &r.endpoint {
                     return Box::pin(stored::serve(self, session, ctx, &key.id, id, *input_items))

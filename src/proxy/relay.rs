@@ -213,13 +213,7 @@ struct Rechunk(Option<(Box<Chunks>, Vec<u8>)>);
 
 impl Rechunk {
     fn new(framing: Framing) -> Rechunk {
-        Rechunk((framing == Framing::BedrockChunks).then(|| {
-            // The client stream writes whole events, far below this bound.
-            (
-                Box::new(Chunks::new(crate::sse::DEFAULT_MAX_FRAME_BYTES)),
-                Vec::new(),
-            )
-        }))
+        Rechunk((framing == Framing::BedrockChunks).then(|| (Box::new(Chunks::new()), Vec::new())))
     }
 
     /// Replaces the SSE in `out` with its messages.

@@ -86,6 +86,8 @@ pub enum Endpoint {
     /// `POST /google/v1beta/models/{model}:embedContent` or `:batchEmbedContents`
     /// (`batch`) (X2); `model` as for generateContent.
     EmbedContent { model: String, batch: bool },
+    /// `POST /v1/rerank` (X3).
+    Rerank,
     /// `POST /bedrock/model/{model}/{op}` (E20-E23); `model` is
     /// `provider/model_id` (one escaped segment or two), a bare id or an alias.
     Bedrock { model: String, op: BedrockOp },
@@ -152,6 +154,7 @@ impl Endpoint {
                 | Endpoint::ResponsesInputTokens
                 | Endpoint::Embeddings
                 | Endpoint::EmbedContent { .. }
+                | Endpoint::Rerank
                 | Endpoint::Bedrock { .. }
         )
     }
@@ -225,6 +228,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/google/v1beta/{provider}/{model_id}:countTokens",
     ),
     ("X1", "POST", "/v1/embeddings"),
+    ("X3", "POST", "/v1/rerank"),
     (
         "X2",
         "POST",
@@ -422,6 +426,7 @@ pub fn route(
     match (family, segs.as_slice()) {
         (Family::OpenAi, ["chat", "completions"]) => expect("POST", Endpoint::ChatCompletions),
         (Family::OpenAi, ["embeddings"]) => expect("POST", Endpoint::Embeddings),
+        (Family::OpenAi, ["rerank"]) => expect("POST", Endpoint::Rerank),
         (Family::OpenAi, ["responses"]) => responses(&["POST"], Endpoint::Responses),
         (Family::OpenAi, ["responses", "input_tokens"]) => {
             responses(&["POST"], Endpoint::ResponsesInputTokens)
@@ -498,7 +503,6 @@ mod tests {
             let p = p
                 .replace("{provider}", "google")
                 .replace("{model_id}", "gemini-3.1-pro");
-            let p = p.as_str();
             let r = route(method, &p, Some(q)).unwrap_or_else(|e| panic!("{id}: {e:?}"));
             // The Responses API lives under OpenAI's `/v1`.
             let want = if id.starts_with('D') {
@@ -629,6 +633,10 @@ mod tests {
             route("GET", "/v1/embeddings", None).unwrap_err().1.status,
             405
         );
+        let r = ok("POST", "/v1/rerank", None);
+        assert_eq!(r.endpoint, Endpoint::Rerank);
+        assert!(!r.endpoint.embeds() && r.endpoint.is_inference());
+        assert_eq!(route("GET", "/v1/rerank", None).unwrap_err().1.status, 405);
     }
 
     #[test]

@@ -7,14 +7,17 @@
 //! are fetched once and shared, refreshed once expired; a credential that
 //! cannot be obtained is a 502/503 in the client's shape naming the
 //! provider and the source, and no secret or token reaches a log.
+//! Embeddings on Azure (`/embeddings`, v1 and deployment) and Vertex
+//! (`:predict`, its instance limits) with the same credentials.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::families::*;
 use crate::common::gateway::{authed, keys, model, Gateway, TempDir, KEY};
 use crate::common::http_client::{Request, Response};
 use crate::common::mock_upstream::{
-    expected_reply, impersonation_path, MockUpstream, Protocol, GOOGLE_TOKEN_PATH,
-    METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH, VERTEX_ANTHROPIC_VERSION,
+    expected_reply, impersonation_path, mock_embed_tokens, mock_vector, MockUpstream, Protocol,
+    GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH,
+    VERTEX_ANTHROPIC_VERSION,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -102,6 +105,23 @@ fn cloud_catalog(mock: &MockUpstream, sa_file: &str, extra: &[(&str, Value)]) ->
             )
         })
         .collect();
+    // Embedding models on the Azure and Vertex upstreams.
+    let mut models = models;
+    for (id, upstream) in [
+        ("az-key", "text-embedding-3-small"),
+        ("az-dep", "text-embedding-3-small"),
+        ("az-entra", "text-embedding-3-small"),
+        ("vx-sa", "text-embedding-005"),
+        ("vx-md", "gemini-embedding-001"),
+    ] {
+        models.push(model(
+            &format!("e-{id}"),
+            id,
+            json!({"upstream_model": upstream, "supported_actions": ["embed"],
+                "pricing": {"prompt": "0.00000002", "completion": "0"},
+                "protocols": ["openai", "gemini"]}),
+        ));
+    }
     json!({"providers": providers, "models": models})
 }
 
@@ -579,4 +599,146 @@ async fn a_cached_token_the_upstream_refuses_is_replaced_and_the_request_sent_ag
     assert_eq!(mock.token_fetches("entra"), 2);
     assert_ne!(last_call(&mock).header("authorization").unwrap(), first);
     assert_logs_clean(&gw, &mock);
+}
+
+fn vectors(v: &Value) -> Vec<Vec<f32>> {
+    let items = match v.get("data") {
+        Some(d) => d
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| &d["embedding"])
+            .collect::<Vec<_>>(),
+        None => v["embeddings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| &e["values"])
+            .collect(),
+    };
+    items
+        .iter()
+        .map(|x| {
+            x.as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_f64().unwrap() as f32)
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn embeddings_on_azure_and_vertex_with_each_credential() {
+    let (mock, gw, _dir) = start(&[], &[]).await;
+    let texts = ["alpha beta", "gamma", "delta epsilon zeta"];
+    let vertex = "/v1/projects/proj-e2e/locations/us-east5/publishers/google/models";
+    // (provider, the path each call goes to, the calls three inputs take)
+    let cells = [
+        ("az-key", "/azure/openai/v1/embeddings".to_string(), 1),
+        (
+            "az-dep",
+            "/azure/openai/deployments/gpt-dep/embeddings?api-version=2024-10-21".into(),
+            1,
+        ),
+        ("az-entra", "/azure/openai/v1/embeddings".into(), 1),
+        ("vx-sa", format!("{vertex}/text-embedding-005:predict"), 1),
+        // gemini-embedding-001 takes one instance a call on Vertex.
+        ("vx-md", format!("{vertex}/gemini-embedding-001:predict"), 3),
+    ];
+    for (provider, path, calls) in cells {
+        for gemini_client in [false, true] {
+            mock.clear();
+            let model = format!("{provider}/e-{provider}");
+            let r = if gemini_client {
+                let requests: Vec<Value> = texts
+                    .iter()
+                    .map(|t| {
+                        json!({"content": {"parts": [{"text": t}]}, "outputDimensionality": 4,
+                        "taskType": "RETRIEVAL_DOCUMENT"})
+                    })
+                    .collect();
+                let p = format!("/google/v1beta/models/{model}:batchEmbedContents");
+                gw.send(&authed("gemini", &p, KEY, &json!({"requests": requests})))
+                    .await
+            } else {
+                let body = json!({"model": model, "input": texts, "dimensions": 4});
+                gw.send(&authed("openai", "/v1/embeddings", KEY, &body))
+                    .await
+            };
+            assert_eq!(r.status, 200, "{provider}: {}", r.text());
+            let v = r.json();
+            let want: Vec<Vec<f32>> = texts.iter().map(|t| mock_vector(t, 4)).collect();
+            assert_eq!(vectors(&v), want, "{provider} {gemini_client}");
+            if !gemini_client {
+                // Azure reports usage, Vertex its token counts: the mock's words.
+                assert_eq!(
+                    v["usage"]["prompt_tokens"],
+                    mock_embed_tokens(&texts),
+                    "{v}"
+                );
+                assert_eq!(v["model"], model);
+            }
+            let ups: Vec<_> = mock
+                .requests()
+                .into_iter()
+                .filter(|r| r.path.starts_with("/azure/") || r.path.starts_with("/v1/projects/"))
+                .collect();
+            assert_eq!(ups.len(), calls, "{provider}");
+            for up in &ups {
+                assert_eq!(up.path, path, "{provider}");
+                let body = up.json().unwrap();
+                let auth = up.header("authorization").unwrap_or_default();
+                if provider.starts_with("az-") {
+                    assert_eq!(body["model"], "text-embedding-3-small");
+                    assert_eq!(body["dimensions"], 4);
+                    if provider == "az-entra" {
+                        assert!(auth.starts_with("Bearer mock-entra-token-"), "{auth}");
+                    } else {
+                        assert_eq!(up.header("api-key"), Some(AZURE_KEY));
+                        assert!(auth.is_empty());
+                    }
+                } else {
+                    assert_eq!(body["parameters"], json!({"outputDimensionality": 4}));
+                    let task = &body["instances"][0]["task_type"];
+                    if gemini_client {
+                        assert_eq!(task, "RETRIEVAL_DOCUMENT", "{body}");
+                    } else {
+                        assert!(task.is_null(), "{body}");
+                    }
+                    let source = if provider == "vx-sa" {
+                        "google"
+                    } else {
+                        "metadata"
+                    };
+                    assert!(
+                        auth.starts_with(&format!("Bearer mock-{source}-token-")),
+                        "{auth}"
+                    );
+                }
+            }
+        }
+    }
+    assert_logs_clean(&gw, &mock);
+}
+
+#[tokio::test]
+async fn a_vertex_batch_over_its_limit_is_split() {
+    let (mock, gw, _dir) = start(&[], &[]).await;
+    let texts: Vec<String> = (0..260).map(|i| format!("doc {i}")).collect();
+    let body = json!({"model": "vx-sa/e-vx-sa", "input": texts});
+    let r = gw
+        .send(&authed("openai", "/v1/embeddings", KEY, &body))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let want: Vec<Vec<f32>> = texts.iter().map(|t| mock_vector(t, 8)).collect();
+    assert_eq!(vectors(&r.json()), want);
+    let sizes: Vec<usize> = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with(":predict"))
+        .map(|r| r.json().unwrap()["instances"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [250, 10]);
+    assert_eq!(r.json()["usage"]["prompt_tokens"], 520);
 }

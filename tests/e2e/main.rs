@@ -29,6 +29,7 @@ mod mock_selftest;
 mod otel;
 mod policy;
 mod pricing;
+mod rerank;
 mod resilience;
 mod responses;
 mod responses_store;

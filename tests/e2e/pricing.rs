@@ -184,17 +184,6 @@ async fn send(
         .await
 }
 
-/// The access line of the request `id`, once written.
-async fn line_of(gw: &Gateway, id: &str) -> Value {
-    eventually(Duration::from_secs(10), "the access-log line", || async {
-        gw.access_log()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| v["request_id"] == id)
-    })
-    .await
-}
-
 /// The usage a whole answer gives the client, read in the client's shape as
 /// (every prompt token, cache reads, cache writes).
 fn client_usage(client: Client, v: &Value) -> (u64, u64, u64) {
@@ -256,7 +245,7 @@ fn counted(upstream: Protocol, input: u64, cached: u64, write: u64, write_1h: u6
 /// Checks the access line of `id` against `want`: the token figures, and
 /// the cost to the nano-USD. Returns the cost in nano-USD.
 async fn check_line(gw: &Gateway, id: &str, want: Counted, cell: &str) -> i64 {
-    let line = line_of(gw, id).await;
+    let line = gw.access_line(id).await;
     assert_eq!(line["status"], 200, "{cell}: {line}");
     let n = |k: &str| {
         line[k]
@@ -360,7 +349,7 @@ async fn a_long_context_tier_prices_the_whole_request_above_its_boundary() {
             assert_eq!(r.status, 200, "{}", r.text());
             let want = counted(upstream, input, 150_000, 10_000, 4_000);
             let cost = check_line(&gw, &id, want, &id).await;
-            let line = line_of(&gw, &id).await;
+            let line = gw.access_line(&id).await;
             let output = line["output_tokens"].as_u64().unwrap();
             // The tier's figure differs from the base's: the boundary matters.
             let base = {
@@ -451,7 +440,7 @@ async fn a_budget_settles_to_the_cost_and_reserves_at_the_dearest_rate() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let line = line_of(&gw, "bud-2").await;
+    let line = gw.access_line("bud-2").await;
     let cost = (line["cost_usd"].as_f64().unwrap() * 1e9).round() as i64;
     assert_eq!(
         r.header("x-switchboard-budget-remaining"),
@@ -469,7 +458,7 @@ async fn new_prices_apply_on_reload_and_an_invalid_tier_is_refused() {
         async move {
             let r = send(gw, Client::Chat, "p-oa", text, false, KEY, &id).await;
             assert_eq!(r.status, 200, "{}", r.text());
-            let line = line_of(gw, &id).await;
+            let line = gw.access_line(&id).await;
             let output = line["output_tokens"].as_u64().unwrap();
             let cost = (line["cost_usd"].as_f64().unwrap() * 1e9).round() as i64;
             (cost, output)

@@ -11,16 +11,33 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 const USAGE: &str = concat!(
-    "usage: mock_upstream [--port N] [--verbose]\n",
+    "usage: mock_upstream [--port N] [--cohere-key KEY] [--verbose]\n",
     "  --port N     port on 127.0.0.1 to listen on (0, the default: an ephemeral one)\n",
+    "  --cohere-key KEY  the Bearer key Cohere rerank calls (under /cohere) must carry\n",
     "  --verbose    log one line per request on stderr",
 );
 
-fn parse_args() -> Result<(u16, bool), String> {
+/// What the command line asks: the port, the Cohere key, verbosity.
+struct Args {
+    port: u16,
+    cohere_key: Option<String>,
+    verbose: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
     let mut port = 0;
     let mut verbose = false;
+    let mut cohere_key = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        if let Some(key) = arg.strip_prefix("--cohere-key=") {
+            cohere_key = Some(key.to_owned());
+            continue;
+        }
+        if arg == "--cohere-key" {
+            cohere_key = Some(args.next().ok_or("--cohere-key needs a value")?);
+            continue;
+        }
         let value = match arg.split_once('=') {
             Some(("--port", value)) => Some(value.to_owned()),
             _ if arg == "--port" => Some(args.next().ok_or("--port needs a value")?),
@@ -37,12 +54,20 @@ fn parse_args() -> Result<(u16, bool), String> {
             (other, None) => return Err(format!("unknown argument {other:?}")),
         }
     }
-    Ok((port, verbose))
+    Ok(Args {
+        port,
+        cohere_key,
+        verbose,
+    })
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let (port, verbose) = match parse_args() {
+    let Args {
+        port,
+        cohere_key,
+        verbose,
+    } = match parse_args() {
         Ok(parsed) => parsed,
         Err(message) if message.is_empty() => {
             println!("{USAGE}");
@@ -62,6 +87,9 @@ async fn main() -> ExitCode {
             }
         };
     mock.set_verbose(verbose);
+    if let Some(key) = cohere_key {
+        mock.expect_cohere_key(&key);
+    }
     let mut stdout = std::io::stdout();
     if writeln!(stdout, "listening on {}", mock.addr())
         .and_then(|()| stdout.flush())

@@ -113,7 +113,8 @@ class Gateway:
 def mock():
     _build()
     proc = subprocess.Popen(
-        [str(_binary("debug/examples/mock_upstream")), "--port", "0"],
+        [str(_binary("debug/examples/mock_upstream")), "--port", "0",
+         "--cohere-key", support.PROVIDER_KEYS["SB_SDK_KEY_COHERE"]],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -28,6 +28,7 @@ MOCK_BASE = {
     "anthropic": "/anthropic/v1",
     "gemini": "/gemini/v1beta",
     "responses": "/responses-api/v1",
+    "cohere": "/cohere/v2",  # rerank only (Cohere v2 `/rerank`)
 }
 
 # Set by conftest when the gateway refused the catalog with a `responses`
@@ -42,6 +43,7 @@ PROVIDER_KEYS = {
     "SB_SDK_KEY_ANTHROPIC": "upstream-key-anthropic",
     "SB_SDK_KEY_GEMINI": "upstream-key-gemini",
     "SB_SDK_KEY_RESPONSES": "upstream-key-responses",
+    "SB_SDK_KEY_COHERE": "upstream-key-cohere",  # the mock's --cohere-key
 }
 UPSTREAM_KEY = {p: PROVIDER_KEYS[f"SB_SDK_KEY_{p.upper()}"] for p in PROTOCOLS}
 
@@ -160,6 +162,10 @@ def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
     | nokey      | openai                     | openai (key variable unset) |
     | azure      | openai, gemini, responses  | responses            |
     | resume     | all four                   | anthropic (its model `claude-resume` takes a prefill) |
+    | cohere     | openai                     | cohere (rerank only) |
+
+    Beside the chat models: `openai/text-embedding-3-small` and
+    `google/gemini-embedding-001` (`embed`), `cohere/rerank-v3.5` (`rerank`).
 
     Without `responses` (for a gateway that does not know family D and the
     `responses` protocol yet, and refuses such a catalog) no provider or model
@@ -193,6 +199,7 @@ def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
             # mid-answer is continued (docs/resilience.md).
             {"id": "resume", "families": fam("openai", "anthropic", "gemini", "responses"),
              "upstreams": [up("anthropic")]},
+            {"id": "cohere", "families": ["openai"], "upstreams": [up("cohere")]},
         ],
         "models": [
             _model("gpt-5", "openai", upstream_model=UPSTREAM_MODEL["gpt-5"], protocols=d),
@@ -209,6 +216,13 @@ def catalog(base_url, dead_url: str, responses: bool = True) -> dict:
             _model("orphan-key", "nokey"),
             _model("gpt-5-codex", "azure", upstream_model=UPSTREAM_MODEL["gpt-5-codex"], protocols=d),
             _model("claude-resume", "resume", protocols=d, prefill="native"),
+            _model("text-embedding-3-small", "openai", protocols=["openai"], supported_actions=["embed"],
+                   pricing={"prompt": "0.00000002", "completion": "0"}),
+            _model("gemini-embedding-001", "google", protocols=["openai", "gemini"], supported_actions=["embed"],
+                   supported_generation_methods=["embedContent"],
+                   pricing={"prompt": "0.00000015", "completion": "0"}),
+            _model("rerank-v3.5", "cohere", protocols=["openai"], supported_actions=["rerank"],
+                   pricing={"prompt": "0", "completion": "0", "request": "0.002"}),
         ],
     }
 

@@ -32,7 +32,7 @@ def test_models_list(genai_client):
     names = [m.name for m in models]
     # Family C lists models whose `protocols` include gemini and whose provider accepts family C.
     assert names == ["models/gemini-3.1-pro", "models/qwen3-max", "models/deepseek-v4-pro", "models/kimi-k2",
-                     "models/gpt-5-codex", "models/claude-resume"]
+                     "models/gpt-5-codex", "models/claude-resume", "models/gemini-embedding-001"]
     m = models[0]
     assert m.display_name == "Test gemini-3.1-pro"
     assert m.version == "1.0"

@@ -31,7 +31,8 @@ def test_models_list(openai_client):
     models = list(openai_client.models.list())
     ids = [m.id for m in models]
     assert ids == ["gpt-5", "claude-sonnet-4.7", "gemini-3.1-pro", "qwen3-max", "deepseek-v4-pro",
-                   "kimi-k2", "gpt-5-nano", "offline", "orphan-key", "gpt-5-codex", "claude-resume"]
+                   "kimi-k2", "gpt-5-nano", "offline", "orphan-key", "gpt-5-codex", "claude-resume",
+                   "text-embedding-3-small", "gemini-embedding-001", "rerank-v3.5"]
     for m in models:
         assert m.object == "model"
         assert m.created == 1767225600

@@ -145,11 +145,18 @@ pub struct Chunks {
     text: String,
 }
 
+impl Default for Chunks {
+    fn default() -> Self {
+        Chunks::new()
+    }
+}
+
 impl Chunks {
-    /// A framer for events of at most `max_frame_bytes`.
-    pub fn new(max_frame_bytes: usize) -> Self {
+    /// A framer (the SSE it reads is the gateway's own encoders', whole
+    /// events far below the decoder's default bound).
+    pub fn new() -> Self {
         Chunks {
-            decoder: SseDecoder::new(max_frame_bytes),
+            decoder: SseDecoder::new(crate::sse::DEFAULT_MAX_FRAME_BYTES),
             payload: Vec::new(),
             text: String::new(),
         }
@@ -236,7 +243,7 @@ mod tests {
 
     #[test]
     fn events_become_chunks_and_errors_exceptions() {
-        let mut c = Chunks::new(1 << 20);
+        let mut c = Chunks::new();
         let mut out = Vec::new();
         c.push(b"event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"busy\"}}\n\n", &mut out);
         let mut rest = &out[..];

@@ -106,14 +106,16 @@ fn values(e: &Value) -> Option<Vec<f32>> {
         .collect()
 }
 
+/// The 502 of an embeddings answer that cannot be read (Gemini's, Vertex's).
+pub(super) fn broken(m: &str) -> GatewayError {
+    GatewayError::new(
+        ErrorKind::BadGateway,
+        format!("upstream sent an embeddings answer that cannot be read: {m}"),
+    )
+}
+
 /// An upstream's answer, batch (`embeddings`) or single (`embedding`).
 pub fn decode_response(body: &[u8]) -> Result<EmbedResponse, GatewayError> {
-    let broken = |m: &str| {
-        GatewayError::new(
-            ErrorKind::BadGateway,
-            format!("upstream sent an embeddings answer that cannot be read: {m}"),
-        )
-    };
     let v: Value = serde_json::from_slice(body).map_err(|_| broken("not JSON"))?;
     let vectors = match (&v["embeddings"], &v["embedding"]) {
         (Value::Array(es), _) => es.iter().map(values).collect::<Option<Vec<_>>>(),

@@ -21,6 +21,7 @@ pub mod error;
 pub mod http;
 pub mod models;
 pub mod peek;
+pub mod predict;
 pub mod request;
 pub mod response;
 pub mod stream;

@@ -55,10 +55,11 @@ pub(super) async fn attempt<'s>(
 ) -> Outcome<'s> {
     let (body, adjusted, usage_injected) = match request_for(c, up).await {
         Ok(r) => r,
-        // An embeddings request this upstream's protocol cannot carry (a
-        // cloud upstream, token arrays to Gemini): another upstream of the
-        // provider may; when none can, the last refusal is the answer.
-        Err(e) if c.plan.embed.is_some() => return Outcome::Skip(e),
+        // An embeddings or rerank request this upstream's protocol cannot
+        // carry (token arrays to Gemini, a rerank to a cloud), or a
+        // completion to a rerank-only `cohere` upstream: another upstream
+        // of the provider may; when none can, the last refusal is the answer.
+        Err(e) if c.plan.embed.is_some() || up.rerank_only() => return Outcome::Skip(e),
         Err(e) => return Outcome::Unfit(e),
     };
     let (mut ex, status, first, frames) =

@@ -42,9 +42,10 @@ pub struct Planned {
     /// The body ends with an assistant prefill the answer continues (a cut
     /// stream's continuation, docs/resilience.md).
     pub continues: bool,
-    /// An embeddings request (the `embed` action): the body each upstream
-    /// gets is encoded from it for the upstream's protocol, never spliced.
-    pub embed: Option<std::sync::Arc<crate::ir::embed::EmbedRequest>>,
+    /// An embeddings or rerank request (the `embed`, `rerank` actions): the
+    /// body each upstream gets is encoded from it for the upstream's
+    /// protocol, never spliced.
+    pub embed: Option<std::sync::Arc<crate::ir::embed::Retrieval>>,
 }
 
 /// What every attempt of one client request shares, whichever model and

@@ -8,8 +8,6 @@ use super::Call;
 use crate::adjust::Adjustments;
 use crate::config::{Cloud, Scheme, Upstream};
 use crate::error::{ErrorKind, GatewayError};
-use crate::family::Family;
-use crate::protocol::bedrock_embed;
 use crate::protocol::cloud::{self, Credential};
 use crate::protocol::common::framing::UpstreamFraming;
 use crate::protocol::common::http::{SetHeader, UpstreamTarget};
@@ -34,7 +32,16 @@ pub(super) async fn request_for(
     up: &Upstream,
 ) -> Result<(Bytes, Adjustments, bool), GatewayError> {
     if let Some(e) = &c.plan.embed {
-        return embed_body(e, c, up).map(|b| (b, Adjustments::default(), false));
+        return embed_body(e, c, up).map(|(b, adjusted)| (b, adjusted, false));
+    }
+    if up.rerank_only() {
+        return Err(GatewayError::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "upstream {} of provider {} is a cohere upstream, which serves rerank alone",
+                up.id, c.provider.id
+            ),
+        ));
     }
     let translated = up.protocol != c.client.family;
     let stream = c.plan.req.stream;
@@ -104,27 +111,15 @@ pub(super) async fn request_for(
     Ok((body, adjusted, usage_injected))
 }
 
-/// An embeddings body for `up`: encoded for its protocol (OpenAI or
-/// Gemini), or for the embedding model on a Bedrock upstream (Titan,
-/// Cohere); Azure and Vertex upstreams do not embed here yet.
+/// The body of an `embed` or `rerank` request for `up`, encoded for its
+/// protocol (`protocol::registry::embed`), with what it could not carry.
 fn embed_body(
-    e: &crate::ir::embed::EmbedRequest,
+    e: &crate::ir::embed::Retrieval,
     c: &Call<'_, '_>,
     up: &Upstream,
-) -> Result<Bytes, GatewayError> {
-    match &up.cloud {
-        None => embed::upstream_body(up.protocol, e, &c.model.upstream_model).map(Bytes::from),
-        Some(Cloud::Bedrock { .. }) => {
-            bedrock_embed::encode_request(e, &c.model.upstream_model).map(Bytes::from)
-        }
-        Some(_) => Err(GatewayError::new(
-            ErrorKind::InvalidRequest,
-            format!(
-                "upstream {} of provider {} is an Azure or Vertex upstream; embeddings go to openai, gemini or bedrock upstreams",
-                up.id, c.provider.id
-            ),
-        )),
-    }
+) -> Result<(Bytes, Adjustments), GatewayError> {
+    embed::upstream_body(up, &c.provider.id, e, &c.model.upstream_model)
+        .map(|(b, adjusted)| (Bytes::from(b), adjusted))
 }
 
 /// A same-family body: the `model` value replaced by the upstream model name
@@ -202,16 +197,13 @@ pub(super) fn upstream_header(
         )
     };
     let path = match &up.cloud {
-        None if c.plan.embed.is_some() => {
-            embed::upstream_path(up.protocol, &up.url.path, &c.model.upstream_model)
-                .ok_or_else(|| internal(crate::upstream::h1::WireError("no embeddings path")))?
-        }
+        _ if c.plan.embed.is_some() => c
+            .plan
+            .embed
+            .as_deref()
+            .and_then(|e| embed::upstream_path(up, e, &c.model.upstream_model))
+            .ok_or_else(|| internal(crate::upstream::h1::WireError("no embeddings path")))?,
         None => (spoke(up.protocol).upstream_path)(&target),
-        // An embedding model is invoked with its own body.
-        Some(cl @ Cloud::Bedrock { .. }) if c.plan.embed.is_some() => {
-            cloud::upstream_path(cl, Family::Anthropic, &target)
-                .ok_or_else(|| internal(crate::upstream::h1::WireError("no path for this cloud")))?
-        }
         Some(cl) => cloud::upstream_path(cl, up.protocol, &target)
             .ok_or_else(|| internal(crate::upstream::h1::WireError("no path for this cloud")))?,
     };
@@ -324,6 +316,7 @@ fn credential_headers(
 mod tests {
     use super::*;
     use crate::config::Catalog;
+    use crate::family::Family;
 
     fn catalog() -> Catalog {
         Catalog::from_str(

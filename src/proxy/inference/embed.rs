@@ -7,6 +7,8 @@
 //! each upstream's protocol. The usage is the input tokens: OpenAI's
 //! `usage.prompt_tokens`, or (Gemini reports none) the gateway's own o200k
 //! count of the input texts; priced at `pricing.prompt`. No fallbacks.
+//! The `rerank` action (`super::rerank`) shares the steps here: [`admit`],
+//! [`call_job`], [`count_input`], [`settle`].
 
 use super::budget::{reserve, settle_to};
 use super::chain::{call_upstreams, note_tried};
@@ -15,7 +17,7 @@ use super::resolve::{client_model_name, resolve};
 use super::{body, Stop};
 use crate::config::{ApiKey, Model};
 use crate::error::{ErrorKind, GatewayError};
-use crate::ir::embed::{EmbedInput, EmbedRequest, EmbedResponse};
+use crate::ir::embed::{EmbedInput, EmbedRequest, EmbedResponse, Retrieval};
 use crate::protocol::registry::embed;
 use crate::proxy::attempt::{self, Answer, Call, Failed, Planned, Tried};
 use crate::proxy::ctx::RequestCtx;
@@ -64,23 +66,72 @@ pub(super) async fn run(
     let name = path_model
         .or(body_model.as_deref())
         .ok_or_else(|| GatewayError::invalid_param("model", "model is required"))?;
-    let (model, provider) = resolve(snap, family, name, path_model.is_some())?;
+    let at = Admit {
+        family,
+        name,
+        path_model,
+        action: "embed",
+        body_len: body.len(),
+    };
+    let target = admit(gw, session, ctx, snap, key, held, &at).await?;
+    let (resp, tokens) = embed_in_parts(gw, session, ctx, snap, &target, &req).await?;
+    settle(ctx, held, target.model, tokens).await;
+    let name = client_model_name(family, target.model);
+    let out = embed::encode_client(family, &resp, name, &req, batch, tokens);
+    respond::json(session, ctx, 200, Bytes::from(out))
+        .await
+        .map_err(Stop::Io)
+}
+
+/// What [`admit`] checks a request of an action against.
+pub(super) struct Admit<'a> {
+    pub family: crate::family::Family,
+    /// The model the client named (the path's, on a Gemini route).
+    pub name: &'a str,
+    pub path_model: Option<&'a str>,
+    /// `embed` or `rerank`.
+    pub action: &'static str,
+    /// The body's length: the worst-case input tokens (a token per byte).
+    pub body_len: usize,
+}
+
+/// Resolves the model, checks its action and the key's model globs, and
+/// reserves the key's limits for the worst case: a token per byte of the
+/// body, within the context.
+pub(super) async fn admit<'a, 's>(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    snap: &'s Snapshot,
+    key: &ApiKey,
+    held: &mut Option<Reservation>,
+    a: &Admit<'a>,
+) -> Result<Target<'a, 's>, Stop> {
+    let (model, provider) = resolve(snap, a.family, a.name, a.path_model.is_some())?;
     ctx.outcome.provider = Some(provider.id.clone());
     ctx.outcome.model = Some(model.id.clone());
     super::start_trace(gw, session, ctx, &model.qualified_id);
-    require_action(model, "embed")?;
+    require_action(model, a.action)?;
     crate::proxy::auth::authorize(key, &model.qualified_id)?;
-    // The worst case: a token per byte of the body, within the context.
-    let bound = (body.len() as u64).min(model.context_length);
+    let bound = (a.body_len as u64).min(model.context_length);
     let ask = Ask::inference(key, bound, model.pricing.worst_case(bound, 0));
     *held = Some(reserve(gw, ctx, ask).await?);
-    let target = Target {
-        family,
-        path_model,
+    Ok(Target {
+        family: a.family,
+        path_model: a.path_model,
         model,
         provider,
-    };
-    let (resp, tokens) = embed_in_parts(gw, session, ctx, snap, &target, &req).await?;
+    })
+}
+
+/// Records `tokens` input tokens for `model` (priced by the catalog's one
+/// formula: input × prompt + request) and settles the reservation to them.
+pub(super) async fn settle(
+    ctx: &mut RequestCtx,
+    held: &mut Option<Reservation>,
+    model: &Model,
+    tokens: u64,
+) {
     let usage = Usage {
         input: Some(tokens),
         output: Some(0),
@@ -88,43 +139,27 @@ pub(super) async fn run(
     };
     let nanos = record_usage(ctx, model, usage);
     settle_to(ctx, held.take(), usage, nanos, true).await;
-    let name = client_model_name(family, model);
-    let out = embed::encode_client(family, &resp, name, &req, batch, tokens);
-    respond::json(session, ctx, 200, Bytes::from(out))
-        .await
-        .map_err(Stop::Io)
 }
 
 /// Where the request goes: the client's family and path model, the model
 /// and its provider.
-struct Target<'a, 's> {
-    family: crate::family::Family,
-    path_model: Option<&'a str>,
-    model: &'s Model,
-    provider: &'s crate::config::Provider,
+pub(super) struct Target<'a, 's> {
+    pub family: crate::family::Family,
+    pub path_model: Option<&'a str>,
+    pub model: &'s Model,
+    pub provider: &'s crate::config::Provider,
 }
 
-/// The most inputs one upstream call of `provider` takes: the embedding
-/// model's on a Bedrock upstream (Titan one, Cohere 96), Gemini's
-/// `:batchEmbedContents` limit when any of its upstreams speaks Gemini,
-/// else OpenAI's.
-fn batch_limit(provider: &crate::config::Provider, model: &Model) -> usize {
-    let bedrock = provider
+/// The most inputs one upstream call of `provider` takes: the smallest
+/// of its embedding upstreams' limits (`protocol::registry::embed::max_inputs`).
+fn batch_limit(provider: &crate::config::Provider, upstream_model: &str) -> usize {
+    provider
         .upstreams
         .iter()
-        .any(|u| matches!(u.cloud, Some(crate::config::Cloud::Bedrock { .. })));
-    if bedrock {
-        return crate::protocol::bedrock_embed::batch_limit(&model.upstream_model);
-    }
-    let gemini = provider
-        .upstreams
-        .iter()
-        .any(|u| u.protocol == crate::family::Family::Gemini);
-    if gemini {
-        crate::protocol::gemini::embeddings::MAX_BATCH
-    } else {
-        crate::protocol::openai::embeddings::MAX_INPUTS
-    }
+        .filter(|u| !u.rerank_only())
+        .map(|u| embed::max_inputs(u, upstream_model))
+        .min()
+        .unwrap_or(crate::protocol::openai::embeddings::MAX_INPUTS)
 }
 
 /// The request in parts of at most `limit` inputs, in order.
@@ -158,6 +193,47 @@ async fn embed_in_parts(
     t: &Target<'_, '_>,
     req: &EmbedRequest,
 ) -> Result<(EmbedResponse, u64), Stop> {
+    let (mut all, mut tokens) = (EmbedResponse::default(), 0u64);
+    for part in split(req, batch_limit(t.provider, &t.model.upstream_model)) {
+        let n = part.input.len();
+        let job = Arc::new(Retrieval::Embed(part));
+        let resp = call_job(gw, ctx, snap, t, &job, |up, raw| {
+            embed::decode_upstream(up, raw).and_then(|r| {
+                if r.vectors.len() == n {
+                    Ok(r)
+                } else {
+                    Err(GatewayError::new(
+                        ErrorKind::BadGateway,
+                        format!(
+                            "upstream answered {} embeddings for {n} inputs",
+                            r.vectors.len()
+                        ),
+                    ))
+                }
+            })
+        })
+        .await?;
+        tokens += match resp.prompt_tokens {
+            Some(n) => n,
+            None => count_input(gw, session, job).await?,
+        };
+        all.vectors.extend(resp.vectors);
+    }
+    Ok((all, tokens))
+}
+
+/// One call of `job` through the provider's upstreams (failover, retries,
+/// cool-downs as for completions), its answer read by `decode`: anything
+/// `decode` refuses is a broken upstream (502, the upstream cooled). What
+/// the answering upstream could not carry goes to `x-switchboard-adjusted`.
+pub(super) async fn call_job<T>(
+    gw: &Gateway,
+    ctx: &mut RequestCtx,
+    snap: &Snapshot,
+    t: &Target<'_, '_>,
+    job: &Arc<Retrieval>,
+    decode: impl FnOnce(&crate::config::Upstream, &[u8]) -> Result<T, GatewayError>,
+) -> Result<T, Stop> {
     let pool = snap.pool(&t.provider.id).ok_or_else(|| {
         GatewayError::new(
             ErrorKind::Internal,
@@ -176,37 +252,35 @@ async fn embed_in_parts(
         traceparent: traceparent.as_deref(),
         affinity: 0,
     };
-    let deadline = t.provider.timeouts.total.map(|d| ctx.started + d);
-    let (mut all, mut tokens) = (EmbedResponse::default(), 0u64);
-    for part in split(req, batch_limit(t.provider, t.model)) {
-        let part = Arc::new(part);
-        let plan = Planned {
-            body: Bytes::new(),
-            req: Default::default(),
-            adjusted: Default::default(),
-            adapt: false,
-            continues: false,
-            embed: Some(part.clone()),
-        };
-        let call = Call {
-            client: &client,
-            plan: &plan,
-            model: t.model,
-            provider: t.provider,
-            pool,
-            deadline,
-        };
-        let (answer, raw) = call_provider(gw, ctx, &call).await?;
-        let resp = read_answer(gw, t.model, &part, answer.up, &answer, raw);
-        gw.upstream.release(answer.ex);
-        let resp = resp?;
-        tokens += match resp.prompt_tokens {
-            Some(n) => n,
-            None => count_input(gw, session, &part).await?,
-        };
-        all.vectors.extend(resp.vectors);
-    }
-    Ok((all, tokens))
+    let plan = Planned {
+        body: Bytes::new(),
+        req: Default::default(),
+        adjusted: Default::default(),
+        adapt: false,
+        continues: false,
+        embed: Some(job.clone()),
+    };
+    let call = Call {
+        client: &client,
+        plan: &plan,
+        model: t.model,
+        provider: t.provider,
+        pool,
+        deadline: t.provider.timeouts.total.map(|d| ctx.started + d),
+    };
+    let (mut answer, raw) = call_provider(gw, ctx, &call).await?;
+    ctx.outcome
+        .adjusted
+        .merge(std::mem::take(&mut answer.adjusted));
+    let up = answer.up;
+    let raw = crate::secrets::redact_key(raw, up.api_key.as_deref());
+    let out = decode(up, &raw).inspect_err(|_| {
+        gw.metrics.upstream_error(&t.model.provider, "invalid");
+        let member = answer.in_flight.member();
+        attempt::cool(gw, &t.model.provider, up, member, Cause::Invalid);
+    });
+    gw.upstream.release(answer.ex);
+    Ok(out?)
 }
 
 /// The provider's upstreams, as for completions; when every one is
@@ -246,61 +320,42 @@ async fn call_provider<'s>(
     }
 }
 
-/// The upstream's answer in the hub, one vector per input; anything else
-/// is a broken upstream (502, the upstream cooled).
-fn read_answer(
+/// The input tokens of a request whose upstream reported none (Gemini,
+/// Cohere): the o200k count of its texts, off the reactor; token arrays
+/// count as their length; a rerank counts the query once per document
+/// (each is scored beside it) and every document.
+pub(super) async fn count_input(
     gw: &Gateway,
-    model: &Model,
-    req: &EmbedRequest,
-    up: &crate::config::Upstream,
-    answer: &Answer<'_>,
-    raw: Bytes,
-) -> Result<EmbedResponse, GatewayError> {
-    let raw = crate::secrets::redact_key(raw, up.api_key.as_deref());
-    let decoded = match up.cloud {
-        Some(crate::config::Cloud::Bedrock { .. }) => {
-            crate::protocol::bedrock_embed::decode_response(&raw, &model.upstream_model)
-        }
-        _ => embed::decode_upstream(up.protocol, &raw),
-    };
-    let resp = decoded.and_then(|r| {
-        if r.vectors.len() == req.input.len() {
-            Ok(r)
-        } else {
-            Err(GatewayError::new(
-                ErrorKind::BadGateway,
-                format!(
-                    "upstream answered {} embeddings for {} inputs",
-                    r.vectors.len(),
-                    req.input.len()
-                ),
-            ))
-        }
-    });
-    resp.inspect_err(|_| {
-        gw.metrics.upstream_error(&model.provider, "invalid");
-        let member = answer.in_flight.member();
-        attempt::cool(gw, &model.provider, up, member, Cause::Invalid);
-    })
-}
-
-/// The input tokens of a request whose upstream reported none (Gemini):
-/// the o200k count of its texts, off the reactor; token arrays count as
-/// their length.
-async fn count_input(gw: &Gateway, session: &mut Session, req: &EmbedRequest) -> Result<u64, Stop> {
-    let input = req.input.clone();
+    session: &mut Session,
+    job: Arc<Retrieval>,
+) -> Result<u64, Stop> {
     super::count::count_tokens(gw, session, move |cancel| {
+        let count = |t: &str| crate::admit::tokens::count_text(t, u64::MAX, cancel);
         let mut n = 0u64;
-        match &input {
-            EmbedInput::Text(texts) => {
+        match &*job {
+            Retrieval::Embed(EmbedRequest {
+                input: EmbedInput::Tokens(t),
+                ..
+            }) => n = t.iter().map(|t| t.len() as u64).sum(),
+            Retrieval::Embed(EmbedRequest {
+                input: EmbedInput::Text(texts),
+                ..
+            }) => {
                 for t in texts {
-                    match crate::admit::tokens::count_text(t, u64::MAX, cancel) {
-                        Some(c) => n += c,
-                        None => return Ok(None),
-                    }
+                    let Some(c) = count(t) else { return Ok(None) };
+                    n += c;
                 }
             }
-            EmbedInput::Tokens(t) => n = t.iter().map(|t| t.len() as u64).sum(),
+            Retrieval::Rerank(r) => {
+                let Some(q) = count(&r.query) else {
+                    return Ok(None);
+                };
+                n = q * r.documents.len() as u64;
+                for d in &r.documents {
+                    let Some(c) = count(d) else { return Ok(None) };
+                    n += c;
+                }
+            }
         }
         Ok(Some(n))
     })

@@ -15,6 +15,7 @@ pub(super) mod count;
 mod deliver;
 mod embed;
 mod plan;
+mod rerank;
 mod rescue;
 mod resolve;
 
@@ -94,6 +95,9 @@ async fn run(
     key: &ApiKey,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
+    if route.endpoint == Endpoint::Rerank {
+        return Box::pin(rerank::run(gw, session, ctx, snap, key, held)).await;
+    }
     if route.endpoint.embeds() {
         return Box::pin(embed::run(gw, session, ctx, route, snap, key, held)).await;
     }

@@ -288,6 +288,28 @@ impl Gateway {
         Gateway::start_with(&catalog(mock), &keys(), &[]).await
     }
 
+    /// Sends `req`, which must be refused with a 400; its error message
+    /// (OpenAI's, Gemini's and Anthropic's shapes all carry `error.message`).
+    pub async fn refused(&self, req: &Request) -> String {
+        let r = self.send(req).await;
+        assert_eq!(r.status, 400, "{}", r.text());
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The access line of the request `id`, once written.
+    pub async fn access_line(&self, id: &str) -> Value {
+        super::families::eventually(Duration::from_secs(10), "the access-log line", || async {
+            self.access_log()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|v| v["request_id"] == id)
+        })
+        .await
+    }
+
     /// The gateway's diagnostic log (stderr) so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.file("gateway.log")).unwrap_or_default()

@@ -3,7 +3,11 @@
 //! shape as the real APIs do and answering deterministic vectors
 //! ([`mock_vector`]: seeded by the input text, of the requested dimension,
 //! 8 by default). OpenAI's usage is one prompt token per whitespace-separated
-//! word of the inputs; Gemini reports no usage, as the real API.
+//! word of the inputs; Gemini reports no usage, as the real API. Vertex AI's
+//! `:predict` (text-embedding models) takes `instances` of `content` and
+//! `task_type`, `parameters.outputDimensionality`; at most 250 instances, one
+//! for `gemini-embedding-*`; each prediction's `statistics.token_count` is
+//! its words.
 //! Imports `super::*` (the rest of the mock upstream).
 
 use super::*;
@@ -163,4 +167,73 @@ pub(super) fn gemini_embed(body: &Value, model: &str, batch: bool) -> Reply {
         }
     }
     Reply::json(200, &json!({ "embeddings": out }))
+}
+
+/// Vertex AI's `:predict` for a text-embedding `model`.
+pub(super) fn vertex_predict(body: &Value, model: &str) -> Reply {
+    let fail = |m: &str| error_reply(Protocol::Gemini, 400, m);
+    const TASKS: [&str; 8] = [
+        "RETRIEVAL_QUERY",
+        "RETRIEVAL_DOCUMENT",
+        "SEMANTIC_SIMILARITY",
+        "CLASSIFICATION",
+        "CLUSTERING",
+        "QUESTION_ANSWERING",
+        "FACT_VERIFICATION",
+        "CODE_RETRIEVAL_QUERY",
+    ];
+    if body
+        .as_object()
+        .is_some_and(|o| o.keys().any(|k| k != "instances" && k != "parameters"))
+    {
+        return fail("Invalid JSON payload received. Unknown name at root.");
+    }
+    let limit = if model.starts_with("gemini-embedding") {
+        1
+    } else {
+        250
+    };
+    let Some(instances) = body["instances"].as_array().filter(|i| !i.is_empty()) else {
+        return fail("mock: instances must be a non-empty array");
+    };
+    if instances.len() > limit {
+        return fail(&format!(
+            "mock: {model} takes at most {limit} instances, got {}",
+            instances.len()
+        ));
+    }
+    let params = &body["parameters"];
+    if params.as_object().is_some_and(|o| {
+        o.keys()
+            .any(|k| k != "outputDimensionality" && k != "autoTruncate")
+    }) {
+        return fail("mock: unknown parameter");
+    }
+    let dims = match dims_of(params, "outputDimensionality") {
+        Ok(d) => d,
+        Err(m) => return fail(&m),
+    };
+    let mut out = Vec::new();
+    for i in instances {
+        let Some(text) = i["content"].as_str() else {
+            return fail("mock: each instance needs a string content");
+        };
+        if i.as_object().is_some_and(|o| {
+            o.keys()
+                .any(|k| k != "content" && k != "task_type" && k != "title")
+        }) {
+            return fail("mock: unknown instance field");
+        }
+        match &i["task_type"] {
+            Value::Null => {}
+            Value::String(t) if TASKS.contains(&t.as_str()) => {}
+            t => return fail(&format!("mock: unknown task_type {t}")),
+        }
+        out.push(json!({"embeddings": {"values": mock_vector(text, dims),
+            "statistics": {"token_count": mock_embed_tokens(&[text]), "truncated": false}}}));
+    }
+    Reply::json(
+        200,
+        &json!({"predictions": out, "metadata": {"billableCharacterCount": 0}}),
+    )
 }

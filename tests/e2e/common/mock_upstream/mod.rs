@@ -148,6 +148,7 @@ mod embed;
 mod gemini;
 mod openai;
 mod reply;
+mod rerank;
 mod responses;
 mod server;
 mod structured;
@@ -171,12 +172,14 @@ pub use cloud::{
     impersonation_path, GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH,
     VERTEX_ANTHROPIC_VERSION,
 };
-use embed::{gemini_embed, openai_embeddings};
+use embed::{gemini_embed, openai_embeddings, vertex_predict};
 pub use embed::{mock_embed_tokens, mock_vector, DEFAULT_DIMENSIONS};
 use gemini::*;
 use json::*;
 use openai::*;
 use reply::*;
+pub use rerank::mock_rerank_score;
+use rerank::rerank_reply;
 use responses::*;
 use server::*;
 use structured::*;
@@ -375,6 +378,8 @@ struct State {
     cloud: Mutex<CloudState>,
     /// AWS's keys, Bedrock keys and issued temporary keys (`bedrock`).
     aws: Mutex<AwsState>,
+    /// The key Cohere calls must carry (`rerank`).
+    cohere_key: Mutex<Option<String>>,
 }
 
 impl State {

@@ -182,6 +182,10 @@ pub(super) enum Route {
         converse: bool,
         stream: bool,
     },
+    /// Vertex AI's text embeddings (`:predict`).
+    Predict {
+        model: String,
+    },
     NotFound(Protocol),
 }
 
@@ -231,6 +235,8 @@ pub(super) fn classify(method: &str, target: &str) -> Route {
                     return Route::Embed { model, batch };
                 }
                 "rawPredict" | "streamRawPredict" => return Route::RawPredict { model },
+                // Vertex's only (`/v1/projects/…`); elsewhere an unknown route.
+                "predict" if path.starts_with("/v1/projects/") => return Route::Predict { model },
                 _ => {}
             }
         }
@@ -243,7 +249,7 @@ pub(super) fn respond(state: &State, request: RecordedRequest) -> Reply {
     if let Some(control) = path.strip_prefix("/__mock/") {
         return control_reply(state, &request.method, control);
     }
-    if let Some(reply) = cloud_reply(state, &request) {
+    if let Some(reply) = cloud_reply(state, &request).or_else(|| rerank_reply(state, &request)) {
         state.requests().push(request);
         return reply;
     }
@@ -381,7 +387,8 @@ pub(super) fn provider_reply(
         Route::Generate { .. }
         | Route::StreamGenerate { .. }
         | Route::GeminiCount { .. }
-        | Route::Embed { .. } => Protocol::Gemini,
+        | Route::Embed { .. }
+        | Route::Predict { .. } => Protocol::Gemini,
         Route::NotFound(protocol) => {
             let message = format!("mock: no route for {} {}", request.method, request.path);
             return error_reply(*protocol, 404, &message);
@@ -458,6 +465,7 @@ pub(super) fn provider_reply(
         Route::Embed { model, batch } => {
             return gemini_embed(&body, model, *batch).with_effects(slow)
         }
+        Route::Predict { model } => return vertex_predict(&body, model).with_effects(slow),
         _ => {}
     }
     if protocol == Protocol::Anthropic && route == Route::Messages {
