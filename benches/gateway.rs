@@ -44,6 +44,11 @@ fn frames(family: Family, n: usize) -> Vec<u8> {
             Family::Gemini => s.push_str(&format!(
                 "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"token{i} \"}}],\"role\":\"model\"}},\"index\":0}}],\"modelVersion\":\"gemini-3.1-pro\",\"responseId\":\"r1\"}}\r\n\r\n"
             )),
+            // Bedrock streams are event-stream frames, decoded before the
+            // translator sees them; the SSE form of their events.
+            Family::Bedrock => s.push_str(&format!(
+                "event: contentBlockDelta\ndata: {{\"contentBlockIndex\":0,\"delta\":{{\"text\":\"token{i} \"}}}}\n\n"
+            )),
         }
     }
     s.into_bytes()

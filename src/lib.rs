@@ -11,7 +11,8 @@
 //!   request), [`error`] (the protocol-neutral error), [`secrets`] (every secret held, scrubbed).
 //! - [`util`]: leaf helpers (JSON edits and depth, dates, base64, percent-decoding, gathering).
 //! - [`config`]: catalog and keys files; [`runtime`]: the live snapshot and its reload.
-//! - [`ir`]: the canonical request/response/stream model; [`sse`]: the SSE decoder and encoder.
+//! - [`ir`]: the canonical request/response/stream model; [`sse`]: the SSE decoder and encoder;
+//!   [`eventstream`]: AWS event-stream messages (Bedrock streams).
 //! - [`protocol`]: one spoke per wire protocol (codecs to and from the IR, peeks, HTTP details).
 //! - [`admit`]: validation, adapt-or-refuse policy, token counts (before any upstream call).
 //! - [`translate`]: same-family pass-through, the client stream, bodies through the IR.
@@ -29,6 +30,7 @@ pub mod admit;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod eventstream;
 pub mod family;
 pub mod ir;
 pub mod listener;

@@ -16,13 +16,23 @@ const RULES: &[(&str, &[&str])] = &[
     ("family", &[]),
     ("adjust", &[]),
     ("sse", &[]),
+    ("eventstream", &["sse", "util"]),
     ("config", &["family", "util"]),
     ("secrets", &["config"]),
     ("error", &["secrets"]),
     ("ir", &["family", "util"]),
     (
         "protocol",
-        &["adjust", "config", "error", "family", "ir", "sse", "util"],
+        &[
+            "adjust",
+            "config",
+            "error",
+            "eventstream",
+            "family",
+            "ir",
+            "sse",
+            "util",
+        ],
     ),
     (
         "admit",
@@ -33,7 +43,15 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "translate",
         &[
-            "adjust", "config", "error", "family", "ir", "protocol", "sse", "util",
+            "adjust",
+            "config",
+            "error",
+            "eventstream",
+            "family",
+            "ir",
+            "protocol",
+            "sse",
+            "util",
         ],
     ),
     ("upstream", &["config", "error", "family", "util"]),
@@ -59,6 +77,7 @@ const RULES: &[(&str, &[&str])] = &[
             "admit",
             "config",
             "error",
+            "eventstream",
             "family",
             "ir",
             "listener",
@@ -81,7 +100,15 @@ const RULES: &[(&str, &[&str])] = &[
 ];
 
 /// Folders that know no async runtime: synchronous code, testable without tokio.
-const NO_TOKIO: &[&str] = &["protocol", "translate", "admit", "ir", "sse", "util"];
+const NO_TOKIO: &[&str] = &[
+    "protocol",
+    "translate",
+    "admit",
+    "ir",
+    "sse",
+    "eventstream",
+    "util",
+];
 
 type Module = Vec<String>;
 

@@ -1,4 +1,8 @@
-//! Stream translation between the four protocols: golden client streams for
+//! Stream translation between the five protocols (a Bedrock stream, binary
+//! event-stream messages on the wire, is read here in its SSE form, `as_sse`:
+//! each message as an event named by its `:event-type` or `:exception-type`
+//! header, with its JSON payload as the data, which is what the parser is
+//! handed once the messages are decoded): golden client streams for
 //! every upstream fixture and client family (same family included, as a
 //! cross-check of the translator against itself), invariance under cutting
 //! the upstream bytes at every position, first-byte latency, truncation and
@@ -34,6 +38,40 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(golden_dir().join("upstream").join(name)).unwrap()
 }
 
+/// Event-stream messages (a Bedrock client's stream) in their SSE form: an
+/// event named by the message's `:event-type` (`:exception-type` for an
+/// exception), its payload as the data. Every message's CRCs are checked
+/// by the decoder.
+fn as_sse(mut bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+        let m = aws_smithy_eventstream::frame::read_message_from(&bytes[..len]).unwrap();
+        let header = |n: &str| {
+            m.headers()
+                .iter()
+                .find(|h| h.name().as_str() == n)
+                .map(|h| h.value().as_string().unwrap().as_str().to_string())
+        };
+        let name = header(":event-type")
+            .or_else(|| header(":exception-type"))
+            .unwrap();
+        switchboard::sse::encode_event(&mut out, Some(&name), m.payload());
+        bytes = &bytes[len..];
+    }
+    out
+}
+
+/// What a client of `family` received, as SSE (`as_sse` for Bedrock's
+/// event-stream messages).
+fn client_sse(family: Family, out: Vec<u8>) -> Vec<u8> {
+    if family == Family::Bedrock {
+        as_sse(&out)
+    } else {
+        out
+    }
+}
+
 fn upstream_family(name: &str) -> Family {
     Family::from_name(name.split('_').next().unwrap()).unwrap()
 }
@@ -42,7 +80,7 @@ fn upstream_family(name: &str) -> Family {
 fn client_model(client: Family) -> &'static str {
     match client {
         Family::OpenAi | Family::Responses => "acme/flagship-1",
-        Family::Anthropic | Family::Gemini => "flagship-1",
+        Family::Anthropic | Family::Gemini | Family::Bedrock => "flagship-1",
     }
 }
 
@@ -77,7 +115,7 @@ fn run_cut(
     for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
         if let Err(f) = t.push(&input[start..cut], &mut out) {
             fail(&mut t, &mut out, &f);
-            return (out, Err(f));
+            return (client_sse(client, out), Err(f));
         }
         start = cut;
     }
@@ -85,7 +123,7 @@ fn run_cut(
     if let Err(f) = &r {
         fail(&mut t, &mut out, f);
     }
-    (out, r)
+    (client_sse(client, out), r)
 }
 
 fn run(upstream: Family, client: Family, framing: Framing, input: &[u8]) -> Vec<u8> {
@@ -138,6 +176,8 @@ const FIXTURES: &[&str] = &[
     "responses_reasoning_tools.sse",
     "responses_incomplete.sse",
     "responses_error.sse",
+    "bedrock_thinking_tools.sse",
+    "bedrock_error.sse",
 ];
 
 /// Every (client family, framing) a fixture is translated for.
@@ -147,6 +187,7 @@ const CLIENTS: &[(Family, Framing, &str)] = &[
     (Family::Gemini, Framing::Sse, "gemini.sse"),
     (Family::Gemini, Framing::JsonArray, "gemini.json"),
     (Family::Responses, Framing::Sse, "responses.sse"),
+    (Family::Bedrock, Framing::EventStream, "bedrock.sse"),
 ];
 
 fn expected_path(fixture: &str, suffix: &str) -> PathBuf {
@@ -174,7 +215,11 @@ fn golden_client_streams() {
                 panic!("{}: {e} (bless with SWITCHBOARD_BLESS=1)", path.display())
             });
             let same = match framing {
-                Framing::Sse => sse_items(&out) == sse_items(&expected),
+                // (Ids invented for a stream that came without one, as
+                // Bedrock's do, differ from run to run.)
+                Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
+                    sse_items(&without_fresh_ids(&out)) == sse_items(&without_fresh_ids(&expected))
+                }
                 Framing::JsonArray => {
                     serde_json::from_slice::<Value>(&out).unwrap()
                         == serde_json::from_slice::<Value>(&expected).unwrap()
@@ -223,6 +268,7 @@ fn cutting_the_upstream_at_every_byte_changes_nothing() {
             for cut in 0..=input.len() {
                 let (out, r2) = run_cut(upstream, client, framing, &input, &[cut]);
                 assert_eq!(r2, r, "{name} -> {client} cut at {cut}");
+                let (out, whole) = (without_fresh_ids(&out), without_fresh_ids(&whole));
                 assert!(
                     out == whole,
                     "{name} -> {client} {framing:?}: cut at {cut} gives\n{}\ninstead of\n{}",
@@ -243,7 +289,11 @@ fn byte_by_byte_feeding_changes_nothing() {
             let whole = run(upstream, client, framing, &input);
             let cuts: Vec<usize> = (1..input.len()).collect();
             let (out, _) = run_cut(upstream, client, framing, &input, &cuts);
-            assert_eq!(out, whole, "{name} -> {client} {framing:?}");
+            assert_eq!(
+                without_fresh_ids(&out),
+                without_fresh_ids(&whole),
+                "{name} -> {client} {framing:?}"
+            );
         }
     }
 }
@@ -278,11 +328,12 @@ fn frames(input: &[u8]) -> Vec<&[u8]> {
 
 #[test]
 fn text_is_written_in_the_push_that_brings_it() {
-    let text_markers: [&[u8]; 4] = [
+    let text_markers: [&[u8]; 5] = [
         b"\"content\":\"",
         b"\"text_delta\"",
         b"\"text\": \"",
         b"\"response.output_text.delta\"",
+        b"\"delta\":{\"text\":\"",
     ];
     for name in FIXTURES {
         let input = fixture(name);
@@ -321,10 +372,15 @@ fn assert_ends_with_error(client: Family, framing: Framing, out: &[u8], context:
             assert!(last["error"]["status"].is_string(), "{context}: {text}");
             assert!(last["error"]["message"].is_string(), "{context}: {text}");
         }
-        Framing::Sse => {
+        Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
             let items = sse_items(out);
             let (name, last) = items.last().unwrap_or_else(|| panic!("{context}: empty"));
             match client {
+                Family::Bedrock => {
+                    assert!(name.ends_with("Exception"), "{context}: {name}");
+                    assert!(last["message"].is_string(), "{context}: {text}");
+                    assert!(!text.contains("event: metadata"), "{context}: {text}");
+                }
                 Family::OpenAi => {
                     assert_eq!(name, "", "{context}");
                     assert!(last["error"]["message"].is_string(), "{context}: {text}");
@@ -419,6 +475,7 @@ fn past_finish(upstream: Family, cut: &[u8]) -> bool {
         Family::Anthropic => whole
             .iter()
             .any(|f| has(f, b"message_delta") && has(f, b"\"stop_reason\":\"")),
+        Family::Bedrock => whole.iter().any(|f| has(f, b"event: messageStop")),
         _ => false,
     }
 }
@@ -426,7 +483,7 @@ fn past_finish(upstream: Family, cut: &[u8]) -> bool {
 /// Whether a client stream's output carries an error.
 fn ends_with_error(out: &[u8]) -> bool {
     let text = String::from_utf8_lossy(out);
-    text.contains("\"error\"") && !text.contains("\"error\":null")
+    (text.contains("\"error\"") && !text.contains("\"error\":null")) || text.contains("Exception\n")
 }
 
 #[test]
@@ -490,6 +547,9 @@ fn malformed_frames_end_with_the_client_error_event() {
         (Family::Gemini, b"data: not json\r\n\r\n"),
         (Family::Responses, b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\nevent: response.output_text.delta\ndata: {oops\n\n"),
         (Family::Responses, b"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"function_call\",\"call_id\":7}}\n\n"),
+        (Family::Bedrock, b"event: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"text\":\"x\"}}\n\n"),
+        (Family::Bedrock, b"event: messageStart\ndata: {\"role\":\"assistant\"}\n\nevent: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"toolUse\":{\"input\":\"{\"}}}\n\n"),
+        (Family::Bedrock, b"event: messageStart\ndata: {\"role\":\"assistant\"}\n\nevent: contentBlockDelta\ndata: {oops\n\n"),
     ];
     for (upstream, input) in bad {
         for &(client, framing, _) in CLIENTS {
@@ -841,7 +901,7 @@ fn encode(family: Family, events: &[StreamEvent]) -> Vec<u8> {
         e.event(ev, &mut out);
     }
     e.close(&mut out);
-    out
+    client_sse(family, out)
 }
 
 /// Parses `family`'s wire stream back into canonical events, checking the grammar.
@@ -956,6 +1016,7 @@ fn check_route(g: &GenStream, upstream: Family, client: Family, cuts: &[usize]) 
         String::from_utf8_lossy(&client_bytes)
     );
     let translated = accumulate(&parse(client, &client_bytes));
+    // (`run_cut` gave a Bedrock client's messages in their SSE form.)
     assert_eq!(
         normalize(&translated, signatures),
         normalize(&original, signatures),

@@ -74,7 +74,8 @@ fn last_document(framing: Framing, out: &[u8]) -> Option<serde_json::Value> {
             let v: serde_json::Value = serde_json::from_slice(out).expect("client JSON array");
             v.as_array().expect("an array").last().cloned()
         }
-        Framing::Sse => {
+        // (The Bedrock framings are not among the clients this checks.)
+        Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
             let mut d = SseDecoder::new(usize::MAX);
             let mut last = None;
             d.push(out, |item| {
@@ -122,6 +123,8 @@ pub fn check(upstream: Family, input: &[u8]) {
         _ => last.get("error").is_some(),
     };
     let is_end = match client {
+        // Not among the clients above (its stream is event-stream messages).
+        Family::Bedrock => last.get("usage").is_some(),
         Family::OpenAi => last == "[DONE]",
         Family::Anthropic => last["type"] == "message_stop",
         Family::Gemini => last["candidates"][0]["finishReason"].is_string(),

@@ -56,10 +56,10 @@ type PerModel = HashMap<String, HashMap<String, ModelSeries>>;
 
 #[derive(Debug, Default)]
 struct Series {
-    // One slot per family (Family::ALL has four).
-    per_model: [PerModel; 4],
-    latency: [Histogram; 4],
-    ttft: [Histogram; 4],
+    // One slot per family (Family::ALL has five).
+    per_model: [PerModel; 5],
+    latency: [Histogram; 5],
+    ttft: [Histogram; 5],
     upstream_errors: BTreeMap<(String, String), u64>,
     /// Upstream attempts by (provider, upstream, outcome).
     attempts: BTreeMap<(String, String, &'static str), u64>,
@@ -83,6 +83,7 @@ fn slot(f: Family) -> usize {
         Family::Gemini => 2,
         // The Responses API: counted as its own family.
         Family::Responses => 3,
+        Family::Bedrock => 4,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! - [`common`]: what the spokes share (the `Spoke` table type, peeks, HTTP
 //!   addressing, stream framing and helpers, the translation error).
-//! - [`openai`], [`anthropic`], [`gemini`], [`responses`]: one spoke per
+//! - [`openai`], [`anthropic`], [`gemini`], [`responses`], [`bedrock`]: one spoke per
 //!   family, each with the same layout (wire types, `request/{decode,encode}`,
 //!   `response`, `stream/{parser,encoder}`, peeks, HTTP details, listings,
 //!   error shape). Spokes import `common`, never the registry.
@@ -10,12 +10,14 @@
 //!   protocol (path, credential header, Vertex's Messages body).
 //! - [`rerank`]: the rerank wire (clients' `/v1/rerank`, Cohere v2 and
 //!   OpenAI-compatible `/rerank` upstreams), one shape both ways.
-//! - [`registry`]: the only module that imports the four spokes: the
+//! - [`registry`]: the only module that imports the spokes: the
 //!   by-family dispatch of codecs and stream codecs, and `spoke(family)`.
 //!
 //! This folder knows no proxy and no async runtime.
 
 pub mod anthropic;
+pub mod bedrock;
+pub mod bedrock_embed;
 pub mod cloud;
 pub mod common;
 pub mod gemini;

@@ -15,7 +15,9 @@ use super::ctx::RequestCtx;
 use super::respond;
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
+use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
+use crate::protocol::bedrock::invoke::Chunks;
 use crate::translate::passthrough::{Framing, StreamFault};
 use crate::translate::stream::ClientStream;
 use crate::upstream::client::{ReadFault, UpstreamClient};
@@ -88,11 +90,7 @@ async fn start(
     ctx: &mut RequestCtx,
     framing: Framing,
 ) -> Result<(), RelayError> {
-    let content_type = match framing {
-        Framing::Sse => "text/event-stream",
-        Framing::JsonArray => "application/json",
-    };
-    let mut h = respond::header(ctx, 200, content_type, None)?;
+    let mut h = respond::header(ctx, 200, framing.content_type(), None)?;
     h.insert_header("cache-control", "no-cache")?;
     if session.as_downstream().is_http2() {
         h.remove_header("transfer-encoding");
@@ -109,15 +107,28 @@ async fn start(
 fn translate(
     pass: &mut ClientStream,
     read: Result<Option<Bytes>, ReadFault>,
-    family: Family,
-    rescue: bool,
+    frames: Option<&mut (Box<EventStreamDecoder>, Vec<u8>)>,
+    (family, rescue): (Family, bool),
     out: &mut Vec<u8>,
 ) -> Option<StreamEnd> {
     let (e, cause) = match read {
-        Ok(Some(chunk)) => match pass.push(&chunk, out) {
-            Ok(()) => return None,
-            Err(fault) => (fault_error(&fault), blame(&fault)),
-        },
+        Ok(Some(chunk)) => {
+            // An event-stream upstream's chunk, as the SSE the client stream reads.
+            let pushed = match frames {
+                Some((d, sse)) => {
+                    sse.clear();
+                    match d.push(&chunk, sse) {
+                        Ok(()) => pass.push(sse, out),
+                        Err(e) => Err(StreamFault::Malformed(e.to_string())),
+                    }
+                }
+                None => pass.push(&chunk, out),
+            };
+            match pushed {
+                Ok(()) => return None,
+                Err(fault) => (fault_error(&fault), blame(&fault)),
+            }
+        }
         Ok(None) => match pass.finish(out) {
             Ok(()) => return Some(StreamEnd::Complete),
             Err(fault) => (fault_error(&fault), blame(&fault)),
@@ -150,12 +161,14 @@ fn translate(
 pub async fn fail(
     session: &mut Session,
     pass: &mut ClientStream,
-    family: Family,
+    relay: Relay,
     e: &GatewayError,
     deadline: Option<Instant>,
 ) -> Result<(), RelayError> {
     let mut out = Vec::with_capacity(OUT_START);
-    pass.fail(&crate::protocol::error_body(family, e), &mut out);
+    pass.fail(&crate::protocol::error_body(relay.family, e), &mut out);
+    let mut chunks = Rechunk::new(relay.framing);
+    chunks.frame(&mut out);
     write(session, Some(Bytes::from(out)), false, deadline).await?;
     write(session, None, true, deadline).await
 }
@@ -194,10 +207,30 @@ fn fault_error(fault: &StreamFault) -> GatewayError {
     GatewayError::new(kind, fault.to_string())
 }
 
+/// E23's re-framing of the client stream's SSE as event-stream `chunk`
+/// messages (`protocol::bedrock::invoke::Chunks`); nothing for other framings.
+struct Rechunk(Option<(Box<Chunks>, Vec<u8>)>);
+
+impl Rechunk {
+    fn new(framing: Framing) -> Rechunk {
+        Rechunk((framing == Framing::BedrockChunks).then(|| (Box::new(Chunks::new()), Vec::new())))
+    }
+
+    /// Replaces the SSE in `out` with its messages.
+    fn frame(&mut self, out: &mut Vec<u8>) {
+        if let (Some((chunks, framed)), false) = (&mut self.0, out.is_empty()) {
+            framed.clear();
+            chunks.push(out, framed);
+            std::mem::swap(out, framed);
+        }
+    }
+}
+
 /// How to relay one upstream stream.
 #[derive(Debug, Clone, Copy)]
 pub struct Relay {
-    /// The client's protocol and framing.
+    /// The client's protocol (of the body: Anthropic on E23) and framing
+    /// (the one the client reads).
     pub family: Family,
     pub framing: Framing,
     /// The client's response is under way (a continuation): no head.
@@ -228,6 +261,7 @@ pub async fn relay_stream(
     let Answer {
         mut ex,
         first,
+        frames,
         idle,
         deadline,
         in_flight: _in_flight,
@@ -237,9 +271,13 @@ pub async fn relay_stream(
         start(session, ctx, framing).await?;
     }
     let mut out = Vec::with_capacity(OUT_START);
+    let mut chunks = Rechunk::new(framing);
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
     let mut pending = Some(Ok(first));
+    // The first chunk is SSE already; later ones go through the decoder.
+    let mut frames = frames.map(|d| (d, Vec::new()));
+    let mut first_read = true;
     let mut shutdown = gw.drain.cut_signal();
     let end = loop {
         let next = match pending.take() {
@@ -252,7 +290,14 @@ pub async fn relay_stream(
         };
         out.clear();
         let end = match next {
-            Next::Upstream(read) => translate(pass, read, family, rescue, &mut out),
+            Next::Upstream(read) => {
+                let decode = if std::mem::take(&mut first_read) {
+                    None
+                } else {
+                    frames.as_mut()
+                };
+                translate(pass, read, decode, (family, rescue), &mut out)
+            }
             Next::ClientGone => {
                 ctx.client_gone = true;
                 log::info!(
@@ -271,6 +316,7 @@ pub async fn relay_stream(
                 Some(StreamEnd::Shutdown(e))
             }
         };
+        chunks.frame(&mut out);
         if !out.is_empty() {
             if ctx.outcome.ttft.is_none() {
                 ctx.outcome.ttft = Some(ctx.started.elapsed());

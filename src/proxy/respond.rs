@@ -95,6 +95,10 @@ pub async fn error(
     if let Some(allow) = e.allow {
         h.insert_header("allow", allow)?;
     }
+    // Bedrock's `x-amzn-errortype`, beside its `{"message"}` body.
+    if let Some((name, kind)) = crate::protocol::spoke(family).error_type_header {
+        h.insert_header(name, kind(e))?;
+    }
     send(session, ctx, h, body).await
 }
 

@@ -19,6 +19,33 @@ pub enum GeminiStream {
     JsonArray,
 }
 
+/// Which Bedrock runtime operation a `/bedrock/model/{model}/…` route names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BedrockOp {
+    /// E20 `converse`: a Converse body, a Converse answer.
+    Converse,
+    /// E21 `converse-stream`: a Converse body, an event stream of Converse events.
+    ConverseStream,
+    /// E22 `invoke`: an Anthropic Messages body (`anthropic_version`, no
+    /// `model`), an Anthropic Messages answer.
+    Invoke,
+    /// E23 `invoke-with-response-stream`: as E22, the Anthropic stream
+    /// events each in an event-stream `chunk` message.
+    InvokeStream,
+}
+
+impl BedrockOp {
+    /// The answer is streamed.
+    pub fn streams(self) -> bool {
+        matches!(self, BedrockOp::ConverseStream | BedrockOp::InvokeStream)
+    }
+
+    /// The body is an Anthropic Messages body in Bedrock's envelope (E22, E23).
+    pub fn invokes(self) -> bool {
+        matches!(self, BedrockOp::Invoke | BedrockOp::InvokeStream)
+    }
+}
+
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
@@ -61,6 +88,9 @@ pub enum Endpoint {
     EmbedContent { model: String, batch: bool },
     /// `POST /v1/rerank` (X3).
     Rerank,
+    /// `POST /bedrock/model/{model}/{op}` (E20-E23); `model` is
+    /// `provider/model_id` (one escaped segment or two), a bare id or an alias.
+    Bedrock { model: String, op: BedrockOp },
 }
 
 impl Endpoint {
@@ -73,6 +103,31 @@ impl Endpoint {
                 (Some(model.as_str()), GeminiStream::None)
             }
             _ => (None, GeminiStream::None),
+        }
+    }
+
+    /// The model a route names in its path (Gemini and Bedrock routes).
+    pub fn path_model(&self) -> Option<&str> {
+        match self {
+            Endpoint::Bedrock { model, .. } => Some(model.as_str()),
+            _ => self.gemini_model().0,
+        }
+    }
+
+    /// Whether the path asks for a stream (the body's `stream` aside).
+    pub fn path_stream(&self) -> bool {
+        match self {
+            Endpoint::Bedrock { op, .. } => op.streams(),
+            _ => self.gemini_model().1 != GeminiStream::None,
+        }
+    }
+
+    /// The family of the request body: the route's, except Bedrock's
+    /// InvokeModel routes (E22, E23), whose body is Anthropic Messages.
+    pub fn body_family(&self, family: Family) -> Family {
+        match self {
+            Endpoint::Bedrock { op, .. } if op.invokes() => Family::Anthropic,
+            _ => family,
         }
     }
 
@@ -100,6 +155,7 @@ impl Endpoint {
                 | Endpoint::Embeddings
                 | Endpoint::EmbedContent { .. }
                 | Endpoint::Rerank
+                | Endpoint::Bedrock { .. }
         )
     }
 
@@ -183,6 +239,26 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "POST",
         "/google/v1beta/models/{provider}/{model_id}:batchEmbedContents",
     ),
+    (
+        "E20",
+        "POST",
+        "/bedrock/model/{provider}%2F{model_id}/converse",
+    ),
+    (
+        "E21",
+        "POST",
+        "/bedrock/model/{provider}%2F{model_id}/converse-stream",
+    ),
+    (
+        "E22",
+        "POST",
+        "/bedrock/model/{provider}%2F{model_id}/invoke",
+    ),
+    (
+        "E23",
+        "POST",
+        "/bedrock/model/{provider}%2F{model_id}/invoke-with-response-stream",
+    ),
     ("D1", "POST", "/v1/responses"),
     ("D2", "POST", "/v1/responses/input_tokens"),
     ("D3", "GET", "/v1/responses/{id}"),
@@ -200,6 +276,8 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("R", "HEAD", "/google"),
     ("R", "GET", "/google/v1beta"),
     ("R", "HEAD", "/google/v1beta"),
+    ("R", "GET", "/bedrock"),
+    ("R", "HEAD", "/bedrock"),
 ];
 
 /// The family whose error shape a path uses (OpenAI's for anything unknown).
@@ -208,6 +286,8 @@ pub fn family_of_path(path: &str) -> Family {
         Family::Anthropic
     } else if path == "/google" || path.starts_with("/google/") {
         Family::Gemini
+    } else if path == "/bedrock" || path.starts_with("/bedrock/") {
+        Family::Bedrock
     } else {
         Family::OpenAi
     }
@@ -306,6 +386,7 @@ pub fn route(
         Family::OpenAi | Family::Responses => trimmed.strip_prefix("/v1"),
         Family::Anthropic => trimmed.strip_prefix("/anthropic/v1"),
         Family::Gemini => trimmed.strip_prefix("/google/v1beta"),
+        Family::Bedrock => trimmed.strip_prefix("/bedrock"),
     };
     let Some(rest) = rest else {
         return match trimmed {
@@ -379,7 +460,20 @@ pub fn route(
             Some(ep) => expect("POST", ep),
             None => fail(not_found(path)),
         },
+        (Family::Bedrock, ["model", names @ .., op]) if (1..=2).contains(&names.len()) => {
+            let op = match *op {
+                "converse" => BedrockOp::Converse,
+                "converse-stream" => BedrockOp::ConverseStream,
+                "invoke" => BedrockOp::Invoke,
+                "invoke-with-response-stream" => BedrockOp::InvokeStream,
+                _ => return fail(not_found(path)),
+            };
+            let model = names.join("/");
+            expect("POST", Endpoint::Bedrock { model, op })
+        }
         (_, []) => expect("GET", Endpoint::Root),
+        // Bedrock clients name models in the path: no listings.
+        (Family::Bedrock, _) => fail(not_found(path)),
         (_, ["models"]) => expect("GET", Endpoint::ListModels),
         (_, ["models", x]) => expect("GET", Endpoint::ProviderOrModel((*x).to_string())),
         (_, ["models", p, m]) => expect(
@@ -553,6 +647,7 @@ mod tests {
             ("/anthropic/v1", Family::Anthropic),
             ("/google", Family::Gemini),
             ("/google/v1beta", Family::Gemini),
+            ("/bedrock", Family::Bedrock),
         ] {
             for m in ["GET", "HEAD"] {
                 for path in [p.to_string(), format!("{p}/")] {
@@ -583,6 +678,48 @@ mod tests {
             .endpoint,
             Endpoint::AnthropicCountTokens
         );
+    }
+
+    #[test]
+    fn bedrock_routes() {
+        let r = ok(
+            "POST",
+            "/bedrock/model/openai%2Fgpt-4o/converse-stream",
+            None,
+        );
+        assert_eq!(r.family, Family::Bedrock);
+        assert_eq!(
+            r.endpoint,
+            Endpoint::Bedrock {
+                model: "openai/gpt-4o".into(),
+                op: BedrockOp::ConverseStream
+            }
+        );
+        assert_eq!(r.endpoint.path_model(), Some("openai/gpt-4o"));
+        assert!(r.endpoint.path_stream());
+        assert_eq!(r.endpoint.body_family(r.family), Family::Bedrock);
+        let r = ok("POST", "/bedrock/model/openai/gpt-4o/invoke", None);
+        assert_eq!(r.endpoint.path_model(), Some("openai/gpt-4o"));
+        assert!(!r.endpoint.path_stream());
+        assert_eq!(r.endpoint.body_family(r.family), Family::Anthropic);
+        let r = ok(
+            "POST",
+            "/bedrock/model/claude/invoke-with-response-stream",
+            None,
+        );
+        assert!(r.endpoint.path_stream() && r.endpoint.is_inference());
+        for bad in [
+            "/bedrock/model/m/predict",
+            "/bedrock/model/converse",
+            "/bedrock/model/a/b/c/converse",
+            "/bedrock/models",
+            "/bedrock/v1/models",
+        ] {
+            let (f, e) = route("POST", bad, None).unwrap_err();
+            assert_eq!((f, e.status), (Family::Bedrock, 404), "{bad}");
+        }
+        let (f, e) = route("GET", "/bedrock/model/m/converse", None).unwrap_err();
+        assert_eq!((f, e.status), (Family::Bedrock, 405));
     }
 
     #[test]

@@ -42,8 +42,9 @@ fn index(f: Family) -> usize {
         Family::OpenAi => 0,
         Family::Anthropic => 1,
         Family::Gemini => 2,
-        // The Responses API shares OpenAI's `/v1/models` listings.
-        Family::Responses => 0,
+        // The Responses API shares OpenAI's `/v1/models` listings; Bedrock
+        // clients have none (never asked: no listing route under `/bedrock`).
+        Family::Responses | Family::Bedrock => 0,
     }
 }
 
@@ -104,7 +105,8 @@ impl Snapshot {
 fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
     match family {
         // The Responses API: served under `/v1` beside chat-completions, for every model.
-        Family::OpenAi | Family::Responses => true,
+        // Bedrock (E20-E23): every model, whatever its upstream speaks.
+        Family::OpenAi | Family::Responses | Family::Bedrock => true,
         Family::Anthropic => m.speaks(Family::Anthropic),
         Family::Gemini => {
             m.speaks(Family::Gemini)
@@ -117,8 +119,9 @@ fn visible_in(cat: &Catalog, family: Family, m: &Model) -> bool {
 
 fn object(family: Family, m: &Model) -> serde_json::Value {
     match family {
-        // The Responses API: rendered as OpenAI's (never reached: it has no listings of its own).
-        Family::OpenAi | Family::Responses => openai::models::model_object(m),
+        // The Responses API and Bedrock: rendered as OpenAI's (never reached:
+        // they have no listings of their own).
+        Family::OpenAi | Family::Responses | Family::Bedrock => openai::models::model_object(m),
         Family::Anthropic => anthropic::models::model_object(m),
         Family::Gemini => gemini::models::model_object(m),
     }
@@ -126,8 +129,8 @@ fn object(family: Family, m: &Model) -> serde_json::Value {
 
 fn envelope(family: Family, items: Vec<serde_json::Value>) -> Bytes {
     let v = match family {
-        // The Responses API: as OpenAI's.
-        Family::OpenAi | Family::Responses => openai::models::list(items),
+        // The Responses API and Bedrock: as OpenAI's (never reached for Bedrock).
+        Family::OpenAi | Family::Responses | Family::Bedrock => openai::models::list(items),
         Family::Anthropic => anthropic::models::list(items),
         Family::Gemini => gemini::models::list(items),
     };

@@ -260,7 +260,11 @@ impl PassthroughStream {
                         *final_response = event_response(scratch).map(<[u8]>::to_vec);
                     }
                     match framing {
-                        Framing::Sse => encode_event(out, ev.event_str(), scratch),
+                        // A Bedrock framing is SSE here (E23 re-frames the
+                        // SSE after; a Bedrock client is never passed through).
+                        Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
+                            encode_event(out, ev.event_str(), scratch)
+                        }
                         Framing::JsonArray => {
                             out.extend_from_slice(if *elements == 0 { b"[" } else { b",\r\n" });
                             out.extend_from_slice(scratch);
@@ -324,7 +328,10 @@ impl PassthroughStream {
                 out.extend_from_slice(b"]");
                 self.elements += 1;
             }
-            Framing::Sse => match self.spoke.stream_error {
+            Framing::Sse | Framing::EventStream | Framing::BedrockChunks => match self
+                .spoke
+                .stream_error
+            {
                 Some(write) => write(error_json, self.next_seq, self.response_id.as_deref(), out),
                 None => encode_event(out, self.spoke.error_event, error_json),
             },
@@ -359,7 +366,9 @@ fn held_error(
     splice(ev.data, span, model_json, &mut data);
     let mut bytes = Vec::new();
     match framing {
-        Framing::Sse => encode_event(&mut bytes, ev.event_str(), &data),
+        Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
+            encode_event(&mut bytes, ev.event_str(), &data)
+        }
         // The array's element, and its end: nothing follows the error.
         Framing::JsonArray => {
             bytes.extend_from_slice(if first { b"[" } else { b",\r\n" });

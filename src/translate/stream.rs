@@ -414,7 +414,7 @@ pub enum ClientStream {
 
 impl ClientStream {
     /// The stream for an `upstream` response to a `client` request: a
-    /// passthrough when the families match, a translator otherwise.
+    /// passthrough when the families match (Bedrock's aside), a translator otherwise.
     pub fn new(
         upstream: Family,
         client: Family,
@@ -423,7 +423,9 @@ impl ClientStream {
         include_usage: bool,
         max_frame_bytes: usize,
     ) -> Self {
-        if upstream == client {
+        // A Bedrock client's stream is event-stream messages, which only
+        // the Bedrock encoder writes: never passed through.
+        if upstream == client && client != Family::Bedrock {
             ClientStream::Passthrough(PassthroughStream::new(
                 client,
                 framing,

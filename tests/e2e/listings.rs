@@ -240,6 +240,13 @@ async fn every_route_of_the_table_answers() {
             if path.starts_with("/anthropic") {
                 assert_eq!(v["type"], "error");
                 assert_eq!(v["error"]["type"], "authentication_error");
+            } else if path.starts_with("/bedrock") {
+                assert!(v["message"].is_string(), "{id}: {v}");
+                assert_eq!(
+                    r.header("x-amzn-errortype"),
+                    Some("AccessDeniedException"),
+                    "{id}"
+                );
             } else if path.starts_with("/google") {
                 assert_eq!(v["error"]["status"], "UNAUTHENTICATED");
                 assert_eq!(v["error"]["code"], 401);

@@ -15,6 +15,8 @@ mod affinity;
 mod agent_requests;
 mod aliases;
 mod auth_reload;
+mod bedrock_client;
+mod bedrock_upstream;
 mod clouds;
 mod embeddings;
 mod hostile_input;

@@ -8,6 +8,49 @@ pub enum Framing {
     Sse,
     /// Gemini's JSON array stream (`:streamGenerateContent` without `alt=sse`, docs/api.md "Routes"): `[obj,\r\nobj,…]`.
     JsonArray,
+    /// AWS event-stream messages of Converse events (E21,
+    /// `/converse-stream`): the Bedrock encoder writes them itself.
+    EventStream,
+    /// InvokeModelWithResponseStream (E23): the Anthropic stream's SSE
+    /// events, each re-framed as an event-stream `chunk` message
+    /// (`protocol::bedrock::invoke::Chunks`) on its way to the client; the
+    /// client stream itself writes SSE ([`Framing::inner`]).
+    BedrockChunks,
+}
+
+impl Framing {
+    /// The framing the client stream (encoder or passthrough) writes: SSE
+    /// for a stream re-framed afterwards.
+    pub fn inner(self) -> Framing {
+        match self {
+            Framing::BedrockChunks => Framing::Sse,
+            f => f,
+        }
+    }
+
+    /// The answer's media type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Framing::Sse => "text/event-stream",
+            Framing::JsonArray => "application/json",
+            Framing::EventStream | Framing::BedrockChunks => {
+                crate::eventstream::encode::CONTENT_TYPE
+            }
+        }
+    }
+}
+
+/// How an upstream frames its stream (`protocol::cloud::upstream_framing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamFraming {
+    /// Server-sent events.
+    Sse,
+    /// AWS's event stream (`application/vnd.amazon.eventstream`), each
+    /// message an event named by its `:event-type` header (Converse).
+    EventStream,
+    /// AWS's event stream whose `chunk` messages carry another protocol's
+    /// event base64-encoded in `{"bytes": …}` (InvokeModelWithResponseStream).
+    EventStreamChunks,
 }
 
 /// The unreadable frames a stream may skip (each counted and logged); one

@@ -27,12 +27,23 @@ pub(crate) enum Param {
     CacheControl,
     Stop,
     ResponseFormat,
+    ToolChoice,
 }
 
 /// The client's name for `param` (the request's source protocol decides).
 pub(crate) fn client_name(source: Option<Family>, param: Param) -> &'static str {
-    use Family::{Anthropic, Gemini, OpenAi, Responses};
+    use Family::{Anthropic, Bedrock, Gemini, OpenAi, Responses};
     match (param, source.unwrap_or(OpenAi)) {
+        (Param::Reasoning | Param::Effort, Bedrock) => "additionalModelRequestFields.thinking",
+        (Param::TopK, Bedrock) => "additionalModelRequestFields.top_k",
+        (Param::Temperature, Bedrock) => "inferenceConfig.temperature",
+        (Param::TopP, Bedrock) => "inferenceConfig.topP",
+        (Param::Stop, Bedrock) => "inferenceConfig.stopSequences",
+        (Param::Strict, Bedrock) => "toolConfig.tools[].toolSpec.strict",
+        (Param::CacheControl, Bedrock) => "cachePoint",
+        (Param::ToolChoice, Bedrock) => "toolConfig.toolChoice",
+        (Param::ToolChoice, Gemini) => "toolConfig.functionCallingConfig.mode",
+        (Param::ToolChoice, _) => "tool_choice",
         (Param::User, Anthropic) => "metadata.user_id",
         (Param::User, _) => "user",
         (Param::Reasoning, Anthropic) => "thinking",
@@ -112,6 +123,13 @@ const CONTAINERS: &[&str] = &[
     "inlineData",
     "fileData",
     "text",
+    "inferenceConfig",
+    "additionalModelRequestFields",
+    "toolSpec",
+    "toolUse",
+    "toolResult",
+    "image",
+    "reasoningContent",
 ];
 
 /// Fields the decoders keep in `extra` as notes for their own encoder, not
@@ -147,6 +165,8 @@ fn is_note(origin: Family, path: &str, value: &Value, req: &ChatRequest) -> bool
                 || (path == "generationConfig.responseJsonSchema"
                     && matches!(req.response_format, Some(ResponseFormat::JsonSchema(_))))
         }
+        // Converse: nothing is a note but an empty value.
+        Family::Bedrock => value.is_null(),
         // Settings for a Responses upstream only (the gateway keeps no state
         // and asks for encrypted reasoning itself), the summary wish (read into
         // `reasoning.include_thoughts`), item bookkeeping (ids, status, phase,
@@ -266,7 +286,8 @@ pub(crate) fn foreign_extras(req: &ChatRequest, target: Family, adj: &mut Adjust
             report_extra("tools[]", &f.extra, target, req, adj);
         }
     }
-    if cache && target != Family::Anthropic {
+    // Anthropic and Bedrock (`cachePoint`) carry cache marks.
+    if cache && !matches!(target, Family::Anthropic | Family::Bedrock) {
         dropped(req, Param::CacheControl, adj);
     }
 }

@@ -71,6 +71,9 @@ pub struct Spoke {
     pub stream_started: fn(&[u8]) -> bool,
     /// Renders the whole error body in the family's shape.
     pub error_body: fn(&GatewayError) -> Vec<u8>,
+    /// A response header that names the error's type beside the body
+    /// (Bedrock's `x-amzn-errortype`), and the type of an error.
+    pub error_type_header: Option<ErrorTypeHeader>,
     /// Reads the message out of an upstream error body of this protocol.
     pub upstream_message: fn(&serde_json::Value) -> Option<String>,
     /// The machine-readable code of an upstream error body, kept for the
@@ -104,6 +107,9 @@ pub struct Spoke {
 /// model's context (OpenAI's own code; Anthropic's "prompt is too long" and
 /// Gemini's token-count `INVALID_ARGUMENT` are read as it).
 pub const CONTEXT_OVERFLOW: &str = "context_length_exceeded";
+
+/// See [`Spoke::error_type_header`]: the header's name, and the type of an error.
+pub type ErrorTypeHeader = (&'static str, fn(&GatewayError) -> &'static str);
 
 /// See [`Spoke::drop_untranslatable`].
 pub type UntranslatableCut = fn(&[u8]) -> Option<(Vec<u8>, Vec<String>)>;

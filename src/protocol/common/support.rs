@@ -125,7 +125,7 @@ pub fn fresh_id(prefix: &str) -> String {
 }
 
 /// The gateway error a canonical stream error is rendered as for `client`.
-fn gateway_error(client: Family, e: &StreamError) -> GatewayError {
+pub fn gateway_error(client: Family, e: &StreamError) -> GatewayError {
     let kind = match e.kind {
         StreamErrorKind::InvalidRequest => ErrorKind::InvalidRequest,
         StreamErrorKind::Authentication => ErrorKind::Authentication,

@@ -1,4 +1,4 @@
-//! The registry: the one place that knows all four spokes. [`spoke`] finds a
+//! The registry: the one place that knows all five spokes. [`spoke`] finds a
 //! family's [`Spoke`] table, and [`decode_request`] / [`encode_request`] /
 //! [`decode_response`] / [`encode_response`] pick the family's codec with a
 //! `match` (hub and spoke: every cross-family translation is "decode with the
@@ -18,7 +18,7 @@ mod tool_result_tests;
 use super::common::report;
 use super::common::spoke::Spoke;
 use super::common::{DecodeContext, EncodeOptions, TranslateError};
-use super::{anthropic, gemini, openai, responses};
+use super::{anthropic, bedrock, gemini, openai, responses};
 use crate::adjust::Adjustments;
 use crate::family::Family;
 use crate::ir::{ChatRequest, ChatResponse};
@@ -31,6 +31,7 @@ pub fn spoke(family: Family) -> &'static Spoke {
         Family::Anthropic => &anthropic::SPOKE,
         Family::Gemini => &gemini::SPOKE,
         Family::Responses => &responses::SPOKE,
+        Family::Bedrock => &bedrock::SPOKE,
     }
 }
 
@@ -51,6 +52,7 @@ pub fn decode_request(
         Family::Anthropic => anthropic::request::decode(body, ctx),
         Family::Gemini => gemini::request::decode(body, ctx),
         Family::Responses => responses::request::decode(body, ctx),
+        Family::Bedrock => bedrock::request::decode(body, ctx),
     }
 }
 
@@ -80,6 +82,7 @@ pub fn encode_request_value(
         Family::Anthropic => anthropic::request::encode(req, opts, adjusted),
         Family::Gemini => gemini::request::encode(req, opts, adjusted),
         Family::Responses => responses::request::encode(req, opts, adjusted),
+        Family::Bedrock => bedrock::request::encode(req, opts, adjusted),
     }?;
     report::foreign_extras(req, family, adjusted);
     Ok(value)
@@ -93,6 +96,7 @@ pub fn decode_response(family: Family, body: &[u8]) -> Result<ChatResponse, Tran
         Family::Anthropic => anthropic::response::decode(body),
         Family::Gemini => gemini::response::decode(body),
         Family::Responses => responses::response::decode(body),
+        Family::Bedrock => bedrock::response::decode(body),
     }
 }
 
@@ -119,6 +123,7 @@ pub fn encode_response_value(
         Family::Anthropic => anthropic::response::encode(resp, client_model),
         Family::Gemini => gemini::response::encode(resp, client_model),
         Family::Responses => responses::response::encode(resp, client_model),
+        Family::Bedrock => bedrock::response::encode(resp, client_model),
     }
 }
 

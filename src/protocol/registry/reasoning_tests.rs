@@ -10,7 +10,7 @@ use super::{
     EncodeOptions,
 };
 use crate::adjust::Adjustments;
-use crate::family::Family::{self, Anthropic, Gemini, OpenAi, Responses};
+use crate::family::Family::{self, Anthropic, Bedrock, Gemini, OpenAi, Responses};
 use serde_json::{json, Value};
 
 /// A minimal request of `family` with `settings` merged in at the top level
@@ -27,9 +27,13 @@ fn body(family: Family, settings: &Value) -> Vec<u8> {
             json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"maxOutputTokens": 4000}})
         }
         Responses => json!({"model": "m", "max_output_tokens": 64000, "input": "hi"}),
+        Bedrock => json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}],
+            "inferenceConfig": {"maxTokens": 64000}, "additionalModelRequestFields": {}}),
     };
     let target = if family == Gemini {
         &mut v["generationConfig"]
+    } else if family == Bedrock {
+        &mut v["additionalModelRequestFields"]
     } else {
         &mut v
     };
@@ -68,6 +72,7 @@ fn translate(from: Family, settings: Value, to: Family) -> (Value, String) {
         }),
         Gemini => json!({"thinkingConfig": out.pointer("/generationConfig/thinkingConfig")}),
         Responses => json!({"reasoning": out.get("reasoning")}),
+        Bedrock => json!({"thinking": out.pointer("/additionalModelRequestFields/thinking")}),
     };
     (fields, adj.render())
 }
@@ -76,6 +81,46 @@ fn check(from: Family, settings: Value, to: Family, want: Value, report: &str) {
     let (got, adjusted) = translate(from, settings.clone(), to);
     assert_eq!(got, want, "{from} {settings} -> {to}");
     assert_eq!(adjusted, report, "{from} {settings} -> {to}: report");
+}
+
+#[test]
+fn bedrock_thinking_both_ways() {
+    let budget = json!({"thinking": {"type": "enabled", "budget_tokens": 10000}});
+    check(
+        Anthropic,
+        budget.clone(),
+        Bedrock,
+        json!({"thinking": {"type": "enabled", "budget_tokens": 10000}}),
+        "",
+    );
+    check(
+        Bedrock,
+        budget.clone(),
+        Anthropic,
+        json!({"thinking": {"type": "enabled", "budget_tokens": 10000}, "effort": null}),
+        "",
+    );
+    check(
+        Bedrock,
+        budget,
+        OpenAi,
+        json!({"reasoning_effort": "medium"}),
+        "",
+    );
+    check(
+        OpenAi,
+        json!({"reasoning_effort": "high"}),
+        Bedrock,
+        json!({"thinking": {"type": "enabled", "budget_tokens": 16384}}),
+        "",
+    );
+    check(
+        Bedrock,
+        json!({"thinking": {"type": "disabled"}}),
+        Anthropic,
+        json!({"thinking": {"type": "disabled"}, "effort": null}),
+        "",
+    );
 }
 
 #[test]

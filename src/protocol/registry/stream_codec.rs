@@ -6,7 +6,7 @@
 use crate::family::Family;
 use crate::ir::stream::StreamEvent;
 use crate::protocol::common::framing::{Framing, StreamFault};
-use crate::protocol::{anthropic, gemini, openai, responses};
+use crate::protocol::{anthropic, bedrock, gemini, openai, responses};
 
 /// An upstream family's stream parser (enum dispatch).
 #[derive(Debug)]
@@ -19,6 +19,8 @@ pub enum Parser {
     Gemini(gemini::stream::Parser),
     /// Upstream Responses events.
     Responses(responses::stream::Parser),
+    /// Upstream ConverseStream events.
+    Bedrock(bedrock::stream::Parser),
 }
 
 impl Parser {
@@ -29,6 +31,7 @@ impl Parser {
             Family::Anthropic => Parser::Anthropic(anthropic::stream::Parser::new()),
             Family::Gemini => Parser::Gemini(gemini::stream::Parser::new()),
             Family::Responses => Parser::Responses(responses::stream::Parser::new()),
+            Family::Bedrock => Parser::Bedrock(bedrock::stream::Parser::new()),
         }
     }
 
@@ -43,6 +46,7 @@ impl Parser {
             Parser::Anthropic(p) => p.push(event, emit),
             Parser::Gemini(p) => p.push(event, emit),
             Parser::Responses(p) => p.push(event, emit),
+            Parser::Bedrock(p) => p.push(event, emit),
         }
     }
 
@@ -53,6 +57,7 @@ impl Parser {
             Parser::Anthropic(p) => p.is_complete(),
             Parser::Gemini(p) => p.is_complete(),
             Parser::Responses(p) => p.is_complete(),
+            Parser::Bedrock(p) => p.is_complete(),
         }
     }
 
@@ -63,6 +68,7 @@ impl Parser {
             Parser::Anthropic(p) => p.finish(emit),
             Parser::Gemini(p) => p.finish(emit),
             Parser::Responses(p) => p.finish(emit),
+            Parser::Bedrock(p) => p.finish(emit),
         }
     }
 }
@@ -78,6 +84,8 @@ pub enum Encoder {
     Gemini(gemini::stream::Encoder),
     /// Responses events.
     Responses(responses::stream::Encoder),
+    /// ConverseStream event-stream messages.
+    Bedrock(bedrock::stream::Encoder),
 }
 
 impl Encoder {
@@ -100,6 +108,7 @@ impl Encoder {
             Family::Responses => {
                 Encoder::Responses(responses::stream::Encoder::new(client_model, created))
             }
+            Family::Bedrock => Encoder::Bedrock(bedrock::stream::Encoder::new()),
         }
     }
 
@@ -110,6 +119,7 @@ impl Encoder {
             Encoder::Anthropic(e) => e.event(event, out),
             Encoder::Gemini(e) => e.event(event, out),
             Encoder::Responses(e) => e.event(event, out),
+            Encoder::Bedrock(e) => e.event(event, out),
         }
     }
 
@@ -120,6 +130,7 @@ impl Encoder {
             Encoder::Anthropic(e) => e.comment(text, out),
             Encoder::Gemini(e) => e.comment(text, out),
             Encoder::Responses(e) => e.comment(text, out),
+            Encoder::Bedrock(e) => e.comment(text, out),
         }
     }
 
@@ -130,6 +141,7 @@ impl Encoder {
             Encoder::Anthropic(e) => e.fail(error_body, out),
             Encoder::Gemini(e) => e.fail(error_body, out),
             Encoder::Responses(e) => e.fail(error_body, out),
+            Encoder::Bedrock(e) => e.fail(error_body, out),
         }
     }
 
@@ -147,6 +159,7 @@ impl Encoder {
             Encoder::Anthropic(e) => e.is_ended(),
             Encoder::Gemini(e) => e.is_ended(),
             Encoder::Responses(e) => e.is_ended(),
+            Encoder::Bedrock(e) => e.is_ended(),
         }
     }
 }

@@ -5,10 +5,10 @@
 
 use super::{decode_request, encode_request_value, DecodeContext, EncodeOptions};
 use crate::adjust::Adjustments;
-use crate::family::Family::{self, Anthropic, Gemini, OpenAi, Responses};
+use crate::family::Family::{self, Anthropic, Bedrock, Gemini, OpenAi, Responses};
 use serde_json::{json, Value};
 
-const ALL: [Family; 4] = [OpenAi, Anthropic, Gemini, Responses];
+const ALL: [Family; 5] = [OpenAi, Anthropic, Gemini, Responses, Bedrock];
 
 /// A tool result as a client of one family writes it.
 #[derive(Clone)]
@@ -56,6 +56,16 @@ fn request(family: Family, sent: &Sent) -> Value {
             {"role": "user", "content": "Weather in Paris?"},
             {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": args.to_string()},
             {"type": "function_call_output", "call_id": "call_1", "output": text(sent)}]}),
+        Bedrock => {
+            let mut result = json!({"toolUseId": "call_1", "content": [{"text": text(sent)}]});
+            if let Sent::Text(_, true) = sent {
+                result["status"] = json!("error");
+            }
+            json!({"messages": [
+                {"role": "user", "content": [{"text": "Weather in Paris?"}]},
+                {"role": "assistant", "content": [{"toolUse": {"toolUseId": "call_1", "name": "get_weather", "input": args}}]},
+                {"role": "user", "content": [{"toolResult": result}]}]})
+        }
     }
 }
 
@@ -114,6 +124,16 @@ fn seen(family: Family, body: &Value) -> Value {
         Responses => find(body.get("input"), &|i| {
             (i["type"] == "function_call_output").then(|| i["output"].clone())
         }),
+        Bedrock => find(body.get("messages"), &|m| {
+            m["content"].as_array()?.iter().find_map(|b| {
+                let r = b.get("toolResult")?;
+                let mut v = json!({"content": r.pointer("/content/0/text")?});
+                if r["status"] == "error" {
+                    v["is_error"] = json!(true);
+                }
+                Some(v)
+            })
+        }),
     }
 }
 
@@ -122,8 +142,8 @@ fn seen(family: Family, body: &Value) -> Value {
 fn as_seen(to: Family, text: &str, is_error: bool, response: &Value) -> Value {
     match to {
         OpenAi | Responses => json!(text),
-        Anthropic if is_error => json!({"content": text, "is_error": true}),
-        Anthropic => json!({"content": text}),
+        Anthropic | Bedrock if is_error => json!({"content": text, "is_error": true}),
+        Anthropic | Bedrock => json!({"content": text}),
         Gemini => response.clone(),
     }
 }
@@ -200,7 +220,7 @@ fn results_come_back_unchanged_through_gemini_and_through_every_other_family() {
         r#"{"output":"sunny"}"#,
         r#"{"result":"sunny"}"#,
     ];
-    for x in [OpenAi, Anthropic, Responses] {
+    for x in [OpenAi, Anthropic, Responses, Bedrock] {
         for t in texts {
             let body = request(x, &Sent::Text(t, false));
             let want = seen(x, &body);
@@ -215,7 +235,7 @@ fn results_come_back_unchanged_through_gemini_and_through_every_other_family() {
         json!({"output": r#"{"output":"x"}"#}),
         json!({}),
     ];
-    for x in [OpenAi, Anthropic, Responses] {
+    for x in [OpenAi, Anthropic, Responses, Bedrock] {
         for r in &responses {
             let body = request(Gemini, &Sent::Response(r.clone()));
             assert_eq!(through(Gemini, &body, x, Gemini), *r, "C -> {x} -> C: {r}");

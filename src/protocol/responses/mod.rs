@@ -58,6 +58,7 @@ pub const SPOKE: Spoke = Spoke {
     peek_response: peek::response,
     stream_started: peek::stream_started,
     error_body: error::error_body,
+    error_type_header: None,
     upstream_message: error::upstream_message,
     upstream_code: error::upstream_code,
     client_key: http::client_key,

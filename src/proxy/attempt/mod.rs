@@ -24,6 +24,7 @@ use crate::adjust::Adjustments;
 use crate::admit::validate;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::GatewayError;
+use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
 pub use crate::obs::outcome::AttemptNote;
 use crate::upstream::client::Exchange;
@@ -150,8 +151,12 @@ pub struct Answer<'s> {
     /// What translation for this upstream dropped (empty when not translated).
     pub adjusted: Adjustments,
     /// What was read before anything reached the client: a stream's first
-    /// chunk (None: it ended at once), or a whole answer's body.
+    /// chunk (None: it ended at once), or a whole answer's body. A stream
+    /// an upstream frames as AWS's event stream is here as SSE already.
     pub first: Option<Bytes>,
+    /// The decoder of a stream the upstream frames as AWS's event stream
+    /// (Bedrock): the relay turns each later chunk into SSE through it.
+    pub frames: Option<Box<EventStreamDecoder>>,
     /// The request in flight on the upstream's pool member (ends when dropped).
     pub in_flight: InFlight,
     /// The provider's `idle` timeout, and the request's `total` deadline.

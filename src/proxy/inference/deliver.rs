@@ -20,7 +20,6 @@ use crate::protocol::responses::namespace::Namespaces;
 use crate::proxy::attempt::cool;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::relay::{self, relay_stream, Relay, StreamEnd};
-use crate::proxy::route::GeminiStream;
 use crate::proxy::stored::{self, Turn};
 use crate::proxy::{respond, Gateway};
 use crate::state::limits::Nanos;
@@ -39,7 +38,8 @@ pub(super) struct Delivery<'a, 's> {
     pub key: &'a ApiKey,
     /// The Responses turn, when the answer is stored or continues one.
     pub turn: Option<Turn>,
-    pub gemini_stream: GeminiStream,
+    /// How the client's stream is framed.
+    pub framing: Framing,
     /// The chain that answered, for a cut stream's continuation.
     pub chain: &'a Chain<'a, 's>,
     /// The client's body and peek, for a fallback's continuation (None:
@@ -119,11 +119,8 @@ pub(super) async fn stream(
     d: Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
-    let framing = if d.gemini_stream == GeminiStream::JsonArray {
-        Framing::JsonArray
-    } else {
-        Framing::Sse
-    };
+    // E23's stream is written as SSE, then re-framed by the relay.
+    let framing = d.framing.inner();
     let names = client_namespaces(d.family, &answered.plan.body);
     let resume = Resume {
         family: d.family,
@@ -223,7 +220,7 @@ async fn relay_segments<'s>(
     let mut earlier = Vec::new();
     let mut relay = Relay {
         family: d.family,
-        framing: resume.framing,
+        framing: d.framing,
         resumed: false,
         rescue,
     };
@@ -268,7 +265,7 @@ async fn relay_segments<'s>(
                 e.message
             );
             gw.metrics.continuation(&model.provider, "failed");
-            relay::fail(session, pass, d.family, &e, deadline)
+            relay::fail(session, pass, relay, &e, deadline)
                 .await
                 .map_err(Stop::Io)?;
             break StreamEnd::Failed(e, None);

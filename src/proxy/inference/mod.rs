@@ -31,6 +31,7 @@ use crate::family::Family;
 use crate::protocol::spoke;
 use crate::runtime::Snapshot;
 use crate::state::limits::Reservation;
+use crate::translate::passthrough::Framing;
 use bytes::Bytes;
 use pingora_proxy::Session;
 
@@ -95,23 +96,39 @@ async fn run(
     key: &ApiKey,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
-    let family = route.family;
     if route.endpoint == Endpoint::Rerank {
         return Box::pin(rerank::run(gw, session, ctx, snap, key, held)).await;
     }
     if route.endpoint.embeds() {
         return Box::pin(embed::run(gw, session, ctx, route, snap, key, held)).await;
     }
-    require_header(session, family)?;
+    // The protocol of the body: the route's, but Anthropic Messages in
+    // Bedrock's InvokeModel envelope on E22/E23 (errors stay in the
+    // route's shape, `route.family`).
+    let family = route.endpoint.body_family(route.family);
+    require_header(session, route.family)?;
     let body = body::read_request_body(gw, session).await?;
     body::check_depth(&body)?;
     let (body, turn) = stored_turn(gw, route, key, body).await?;
-    let (path_model, gemini_stream) = route.endpoint.gemini_model();
-    let req = validate::inspect(family, &body, gemini_stream != GeminiStream::None)?;
+    let (body, invoke_beta) = invoke_envelope(route, body)?;
+    let gemini_stream = route.endpoint.gemini_model().1;
+    // The model the path names (Gemini, Bedrock Converse; an InvokeModel
+    // body carries it from here, unwrapped).
+    let path_model = route
+        .endpoint
+        .path_model()
+        .filter(|_| family == route.family);
+    let req = validate::inspect(family, &body, route.endpoint.path_stream())?;
     let name = path_model
         .or(req.model.as_deref())
         .ok_or_else(|| GatewayError::invalid_param("model", "model is required"))?;
-    let (model, provider) = resolve::resolve(snap, family, name, path_model.is_some())?;
+    // Visibility is the route's: every model for Bedrock routes.
+    let (model, provider) = resolve::resolve(
+        snap,
+        route.family,
+        name,
+        path_model.is_some() && family == Family::Gemini,
+    )?;
     ctx.outcome.provider = Some(provider.id.clone());
     ctx.outcome.model = Some(model.id.clone());
     start_trace(gw, session, ctx, &model.qualified_id);
@@ -121,6 +138,7 @@ async fn run(
         return count::answer(gw, session, ctx, key, family, body).await;
     }
     let (beta, beta_query) = anthropic_beta(session);
+    let beta = invoke_beta.or(beta);
     let (request_id, trace, telemetry) = (
         ctx.request_id.clone(),
         ctx.trace.clone(),
@@ -153,7 +171,7 @@ async fn run(
         family,
         key,
         turn,
-        gemini_stream,
+        framing: framing(&route.endpoint, gemini_stream),
         chain: &ch,
         original,
     };
@@ -184,6 +202,33 @@ fn affinity(session: &Session, req: &validate::Inspected, body: &Bytes) -> Sessi
             || SessionKey::of_body(body.clone(), req.affinity.clone()),
             |v| SessionKey::known(crate::util::hash::key(v)),
         )
+}
+
+/// How a stream is framed for the client: Gemini's JSON array, Bedrock's
+/// event streams (Converse events; Anthropic events in `chunk` messages),
+/// else SSE.
+fn framing(endpoint: &Endpoint, gemini_stream: GeminiStream) -> Framing {
+    match endpoint {
+        Endpoint::Bedrock { op, .. } if op.invokes() => Framing::BedrockChunks,
+        Endpoint::Bedrock { .. } => Framing::EventStream,
+        _ if gemini_stream == GeminiStream::JsonArray => Framing::JsonArray,
+        _ => Framing::Sse,
+    }
+}
+
+/// E22/E23: the Anthropic Messages body inside Bedrock's InvokeModel
+/// envelope (the path's model and stream flag set, `anthropic_version`
+/// checked and taken off), and the betas it carried (the `anthropic-beta`
+/// an Anthropic upstream gets). Other routes: the body as it came.
+fn invoke_envelope(route: &Route, body: Bytes) -> Result<(Bytes, Option<String>), GatewayError> {
+    match &route.endpoint {
+        Endpoint::Bedrock { model, op } if op.invokes() => {
+            let (body, betas) =
+                crate::protocol::bedrock::invoke::unwrap_body(&body, model, op.streams())?;
+            Ok((Bytes::from(body), betas))
+        }
+        _ => Ok((body, None)),
+    }
 }
 
 /// A header the client's protocol requires (Anthropic's `anthropic-version`).

@@ -242,7 +242,11 @@ impl Encoder {
 
     fn begin(&mut self, out: &mut Vec<u8>) {
         match self.framing {
-            Framing::Sse => out.extend_from_slice(b"data: "),
+            // Gemini clients get SSE or the array (the Bedrock framings are
+            // never asked of this encoder).
+            Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
+                out.extend_from_slice(b"data: ")
+            }
             Framing::JsonArray => {
                 out.extend_from_slice(if self.elements == 0 { b"[" } else { b",\r\n" });
             }
