@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the gateway's same-family hot path: request
-//! inspection (2 KB and 200 KB bodies) and, within it, the session-affinity
-//! hash of the stable prefix, passthrough rewriting of response bodies and of
+//! inspection (2 KB and 200 KB bodies), alone and followed by the
+//! session-affinity hash of the stable prefix it leaves for a pick that
+//! needs it, that hash alone, passthrough rewriting of response bodies and of
 //! SSE frames per family, and listing rendering.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -61,12 +62,25 @@ fn bench_inspect(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
             b.iter(|| inspect(Family::OpenAi, black_box(body), false).map(|r| r.params.len()))
         });
+        // What a request pays when a pick compares upstreams by its prefix
+        // (no session header, no cache key, two usable upstreams): the
+        // peek, then the hash it left for later.
+        g.bench_with_input(
+            BenchmarkId::new("then_affinity_hash", size),
+            &body,
+            |b, body| {
+                b.iter(|| {
+                    inspect(Family::OpenAi, black_box(body), false)
+                        .map(|r| r.affinity.hash(black_box(body)))
+                })
+            },
+        );
     }
     g.finish();
 }
 
-/// The prefix hash alone (`peek::affinity` on the same bodies' `messages`),
-/// a part of `inspect_request` above: what session affinity costs a request.
+/// The prefix hash alone (`peek::affinity` on the same bodies' `messages`):
+/// what session affinity costs a request whose pick compares upstreams.
 fn bench_affinity(c: &mut Criterion) {
     #[derive(serde::Deserialize)]
     struct Messages<'a> {
@@ -82,7 +96,11 @@ fn bench_affinity(c: &mut Criterion) {
         g.throughput(Throughput::Bytes(body.len() as u64));
         g.bench_with_input(BenchmarkId::from_parameter(size), &m.messages, |b, raw| {
             b.iter(|| {
-                switchboard::protocol::common::peek::affinity(None, None, Some(black_box(raw)))
+                switchboard::protocol::common::peek::affinity(
+                    None,
+                    None,
+                    Some(black_box(raw.get().as_bytes())),
+                )
             })
         });
     }

@@ -9,11 +9,11 @@
 //! [`LedgerSettings`], [`LimitsConfig`], the stored-responses TTL and limits.
 //! The binary (`main.rs`) only starts what these describe.
 //!
-//! May import: `proxy::Settings`, `listener::ClientLimits`,
+//! May import: `proxy::Settings`, `listener::{ClientLimits, CertFiles}`,
 //! `state::{ledger, limits, responses}` (their settings types and default
 //! constants), clap. Nothing imports this module but the binary.
 
-use crate::listener::ClientLimits;
+use crate::listener::{CertFiles, ClientLimits};
 use crate::proxy::Settings;
 use crate::state::ledger::{self, LedgerSettings};
 use crate::state::limits::{FailMode, LimitsConfig};
@@ -90,6 +90,26 @@ pub struct Listeners {
         default_value = "127.0.0.1:9091"
     )]
     pub metrics: String,
+    /// TLS for --listen: the certificate chain, PEM (with --tls-key).
+    ///
+    /// ALPN offers `h2` and `http/1.1`. The files are watched: new ones
+    /// serve new connections within a second; open connections keep theirs.
+    /// Without TLS the listener takes HTTP/1.1 and h2c (prior knowledge).
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "SWITCHBOARD_TLS_CERT",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<String>,
+    /// TLS for --listen: the certificate's private key, PEM (with --tls-cert).
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "SWITCHBOARD_TLS_KEY",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<String>,
 }
 
 /// Pingora's own flags.
@@ -389,6 +409,18 @@ impl Cli {
             s.token_workers = n;
         }
         s
+    }
+
+    /// The client listener's certificate and key files, when TLS is on.
+    pub fn tls(&self) -> Option<CertFiles> {
+        let l = &self.listeners;
+        match (&l.tls_cert, &l.tls_key) {
+            (Some(cert), Some(key)) => Some(CertFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        }
     }
 
     /// What a connection to the gateway's listener may hold.

@@ -224,6 +224,13 @@ fn run(cli: &Cli) -> Result<(), String> {
         );
         return Ok(());
     }
+    // Before anything starts: a certificate that does not load stops here.
+    let tls = match cli.tls() {
+        Some(files) => Some(Arc::new(
+            switchboard::listener::Tls::load(files).map_err(|e| format!("TLS: {e}"))?,
+        )),
+        None => None,
+    };
     let conf = server_conf(cli.server.conf.as_deref())
         .map_err(|e| format!("invalid Pingora configuration: {e}"))?;
     let opt = Opt {
@@ -292,6 +299,16 @@ fn run(cli: &Cli) -> Result<(), String> {
     server.add_service(metrics_service);
     let proxy = pingora_proxy::http_proxy(&server.configuration, gateway);
     let client_listener_app = Guarded::new("client listener", proxy, cli.clients());
+    // HTTPS (ALPN h2 or http/1.1), the certificate reloaded when its files
+    // change; else HTTP/1.1 and h2c.
+    let client_listener_app = match tls {
+        Some(tls) => {
+            tls.watch()
+                .map_err(|e| format!("TLS: cannot start the certificate watch: {e}"))?;
+            client_listener_app.with_tls(tls)
+        }
+        None => client_listener_app.with_h2c(),
+    };
     server.add_service(pingora_core::services::background::background_service(
         "shutdown drain",
         DrainService {
@@ -340,8 +357,12 @@ fn run(cli: &Cli) -> Result<(), String> {
 /// Redis URL without its credentials).
 fn log_start(cli: &Cli) {
     log::info!(
-        "switchboard listening on {} (catalog {}, keys {}, metrics {}, admin API {}, limits {})",
+        "switchboard listening on {} ({}; catalog {}, keys {}, metrics {}, admin API {}, limits {})",
         cli.listeners.listen,
+        match &cli.listeners.tls_cert {
+            Some(cert) => format!("TLS with {cert}, HTTP/2 and HTTP/1.1"),
+            None => "plain HTTP/1.1 and h2c".to_string(),
+        },
         cli.files.catalog,
         cli.files.keys,
         cli.listeners.metrics,

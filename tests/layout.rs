@@ -16,7 +16,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("family", &[]),
     ("adjust", &[]),
     ("sse", &[]),
-    ("eventstream", &[]),
+    ("eventstream", &["sse", "util"]),
     ("config", &["family", "util"]),
     ("secrets", &["config"]),
     ("error", &["secrets"]),

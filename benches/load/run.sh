@@ -34,10 +34,13 @@
 #  S10 as S1, on a pool of two upstreams of which one answers 503 to half of
 #      its requests (nginx: the healthy path alone): the client must see no
 #      errors; the report gives the latency added over S1's Switchboard run.
+#  T1, T2 S1 and S2 over TLS (HTTP/1.1), nginx terminating TLS too (a second
+#      Switchboard with --tls-cert/--tls-key, a TLS listener on the nginx proxy)
+#  H2 S2 over TLS and HTTP/2 (ALPN), driven by h2load instead of wrk
 #
 # Settings (environment; defaults in brackets):
 #  CONNS [64] wrk connections   THREADS [cores] wrk threads   DURATION [10] s
-#  WARMUP [3] s   SCENARIOS ["S1 S2 S3 S4 S5 S6 S7 S8 S9 S10"]   ACCESS_LOG [1] access logs on
+#  WARMUP [3] s   SCENARIOS ["S1 S2 S3 S4 S5 S6 S7 S8 S9 S10 T1 T2 H2"]   ACCESS_LOG [1] access logs on
 #  CONTINUATION [auto] the providers' `continuation` (off: streams not kept continuable)
 #  STREAMS [10000]   STREAM_INTERVAL_MS [100]   STREAM_TOKENS [50]
 #  STREAM_RAMP_MS [3000] (connections spread over this)   STREAM_PROBES [100]
@@ -88,7 +91,7 @@ CONNS=${CONNS:-64}
 THREADS=${THREADS:-$CORES}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
-SCENARIOS=${SCENARIOS:-"S1 S2 S3 S4 S5 S6 S7 S8 S9 S10"}
+SCENARIOS=${SCENARIOS:-"S1 S2 S3 S4 S5 S6 S7 S8 S9 S10 T1 T2 H2"}
 # Each provider's `continuation` (auto, restart, off): the cost of keeping
 # streams continuable, measured against off.
 CONTINUATION=${CONTINUATION:-auto}
@@ -114,7 +117,7 @@ if [ "$RESTARTS" = 1 ]; then
     SCENARIOS="" ALLOCS=0 DO_STREAMS=0
 fi
 for s in $SCENARIOS; do
-    case "$s" in S[1-9] | S10) ;; *) echo "run.sh: unknown scenario $s (S1..S10)" >&2 && exit 2 ;; esac
+    case "$s" in S[1-9] | S10 | T1 | T2 | H2) ;; *) echo "run.sh: unknown scenario $s (S1..S10, T1, T2, H2)" >&2 && exit 2 ;; esac
 done
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 CLIENT_KEY=sk-bench-local
@@ -141,6 +144,8 @@ if [ "$INSTALL" = 1 ]; then
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     command -v ss >/dev/null 2>&1 || missing+=(iproute2)
     command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)       # T1, T2, H2: the certificate
+    command -v h2load >/dev/null 2>&1 || missing+=(nghttp2-client) # H2
     if [ "$BUILD" = 1 ]; then
         command -v cmake >/dev/null 2>&1 || missing+=(cmake) # Pingora's build needs it
     fi
@@ -254,6 +259,9 @@ pick_port PROXY_PORT
 pick_port SB_PORT
 pick_port SB_METRICS_PORT
 pick_port TRICKLE_PORT
+pick_port PROXY_TLS_PORT
+pick_port SB_TLS_PORT
+pick_port SB_TLS_METRICS_PORT
 
 # ------------------------------------------------------------------ helpers
 children() { pgrep -P "$1" 2>/dev/null | tr '\n' ' ' || true; }
@@ -284,10 +292,15 @@ reset_hwm() { # resets VmHWM to the current RSS (Linux >= 4.0)
     done
 }
 
-wait_http() { # URL [tries of 0.1 s]
+wait_http() { # [-k] URL [tries of 0.1 s]
+    local k=()
+    if [ "$1" = -k ]; then
+        k=(-k)
+        shift
+    fi
     local url=$1 tries=${2:-300}
     for _ in $(seq 1 "$tries"); do
-        if curl -s -o /dev/null -m 1 "$url"; then
+        if curl -s "${k[@]}" -o /dev/null -m 1 "$url"; then
             return 0
         fi
         sleep 0.1
@@ -302,7 +315,7 @@ ratio() { # A B -> A/B with 2 decimals, or n/a
 
 fill() { # TEMPLATE OUT [WORKER_CONNECTIONS]: substitutes @PLACEHOLDERS@
     sed -e "s|@DIR@|$TMP|g" -e "s|@FIXTURES@|$FIX|g" -e "s|@MOCK_PORT@|$MOCK_PORT|g" \
-        -e "s|@PROXY_PORT@|$PROXY_PORT|g" -e "s|@WORKERS@|$CORES|g" \
+        -e "s|@PROXY_PORT@|$PROXY_PORT|g" -e "s|@WORKERS@|$CORES|g" -e "s|@PROXY_TLS_PORT@|$PROXY_TLS_PORT|g" \
         -e "s|@ACCESS_LOG@|$ACCESS_LOG_LINE|g" -e "s|@TRICKLE_PORT@|$TRICKLE_PORT|g" \
         -e "s|@NOFILE@|$(ulimit -n)|g" -e "s|@WORKER_CONNECTIONS@|${3:-8192}|g" "$1" >"$2"
 }
@@ -314,6 +327,11 @@ else
     ACCESS_LOG_LINE="access_log off;"
     SB_RUST_LOG=warn
 fi
+# T1, T2, H2: one certificate for both proxies (P-256, self-signed; the
+# load tools do not verify it, the probes use curl -k).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$TMP/tls.key" -out "$TMP/tls.crt" 2>/dev/null ||
+    die "openssl could not make the TLS certificate"
 fill "$LOAD/mock_upstream.nginx.conf" "$TMP/mock.conf"
 fill "$LOAD/proxy.nginx.conf" "$TMP/proxy.conf"
 fill "$LOAD/proxy.nginx.conf" "$TMP/proxy_streams.conf" "$STREAM_WORKER_CONNECTIONS"
@@ -416,16 +434,24 @@ start_proxy() { # CONF
 start_proxy "$TMP/proxy.conf"
 
 SB_PID=""
-start_switchboard() {
+start_switchboard() { # [tls]: the TLS instance (T1, T2, H2) on SB_TLS_PORT, its pid in SB_TLS_PID
+    local port=$SB_PORT metrics=$SB_METRICS_PORT data=$TMP/data tls=() url
+    if [ "${1:-}" = tls ]; then
+        port=$SB_TLS_PORT metrics=$SB_TLS_METRICS_PORT data=$TMP/data-tls
+        tls=(--tls-cert "$TMP/tls.crt" --tls-key "$TMP/tls.key")
+    fi
     SB_BENCH_OPENAI_KEY=sk-upstream-openai SB_BENCH_ANTHROPIC_KEY=sk-upstream-anthropic \
         SB_BENCH_GEMINI_KEY=upstream-gemini RUST_LOG="$SB_RUST_LOG" \
         "$SB_BIN" --catalog "$TMP/catalog.json" --keys "$TMP/keys.json" \
-        --listen "127.0.0.1:$SB_PORT" --metrics "127.0.0.1:$SB_METRICS_PORT" \
-        --data "$TMP/data" --responses-key-quota-bytes "$RESPONSES_QUOTA" \
+        --listen "127.0.0.1:$port" --metrics "127.0.0.1:$metrics" "${tls[@]}" \
+        --data "$data" --responses-key-quota-bytes "$RESPONSES_QUOTA" \
         </dev/null >>"$TMP/switchboard.log" 2>&1 &
-    SB_PID=$!
-    PIDS+=("$SB_PID")
-    wait_http "http://127.0.0.1:$SB_PORT/readyz" || {
+    if [ ${#tls[@]} -gt 0 ]; then SB_TLS_PID=$!; else SB_PID=$!; fi
+    PIDS+=("$!")
+    url="http://127.0.0.1:$port/readyz"
+    [ ${#tls[@]} -gt 0 ] && url="-k https://127.0.0.1:$port/readyz"
+    # shellcheck disable=SC2086
+    wait_http $url || {
         tail -20 "$TMP/switchboard.log" >&2
         die "switchboard did not start"
     }
@@ -440,6 +466,7 @@ stop_switchboard() { # SIGINT: Pingora's fast shutdown
     wait "$SB_PID" 2>/dev/null || true
 }
 start_switchboard
+case " $SCENARIOS " in *" T1 "* | *" T2 "* | *" H2 "*) start_switchboard tls ;; esac
 wait_http "$MOCK/" || die "mock upstream did not start: $(tail -5 "$TMP/mock.stderr" "$TMP/mock.error.log")"
 wait_http "http://127.0.0.1:$PROXY_PORT/" || die "nginx proxy did not start: $(tail -5 "$TMP/proxy.stderr" "$TMP/proxy.error.log")"
 sleep 1
@@ -478,15 +505,21 @@ scenario() {
             "$FIX/req_openai_to_responses_stream.json" "$H_OA" 'data: [DONE]' 'event: response.completed' ;;
         S10) printf '%s\t' "OpenAI → OpenAI, JSON, one of two upstreams fails half its requests" /v1/chat/completions /openai/json/v1/chat/completions \
             "$TMP/req_flaky.json" "$H_OA" '"chat.completion"' '"chat.completion"' ;;
-        *) die "unknown scenario $1 (S1..S10)" ;;
+        T1) scenario S1 | retitle "OpenAI → OpenAI, JSON, over TLS (HTTP/1.1)" ;;
+        T2) scenario S2 | retitle "OpenAI → OpenAI, stream, over TLS (HTTP/1.1)" ;;
+        H2) scenario S2 | retitle "OpenAI → OpenAI, stream, over TLS and HTTP/2 (h2load)" ;;
+        *) die "unknown scenario $1 (S1..S10, T1, T2, H2)" ;;
     esac
 }
+retitle() { awk -F'\t' -v OFS='\t' -v t="$1" '{ $1 = t; printf "%s", $0 }'; }
+tls_scenario() { case "$1" in T1 | T2 | H2) return 0 ;; *) return 1 ;; esac; }
 
 probe() { # URL BODY HEADERS MARKER -> "ok" or a reason
     local url=$1 body=$2 headers=$3 marker=$4 code args=()
     local IFS='|'
     for h in $headers; do args+=(-H "$h"); done
-    code=$(curl -s -m 20 -o "$TMP/probe.body" -w '%{http_code}' -X POST -H 'content-type: application/json' \
+    # -k: the TLS scenarios' self-signed certificate (--http2: h2 where ALPN offers it).
+    code=$(curl -s -k --http2 -m 20 -o "$TMP/probe.body" -w '%{http_code}' -X POST -H 'content-type: application/json' \
         "${args[@]}" --data-binary "@$body" "$url" || echo 000)
     if [ "$code" = 200 ] && grep -qF -- "$marker" "$TMP/probe.body"; then
         echo ok
@@ -499,22 +532,51 @@ probe() { # URL BODY HEADERS MARKER -> "ok" or a reason
     fi
 }
 
+# H2's load: h2load (HTTP/2 over TLS, one stream at a time per connection, like
+# wrk's one request per connection). h2load reports no percentiles: P50_US is
+# its mean time per request, P99_US its maximum (the report says so).
+h2load_run() { # SECONDS OUT URL BODY HEADERS
+    local secs=$1 out=$2 url=$3 body=$4 headers=$5 args=() h
+    local IFS='|'
+    for h in $headers; do args+=(-H "$h"); done
+    IFS=' '
+    h2load -c "$CONNS" -t "$THREADS" -m 1 -D "$secs" -d "$body" -H 'content-type: application/json' \
+        "${args[@]}" "$url" >"$out.log" 2>&1 || true
+    awk -v secs="$secs" '
+        function us(v) { if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return (v + 0) * 1000; return (v + 0) * 1e6 }
+        /^requests:/ { done = $6; failed = $10; errored = $12; timeout = $14 }
+        /^status codes:/ { non2xx = $5 + $7 + $9 }
+        /^time for request:/ { max = us($5); mean = us($6) }
+        END {
+            if (done == "") exit 1
+            printf "REQUESTS=%d\nDURATION_US=%d\nERR_CONNECT=0\nERR_READ=%d\nERR_WRITE=0\nERR_STATUS=%d\nERR_TIMEOUT=%d\nP50_US=%d\nP99_US=%d\n",
+                done, secs * 1e6, failed + errored, non2xx, timeout, mean, max
+        }' "$out.log" >"$out" || rm -f "$out"
+}
+
 declare -A R # results: R[scenario,target,field]
 run_target() { # SCENARIO TARGET(nginx|sb) URL BODY HEADERS MARKER
     local s=$1 t=$2 url=$3 body=$4 headers=$5 marker=$6 pids c0 c1 out
     if [ "$t" = sb ]; then pids="$SB_PID"; else pids="$PROXY_PID $(children "$PROXY_PID")"; fi
+    if [ "$t" = sb ] && tls_scenario "$s"; then pids="$SB_TLS_PID"; fi
     R[$s,$t,probe]=$(probe "$url" "$body" "$headers" "$marker")
     out="$TMP/wrk.$s.$t"
     : >"$TMP/switchboard.log"
     [ "$ACCESS_LOG" = 1 ] && : >"$TMP/proxy.access.log"
-    WRK_BODY_FILE=$body WRK_HEADERS=$headers WRK_OUT="$out.warm" \
-        wrk -t"$THREADS" -c"$CONNS" -d"${WARMUP}s" --timeout 10s -s "$LOAD/post.lua" "$url" >"$out.warm.log" 2>&1 || true
+    load() { # SECONDS OUT: wrk, or h2load for H2 (its summary turned into post.lua's KEY=value lines)
+        if [ "$s" = H2 ]; then
+            h2load_run "$1" "$2" "$url" "$body" "$headers"
+        else
+            WRK_BODY_FILE=$body WRK_HEADERS=$headers WRK_OUT="$2" \
+                wrk -t"$THREADS" -c"$CONNS" -d"${1}s" --timeout 10s -s "$LOAD/post.lua" "$url" >"$2.log" 2>&1 || true
+        fi
+    }
+    load "$WARMUP" "$out.warm"
     # shellcheck disable=SC2086
     reset_hwm $pids
     # shellcheck disable=SC2086
     c0=$(cpu_ticks $pids)
-    WRK_BODY_FILE=$body WRK_HEADERS=$headers WRK_OUT="$out" \
-        wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 10s -s "$LOAD/post.lua" "$url" >"$out.log" 2>&1 || true
+    load "$DURATION" "$out"
     # shellcheck disable=SC2086
     c1=$(cpu_ticks $pids)
     [ -s "$out" ] || {
@@ -547,13 +609,22 @@ run_target() { # SCENARIO TARGET(nginx|sb) URL BODY HEADERS MARKER
 for s in $SCENARIOS; do
     IFS=$'\t' read -r title sb_path ng_path body headers sb_marker ng_marker <<<"$(scenario "$s")"
     R[$s,title]=$title
+    ng_url="http://127.0.0.1:$PROXY_PORT$ng_path" sb_url="http://127.0.0.1:$SB_PORT$sb_path"
+    if tls_scenario "$s"; then
+        ng_url="https://127.0.0.1:$PROXY_TLS_PORT$ng_path" sb_url="https://127.0.0.1:$SB_TLS_PORT$sb_path"
+    fi
     log "$s $title: nginx proxy_pass"
-    run_target "$s" nginx "http://127.0.0.1:$PROXY_PORT$ng_path" "$body" "$headers" "$ng_marker"
+    run_target "$s" nginx "$ng_url" "$body" "$headers" "$ng_marker"
     echo "   ${R[$s,nginx,rps]} req/s, p50 ${R[$s,nginx,p50]} ms, p99 ${R[$s,nginx,p99]} ms, errors ${R[$s,nginx,errors]}, probe: ${R[$s,nginx,probe]}"
     log "$s $title: switchboard"
-    run_target "$s" sb "http://127.0.0.1:$SB_PORT$sb_path" "$body" "$headers" "$sb_marker"
+    run_target "$s" sb "$sb_url" "$body" "$headers" "$sb_marker"
     echo "   ${R[$s,sb,rps]} req/s, p50 ${R[$s,sb,p50]} ms, p99 ${R[$s,sb,p99]} ms, errors ${R[$s,sb,errors]}, probe: ${R[$s,sb,probe]}"
 done
+
+if [ -n "${SB_TLS_PID:-}" ]; then # the TLS instance is done
+    kill -INT "$SB_TLS_PID" 2>/dev/null || true
+    wait "$SB_TLS_PID" 2>/dev/null || true
+fi
 
 # ------------------------------------------------------------------ allocations
 # Each scenario again on the counting build: the growth of its heap counters
@@ -574,6 +645,7 @@ if [ "$ALLOCS" = 1 ] && [ -n "${SCENARIOS// /}" ]; then
     start_switchboard
     log "allocations per request (counting build, ${ALLOC_DURATION} s per scenario)"
     for s in $SCENARIOS; do
+        tls_scenario "$s" && continue # the plain path's figures (S1, S2) stand for them
         IFS=$'\t' read -r title sb_path ng_path body headers sb_marker ng_marker <<<"$(scenario "$s")"
         url="http://127.0.0.1:$SB_PORT$sb_path"
         WRK_BODY_FILE=$body WRK_HEADERS=$headers WRK_OUT="$TMP/alloc.$s.warm" \
@@ -668,6 +740,7 @@ target_check() { # SCENARIO -> target verdict
         S1 | S2) awk -v r="$rr" -v p="$pr" 'BEGIN { printf "%s (≥0.75× req/s, ≤1.50× p99)", (r >= 0.75 && p <= 1.5) ? "met" : "MISSED" }' ;;
         S3 | S4 | S5 | S7 | S8 | S9) awk -v r="$rr" 'BEGIN { printf "%s (≥0.60× req/s)", (r >= 0.6) ? "met" : "MISSED" }' ;;
         S10) echo "met (no client errors)" ;;
+        T1 | T2) awk -v r="$rr" 'BEGIN { printf "%s (≥0.80× req/s of nginx with TLS)", (r >= 0.8) ? "met" : "MISSED" }' ;;
         *) echo "—" ;;
     esac
 }
@@ -718,6 +791,10 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
             fi
         done
     done
+    if [ -n "${R[H2,sb,rps]:-}" ]; then
+        echo "H2 is driven by h2load ($CONNS connections, one stream at a time each): it reports no percentiles, so its p50 column is the mean time per request and its p99 column the maximum."
+        echo
+    fi
     if [ -n "${R[S10,sb,rps]:-}" ] && [ -n "${R[S1,sb,rps]:-}" ]; then
         echo "S10 against S1, both through Switchboard in this run (the half-failing upstream is cooled after each 503 and retried on its own schedule; the client never sees its errors): the half-down upstream was tried ${R[S10,sb,tried]:-?} times and answered 503 to ${R[S10,sb,absorbed]:-?} of them (warm-up included), each retried on the healthy one; client errors ${R[S10,sb,errors]}, p50 +$(awk -v a="${R[S10,sb,p50]}" -v b="${R[S1,sb,p50]}" 'BEGIN { printf "%.2f", a - b }') ms, p99 +$(awk -v a="${R[S10,sb,p99]}" -v b="${R[S1,sb,p99]}" 'BEGIN { printf "%.2f", a - b }') ms, req/s $(ratio "${R[S10,sb,rps]}" "${R[S1,sb,rps]}")× of S1's."
         echo

@@ -65,13 +65,17 @@ fn key_configured(u: &crate::config::Upstream) -> bool {
     match &u.auth {
         Auth::Key => u.api_key.is_some(),
         Auth::Entra(e) => e.client_secret.is_some(),
-        Auth::Google(_) => true,
+        Auth::Google(_) | Auth::Aws(_) => true,
     }
 }
 
 /// Where a cloud upstream's token comes from: names, never a secret.
 fn auth(u: &crate::config::Upstream) -> Value {
     match &u.auth {
+        Auth::Key if matches!(u.cloud, Some(crate::config::Cloud::Bedrock { .. })) => json!({
+            "type": "bearer",
+            "env": u.api_key_env,
+        }),
         Auth::Key => Value::Null,
         Auth::Entra(e) => json!({
             "type": "entra",
@@ -82,6 +86,10 @@ fn auth(u: &crate::config::Upstream) -> Value {
         Auth::Google(g) => json!({
             "type": "google-oauth",
             "credentials_file": g.credentials_file,
+        }),
+        Auth::Aws(a) => json!({
+            "type": "sigv4",
+            "profile": a.profile,
         }),
     }
 }

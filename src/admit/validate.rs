@@ -83,7 +83,10 @@ mod tests {
     use crate::util::hash::key;
 
     fn affinity(family: Family, body: &str) -> u64 {
-        inspect(family, body.as_bytes(), false).unwrap().affinity
+        inspect(family, body.as_bytes(), false)
+            .unwrap()
+            .affinity
+            .hash(body.as_bytes())
     }
 
     #[test]

@@ -307,6 +307,7 @@ const UPSTREAM_FIELDS: &[&str] = &[
     "api_version",
     "project",
     "location",
+    "region",
     "auth",
 ];
 const TIMEOUT_FIELDS: &[&str] = &["connect", "first_token", "idle", "total"];
@@ -586,13 +587,21 @@ fn provider(
                 ),
             )
         })?;
-        let (cloud, auth, default_base) = cloud::fields(&u, protocol_name, kind, env)?;
+        let cloud::Fields {
+            cloud,
+            auth,
+            default_base,
+            key_env,
+        } = cloud::fields(&u, protocol_name, kind, env)?;
         let base_url = match (u.opt_str("base_url")?, default_base) {
             (None, Some(host)) => host,
             _ => u.str("base_url")?.to_string(),
         };
         let url = BaseUrl::parse(&base_url).map_err(|r| u.err("base_url", r))?;
-        let api_key_env = u.opt_str("api_key_env")?.map(str::to_string);
+        let api_key_env = match key_env {
+            Some(var) => Some(var),
+            None => u.opt_str("api_key_env")?.map(str::to_string),
+        };
         let api_key = api_key_env
             .as_deref()
             .and_then(env)

@@ -1,10 +1,11 @@
 //! The cloud upstreams' own catalog fields (docs/clouds.md): an upstream
-//! `protocol` of `azure`, `azure-responses`, `vertex` or `vertex-anthropic`
-//! keeps its wire family (OpenAI chat, Responses, Gemini, Anthropic Messages:
+//! `protocol` of `azure`, `azure-responses`, `vertex`, `vertex-anthropic`,
+//! `bedrock` or `bedrock-anthropic` keeps its wire family (OpenAI chat,
+//! Responses, Gemini, Anthropic Messages, Bedrock Converse:
 //! translation, pools and passthrough see only that) and adds a [`Cloud`]
 //! (how the cloud addresses the call) and an [`Auth`] (where its credential
 //! comes from). Secrets are never in the catalog: a variable's name, a
-//! credentials file's path, or the metadata server.
+//! credentials file's path, the metadata server, or AWS's credential chain.
 
 use super::json::Obj;
 use super::url::BaseUrl;
@@ -18,6 +19,8 @@ pub enum Cloud {
     Azure { deployment: Option<Deployment> },
     /// Google Vertex AI: the model under a project and location.
     Vertex { project: String, location: String },
+    /// Amazon Bedrock: the model under the region's runtime endpoint.
+    Bedrock { region: String },
 }
 
 /// An Azure OpenAI deployment (`/openai/deployments/{name}/…?api-version=`).
@@ -36,6 +39,17 @@ pub enum Auth {
     Entra(Entra),
     /// A Google OAuth2 access token: a service-account key file, else the metadata server (Vertex).
     Google(GoogleAuth),
+    /// AWS SigV4 with credentials from the standard AWS chain (Bedrock);
+    /// a Bedrock API key (`"type": "bearer"`) is [`Auth::Key`].
+    Aws(AwsAuth),
+}
+
+/// `"auth": {"type": "sigv4", "profile"?: …}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsAuth {
+    /// The shared-files profile to use alone; `None`: the whole chain
+    /// (environment, `AWS_PROFILE` or `default`, web identity, container, IMDS).
+    pub profile: Option<String>,
 }
 
 /// An Entra ID application's client credential (`"auth": {"type": "entra", …}`).
@@ -66,6 +80,7 @@ pub const ENTRA_AUTHORITY: &str = "https://login.microsoftonline.com";
 pub(crate) enum CloudKind {
     Azure,
     Vertex,
+    Bedrock,
 }
 
 /// The rerank-only protocol name (Cohere v2 `/rerank`; the OpenAI family's
@@ -87,7 +102,27 @@ const PROTOCOLS: &[(&str, Family, Option<CloudKind>)] = &[
         Family::Anthropic,
         Some(CloudKind::Vertex),
     ),
+    ("bedrock", Family::Bedrock, Some(CloudKind::Bedrock)),
+    (
+        "bedrock-anthropic",
+        Family::Anthropic,
+        Some(CloudKind::Bedrock),
+    ),
 ];
+
+/// The variable a Bedrock API key is read from by default (as AWS's SDKs do).
+pub const BEDROCK_KEY_ENV: &str = "AWS_BEARER_TOKEN_BEDROCK";
+
+/// What [`fields`] reads of a cloud upstream.
+pub(crate) struct Fields {
+    pub cloud: Option<Cloud>,
+    pub auth: Auth,
+    /// The base URL the cloud gives when the catalog has none.
+    pub default_base: Option<String>,
+    /// The variable the key is read from when `auth` names it (Bedrock's
+    /// bearer key), instead of `api_key_env`.
+    pub key_env: Option<String>,
+}
 
 /// The upstream protocol `name` stands for, with its canonical (static) name.
 pub(crate) fn protocol(name: &str) -> Option<(&'static str, Family, Option<CloudKind>)> {
@@ -105,13 +140,33 @@ pub(crate) fn protocol_names() -> String {
 
 /// The cloud fields of upstream `u` (protocol `name`, cloud `kind`): its
 /// [`Cloud`], its [`Auth`], and the base URL when the cloud gives one by
-/// default (Vertex). Fields of another cloud are refused.
+/// default (Vertex, Bedrock). Fields of another cloud are refused.
 pub(crate) fn fields(
     u: &Obj<'_>,
     name: &str,
     kind: Option<CloudKind>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Option<Cloud>, Auth, Option<String>), ConfigError> {
+) -> Result<Fields, ConfigError> {
+    let (cloud, auth, default_base, key_env) = cloud_fields(u, name, kind, env)?;
+    Ok(Fields {
+        cloud,
+        auth,
+        default_base,
+        key_env,
+    })
+}
+
+type Read = (Option<Cloud>, Auth, Option<String>, Option<String>);
+
+/// Refuses the first of `fields` present, saying why (`fields`'s closure).
+type Refuse<'r> = &'r dyn Fn(&[&str], &str) -> Result<(), ConfigError>;
+
+fn cloud_fields(
+    u: &Obj<'_>,
+    name: &str,
+    kind: Option<CloudKind>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Read, ConfigError> {
     let refuse = |fields: &[&str], why: &str| -> Result<(), ConfigError> {
         match fields.iter().find(|f| u.map.contains_key(**f)) {
             Some(f) => Err(u.err(f, format!("not a field of a {name} upstream ({why})"))),
@@ -121,13 +176,21 @@ pub(crate) fn fields(
     match kind {
         None => {
             refuse(
-                &["deployment", "api_version", "project", "location", "auth"],
-                "it belongs to azure or vertex upstreams",
+                &[
+                    "deployment",
+                    "api_version",
+                    "project",
+                    "location",
+                    "region",
+                    "auth",
+                ],
+                "it belongs to azure, vertex or bedrock upstreams",
             )?;
-            Ok((None, Auth::Key, None))
+            Ok((None, Auth::Key, None, None))
         }
         Some(CloudKind::Azure) => {
             refuse(&["project", "location"], "it belongs to vertex upstreams")?;
+            refuse(&["region"], "it belongs to bedrock upstreams")?;
             let deployment = deployment(u, name)?;
             let auth = match u.opt_obj("auth")? {
                 None => Auth::Key,
@@ -141,13 +204,14 @@ pub(crate) fn fields(
                     entra(&a, env)?
                 }
             };
-            Ok((Some(Cloud::Azure { deployment }), auth, None))
+            Ok((Some(Cloud::Azure { deployment }), auth, None, None))
         }
         Some(CloudKind::Vertex) => {
             refuse(
                 &["deployment", "api_version"],
                 "it belongs to azure upstreams",
             )?;
+            refuse(&["region"], "it belongs to bedrock upstreams")?;
             if u.map.contains_key("api_key_env") {
                 return Err(u.err(
                     "api_key_env",
@@ -168,9 +232,84 @@ pub(crate) fn fields(
             } else {
                 format!("https://{location}-aiplatform.googleapis.com")
             };
-            Ok((Some(Cloud::Vertex { project, location }), auth, Some(host)))
+            Ok((
+                Some(Cloud::Vertex { project, location }),
+                auth,
+                Some(host),
+                None,
+            ))
         }
+        Some(CloudKind::Bedrock) => bedrock(u, &refuse),
     }
+}
+
+/// A Bedrock upstream: `region` (required, the SigV4 scope and the default
+/// host) and `auth` (SigV4 from AWS's chain, or a Bedrock API key).
+fn bedrock(u: &Obj<'_>, refuse: Refuse<'_>) -> Result<Read, ConfigError> {
+    refuse(
+        &["deployment", "api_version"],
+        "it belongs to azure upstreams",
+    )?;
+    refuse(&["project", "location"], "it belongs to vertex upstreams")?;
+    if u.map.contains_key("api_key_env") {
+        return Err(u.err(
+            "api_key_env",
+            "a bedrock upstream authenticates with \"auth\": {\"type\": \"sigv4\"} or {\"type\": \"bearer\", \"env\": \"AWS_BEARER_TOKEN_BEDROCK\"}",
+        ));
+    }
+    let region = u.str("region")?;
+    if region.is_empty()
+        || !region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(u.err(
+            "region",
+            format!("{region:?} is not an AWS region (e.g. \"us-east-1\")"),
+        ));
+    }
+    let a = u.opt_obj("auth")?.ok_or_else(|| {
+        u.err(
+            "auth",
+            "missing required field (e.g. {\"type\": \"sigv4\"} or {\"type\": \"bearer\", \"env\": \"AWS_BEARER_TOKEN_BEDROCK\"})",
+        )
+    })?;
+    let (auth, key_env) = match a.str("type")? {
+        "sigv4" => {
+            a.only(&["type", "profile"])?;
+            let profile = match a.opt_str("profile")? {
+                None => None,
+                Some(p) if !p.is_empty() && !p.contains(['[', ']', '\n']) => Some(p.to_string()),
+                Some(p) => return Err(a.err("profile", format!("{p:?} is not a profile name"))),
+            };
+            (Auth::Aws(AwsAuth { profile }), None)
+        }
+        "bearer" => {
+            a.only(&["type", "env"])?;
+            let var = a.opt_str("env")?.unwrap_or(BEDROCK_KEY_ENV);
+            if var.is_empty() {
+                return Err(a.err("env", "must name an environment variable"));
+            }
+            (Auth::Key, Some(var.to_string()))
+        }
+        t => {
+            return Err(a.err(
+                "type",
+                format!(
+                    "unknown auth type {t:?} for this upstream (expected \"sigv4\" or \"bearer\")"
+                ),
+            ))
+        }
+    };
+    let host = format!("https://bedrock-runtime.{region}.amazonaws.com");
+    Ok((
+        Some(Cloud::Bedrock {
+            region: region.to_string(),
+        }),
+        auth,
+        Some(host),
+        key_env,
+    ))
 }
 
 /// `deployment` and `api_version`, which go together (`azure` only).
@@ -327,6 +466,57 @@ mod tests {
 
     const AZ: &str = r#""protocol":"azure","base_url":"https://r.openai.azure.com/openai/v1""#;
     const VX: &str = r#""protocol":"vertex","project":"proj","location":"us-central1","auth":{"type":"google-oauth"}"#;
+    const BR: &str = r#""protocol":"bedrock-anthropic","region":"us-east-1""#;
+
+    #[test]
+    fn bedrock_upstreams_sign_or_carry_a_key() {
+        let c = load(&format!(r#"{BR},"auth":{{"type":"sigv4"}}"#)).unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!(
+            (u.protocol, u.protocol_name),
+            (Family::Anthropic, "bedrock-anthropic")
+        );
+        assert_eq!(
+            u.cloud,
+            Some(Cloud::Bedrock {
+                region: "us-east-1".into()
+            })
+        );
+        assert_eq!(u.auth, Auth::Aws(AwsAuth { profile: None }));
+        assert_eq!(u.url.authority, "bedrock-runtime.us-east-1.amazonaws.com");
+        let c = load(&format!(
+            r#"{BR},"auth":{{"type":"sigv4","profile":"team"}},"base_url":"http://127.0.0.1:9""#
+        ))
+        .unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!(
+            u.auth,
+            Auth::Aws(AwsAuth {
+                profile: Some("team".into())
+            })
+        );
+        assert_eq!(u.url.port, 9);
+        // a Bedrock API key: read like api_key_env, from the variable auth names
+        let c = load(&format!(
+            r#"{BR},"auth":{{"type":"bearer","env":"SECRET"}}"#
+        ))
+        .unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!(
+            (&u.auth, u.api_key.as_deref(), u.api_key_env.as_deref()),
+            (&Auth::Key, Some("s3cret"), Some("SECRET"))
+        );
+        let c = load(
+            &format!(r#"{BR},"auth":{{"type":"sigv4"}}"#).replace("bedrock-anthropic", "bedrock"),
+        )
+        .unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!((u.protocol, u.protocol_name), (Family::Bedrock, "bedrock"));
+        let c = load(&format!(r#"{BR},"auth":{{"type":"bearer"}}"#)).unwrap();
+        let u = &c.provider("p").unwrap().upstreams[0];
+        assert_eq!(u.api_key_env.as_deref(), Some(BEDROCK_KEY_ENV));
+        assert_eq!(u.api_key, None);
+    }
 
     #[test]
     fn azure_upstreams_keep_the_openai_wire() {
@@ -419,8 +609,17 @@ mod tests {
             (
                 r#""protocol":"openai","base_url":"https://h","auth":{"type":"entra"}"#.into(),
                 "auth",
-                "azure or vertex",
+                "azure, vertex or bedrock",
             ),
+            (format!(r#"{BR},"auth":{{"type":"sigv4"}}"#).replace(r#""region":"us-east-1","#, ""), "region", "missing"),
+            (format!(r#"{BR},"auth":{{"type":"sigv4"}}"#).replace("us-east-1", "US East"), "region", "not an AWS region"),
+            (BR.to_string(), "auth", "missing"),
+            (format!(r#"{BR},"auth":{{"type":"google-oauth"}}"#), "auth.type", "expected \"sigv4\" or \"bearer\""),
+            (format!(r#"{BR},"auth":{{"type":"sigv4","region":"x"}}"#), "auth.region", "unknown field"),
+            (format!(r#"{BR},"auth":{{"type":"bearer","env":""}}"#), "auth.env", "environment variable"),
+            (format!(r#"{BR},"api_key_env":"K","auth":{{"type":"sigv4"}}"#), "api_key_env", "sigv4"),
+            (format!(r#"{BR},"project":"p","auth":{{"type":"sigv4"}}"#), "project", "vertex"),
+            (format!(r#"{VX},"region":"us-east-1""#), "region", "bedrock"),
             (r#""protocol":"bedrockish","base_url":"https://h""#.into(), "protocol", "vertex-anthropic"),
         ] {
             let e = err(&up);

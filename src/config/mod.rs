@@ -16,7 +16,9 @@ mod url;
 pub use catalog::{
     Affinity, Catalog, Continuation, Defaults, Features, Model, Policy, Prefill, Provider, Upstream,
 };
-pub use cloud::{Auth, Cloud, Deployment, Entra, GoogleAuth, ENTRA_AUTHORITY};
+pub use cloud::{
+    Auth, AwsAuth, Cloud, Deployment, Entra, GoogleAuth, BEDROCK_KEY_ENV, ENTRA_AUTHORITY,
+};
 pub use error::ConfigError;
 pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};
 pub use pricing::{Nanos, Price, Pricing, Rates, Tier, Tokens};

@@ -17,6 +17,7 @@
 
 pub mod anthropic;
 pub mod bedrock;
+pub mod bedrock_embed;
 pub mod cloud;
 pub mod common;
 pub mod gemini;

@@ -22,6 +22,8 @@ pub struct AccessLine<'a> {
     pub key_id: Option<&'a str>,
     pub method: &'a str,
     pub path: &'a str,
+    /// The client's HTTP version: `1.0`, `1.1` or `2` (TLS or h2c).
+    pub http_version: &'static str,
     pub family: &'a str,
     pub provider: Option<&'a str>,
     pub model: Option<&'a str>,
@@ -79,6 +81,7 @@ impl<'a> AccessLine<'a> {
             key_id: ctx.key_id.as_deref(),
             method,
             path,
+            http_version: "1.1",
             family: ctx.outcome.family.name(),
             provider: ctx.outcome.provider.as_deref(),
             model: ctx.outcome.model.as_deref(),
@@ -106,6 +109,17 @@ impl<'a> AccessLine<'a> {
             skipped_frames: Some(ctx.outcome.skipped_frames).filter(|n| *n > 0),
             continued: Some(ctx.outcome.continued).filter(|n| *n > 0),
         }
+    }
+}
+
+/// A request's HTTP version as the access log names it.
+pub fn version_name(v: http::Version) -> &'static str {
+    match v {
+        http::Version::HTTP_2 => "2",
+        http::Version::HTTP_10 => "1.0",
+        http::Version::HTTP_09 => "0.9",
+        http::Version::HTTP_3 => "3",
+        _ => "1.1",
     }
 }
 
@@ -240,6 +254,7 @@ mod tests {
         assert_eq!(v["error"], "temperature: \"2.5\"\nis out of range");
         assert_eq!(v["adjusted"], "dropped=thinking");
         assert_eq!(v["attempts"], 0);
+        assert_eq!(v["http_version"], "1.1");
         assert!(v["time"].as_str().unwrap().ends_with('Z'));
         let ok = RequestCtx::new();
         let v = serde_json::to_value(AccessLine::new(&ok, "GET", "/v1/models", None)).unwrap();

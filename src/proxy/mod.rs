@@ -310,12 +310,11 @@ impl ProxyHttp for Gateway {
             let failure = e.map(|e| {
                 crate::error::cut(&e.to_string(), crate::error::LOGGED_CHARS).into_owned()
             });
-            access::write(&access::AccessLine::new(
-                ctx,
-                &crate::error::cut(req.method.as_str(), crate::error::LOGGED_CHARS),
-                &crate::error::cut(req.uri.path(), crate::error::LOGGED_CHARS),
-                failure.as_deref(),
-            ));
+            let method = crate::error::cut(req.method.as_str(), crate::error::LOGGED_CHARS);
+            let path = crate::error::cut(req.uri.path(), crate::error::LOGGED_CHARS);
+            let mut line = access::AccessLine::new(ctx, &method, &path, failure.as_deref());
+            line.http_version = access::version_name(req.version);
+            access::write(&line);
         }
         if let Some(ledger) = &self.ledger {
             if let Some(row) = access::ledger_row(ctx) {

@@ -15,6 +15,7 @@ use super::ctx::RequestCtx;
 use super::respond;
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
+use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
 use crate::protocol::bedrock::invoke::Chunks;
 use crate::translate::passthrough::{Framing, StreamFault};
@@ -106,15 +107,28 @@ async fn start(
 fn translate(
     pass: &mut ClientStream,
     read: Result<Option<Bytes>, ReadFault>,
-    family: Family,
-    rescue: bool,
+    frames: Option<&mut (Box<EventStreamDecoder>, Vec<u8>)>,
+    (family, rescue): (Family, bool),
     out: &mut Vec<u8>,
 ) -> Option<StreamEnd> {
     let (e, cause) = match read {
-        Ok(Some(chunk)) => match pass.push(&chunk, out) {
-            Ok(()) => return None,
-            Err(fault) => (fault_error(&fault), blame(&fault)),
-        },
+        Ok(Some(chunk)) => {
+            // An event-stream upstream's chunk, as the SSE the client stream reads.
+            let pushed = match frames {
+                Some((d, sse)) => {
+                    sse.clear();
+                    match d.push(&chunk, sse) {
+                        Ok(()) => pass.push(sse, out),
+                        Err(e) => Err(StreamFault::Malformed(e.to_string())),
+                    }
+                }
+                None => pass.push(&chunk, out),
+            };
+            match pushed {
+                Ok(()) => return None,
+                Err(fault) => (fault_error(&fault), blame(&fault)),
+            }
+        }
         Ok(None) => match pass.finish(out) {
             Ok(()) => return Some(StreamEnd::Complete),
             Err(fault) => (fault_error(&fault), blame(&fault)),
@@ -247,6 +261,7 @@ pub async fn relay_stream(
     let Answer {
         mut ex,
         first,
+        frames,
         idle,
         deadline,
         in_flight: _in_flight,
@@ -260,6 +275,9 @@ pub async fn relay_stream(
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
     let mut pending = Some(Ok(first));
+    // The first chunk is SSE already; later ones go through the decoder.
+    let mut frames = frames.map(|d| (d, Vec::new()));
+    let mut first_read = true;
     let mut shutdown = gw.drain.cut_signal();
     let end = loop {
         let next = match pending.take() {
@@ -272,7 +290,14 @@ pub async fn relay_stream(
         };
         out.clear();
         let end = match next {
-            Next::Upstream(read) => translate(pass, read, family, rescue, &mut out),
+            Next::Upstream(read) => {
+                let decode = if std::mem::take(&mut first_read) {
+                    None
+                } else {
+                    frames.as_mut()
+                };
+                translate(pass, read, decode, (family, rescue), &mut out)
+            }
             Next::ClientGone => {
                 ctx.client_gone = true;
                 log::info!(

@@ -53,6 +53,11 @@ impl RequestHead {
         RequestHead::request("GET", path, 256)
     }
 
+    /// A `PUT` of `path` with no body (IMDSv2's session token).
+    pub fn put(path: &str) -> Result<RequestHead, WireError> {
+        RequestHead::request("PUT", path, 256)
+    }
+
     fn request(method: &str, path: &str, capacity: usize) -> Result<RequestHead, WireError> {
         if path.is_empty() || !path.bytes().all(|b| b > 0x20 && b != 0x7f) {
             return Err(WireError("the upstream path has a space or a control byte"));

@@ -281,6 +281,10 @@ pub struct ProviderPool {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tried(u64);
 
+/// A request's session key for [`Pool::pick`] (docs/resilience.md "Session
+/// affinity"), computed only if the pick compares upstreams by it.
+pub type SessionKey<'k> = &'k (dyn Fn() -> u64 + Sync);
+
 impl Tried {
     pub fn contains(self, i: usize) -> bool {
         i < 64 && self.0 & (1 << i) != 0
@@ -319,7 +323,7 @@ impl ProviderPool {
         family: Family,
         tried: Tried,
         now: Instant,
-        affinity: Option<u64>,
+        affinity: Option<SessionKey<'_>>,
     ) -> Option<usize> {
         let n = upstreams.len().min(self.members.len());
         let protocols = std::iter::once(family).chain(
@@ -361,11 +365,14 @@ impl ProviderPool {
         upstreams: &[Upstream],
         n: usize,
         usable: &dyn Fn(usize) -> bool,
-        key: u64,
+        key_of: SessionKey<'_>,
         now: Instant,
     ) -> Option<usize> {
+        // Asked for only when two upstreams are compared: a lone usable one
+        // takes the request without the key being computed.
+        let key = std::cell::OnceCell::new();
         let score = |i: usize| {
-            let h = crate::util::hash::mix(key, self.members[i].seed);
+            let h = crate::util::hash::mix(*key.get_or_init(key_of), self.members[i].seed);
             // 53 random bits, strictly inside (0, 1).
             let u = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
             f64::from(upstreams[i].weight) / -u.ln()
@@ -667,7 +674,33 @@ mod tests {
     }
 
     fn sticky(pool: &ProviderPool, ups: &[Upstream], key: u64, now: Instant) -> Option<usize> {
-        pool.pick(ups, Family::OpenAi, Tried::default(), now, Some(key))
+        pool.pick(ups, Family::OpenAi, Tried::default(), now, Some(&|| key))
+    }
+
+    #[test]
+    fn the_session_key_is_computed_only_to_compare_upstreams() {
+        use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+        let asked = AtomicU32::new(0);
+        let key = || {
+            asked.fetch_add(1, Relaxed);
+            7
+        };
+        let one = catalog(&[1], &["openai"]);
+        let pool = &Registry::default().pools(&one)[0];
+        let ups = &one.providers[0].upstreams;
+        let now = Instant::now();
+        assert_eq!(
+            pool.pick(ups, Family::OpenAi, Tried::default(), now, Some(&key)),
+            Some(0)
+        );
+        assert_eq!(asked.load(Relaxed), 0, "a lone upstream takes it unasked");
+        let three = catalog(&[1, 1, 1], &["openai", "openai", "openai"]);
+        let pool = &Registry::default().pools(&three)[0];
+        let ups = &three.providers[0].upstreams;
+        assert!(pool
+            .pick(ups, Family::OpenAi, Tried::default(), now, Some(&key))
+            .is_some());
+        assert_eq!(asked.load(Relaxed), 1, "asked once however many scores");
     }
 
     #[test]
@@ -756,7 +789,7 @@ mod tests {
         for key in keys(50) {
             let mut tried = Tried::default();
             let mut order = Vec::new();
-            while let Some(i) = pool.pick(ups, Family::OpenAi, tried, now, Some(key)) {
+            while let Some(i) = pool.pick(ups, Family::OpenAi, tried, now, Some(&|| key)) {
                 tried.insert(i);
                 order.push(i);
             }
@@ -768,7 +801,7 @@ mod tests {
             let mut without = Tried::default();
             without.insert(order[0]);
             assert_eq!(
-                pool.pick(ups, Family::OpenAi, without, now, Some(key)),
+                pool.pick(ups, Family::OpenAi, without, now, Some(&|| key)),
                 Some(order[1])
             );
         }

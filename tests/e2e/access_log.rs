@@ -218,12 +218,14 @@ fn version_flag_prints_the_crate_version() {
 
 /// Every flag with its environment variable, as operators and scripts know
 /// them (README "Configuration"): renaming one breaks their setups.
-const FLAGS: [(&str, Option<&str>); 38] = [
+const FLAGS: [(&str, Option<&str>); 40] = [
     ("--catalog", Some("SWITCHBOARD_CATALOG")),
     ("--keys", Some("SWITCHBOARD_KEYS")),
     ("--check", None),
     ("--listen", Some("SWITCHBOARD_LISTEN")),
     ("--metrics", Some("SWITCHBOARD_METRICS")),
+    ("--tls-cert", Some("SWITCHBOARD_TLS_CERT")),
+    ("--tls-key", Some("SWITCHBOARD_TLS_KEY")),
     ("--conf", None),
     ("--daemon", None),
     ("--upgrade", None),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -70,9 +71,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+def _get(url: str, timeout: float = 2.0, context=None) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -105,8 +106,9 @@ class Mock:
 
 @dataclass
 class Gateway:
-    url: str  # http://127.0.0.1:PORT
+    url: str  # http://127.0.0.1:PORT (https://localhost:PORT with TLS)
     log: Path
+    ca: Path | None = None  # the test CA that signed the TLS certificate
 
 
 @pytest.fixture(scope="session")
@@ -127,8 +129,11 @@ def mock():
     _stop(proc)
 
 
-def _start_gateway(tmp: Path, name: str, catalog: dict) -> tuple[subprocess.Popen | None, Gateway, str]:
-    """Starts the gateway on `catalog`; returns (process, gateway, "") once
+def _start_gateway(
+    tmp: Path, name: str, catalog: dict, tls: support.TestPki | None = None
+) -> tuple[subprocess.Popen | None, Gateway, str]:
+    """Starts the gateway on `catalog` (with `tls`: `--tls-cert`/`--tls-key`,
+    served as https://localhost:PORT); returns (process, gateway, "") once
     `/healthz` answers, or (None, gateway, log) when the process exited first."""
     (tmp / f"{name}.json").write_text(json.dumps(catalog, indent=2))
     port, metrics = _free_port(), _free_port()
@@ -147,16 +152,21 @@ def _start_gateway(tmp: Path, name: str, catalog: dict) -> tuple[subprocess.Pope
                 "--listen", f"127.0.0.1:{port}",
                 "--metrics", f"127.0.0.1:{metrics}",
                 "--data", str(tmp / f"data-{name}"),
+                *(["--tls-cert", str(tls.cert), "--tls-key", str(tls.key)] if tls else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=logf,
             env=env,
         )
-    gw = Gateway(f"http://127.0.0.1:{port}", log)
+    if tls:
+        gw = Gateway(f"https://localhost:{port}", log, tls.ca)
+        context = ssl.create_default_context(cafile=str(tls.ca))
+    else:
+        gw, context = Gateway(f"http://127.0.0.1:{port}", log), None
     deadline = time.monotonic() + 30
     while True:
         try:
-            if _get(gw.url + "/healthz", timeout=1)[0] == 200:
+            if _get(gw.url + "/healthz", timeout=1, context=context)[0] == 200:
                 return proc, gw, ""
         except OSError:
             pass
@@ -189,6 +199,26 @@ def gateway(mock, request):
     if request.session.testsfailed:
         tail = gw.log.read_text(errors="replace").splitlines()[-40:]
         sys.stderr.write(f"\n--- last lines of the gateway log ({gw.log}) ---\n" + "\n".join(tail) + "\n")
+
+
+@pytest.fixture(scope="session")
+def tls_gateway(mock, request):
+    """A second gateway on the same catalog with TLS on its listener
+    (`--tls-cert`, `--tls-key`: a leaf for `localhost` signed by a test CA
+    made here, `support.TestPki`); clients reach it at https://localhost:PORT
+    and trust the CA by `verify=`."""
+    tmp = Path(tempfile.mkdtemp(prefix="switchboard-sdk-tls-"))
+    (tmp / "keys.json").write_text(json.dumps(support.keys(), indent=2))
+    dead_url = f"http://127.0.0.1:{_free_port()}/v1"
+    pki = support.TestPki.make(tmp)
+    proc, gw, log = _start_gateway(tmp, "catalog", support.catalog(mock.base_url, dead_url), tls=pki)
+    if proc is None:
+        pytest.exit(f"gateway with TLS did not start:\n{log}", returncode=2)
+    yield gw
+    _stop(proc)
+    if request.session.testsfailed:
+        tail = gw.log.read_text(errors="replace").splitlines()[-40:]
+        sys.stderr.write(f"\n--- last lines of the TLS gateway log ({gw.log}) ---\n" + "\n".join(tail) + "\n")
 
 
 @pytest.fixture(autouse=True)

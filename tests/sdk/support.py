@@ -4,7 +4,10 @@ request bodies the mock echoes back (`[[echo-request]]`)."""
 
 from __future__ import annotations
 
+import datetime
 import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -250,6 +253,72 @@ def keys() -> dict:
 
 
 # ------------------------------------------------------------------ SDK clients
+
+
+@dataclass
+class TestPki:
+    """A throwaway CA and a `localhost` leaf it signed, as PEM files (for the
+    gateway's `--tls-cert` / `--tls-key` and the clients' `verify=`)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @staticmethod
+    def make(d: Path) -> "TestPki":
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "switchboard sdk test CA")])
+        ca = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                              data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                              crl_sign=True, encipher_only=False, decipher_only=False),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        leaf_key = ec.generate_private_key(ec.SECP256R1())
+        leaf = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .issuer_name(ca_name)
+            .public_key(leaf_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        pki = TestPki(d / "ca.pem", d / "cert.pem", d / "key.pem")
+        pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+        pki.cert.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+        pki.key.write_bytes(
+            leaf_key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        return pki
 
 
 def openai_client(gw: str, key: str = KEY) -> openai.OpenAI:

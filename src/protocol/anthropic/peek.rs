@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    affinity, bad, body_error, contains, model_of, nonempty_string_member, number, positive_int,
-    present, span_of, Inspected, Peeked, Raw, Usage,
+    bad, body_error, contains, model_of, nonempty_string_member, number, positive_int, present,
+    span_of, AffinitySource, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -141,7 +141,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
         .filter(|r| r.get().starts_with('{'))
         .and_then(|r| serde_json::from_str::<MetadataPeek<'_>>(r.get()).ok())
         .and_then(|m| m.user_id);
-    out.affinity = affinity(user_id, p.system, p.messages);
+    out.affinity = AffinitySource::new(body, user_id, p.system, p.messages);
     Ok(out)
 }
 

@@ -6,8 +6,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    affinity, bad, body_error, contains, number, positive_int, present, Inspected, Peeked, Raw,
-    Usage,
+    bad, body_error, contains, number, positive_int, present, AffinitySource, Inspected, Peeked,
+    Raw, Usage,
 };
 use serde::Deserialize;
 
@@ -118,7 +118,7 @@ pub fn request(body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError
     if contains(body, b"\"cachePoint\"") {
         out.uses(true, "cache_control", "cachePoint");
     }
-    out.affinity = affinity(None, p.system, p.messages);
+    out.affinity = AffinitySource::new(body, None, p.system, p.messages);
     Ok(out)
 }
 

@@ -40,6 +40,19 @@ impl Framing {
     }
 }
 
+/// How an upstream frames its stream (`protocol::cloud::upstream_framing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamFraming {
+    /// Server-sent events.
+    Sse,
+    /// AWS's event stream (`application/vnd.amazon.eventstream`), each
+    /// message an event named by its `:event-type` header (Converse).
+    EventStream,
+    /// AWS's event stream whose `chunk` messages carry another protocol's
+    /// event base64-encoded in `{"bytes": …}` (InvokeModelWithResponseStream).
+    EventStreamChunks,
+}
+
 /// The unreadable frames a stream may skip (each counted and logged); one
 /// more ends it with the client's error event.
 pub const MAX_SKIPPED_FRAMES: u32 = 3;

@@ -34,11 +34,11 @@ pub struct Inspected {
     pub caps: Vec<(&'static str, u64)>,
     /// Anthropic Messages `thinking.budget_tokens` (which must stay below `max_tokens`).
     pub thinking_budget: Option<u64>,
-    /// The body's session affinity (docs/resilience.md "Session affinity"):
-    /// the hash of the client's cache key (`prompt_cache_key`, Anthropic
-    /// `metadata.user_id`) when it sent one, else of the request's stable
-    /// prefix ([`affinity`]).
-    pub affinity: u64,
+    /// Where the body's session affinity is read from (docs/resilience.md
+    /// "Session affinity"): the client's cache key (`prompt_cache_key`,
+    /// Anthropic `metadata.user_id`) when it sent one, else the request's
+    /// stable prefix ([`affinity`]). Hashed only when a pick asks for it.
+    pub affinity: AffinitySource,
 }
 
 /// One field of a request, named in the catalog's vocabulary of
@@ -162,33 +162,71 @@ pub fn nonempty_string_after(hay: &[u8], name: &memchr::memmem::Finder<'_>) -> b
 /// At most this many leading turns make a request's stable prefix.
 pub const PREFIX_TURNS: usize = 8;
 
-/// A request body's session affinity (see [`Inspected::affinity`]): the
-/// hash of `key`'s text when it is a non-empty JSON string, else of the
-/// stable prefix: `system` (the system prompt or instructions, as sent) and
-/// the leading turns of `turns` up to and including the first whose `role`
-/// is `user` (at most [`PREFIX_TURNS`]; a `turns` that is no array, such as
-/// a Responses `input` string, whole). The bytes are hashed as they are, with
-/// `cache_control` marks left out: a client moves its cache mark to the
-/// newest turn, so the first user turn carries one in the first request
-/// only. Nothing is copied; the turns after the prefix are not read.
-pub fn affinity(key: Raw<'_>, system: Raw<'_>, turns: Raw<'_>) -> u64 {
-    if let Some(k) = key.map(RawValue::get) {
-        if k.len() > 2 && k.starts_with('"') {
-            return crate::util::hash::key(&k.as_bytes()[1..k.len() - 1]);
+/// Where in a request body its session affinity comes from: the byte
+/// ranges of the client's cache key, the system prompt and the conversation
+/// array, found by the peek (no copy, no hashing). A request whose session
+/// is named by a header, or whose providers pick without affinity, never
+/// hashes its prefix; the others call [`AffinitySource::hash`] once.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AffinitySource {
+    key: Option<Range<usize>>,
+    system: Option<Range<usize>>,
+    turns: Option<Range<usize>>,
+}
+
+impl AffinitySource {
+    /// The spans of `key`, `system` and `turns`, raw values borrowed from `body`.
+    pub fn new(body: &[u8], key: Raw<'_>, system: Raw<'_>, turns: Raw<'_>) -> Self {
+        let span = |r: Raw<'_>| r.and_then(|r| span_of(r, body));
+        AffinitySource {
+            key: span(key),
+            system: span(system),
+            turns: span(turns),
+        }
+    }
+
+    /// The session key's hash ([`affinity`]) over the same `body` the
+    /// spans were taken from.
+    pub fn hash(&self, body: &[u8]) -> u64 {
+        let part = |r: &Option<Range<usize>>| r.clone().and_then(|r| body.get(r));
+        affinity(part(&self.key), part(&self.system), part(&self.turns))
+    }
+}
+
+/// A request body's session affinity (see [`Inspected::affinity`]), given
+/// the raw JSON of its parts: the hash of `key`'s text when it is a
+/// non-empty JSON string, else of the stable prefix: `system` (the system
+/// prompt or instructions, as sent) and the leading turns of `turns` up to
+/// and including the first whose `role` is `user` (at most
+/// [`PREFIX_TURNS`]; a `turns` that is no array, such as a Responses `input`
+/// string, whole). The bytes are hashed as they are, with `cache_control`
+/// marks left out: a client moves its cache mark to the newest turn, so the
+/// first user turn carries one in the first request only. Nothing is
+/// copied; the turns after the prefix are not read.
+pub fn affinity(key: Option<&[u8]>, system: Option<&[u8]>, turns: Option<&[u8]>) -> u64 {
+    if let Some(k) = key {
+        if k.len() > 2 && k[0] == b'"' {
+            return crate::util::hash::key(&k[1..k.len() - 1]);
         }
     }
     let mut h = Hasher::new();
-    unmarked(&mut h, system.map_or("", RawValue::get).as_bytes());
+    unmarked(&mut h, system.unwrap_or_default());
     h.end_piece();
     match turns {
-        Some(t) if t.get().starts_with('[') => {
-            let mut de = serde_json::Deserializer::from_str(t.get());
+        Some(t) if t.first() == Some(&b'[') => {
+            // The peek parsed these bytes already, so they are UTF-8: one
+            // fast check lets the turns be read as text, which skips the
+            // per-string validation of reading bytes.
+            let Ok(t) = std::str::from_utf8(t) else {
+                return h.finish();
+            };
+            let mut de = serde_json::Deserializer::from_str(t);
             // The visitor stops after the prefix: the deserializer then
             // finds the array unfinished and errs, which is the stop.
             let _ = serde::Deserializer::deserialize_seq(&mut de, LeadingTurns(&mut h));
         }
         Some(t) => {
-            unmarked(&mut h, t.get().as_bytes());
+            unmarked(&mut h, t);
             h.end_piece();
         }
         None => {}
@@ -224,10 +262,37 @@ fn unmarked(h: &mut Hasher, bytes: &[u8]) {
 /// Hashes the leading turns of a conversation array (see [`affinity`]).
 struct LeadingTurns<'h>(&'h mut Hasher);
 
-#[derive(serde::Deserialize)]
-struct RolePeek<'a> {
-    #[serde(borrow)]
-    role: Option<&'a str>,
+/// Whether a turn's `role` is `user`, read up to the `role` member only:
+/// the rest of the turn (a long prompt) is not walked again.
+fn is_user_turn(turn: &str) -> bool {
+    let mut user = false;
+    let mut de = serde_json::Deserializer::from_str(turn);
+    // Stopping at `role` leaves the object unfinished, so the deserializer
+    // errs after the visitor has answered; the answer is in `user`.
+    let _ = serde::Deserializer::deserialize_map(&mut de, RoleOf(&mut user));
+    user
+}
+
+/// See [`is_user_turn`].
+struct RoleOf<'u>(&'u mut bool);
+
+impl<'de> serde::de::Visitor<'de> for RoleOf<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a turn")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<&'de str>()? {
+            if key == "role" {
+                *self.0 = map.next_value::<&'de str>()? == "user";
+                return Ok(());
+            }
+            map.next_value::<serde::de::IgnoredAny>()?;
+        }
+        Ok(())
+    }
 }
 
 impl<'de> serde::de::Visitor<'de> for LeadingTurns<'_> {
@@ -244,8 +309,7 @@ impl<'de> serde::de::Visitor<'de> for LeadingTurns<'_> {
             };
             unmarked(self.0, turn.get().as_bytes());
             self.0.end_piece();
-            let role = serde_json::from_str::<RolePeek<'_>>(turn.get()).ok();
-            if role.is_some_and(|r| r.role == Some("user")) {
+            if is_user_turn(turn.get()) {
                 break;
             }
         }
@@ -349,13 +413,12 @@ pub fn span_of(raw: &RawValue, doc: &[u8]) -> Option<Range<usize>> {
 mod tests {
     use super::*;
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.to_string()).unwrap()
-    }
-
     fn of(key: Option<&str>, system: Option<&str>, turns: Option<&str>) -> u64 {
-        let (k, s, t) = (key.map(raw), system.map(raw), turns.map(raw));
-        affinity(k.as_deref(), s.as_deref(), t.as_deref())
+        affinity(
+            key.map(str::as_bytes),
+            system.map(str::as_bytes),
+            turns.map(str::as_bytes),
+        )
     }
 
     #[test]
@@ -397,6 +460,18 @@ mod tests {
             of(None, None, Some(r#""x""#)),
             of(None, None, Some(r#""y""#))
         );
+    }
+
+    #[test]
+    fn the_role_is_found_wherever_it_sits_in_a_turn() {
+        assert!(is_user_turn(r#"{"role":"user","content":"hi"}"#));
+        assert!(is_user_turn(
+            r#"{"content":[{"role":"x"}],"n":1,"role":"user"}"#
+        ));
+        assert!(!is_user_turn(r#"{"role":"assistant","content":"user"}"#));
+        assert!(!is_user_turn(r#"{"content":"no role"}"#));
+        assert!(!is_user_turn(r#"{"role":7}"#));
+        assert!(!is_user_turn("[1]"));
     }
 
     #[test]

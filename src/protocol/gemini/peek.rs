@@ -5,8 +5,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    affinity, bad, body_error, contains, is_true, more_than_one, number, positive_int, present,
-    span_of, Inspected, Peeked, Raw, Usage,
+    bad, body_error, contains, is_true, more_than_one, number, positive_int, present, span_of,
+    AffinitySource, Inspected, Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -79,7 +79,7 @@ pub fn request(body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError
     out.uses(present(p.tool_config), "tool_choice", "toolConfig");
     out.uses(present(p.cached_content), "cache_control", "cachedContent");
     let system = p.system_instruction.or(p.system_instruction_snake);
-    out.affinity = affinity(None, system, p.contents);
+    out.affinity = AffinitySource::new(body, None, system, p.contents);
     if let Some(g) = p.generation_config {
         out.temperature = number(g.temperature, "generationConfig.temperature")?;
         out.max_tokens = positive_int(g.max_output_tokens, "generationConfig.maxOutputTokens")?;

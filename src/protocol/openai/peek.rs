@@ -5,8 +5,9 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    affinity, bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_after,
-    nonempty_string_member, number, positive_int, present, span_of, Inspected, Peeked, Raw, Usage,
+    bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_after,
+    nonempty_string_member, number, positive_int, present, span_of, AffinitySource, Inspected,
+    Peeked, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -162,7 +163,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
         "cache_control",
         "prompt_cache_retention",
     );
-    out.affinity = affinity(p.prompt_cache_key, None, p.messages);
+    out.affinity = AffinitySource::new(body, p.prompt_cache_key, None, p.messages);
     Ok(out)
 }
 

@@ -3,7 +3,7 @@
 //! Vertex's `:predict` (`gemini/predict.rs`), the rerank wire
 //! (`protocol/rerank.rs`) toward `cohere` and `openai` upstreams.
 
-use super::super::{gemini, openai, rerank};
+use super::super::{bedrock_embed, gemini, openai, rerank};
 use crate::adjust::Adjustments;
 use crate::config::{Cloud, Upstream};
 use crate::error::{ErrorKind, GatewayError};
@@ -58,7 +58,7 @@ fn cannot(up: &Upstream, provider: &str, action: &str, takes: &str) -> GatewayEr
     )
 }
 
-const EMBED_UPSTREAMS: &str = "openai, gemini, azure or vertex";
+const EMBED_UPSTREAMS: &str = "openai, gemini, azure, vertex or bedrock";
 const RERANK_UPSTREAMS: &str = "cohere or openai";
 
 /// The body for upstream `up` (of `provider`) of a request of the `embed`
@@ -85,6 +85,10 @@ pub fn upstream_body(
         }
         (Retrieval::Embed(r), Family::Gemini, Some(Cloud::Vertex { .. }), _) => {
             gemini::predict::encode_request(r).map(|b| (b, Adjustments::default()))
+        }
+        // The embedding model's own body through InvokeModel (Titan, Cohere).
+        (Retrieval::Embed(r), _, Some(Cloud::Bedrock { .. }), _) => {
+            bedrock_embed::encode_request(r, upstream_model).map(|b| (b, Adjustments::default()))
         }
         (Retrieval::Embed(_), ..) => Err(cannot(up, provider, "embeddings", EMBED_UPSTREAMS)),
         (Retrieval::Rerank(r), Family::OpenAi, None, cohere) => {
@@ -116,6 +120,7 @@ pub fn upstream_path(up: &Upstream, job: &Retrieval, upstream_model: &str) -> Op
 /// Gemini's 100 requests, Vertex's instances for `upstream_model`.
 pub fn max_inputs(up: &Upstream, upstream_model: &str) -> usize {
     match (up.protocol, &up.cloud) {
+        (_, Some(Cloud::Bedrock { .. })) => bedrock_embed::batch_limit(upstream_model),
         (Family::Gemini, Some(Cloud::Vertex { .. })) => {
             gemini::predict::max_instances(upstream_model)
         }
@@ -127,6 +132,7 @@ pub fn max_inputs(up: &Upstream, upstream_model: &str) -> usize {
 /// An upstream's embeddings answer.
 pub fn decode_upstream(up: &Upstream, body: &[u8]) -> Result<EmbedResponse, GatewayError> {
     match (up.protocol, &up.cloud) {
+        (_, Some(Cloud::Bedrock { .. })) => bedrock_embed::decode_response(body),
         (Family::OpenAi, _) => openai::embeddings::decode_response(body),
         (Family::Gemini, Some(Cloud::Vertex { .. })) => gemini::predict::decode_response(body),
         (Family::Gemini, _) => gemini::embeddings::decode_response(body),

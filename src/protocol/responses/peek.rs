@@ -9,7 +9,7 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    affinity, bad, body_error, contains, model_of, positive_int, present, span_of, Inspected,
+    bad, body_error, contains, model_of, positive_int, present, span_of, AffinitySource, Inspected,
     Peeked, Raw, Usage,
 };
 use serde::Deserialize;
@@ -147,7 +147,7 @@ pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayErro
         "prompt_cache_retention",
     );
     out.uses(present(p.top_logprobs), "logprobs", "top_logprobs");
-    out.affinity = affinity(p.prompt_cache_key, p.instructions, p.input);
+    out.affinity = AffinitySource::new(body, p.prompt_cache_key, p.instructions, p.input);
     Ok(out)
 }
 

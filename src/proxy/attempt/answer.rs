@@ -125,7 +125,10 @@ fn upstream_text(upstream: Family, body: &[u8], parsed: Option<&serde_json::Valu
     if body.is_empty() {
         return String::from("(no body)");
     }
-    let message = parsed.and_then(|v| (spoke(upstream).upstream_message)(v));
+    let message = parsed.and_then(|v| {
+        (spoke(upstream).upstream_message)(v)
+            .or_else(|| crate::protocol::cloud::aws_error_message(v))
+    });
     let mut text = match message {
         Some(m) => crate::secrets::scrub_upstream(&m),
         None => crate::secrets::scrub_upstream(&String::from_utf8_lossy(
@@ -160,7 +163,9 @@ pub(super) fn upstream_failure(
     e.retry_after = retry_after.map(|d| d.as_secs().max(1));
     // The upstream's code goes on to the client as it is (a context
     // overflow under its one name whatever the upstream calls it).
-    let code = parsed.and_then(|v| (spoke(upstream).upstream_code)(&v));
+    let code = parsed.and_then(|v| {
+        (spoke(upstream).upstream_code)(&v).or_else(|| crate::protocol::cloud::aws_error_code(&v))
+    });
     match code {
         Some(c) => e.with_code(c),
         None => e,

@@ -10,12 +10,16 @@ use super::request::{request_for, upstream_header};
 use super::{Answer, Call};
 use crate::config::Upstream;
 use crate::error::{ErrorKind, GatewayError};
+use crate::eventstream::decode::{EventStreamDecoder, Payload};
+use crate::protocol::cloud;
+use crate::protocol::common::framing::UpstreamFraming;
 use crate::protocol::common::spoke::CONTEXT_OVERFLOW;
 use crate::protocol::spoke;
 use crate::proxy::Gateway;
 use crate::upstream::client::{
     bound, deadline_error, Exchange, Message, ReadFault, Resent, UpstreamClient,
 };
+use crate::upstream::credentials::Secret;
 use crate::upstream::pool::{Cause, InFlight};
 use crate::util::gather::Gathered;
 use bytes::Bytes;
@@ -58,11 +62,11 @@ pub(super) async fn attempt<'s>(
         Err(e) if c.plan.embed.is_some() || up.rerank_only() => return Outcome::Skip(e),
         Err(e) => return Outcome::Unfit(e),
     };
-    let (mut ex, status, first) = match send_authorized(gw, c, up, body, traceparent, resent).await
-    {
-        Ok(r) => r,
-        Err(outcome) => return outcome,
-    };
+    let (mut ex, status, first, frames) =
+        match send_authorized(gw, c, up, body, traceparent, resent).await {
+            Ok(r) => r,
+            Err(outcome) => return outcome,
+        };
     if status >= 300 {
         return judge_status(gw, c, up, &mut ex, status).await;
     }
@@ -83,6 +87,7 @@ pub(super) async fn attempt<'s>(
         usage_injected,
         adjusted,
         first,
+        frames,
         in_flight,
         idle: c.provider.timeouts.idle,
         deadline: c.deadline,
@@ -101,22 +106,17 @@ async fn send_authorized<'s>(
     body: Bytes,
     traceparent: Option<&str>,
     resent: &mut Option<Resent>,
-) -> Result<(Exchange, u16, Option<Bytes>), Outcome<'s>> {
+) -> Result<Sent, Outcome<'s>> {
     let mut renewed = false;
     loop {
         let token = credential(gw, c, up).await?;
-        let msg = match upstream_header(
-            up,
-            c,
-            body.len(),
-            traceparent,
-            token.as_ref().map(|t| &*t.0),
-        ) {
+        let msg = match upstream_header(up, c, &body, traceparent, token.as_ref().map(|t| &t.0)) {
             Ok(h) => Message::new(h, &body),
             Err(e) if e.kind == ErrorKind::Unavailable => return Err(Outcome::Skip(e)),
             Err(e) => return Err(Outcome::Final(e, None)),
         };
-        let (ex, status, first) = send(gw, c, up, &msg, resent).await?;
+        let sent = send(gw, c, up, &msg, resent).await?;
+        let status = sent.1;
         if matches!(status, 401 | 403) && token.is_some_and(|t| t.1) && !renewed {
             log::info!(
                 "{}: upstream {} of {} refused a cached access token ({status}); asking for a new one",
@@ -128,9 +128,18 @@ async fn send_authorized<'s>(
             renewed = true;
             continue;
         }
-        return Ok((ex, status, first));
+        return Ok(sent);
     }
 }
+
+/// A sent request: the exchange, its status, the stream's first chunk (or
+/// nothing yet), and the decoder of an event-stream upstream's stream.
+type Sent = (
+    Exchange,
+    u16,
+    Option<Bytes>,
+    Option<Box<EventStreamDecoder>>,
+);
 
 /// The access token a cloud upstream is called with, and whether it came
 /// from the cache (`None`: the catalog's key is used). A source not configured (a variable unset) skips the upstream
@@ -140,7 +149,7 @@ async fn credential<'s>(
     gw: &Gateway,
     c: &Call<'_, 's>,
     up: &'s Upstream,
-) -> Result<Option<(std::sync::Arc<str>, bool)>, Outcome<'s>> {
+) -> Result<Option<(Secret, bool)>, Outcome<'s>> {
     match gw
         .credentials
         .token(&gw.upstream, &c.provider.id, &up.auth)
@@ -162,7 +171,7 @@ async fn send<'s>(
     up: &'s Upstream,
     msg: &Message,
     resent: &mut Option<Resent>,
-) -> Result<(Exchange, u16, Option<Bytes>), Outcome<'s>> {
+) -> Result<Sent, Outcome<'s>> {
     // Connections are pooled per provider, base URL and credential.
     let identity =
         gw.upstream
@@ -175,16 +184,28 @@ async fn send<'s>(
             .send(&up.url, identity, timeouts.connect, msg, resent)
             .await?;
         let status = ex.status();
+        let mut frames = match cloud::upstream_framing(up.cloud.as_ref(), up.protocol) {
+            _ if !stream || status >= 300 => None,
+            UpstreamFraming::Sse => None,
+            UpstreamFraming::EventStream => Some(Payload::Events),
+            UpstreamFraming::EventStreamChunks => Some(Payload::Chunks),
+        }
+        .map(|p| Box::new(EventStreamDecoder::new(p, gw.settings.max_frame_bytes)));
         let first = if !stream || status >= 400 {
             None
         } else if timeouts.first_token.is_some() {
-            read_to_first_token(&mut ex, spoke(up.protocol).stream_started).await?
+            let started = spoke(up.protocol).stream_started;
+            read_to_first_token(&mut ex, started, frames.as_deref_mut()).await?
         } else {
-            UpstreamClient::read_chunk(&mut ex, None, None)
+            let chunk = UpstreamClient::read_chunk(&mut ex, None, None)
                 .await
-                .map_err(|f| f.error())?
+                .map_err(|f| f.error())?;
+            match (chunk, frames.as_deref_mut()) {
+                (Some(chunk), Some(d)) => Some(as_sse(d, &chunk)?),
+                (chunk, _) => chunk,
+            }
         };
-        Ok::<_, GatewayError>((ex, status, first))
+        Ok::<_, GatewayError>((ex, status, first, frames))
     };
     let done = match bound(timeouts.first_token, c.deadline) {
         None => exchange.await,
@@ -211,6 +232,8 @@ async fn send<'s>(
     done.map_err(|e| {
         let (kind, cause) = if e.kind == ErrorKind::Timeout {
             ("timeout", Cause::Timeout)
+        } else if e.code.as_deref() == Some(MALFORMED_FRAME) {
+            ("invalid", Cause::Invalid)
         } else {
             ("unreachable", Cause::Unreachable)
         };
@@ -292,14 +315,30 @@ async fn read_whole<'s>(
 /// The most of a stream's preamble held back while waiting for its first token.
 const MAX_PREAMBLE: usize = 256 * 1024;
 
+/// The code of a first chunk whose event-stream frame is not AWS's encoding.
+const MALFORMED_FRAME: &str = "upstream_malformed_frame";
+
+/// An event-stream chunk as SSE (an empty chunk while a frame is
+/// incomplete); a frame that is not AWS's encoding is the upstream's fault.
+fn as_sse(d: &mut EventStreamDecoder, chunk: &[u8]) -> Result<Bytes, GatewayError> {
+    let mut out = Vec::with_capacity(chunk.len() + 64);
+    d.push(chunk, &mut out).map_err(|e| {
+        GatewayError::new(ErrorKind::BadGateway, format!("upstream sent {e}"))
+            .with_code(MALFORMED_FRAME)
+    })?;
+    Ok(Bytes::from(out))
+}
+
 /// Reads a stream's first chunks until they carry the answer's first token
-/// (`started`, the upstream protocol's test), the stream ends, or the held
-/// bytes pass `MAX_PREAMBLE`: a preamble alone (a role chunk, a
+/// (`started`, the upstream protocol's test, over SSE: an event-stream
+/// upstream's chunks are decoded by `frames` first), the stream ends, or
+/// the held bytes pass `MAX_PREAMBLE`: a preamble alone (a role chunk, a
 /// `message_start`) does not meet a `first_token` deadline. Nothing has
 /// reached the client yet; the caller bounds the wait.
 async fn read_to_first_token(
     ex: &mut Exchange,
     started: fn(&[u8]) -> bool,
+    mut frames: Option<&mut EventStreamDecoder>,
 ) -> Result<Option<Bytes>, GatewayError> {
     let mut held = Gathered::default();
     loop {
@@ -308,6 +347,10 @@ async fn read_to_first_token(
             .map_err(|f| f.error())?
         else {
             break;
+        };
+        let chunk = match frames.as_deref_mut() {
+            Some(d) => as_sse(d, &chunk)?,
+            None => chunk,
         };
         let scanned = held.len();
         held.push(chunk);

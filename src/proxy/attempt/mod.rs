@@ -24,6 +24,7 @@ use crate::adjust::Adjustments;
 use crate::admit::validate;
 use crate::config::{Model, Provider, Upstream};
 use crate::error::GatewayError;
+use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
 pub use crate::obs::outcome::AttemptNote;
 use crate::upstream::client::Exchange;
@@ -68,9 +69,46 @@ pub struct Client<'a> {
     )>,
     /// Without telemetry, the client's own valid `traceparent`, forwarded.
     pub traceparent: Option<&'a str>,
-    /// The request's session key, hashed (docs/resilience.md "Session
-    /// affinity"): the pool keeps a conversation on one upstream by it.
-    pub affinity: u64,
+    /// The request's session key (docs/resilience.md "Session affinity"):
+    /// the pool keeps a conversation on one upstream by it.
+    pub affinity: SessionKey,
+}
+
+/// A request's session key: a session header's value, hashed at once, or
+/// the body's cache key or stable prefix
+/// ([`crate::protocol::common::peek::AffinitySource`]), hashed the first
+/// time a pick compares upstreams by it, so a provider with one usable
+/// upstream, or with affinity off, never hashes the body.
+pub struct SessionKey {
+    hash: std::sync::OnceLock<u64>,
+    /// The body the source's spans point into (a refcount).
+    body: Bytes,
+    source: crate::protocol::common::peek::AffinitySource,
+}
+
+impl SessionKey {
+    /// A key already hashed (a session header; a fixed key).
+    pub fn known(hash: u64) -> Self {
+        SessionKey {
+            hash: std::sync::OnceLock::from(hash),
+            body: Bytes::new(),
+            source: Default::default(),
+        }
+    }
+
+    /// The key `source` finds in `body`, hashed when first asked.
+    pub fn of_body(body: Bytes, source: crate::protocol::common::peek::AffinitySource) -> Self {
+        SessionKey {
+            hash: std::sync::OnceLock::new(),
+            body,
+            source,
+        }
+    }
+
+    /// The key's hash.
+    pub fn get(&self) -> u64 {
+        *self.hash.get_or_init(|| self.source.hash(&self.body))
+    }
 }
 
 /// One model's upstream call: the request as planned for the model, and
@@ -113,8 +151,12 @@ pub struct Answer<'s> {
     /// What translation for this upstream dropped (empty when not translated).
     pub adjusted: Adjustments,
     /// What was read before anything reached the client: a stream's first
-    /// chunk (None: it ended at once), or a whole answer's body.
+    /// chunk (None: it ended at once), or a whole answer's body. A stream
+    /// an upstream frames as AWS's event stream is here as SSE already.
     pub first: Option<Bytes>,
+    /// The decoder of a stream the upstream frames as AWS's event stream
+    /// (Bedrock): the relay turns each later chunk into SSE through it.
+    pub frames: Option<Box<EventStreamDecoder>>,
     /// The request in flight on the upstream's pool member (ends when dropped).
     pub in_flight: InFlight,
     /// The provider's `idle` timeout, and the request's `total` deadline.

@@ -11,7 +11,7 @@ use crate::config::{Affinity, Upstream};
 use crate::error::GatewayError;
 use crate::proxy::Gateway;
 use crate::upstream::client::{deadline_error, Resent};
-use crate::upstream::pool::{self, Cause, Member};
+use crate::upstream::pool::{self, Cause, Member, SessionKey};
 use std::time::{Duration, Instant};
 
 /// The pause before the `n`th attempt (n ≥ 2): random, up to 25 ms doubled
@@ -48,7 +48,8 @@ pub async fn call<'s>(
     // A lone 5xx gets one retry on the same upstream before it is blamed.
     let mut again: Option<usize> = None;
     let mut retried_here = false;
-    let affinity = (c.provider.affinity == Affinity::Session).then_some(c.client.affinity);
+    let key = || c.client.affinity.get();
+    let affinity = (c.provider.affinity == Affinity::Session).then_some(&key as SessionKey<'_>);
     while *attempts_left > 0 {
         let now = Instant::now();
         let pick = match again.take() {

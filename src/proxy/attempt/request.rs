@@ -6,16 +6,20 @@
 
 use super::Call;
 use crate::adjust::Adjustments;
-use crate::config::Upstream;
+use crate::config::{Cloud, Scheme, Upstream};
 use crate::error::{ErrorKind, GatewayError};
 use crate::protocol::cloud::{self, Credential};
+use crate::protocol::common::framing::UpstreamFraming;
 use crate::protocol::common::http::{SetHeader, UpstreamTarget};
 use crate::protocol::registry::embed;
 use crate::protocol::spoke;
 use crate::translate::body::translate_request;
 use crate::translate::passthrough;
+use crate::upstream::credentials::aws::sigv4::{self, Signable};
+use crate::upstream::credentials::Secret;
 use crate::upstream::h1::RequestHead;
 use bytes::Bytes;
+use std::time::SystemTime;
 
 /// Bodies above this are translated off the reactor.
 const BLOCKING_TRANSLATE_BYTES: usize = 1 << 20;
@@ -86,7 +90,13 @@ pub(super) async fn request_for(
     // A cloud's own body (Vertex's Anthropic Messages: no `model`, its
     // `anthropic_version`).
     let body = match &up.cloud {
-        Some(cloud) => cloud::upstream_body(cloud, up.protocol, &body).map_or(body, Bytes::from),
+        Some(cloud) => {
+            let beta = c
+                .client
+                .anthropic_beta
+                .filter(|_| up.protocol == c.client.family);
+            cloud::upstream_body(cloud, up.protocol, &body, beta).map_or(body, Bytes::from)
+        }
         None => body,
     };
     // A continuation's prefill, marked the way this OpenAI-compatible
@@ -152,15 +162,17 @@ fn passthrough_body(c: &Call<'_, '_>, inject_usage: bool) -> Bytes {
 }
 
 /// The upstream request head for `up`: path, host, credential (the
-/// provider key, or a cloud's access `token`), protocol headers.
+/// provider key, a cloud's access token, or a SigV4 signature over the
+/// head's signed headers and `body` with AWS keys), protocol headers.
 pub(super) fn upstream_header(
     up: &Upstream,
     c: &Call<'_, '_>,
-    body_len: usize,
+    body: &[u8],
     traceparent: Option<&str>,
-    token: Option<&str>,
+    secret: Option<&Secret>,
 ) -> Result<RequestHead, GatewayError> {
-    let key = match token {
+    let body_len = body.len();
+    let key = match secret {
         Some(_) => "",
         None => provider_key(up, c)?,
     };
@@ -205,16 +217,40 @@ pub(super) fn upstream_header(
         };
     let mut h = RequestHead::post(&path, capacity).map_err(internal)?;
     let mut set = |k: &str, v: &str| h.header(k, v).map_err(internal);
+    let accept = match (stream, &up.cloud) {
+        (true, Some(cl))
+            if cloud::upstream_framing(Some(cl), up.protocol) != UpstreamFraming::Sse =>
+        {
+            "application/vnd.amazon.eventstream"
+        }
+        (true, _) => "text/event-stream",
+        (false, _) => "application/json",
+    };
     set("host", &up.url.authority)?;
     set("content-type", "application/json")?;
-    set(
-        "accept",
-        if stream {
-            "text/event-stream"
-        } else {
-            "application/json"
-        },
-    )?;
+    set("accept", accept)?;
+    if let (Some(Secret::Aws(keys)), Some(Cloud::Bedrock { region })) = (secret, &up.cloud) {
+        // Signed over what is sent: host, these headers, the path, the body.
+        let signable = Signable {
+            method: "POST",
+            https: up.url.scheme == Scheme::Https,
+            authority: &up.url.authority,
+            path: &path,
+            headers: &[("content-type", "application/json"), ("accept", accept)],
+            body,
+        };
+        let signed = sigv4::sign(
+            keys,
+            region,
+            cloud::BEDROCK_SERVICE,
+            &signable,
+            SystemTime::now(),
+        )
+        .map_err(|m| GatewayError::new(ErrorKind::Internal, m))?;
+        for (k, v) in &signed {
+            set(k, v)?;
+        }
+    }
     set(
         "user-agent",
         concat!("switchboard/", env!("CARGO_PKG_VERSION")),
@@ -224,7 +260,7 @@ pub(super) fn upstream_header(
         set("traceparent", tp)?;
     }
     let mut failed = None;
-    credential_headers(up, key, token, &target, &mut |k, v| {
+    credential_headers(up, key, secret, &target, &mut |k, v| {
         if failed.is_none() {
             failed = set(k, v).err();
         }
@@ -254,20 +290,25 @@ fn provider_key<'u>(up: &'u Upstream, c: &Call<'_, '_>) -> Result<&'u str, Gatew
     })
 }
 
-/// The headers of the credential: an access token as a Bearer, an Azure
-/// key as `api-key`, else the protocol's own key headers (and version).
+/// The headers of the credential: an access token as a Bearer, a cloud's
+/// key (Azure's `api-key`, Bedrock's Bearer), nothing more for a signed
+/// request, else the protocol's own key headers (and version).
 fn credential_headers(
     up: &Upstream,
     key: &str,
-    token: Option<&str>,
+    secret: Option<&Secret>,
     target: &UpstreamTarget<'_>,
     set: &mut SetHeader<'_>,
 ) {
-    match (token, &up.cloud) {
-        (Some(token), _) => cloud::upstream_auth(Credential::Bearer(token), target, set),
-        (None, Some(_)) => cloud::upstream_auth(Credential::AzureKey(key), target, set),
-        (None, None) => (spoke(up.protocol).upstream_auth)(key, target, set),
-    }
+    let Some(cl) = &up.cloud else {
+        return (spoke(up.protocol).upstream_auth)(key, target, set);
+    };
+    let credential = match secret {
+        Some(Secret::Token(token)) => Credential::Bearer(token),
+        Some(Secret::Aws(_)) => Credential::Signed,
+        None => Credential::Key(key),
+    };
+    cloud::upstream_auth(cl, credential, target, set);
 }
 
 #[cfg(test)]
@@ -304,7 +345,7 @@ mod tests {
             request_id: "r",
             trace: None,
             traceparent: None,
-            affinity: 0,
+            affinity: super::super::SessionKey::known(0),
         };
         let plan = super::super::Planned {
             body: body.clone(),

@@ -250,7 +250,7 @@ pub(super) async fn call_job<T>(
         request_id: &request_id,
         trace: trace.as_deref().zip(telemetry.as_deref()),
         traceparent: traceparent.as_deref(),
-        affinity: 0,
+        affinity: attempt::SessionKey::known(0),
     };
     let plan = Planned {
         body: Bytes::new(),

@@ -19,6 +19,7 @@ mod rerank;
 mod rescue;
 mod resolve;
 
+use super::attempt::SessionKey;
 use super::ctx::RequestCtx;
 use super::respond;
 use super::route::{Endpoint, GeminiStream, Route};
@@ -152,7 +153,7 @@ async fn run(
         request_id: &request_id,
         trace: trace.as_deref().zip(telemetry.as_deref()),
         traceparent: traceparent.as_deref(),
-        affinity: affinity(session, &req),
+        affinity: affinity(session, &req, &body),
     };
     let ch = chain::Chain {
         client: &client,
@@ -188,15 +189,19 @@ const SESSION_HEADERS: [&str; 3] = ["x-claude-code-session-id", "session_id", "s
 
 /// The request's session key, hashed (docs/resilience.md "Session
 /// affinity"): a session header's value, else what the peek found in the
-/// body (the client's cache key, else the stable prefix). Never logged.
-fn affinity(session: &Session, req: &validate::Inspected) -> u64 {
+/// body (the client's cache key, else the stable prefix, hashed only if a
+/// pick compares upstreams by it). Never logged.
+fn affinity(session: &Session, req: &validate::Inspected, body: &Bytes) -> SessionKey {
     let headers = &session.req_header().headers;
     SESSION_HEADERS
         .iter()
         .filter_map(|h| headers.get(*h))
         .map(|v| v.as_bytes())
         .find(|v| !v.is_empty())
-        .map_or(req.affinity, crate::util::hash::key)
+        .map_or_else(
+            || SessionKey::of_body(body.clone(), req.affinity.clone()),
+            |v| SessionKey::known(crate::util::hash::key(v)),
+        )
 }
 
 /// How a stream is framed for the client: Gemini's JSON array, Bedrock's

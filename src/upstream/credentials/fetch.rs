@@ -23,7 +23,12 @@ const DEFAULT_LIFE: Duration = Duration::from_secs(3600);
 pub(super) enum Call<'a> {
     Form(&'a str),
     Get(&'a [(&'a str, &'a str)]),
-    Json { body: &'a str, bearer: &'a str },
+    Json {
+        body: &'a str,
+        bearer: &'a str,
+    },
+    /// A `PUT` with `headers` and no body (IMDSv2's session token).
+    Put(&'a [(&'a str, &'a str)]),
 }
 
 /// `application/x-www-form-urlencoded` of `pairs`.
@@ -129,7 +134,7 @@ pub(super) async fn text(
 
 /// What an error answer says: OAuth2's `error` and `error_description`,
 /// else the start of its text.
-fn error_text(json: Option<&serde_json::Value>, body: &[u8]) -> String {
+pub(super) fn error_text(json: Option<&serde_json::Value>, body: &[u8]) -> String {
     let field = |k: &str| json.and_then(|j| j.get(k)).and_then(|v| v.as_str());
     let text = match (field("error"), field("error_description")) {
         (Some(e), Some(d)) => format!("{e}: {d}"),
@@ -145,12 +150,39 @@ fn error_text(json: Option<&serde_json::Value>, body: &[u8]) -> String {
     crate::error::cut(&text, 300).into_owned()
 }
 
+/// The status and body of one call to `url` (at `path` when given: a
+/// path that ends with `/`, which a `BaseUrl` does not keep), within `limit`.
+pub(super) async fn answer(
+    client: &UpstreamClient,
+    url: &BaseUrl,
+    path: Option<&str>,
+    call: Call<'_>,
+    limit: Duration,
+) -> Result<(u16, Bytes), String> {
+    tokio::time::timeout(limit, exchange_at(client, url, path, call))
+        .await
+        .map_err(|_| format!("no answer within {} ms", limit.as_millis()))?
+}
+
 async fn exchange(
     client: &UpstreamClient,
     url: &BaseUrl,
     call: Call<'_>,
 ) -> Result<(u16, Bytes), String> {
-    let path = if url.path.is_empty() { "/" } else { &url.path };
+    exchange_at(client, url, None, call).await
+}
+
+async fn exchange_at(
+    client: &UpstreamClient,
+    url: &BaseUrl,
+    path: Option<&str>,
+    call: Call<'_>,
+) -> Result<(u16, Bytes), String> {
+    let path = match path {
+        Some(p) => p,
+        None if url.path.is_empty() => "/",
+        None => &url.path,
+    };
     let wire = |e: crate::upstream::h1::WireError| e.to_string();
     let (mut head, body) = match call {
         Call::Form(text) | Call::Json { body: text, .. } => (
@@ -158,6 +190,7 @@ async fn exchange(
             Bytes::copy_from_slice(text.as_bytes()),
         ),
         Call::Get(_) => (RequestHead::get(path).map_err(wire)?, Bytes::new()),
+        Call::Put(_) => (RequestHead::put(path).map_err(wire)?, Bytes::new()),
     };
     head.header("host", &url.authority).map_err(wire)?;
     head.header("accept", "application/json").map_err(wire)?;
@@ -170,7 +203,7 @@ async fn exchange(
         Call::Form(_) => head
             .header("content-type", "application/x-www-form-urlencoded")
             .map_err(wire)?,
-        Call::Get(headers) => {
+        Call::Get(headers) | Call::Put(headers) => {
             for (k, v) in headers {
                 head.header(k, v).map_err(wire)?;
             }

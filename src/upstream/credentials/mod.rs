@@ -1,13 +1,15 @@
-//! Access tokens for the cloud upstreams (docs/clouds.md): an Entra ID
+//! Credentials for the cloud upstreams (docs/clouds.md): an Entra ID
 //! token from a client credential (`entra`), a Google OAuth2 token from a
 //! service-account key or the metadata server (`google`, signing its JWT
-//! in `jwt`) or from workload identity federation (`external`), each fetched over the gateway's own upstream client
-//! (`fetch`). A token is cached per source and shared by every request and
+//! in `jwt`) or from workload identity federation (`external`), AWS keys
+//! from the standard AWS chain for SigV4 (`aws`), each fetched over the
+//! gateway's own upstream client (`fetch`). A token is cached per source and shared by every request and
 //! upstream using that source; it is refreshed before it expires
 //! (a quarter of its life, at most five minutes, early), one refresh in
 //! flight at a time. A token is never logged nor put in an error; a source
 //! that cannot give one is an error naming the provider and the source.
 
+pub mod aws;
 mod entra;
 mod external;
 mod fetch;
@@ -27,15 +29,32 @@ const GOOGLE_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// The most a token is refreshed ahead of its expiry.
 const EARLY_MAX: Duration = Duration::from_secs(300);
 
-/// An access token and when to stop using it.
+/// What a source gives: an access token, or AWS keys to sign with.
+#[derive(Clone)]
+pub enum Secret {
+    Token(Arc<str>),
+    Aws(Arc<aws::AwsKeys>),
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret itself.
+        match self {
+            Secret::Token(_) => f.write_str("Token(..)"),
+            Secret::Aws(k) => write!(f, "{k:?}"),
+        }
+    }
+}
+
+/// A credential and when to stop using it.
 struct Token {
-    value: Arc<str>,
+    value: Secret,
     fresh_until: Instant,
 }
 
-/// A token for a request, and whether it was cached (not fetched for it).
+/// A credential for a request, and whether it was cached (not fetched for it).
 pub struct Granted {
-    pub value: Arc<str>,
+    pub value: Secret,
     pub cached: bool,
 }
 
@@ -53,7 +72,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn fresh(&self, now: Instant) -> Option<Arc<str>> {
+    fn fresh(&self, now: Instant) -> Option<Secret> {
         let t = self.token.lock().ok()?;
         t.as_ref()
             .filter(|t| now < t.fresh_until)
@@ -97,28 +116,36 @@ impl Credentials {
         }
         let started = Instant::now();
         let fetched = match &source {
-            Source::Entra(e) => entra::fetch(client, provider, e).await,
-            Source::Google(g) => google::fetch(client, provider, g).await,
+            Source::Entra(e) => entra::fetch(client, provider, e).await.map(|f| {
+                let what = format!("access token from {}", entra::describe(e));
+                (Secret::Token(Arc::from(f.value)), f.life, what)
+            }),
+            Source::Google(g) => google::fetch(client, provider, g).await.map(|f| {
+                let what = format!("access token from {}", google::describe(g));
+                (Secret::Token(Arc::from(f.value)), f.life, what)
+            }),
+            Source::Aws(a) => aws::fetch(client, provider, a).await.map(|f| {
+                let what = format!("AWS credentials from {}", f.source);
+                (Secret::Aws(Arc::new(f.keys)), f.life, what)
+            }),
         };
-        let fetched = match fetched {
+        let (value, life, what) = match fetched {
             Ok(f) => f,
             Err(e) => {
                 log::warn!("{}", e.message);
                 return Some(Err(e));
             }
         };
-        let early = (fetched.life / 4).min(EARLY_MAX);
-        let value: Arc<str> = Arc::from(fetched.value);
+        let early = (life / 4).min(EARLY_MAX);
         if let Ok(mut t) = slot.token.lock() {
             *t = Some(Token {
                 value: value.clone(),
-                fresh_until: started + fetched.life.saturating_sub(early),
+                fresh_until: started + life.saturating_sub(early),
             });
         }
         log::info!(
-            "provider {provider}: new access token from {} (expires in {} s)",
-            source.describe(),
-            fetched.life.as_secs()
+            "provider {provider}: new {what} (expires in {} s)",
+            life.as_secs()
         );
         Some(Ok(Granted {
             value,
@@ -147,6 +174,7 @@ impl Credentials {
 enum Source<'a> {
     Entra(&'a crate::config::Entra),
     Google(&'a crate::config::GoogleAuth),
+    Aws(&'a crate::config::AwsAuth),
 }
 
 impl<'a> Source<'a> {
@@ -155,6 +183,7 @@ impl<'a> Source<'a> {
             Auth::Key => None,
             Auth::Entra(e) => Some(Source::Entra(e)),
             Auth::Google(g) => Some(Source::Google(g)),
+            Auth::Aws(a) => Some(Source::Aws(a)),
         }
     }
 
@@ -178,22 +207,27 @@ impl<'a> Source<'a> {
                 Some(path) => format!("google-file\u{0}{path}"),
                 None => format!("google-metadata\u{0}{}", google::metadata_host()),
             },
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Source::Entra(e) => entra::describe(e),
-            Source::Google(g) => google::describe(g),
+            Source::Aws(a) => format!("aws\u{0}{}", a.profile.as_deref().unwrap_or("")),
         }
     }
 }
 
 /// The error of a source that gave no token: 502, naming the provider and the source.
 pub(crate) fn failed(provider: &str, source: &str, why: impl std::fmt::Display) -> GatewayError {
+    failed_to_obtain("an access token", provider, source, why)
+}
+
+/// The error of a source that gave no `what` (a token, AWS keys): 502,
+/// naming the provider and the source.
+pub(crate) fn failed_to_obtain(
+    what: &str,
+    provider: &str,
+    source: &str,
+    why: impl std::fmt::Display,
+) -> GatewayError {
     GatewayError::new(
         crate::error::ErrorKind::BadGateway,
-        format!("provider {provider}: cannot obtain an access token from {source}: {why}"),
+        format!("provider {provider}: cannot obtain {what} from {source}: {why}"),
     )
     .with_code("credential_unavailable")
 }
@@ -210,13 +244,13 @@ mod tests {
         assert!(slot.fresh(now).is_none());
         let life = Duration::from_secs(100);
         *slot.token.lock().unwrap() = Some(Token {
-            value: Arc::from("t"),
+            value: Secret::Token(Arc::from("t")),
             fresh_until: now + life - (life / 4).min(EARLY_MAX),
         });
-        assert_eq!(
-            slot.fresh(now + Duration::from_secs(74)).as_deref(),
-            Some("t")
-        );
+        assert!(matches!(
+            slot.fresh(now + Duration::from_secs(74)),
+            Some(Secret::Token(t)) if &*t == "t"
+        ));
         assert!(slot.fresh(now + Duration::from_secs(75)).is_none());
     }
 

@@ -177,6 +177,22 @@ impl Gateway {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Gateway {
+        let gw = Gateway::launch(catalog, keys, args, env);
+        gw.wait_ready(true).await;
+        gw
+    }
+
+    /// As [`Gateway::start_with`] for a listener a plain HTTP/1.1 client
+    /// cannot talk to (TLS): waits only until both listeners accept
+    /// connections; the test checks the answers with its own client.
+    pub async fn start_tls(catalog: &Value, keys: &Value, args: &[&str]) -> Gateway {
+        let gw = Gateway::launch(catalog, keys, args, &[]);
+        gw.wait_ready(false).await;
+        gw
+    }
+
+    /// The process on these files, on free ports; not waited for.
+    fn launch(catalog: &Value, keys: &Value, args: &[&str], env: &[(&str, &str)]) -> Gateway {
         let dir = TempDir::new();
         std::fs::write(
             dir.file("catalog.json"),
@@ -191,18 +207,29 @@ impl Gateway {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let child = Gateway::spawn(&dir, &dir, addr, metrics, args, env);
-        let gw = Gateway {
+        Gateway {
             child,
             addr,
             metrics,
             dir,
-        };
+        }
+    }
+
+    /// Waits until the client listener answers `/healthz` (or, unless
+    /// `plain`, accepts a connection) and the metrics listener accepts.
+    async fn wait_ready(&self, plain: bool) {
+        let gw = self;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(r) = http_client::send(gw.addr, &Request::get("/healthz")).await {
-                if r.status == 200 {
-                    break;
-                }
+            let up = if plain {
+                http_client::send(gw.addr, &Request::get("/healthz"))
+                    .await
+                    .is_ok_and(|r| r.status == 200)
+            } else {
+                tokio::net::TcpStream::connect(gw.addr).await.is_ok()
+            };
+            if up {
+                break;
             }
             assert!(
                 Instant::now() < deadline,
@@ -221,7 +248,6 @@ impl Gateway {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        gw
     }
 
     /// Starts a new process with `-u` to take over this one's listening

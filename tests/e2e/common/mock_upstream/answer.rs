@@ -20,6 +20,8 @@ pub(super) struct Markers {
     pub(super) cut_end: bool,
     pub(super) malformed: bool,
     pub(super) stream_error: bool,
+    /// `[[bad-crc]]`: Bedrock's event stream: a frame whose CRC is wrong.
+    pub(super) bad_crc: bool,
     pub(super) tool: bool,
     pub(super) text_tool: bool,
     pub(super) thinking: bool,
@@ -81,6 +83,7 @@ impl Markers {
                 "no-prefill" => markers.no_prefill = true,
                 "json-answer" => markers.json_answer = true,
                 "stream-error" => markers.stream_error = true,
+                "bad-crc" => markers.bad_crc = true,
                 "tool" => markers.tool = true,
                 "text+tool" => markers.text_tool = true,
                 "thinking" => markers.thinking = true,

@@ -189,7 +189,7 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
 }
 
 /// `application/x-www-form-urlencoded` pairs.
-fn form(body: &[u8]) -> Vec<(String, String)> {
+pub(super) fn form(body: &[u8]) -> Vec<(String, String)> {
     let decode = |s: &str| {
         let s = s.replace('+', " ");
         let b = s.as_bytes();
@@ -218,7 +218,7 @@ fn form(body: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
     form.iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())
@@ -234,6 +234,9 @@ fn oauth_error(status: u16, error: &str, description: &str) -> Reply {
 /// The cloud's answer to `request` when it is a token call or a cloud call
 /// the cloud refuses; `None`: the provider routes take it from here.
 pub(super) fn cloud_reply(state: &State, request: &RecordedRequest) -> Option<Reply> {
+    if let Some(reply) = super::bedrock::aws_reply(state, request) {
+        return Some(reply);
+    }
     let path = request.path_only();
     if request.method == "GET" && path == METADATA_TOKEN_PATH {
         return Some(metadata(state, request));
@@ -480,7 +483,7 @@ fn impersonate(state: &State, request: &RecordedRequest) -> Reply {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of unix seconds (Howard Hinnant's civil_from_days).
-fn rfc3339(secs: u64) -> String {
+pub(super) fn rfc3339(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let z = days + 719_468;

@@ -14,6 +14,9 @@
 //! - `POST …/messages`, `POST …/messages/count_tokens` (Anthropic)
 //! - `POST …/models/{model}:generateContent`, `:streamGenerateContent[?alt=sse]`,
 //!   `:countTokens` (Gemini)
+//! - Amazon Bedrock's `…/model/{id}/invoke`, `/invoke-with-response-stream`,
+//!   `/converse`, `/converse-stream` (SigV4 or a Bedrock API key), STS and
+//!   IMDSv2: see `bedrock`
 //! - Azure OpenAI under `/azure/…`, Vertex AI under `/v1/projects/…`
 //!   (`publishers/google/models/{m}:generateContent`, `publishers/anthropic/models/{m}:rawPredict`
 //!   and their streams), the Entra ID, Google OAuth2 and metadata-server
@@ -73,6 +76,7 @@
 //!   (or a reply saying it is not its start), and the body's `[[cut]]`,
 //!   `[[stream-error]]`, `[[stall:…]]`, `[[stall-mid:…]]` and `[[hold:…]]`
 //!   do not apply to it (a path's do).
+//! - `[[bad-crc]]`: Bedrock's event stream: the middle frame's CRC is wrong.
 //! - `[[stream-error]]`: stream: the provider's in-stream error event after half
 //!   of the frames, then a clean end of the HTTP body (Responses: an `error`
 //!   event, then `response.failed`).
@@ -125,7 +129,8 @@
 //! answer), `json`, `reply` (writing), `wire` (HTTP/1.1 framing, shared with
 //! the test client), one per protocol: `openai`, `responses`,
 //! `anthropic`, `gemini`; `structured` (enforced schemas: Anthropic's check,
-//! conforming values); `cloud` (Azure, Vertex, their token endpoints). This file holds the public API (`MockUpstream`,
+//! conforming values); `cloud` (Azure, Vertex, their token endpoints);
+//! `bedrock` (Bedrock, SigV4, STS, IMDS, AWS's event stream). This file holds the public API (`MockUpstream`,
 //! `Protocol`, `RecordedRequest`, `expected_reply`, the constants); the files
 //! import `super::*`, the protocol files never each other. Imports serde,
 //! serde_json and tokio; nothing of the gateway.
@@ -137,6 +142,7 @@
 mod json;
 mod answer;
 mod anthropic;
+mod bedrock;
 mod cloud;
 mod embed;
 mod gemini;
@@ -151,6 +157,16 @@ pub mod wire;
 pub use answer::split_deltas;
 use answer::*;
 use anthropic::*;
+use bedrock::{
+    as_chunk_stream, bedrock_call, bedrock_embed, bedrock_error, converse_reply, exception_for,
+    is_embedding_model, AwsState,
+};
+// For the tests of the Converse wire (`bedrock` upstreams).
+#[allow(unused_imports)]
+pub use bedrock::{
+    converse_reply_text, event_frame, exception_frame, AWS_STS_PATH, BEDROCK_ANTHROPIC_VERSION,
+    CONTAINER_CREDENTIALS_PATH, IMDS_ROLE,
+};
 use cloud::{cloud_reply, CloudState};
 pub use cloud::{
     impersonation_path, GOOGLE_TOKEN_PATH, METADATA_TOKEN_PATH, STS_TOKEN_PATH, SUBJECT_TOKEN_PATH,
@@ -360,6 +376,8 @@ struct State {
     prompt_cache: Mutex<std::collections::HashMap<String, Vec<Vec<String>>>>,
     /// The clouds' credentials and issued tokens (`cloud`).
     cloud: Mutex<CloudState>,
+    /// AWS's keys, Bedrock keys and issued temporary keys (`bedrock`).
+    aws: Mutex<AwsState>,
     /// The key Cohere calls must carry (`rerank`).
     cohere_key: Mutex<Option<String>>,
 }

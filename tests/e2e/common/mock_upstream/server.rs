@@ -176,6 +176,12 @@ pub(super) enum Route {
     RawPredict {
         model: String,
     },
+    /// Bedrock: InvokeModel (`converse` false) or Converse, streamed or not.
+    Bedrock {
+        model: String,
+        converse: bool,
+        stream: bool,
+    },
     /// Vertex AI's text embeddings (`:predict`).
     Predict {
         model: String,
@@ -188,6 +194,13 @@ pub(super) fn classify(method: &str, target: &str) -> Route {
     let path = path.trim_end_matches('/');
     if method != "POST" {
         return Route::NotFound(guess_protocol(path));
+    }
+    if let Some((model, method)) = bedrock_call(path) {
+        return Route::Bedrock {
+            model,
+            converse: method.starts_with("converse"),
+            stream: method.ends_with("stream"),
+        };
     }
     if path.ends_with("/chat/completions") {
         return Route::Chat;
@@ -326,6 +339,17 @@ fn prompt_cache(state: &State, path: &str, body: &[u8]) -> String {
     format!("[[cached:{}]]", bytes / 4)
 }
 
+/// `[[bad-crc]]` on a Converse stream: the middle frame's CRC is wrong.
+fn as_bad_crc(mut reply: Reply, bad: bool) -> Reply {
+    if let (true, ReplyBody::Stream(frames)) = (bad, &mut reply.body) {
+        let middle = frames.len() / 2;
+        if let Some(last) = frames.get_mut(middle).and_then(|f| f.last_mut()) {
+            *last ^= 0x5a;
+        }
+    }
+    reply
+}
+
 pub(super) fn control_reply(state: &State, method: &str, what: &str) -> Reply {
     match (method, what.trim_end_matches('/')) {
         ("GET", "requests") => {
@@ -356,7 +380,10 @@ pub(super) fn provider_reply(
     let protocol = match &route {
         Route::Chat | Route::Embeddings => Protocol::OpenAi,
         Route::Responses | Route::ResponsesCount => Protocol::Responses,
-        Route::Messages | Route::AnthropicCount | Route::RawPredict { .. } => Protocol::Anthropic,
+        Route::Messages
+        | Route::AnthropicCount
+        | Route::RawPredict { .. }
+        | Route::Bedrock { .. } => Protocol::Anthropic,
         Route::Generate { .. }
         | Route::StreamGenerate { .. }
         | Route::GeminiCount { .. }
@@ -399,14 +426,27 @@ pub(super) fn provider_reply(
         hold: markers.hold,
         ..Effects::default()
     };
+    let bedrock = matches!(route, Route::Bedrock { .. });
     if let Some(status) = markers.status {
         let message = format!("mock: forced status {status}");
-        let reply = error_reply(protocol, status, &message);
+        let reply = if bedrock {
+            bedrock_error(status, exception_for(status), &message)
+        } else {
+            error_reply(protocol, status, &message)
+        };
         let reply = match &markers.retry_after {
             Some(v) => reply.header("retry-after", v),
             None => reply,
         };
         return reply.with_effects(slow);
+    }
+    if markers.context_overflow && bedrock {
+        return bedrock_error(
+            400,
+            "ValidationException",
+            "Input is too long for requested model.",
+        )
+        .with_effects(slow);
     }
     if markers.context_overflow {
         return overflow_reply(protocol).with_effects(slow);
@@ -417,6 +457,11 @@ pub(super) fn provider_reply(
     };
     match &route {
         Route::Embeddings => return openai_embeddings(&body).with_effects(slow),
+        Route::Bedrock {
+            model,
+            converse: false,
+            ..
+        } if is_embedding_model(model) => return bedrock_embed(&body, model).with_effects(slow),
         Route::Embed { model, batch } => {
             return gemini_embed(&body, model, *batch).with_effects(slow)
         }
@@ -442,9 +487,28 @@ pub(super) fn provider_reply(
             ]);
             return Reply::json_ordered(200, "application/json", &body).with_effects(slow);
         }
+        Route::Bedrock {
+            converse: true,
+            stream,
+            ..
+        } => {
+            let effects = Effects {
+                slow: markers.slow,
+                hold: markers.hold,
+                stall: markers.stall,
+                stall_mid: markers.stall_mid,
+                cut: markers.cut,
+                cut_end: markers.cut_end,
+                max_piece: markers.max_piece.unwrap_or(DEFAULT_MAX_PIECE),
+                seed: fnv1a(&request.body),
+            };
+            let reply = converse_reply(&body, stream, &markers, prompt_tokens);
+            return as_bad_crc(reply, markers.bad_crc).with_effects(effects);
+        }
         Route::Generate { ref model }
         | Route::StreamGenerate { ref model, .. }
-        | Route::RawPredict { ref model } => model.clone(),
+        | Route::RawPredict { ref model }
+        | Route::Bedrock { ref model, .. } => model.clone(),
         _ => body["model"].as_str().unwrap_or("mock-model").to_owned(),
     };
     let mut tool = (markers.tool || markers.text_tool).then(|| first_tool_name(protocol, &body));
@@ -504,7 +568,10 @@ pub(super) fn provider_reply(
         max_tokens: markers.max_tokens,
         newline: if markers.crlf { "\r\n" } else { "\n" },
     };
-    let streaming = body["stream"] == Value::Bool(true);
+    let streaming = match route {
+        Route::Bedrock { stream, .. } => stream,
+        _ => body["stream"] == Value::Bool(true),
+    };
     let reply = match route {
         Route::Chat => {
             let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
@@ -512,6 +579,10 @@ pub(super) fn provider_reply(
         }
         Route::Responses => responses_reply(&answer, &body, streaming, &markers),
         Route::Messages | Route::RawPredict { .. } => anthropic_reply(&answer, streaming, &markers),
+        Route::Bedrock { .. } if streaming => {
+            as_chunk_stream(anthropic_reply(&answer, true, &markers), markers.bad_crc)
+        }
+        Route::Bedrock { .. } => anthropic_reply(&answer, false, &markers),
         Route::Generate { .. } => gemini_reply(&answer, None, &markers),
         Route::StreamGenerate { sse, .. } => gemini_reply(&answer, Some(sse), &markers),
         _ => error_reply(protocol, 500, "mock: unreachable route"),

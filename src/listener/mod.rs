@@ -6,7 +6,7 @@
 //! ever, and accepts until the process runs out of descriptors (then logs
 //! `Accept() failed … Too many open files` every second while new clients
 //! hang). [`Guarded`] wraps a listener's HTTP application, without forking
-//! Pingora, and runs each connection's HTTP/1 loop itself:
+//! Pingora, and runs each connection's HTTP/1 loop (or HTTP/2 accept loop) itself:
 //!
 //! - **connection cap**: past `max_connections` open connections, the
 //!   longest-idle keep-alive connection is closed to make room; with none
@@ -36,6 +36,12 @@
 //!   (Apache's `mod_reqtimeout`, `body=20,MinRate=500`), so a body trickled
 //!   a byte at a time ends while a slow but steady upload does not. The
 //!   gateway answers `408` when either passes.
+//! - **TLS and HTTP/2** (the client listener; docs/operations.md "TLS and
+//!   HTTP/2"): with [`Guarded::with_tls`] each connection, once counted,
+//!   does its TLS handshake within the head deadline ([`tls`]), then speaks
+//!   HTTP/2 if the client chose `h2` by ALPN; without TLS,
+//!   [`Guarded::with_h2c`] serves a connection that opens with the HTTP/2
+//!   preface as HTTP/2 (`http2.rs`: how each limit applies there).
 //!
 //! [`Served`] is the metrics listener's HTTP application: Pingora's
 //! `HttpServer` without its error lines that print the whole request head
@@ -45,7 +51,8 @@ use async_trait::async_trait;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream, ServerApp};
 use pingora_core::protocols::http::{HttpTask, ServerSession};
-use pingora_core::protocols::Stream;
+use pingora_core::protocols::l4::stream::Stream as L4Stream;
+use pingora_core::protocols::{Stream, ALPN};
 use pingora_core::server::ShutdownWatch;
 use pingora_core::ErrorType;
 use pingora_http::ResponseHeader;
@@ -56,6 +63,11 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+mod http2;
+pub mod tls;
+
+pub use tls::{CertFiles, Tls};
 
 /// What one listener allows its clients.
 #[derive(Debug, Clone, Copy)]
@@ -304,6 +316,10 @@ pub struct Guarded<A> {
     limits: ClientLimits,
     gate: Arc<Gate>,
     name: &'static str,
+    /// TLS on this listener (ALPN `h2` or `http/1.1`).
+    tls: Option<Arc<Tls>>,
+    /// HTTP/2 with prior knowledge on a plain listener.
+    h2c: bool,
 }
 
 impl<A> Guarded<A> {
@@ -324,7 +340,22 @@ impl<A> Guarded<A> {
             }),
             limits,
             name,
+            tls: None,
+            h2c: false,
         }
+    }
+
+    /// TLS on this listener: every connection starts with a handshake (within
+    /// the head deadline), and HTTP/2 is served to a client choosing `h2`.
+    pub fn with_tls(mut self, tls: Arc<Tls>) -> Guarded<A> {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// HTTP/2 with prior knowledge (h2c) beside HTTP/1 on a plain listener.
+    pub fn with_h2c(mut self) -> Guarded<A> {
+        self.h2c = true;
+        self
     }
 
     /// This listener's open connections (for the shutdown to wait on).
@@ -407,6 +438,60 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     }
 }
 
+impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+    /// The TLS handshake, within `deadline`; `None` (closed) when it fails.
+    async fn handshake(
+        &self,
+        tls: &Tls,
+        stream: Stream,
+        deadline: Instant,
+    ) -> Option<tls::Peekable<pingora_core::protocols::tls::TlsStream<L4Stream>>> {
+        // The listener is plain TCP (tls.rs says why): its streams are L4.
+        let Ok(l4) = stream.into_any().downcast::<L4Stream>() else {
+            log::error!("{}: not a TCP connection; closing", self.name);
+            return None;
+        };
+        match tokio::time::timeout_at(deadline, tls.handshake(*l4)).await {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                log::debug!("{}: TLS handshake failed: {}", self.name, bounded(&e));
+                None
+            }
+            Err(_) => {
+                log::debug!(
+                    "{}: TLS handshake not done within {:?}; closing",
+                    self.name,
+                    self.limits.header_timeout
+                );
+                None
+            }
+        }
+    }
+
+    /// An HTTP/1 connection: one request after another, each head within
+    /// its deadline, the keep-alive waits between them bounded.
+    async fn serve_h1(&self, stream: Stream, shutdown: &ShutdownWatch, mut deadline: Instant) {
+        let mut session = ServerSession::new_http1(stream);
+        loop {
+            // Pingora's own per-read keep-alive timeout is off: the idle wait
+            // and the head deadline here bound the reads between requests.
+            session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
+            let Some(reused) = self.one(session, shutdown, deadline).await else {
+                return;
+            };
+            let (mut stream, settings) = reused.consume();
+            if let Idle::Close = self.idle(&mut stream, shutdown).await {
+                return;
+            }
+            deadline = Instant::now() + self.limits.header_timeout;
+            session = ServerSession::new_http1(stream);
+            if let Some(s) = settings {
+                s.apply_to_session(&mut session);
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     async fn process_new(
@@ -417,31 +502,46 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         let Some(_slot) = self.gate.admit() else {
             self.gate.warn_refused(self.name);
             let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                let _ = stream.write_all(REFUSAL).await;
-                let _ = stream.flush().await;
+                // A TLS client could not read a plain answer: it is only closed.
+                if self.tls.is_none() {
+                    let _ = stream.write_all(REFUSAL).await;
+                    let _ = stream.flush().await;
+                }
                 let _ = stream.shutdown().await;
             })
             .await;
             return None;
         };
-        // The first request's head is due within header_timeout of the accept.
-        let mut deadline = Instant::now() + self.limits.header_timeout;
-        let mut session = ServerSession::new_http1(stream);
-        loop {
-            // Pingora's own per-read keep-alive timeout is off: the idle wait
-            // and the head deadline here bound the reads between requests.
-            session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
-            let reused = self.one(session, shutdown, deadline).await?;
-            let (mut stream, settings) = reused.consume();
-            if let Idle::Close = self.idle(&mut stream, shutdown).await {
-                return None;
+        // The first request's head (after the TLS handshake, the HTTP/2
+        // preface and settings) is due within header_timeout of the accept.
+        let deadline = Instant::now() + self.limits.header_timeout;
+        let stream = match &self.tls {
+            Some(tls) => {
+                let stream = self.handshake(tls, stream, deadline).await?;
+                if matches!(stream.alpn(), Some(ALPN::H2)) {
+                    self.serve_h2(Box::new(stream), shutdown, deadline).await;
+                    return None;
+                }
+                Box::new(stream)
             }
-            deadline = Instant::now() + self.limits.header_timeout;
-            session = ServerSession::new_http1(stream);
-            if let Some(s) = settings {
-                s.apply_to_session(&mut session);
+            None if self.h2c => {
+                // HTTP/2 with prior knowledge: its preface starts `PRI`, which
+                // no HTTP/1 request line does (Pingora's own check waits for
+                // the whole 24-byte preface, longer than a short HTTP/1.0 request).
+                let mut probe = [0u8; 3];
+                match tokio::time::timeout_at(deadline, stream.try_peek(&mut probe)).await {
+                    Ok(Ok(true)) if &probe == b"PRI" => {
+                        self.serve_h2(stream, shutdown, deadline).await;
+                        return None;
+                    }
+                    Ok(Ok(_)) => stream,
+                    _ => return None,
+                }
             }
-        }
+            None => stream,
+        };
+        self.serve_h1(stream, shutdown, deadline).await;
+        None
     }
 
     /// Called by Pingora once the listener stopped accepting (the drain
