@@ -267,3 +267,33 @@ def test_limited_key_cannot_use_other_providers(gateway, monkeypatch):
     assert client.converse(**converse_args(MODEL["openai"], "hi"))["stopReason"] == "end_turn"
     status, code, _ = error_of(lambda: client.converse(**converse_args(MODEL["anthropic"], "hi")))
     assert (status, code) == (403, "AccessDeniedException")
+
+
+# ------------------------------------------------------------------ botocore's own bearer auth, over TLS
+
+
+@pytest.fixture
+def bedrock_tls(tls_gateway, monkeypatch):
+    """A client as a Bedrock API key user makes one: no hook, botocore's own
+    bearer auth from `AWS_BEARER_TOKEN_BEDROCK` (it sends it over https
+    only), against the TLS gateway whose test CA it trusts."""
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", S.KEY)
+    return boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=tls_gateway.url + "/bedrock",
+        verify=str(tls_gateway.ca),
+        config=botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"}),
+    )
+
+
+def test_botocore_bearer_auth_over_tls(bedrock_tls):
+    r = bedrock_tls.converse(**converse_args(MODEL["anthropic"]))
+    assert r["output"]["message"]["content"][0]["text"] == S.expected_reply("anthropic", PROMPT)
+    events = list(bedrock_tls.converse_stream(**converse_args(MODEL["openai"]))["stream"])
+    assert [next(iter(e)) for e in events][-2:] == ["messageStop", "metadata"]
+    r = bedrock_tls.invoke_model_with_response_stream(modelId=MODEL["gemini"], body=invoke_body())
+    chunks = [json.loads(e["chunk"]["bytes"]) for e in r["body"]]
+    assert chunks[-1]["type"] == "message_stop"
