@@ -96,10 +96,12 @@ pub(super) async fn token(
 }
 
 /// Seconds from now until an RFC 3339 UTC time (`2026-11-26T18:00:00Z`,
-/// fractions allowed), as IAM's `expireTime` is written.
-fn seconds_until(t: &str) -> Option<u64> {
+/// fractions allowed, or a `+00:00` offset), as IAM's `expireTime` and AWS's
+/// credential `Expiration` are written; another offset is not read.
+pub(super) fn seconds_until(t: &str) -> Option<u64> {
     let b = t.as_bytes();
-    if b.len() < 20 || !t.ends_with('Z') || b[4] != b'-' || b[10] != b'T' {
+    let utc = t.ends_with('Z') || t.ends_with("+00:00");
+    if b.len() < 20 || !utc || b[4] != b'-' || b[10] != b'T' {
         return None;
     }
     let n = |r: std::ops::Range<usize>| t.get(r)?.parse::<u32>().ok();
@@ -260,6 +262,11 @@ mod tests {
         assert!((590..=600).contains(&left), "{later}: {left}");
         assert_eq!(seconds_until("2001-01-01T00:00:00.5Z"), None);
         assert_eq!(seconds_until("soon"), None);
+        let offset = crate::util::rfc3339::Rfc3339::seconds(now as i64 + 600)
+            .to_string()
+            .replace('Z', "+00:00");
+        assert!(seconds_until(&offset).is_some(), "{offset}");
+        assert_eq!(seconds_until(&offset.replace("+00:00", "+05:00")), None);
     }
 
     #[test]

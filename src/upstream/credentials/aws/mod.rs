@@ -132,26 +132,9 @@ fn environment() -> Link {
 /// Keys with an expiry (`Expiration`, RFC 3339) from a remote source.
 fn expiring(keys: AwsKeys, expiration: Option<&str>, source: String) -> FetchedKeys {
     let life = expiration
-        .and_then(seconds_until)
+        .and_then(super::fetch::seconds_until)
         .map_or(STATIC_LIFE, Duration::from_secs);
     FetchedKeys { keys, life, source }
-}
-
-/// Seconds from now until an RFC 3339 UTC time (`2026-11-26T18:00:00Z`,
-/// fractions allowed, or a `+00:00` offset).
-fn seconds_until(t: &str) -> Option<u64> {
-    let b = t.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| t.get(r)?.parse::<u32>().ok();
-    let days = crate::util::rfc3339::days_from_civil(i64::from(n(0..4)?), n(5..7)?, n(8..10)?);
-    let at = days * 86_400 + i64::from(n(11..13)? * 3600 + n(14..16)? * 60 + n(17..19)?);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    u64::try_from(at).ok()?.checked_sub(now)
 }
 
 #[cfg(test)]
@@ -171,17 +154,5 @@ mod tests {
             !d.contains("wJal") && !d.contains("tok\"") && !d.contains("EXAMPLE"),
             "{d}"
         );
-    }
-
-    #[test]
-    fn expirations_are_read() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let later = crate::util::rfc3339::Rfc3339::seconds(now as i64 + 900).to_string();
-        let left = seconds_until(&later).unwrap();
-        assert!((890..=900).contains(&left), "{later}: {left}");
-        assert_eq!(seconds_until("2001-01-01T00:00:00Z"), None);
     }
 }
