@@ -697,8 +697,10 @@ fn provider(
     })
 }
 
-/// `aliases`: names without ':', '?', '#' or spaces, at most one '/'
-/// between non-empty parts, none listed twice.
+/// `aliases`: names without '?', '#' or spaces, at most one '/' between
+/// non-empty parts, none listed twice. A ':' is allowed (Bedrock's model ids,
+/// `anthropic.claude-…-v1:0`, which Bedrock clients send): Gemini's
+/// `{name}:{method}` paths split at the last ':'.
 fn aliases(o: &Obj<'_>) -> Result<Vec<String>, ConfigError> {
     let list = o.opt_strings("aliases")?.unwrap_or_default();
     for (j, a) in list.iter().enumerate() {
@@ -707,10 +709,8 @@ fn aliases(o: &Obj<'_>) -> Result<Vec<String>, ConfigError> {
             return Err(at("an alias must not be empty".into()));
         }
         let parts: Vec<&str> = a.split('/').collect();
-        if a.contains([':', '?', '#', ' ']) || a.trim() != a {
-            return Err(at(format!(
-                "{a:?} must not contain ':', '?', '#' or spaces"
-            )));
+        if a.contains(['?', '#', ' ']) || a.trim() != a {
+            return Err(at(format!("{a:?} must not contain '?', '#' or spaces")));
         }
         if parts.len() > 2 || parts.iter().any(|p| p.is_empty()) {
             return Err(at(format!(
@@ -925,17 +925,21 @@ mod tests {
     fn aliases_resolve_to_the_canonical_model() {
         let c = Catalog::from_str(
             "c.json",
-            &with_aliases(r#"["m-alias","x/m-2"]"#, "[]"),
+            &with_aliases(r#"["m-alias","x/m-2","us.m-v1:0"]"#, "[]"),
             &no_env,
         )
         .unwrap();
-        assert_eq!(c.model("m").unwrap().aliases, ["m-alias", "x/m-2"]);
+        assert_eq!(
+            c.model("m").unwrap().aliases,
+            ["m-alias", "x/m-2", "us.m-v1:0"]
+        );
         for (name, prefixed) in [
             ("m", false),
             ("p/m", true),
             ("m-alias", false),
             ("p/m-alias", true),
             ("x/m-2", false),
+            ("us.m-v1:0", false),
         ] {
             let (m, p) = c.lookup(name).unwrap_or_else(|| panic!("{name}"));
             assert_eq!((m.id.as_str(), p), ("m", prefixed), "{name}");
@@ -986,7 +990,7 @@ mod tests {
         // malformed
         for bad in [
             r#"[""]"#,
-            r#"["a:b"]"#,
+            r#"["a?b"]"#,
             r#"["a b"]"#,
             r#"["a/b/c"]"#,
             r#"["models/a"]"#,

@@ -8,6 +8,7 @@
 
 use crate::common::families::*;
 use crate::common::gateway::{authed, catalog, keys, Gateway, TempDir, KEY, LIMITED_KEY};
+use crate::common::http_client::Request;
 use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol};
 use serde_json::{json, Value};
 use std::process::Command;
@@ -451,6 +452,72 @@ async fn a_duplicate_alias_stops_startup_naming_the_clash() {
         assert!(
             err.contains("\"openai/gpt-5\" is already the qualified id of $.models[0]"),
             "{err}"
+        );
+    }
+}
+
+/// Bedrock's model ids hold a ':' (`us.anthropic.claude-…-v1:0`, what
+/// Claude Code in Bedrock mode sends): as an alias, one is answered on the
+/// Bedrock routes (the ':' raw or escaped), in a body, and on Gemini's
+/// `{name}:{method}` path, which splits at the last ':'.
+#[tokio::test]
+async fn a_bedrock_model_id_holding_a_colon_is_an_alias() {
+    const ID: &str = "us.anthropic.claude-sonnet-4-7-v1:0";
+    // Visible to Gemini clients (the catalog's Claude is not).
+    const GEMINI_ID: &str = "google.gemini-3-1-pro-v1:0";
+    let mock = MockUpstream::start().await;
+    let mut cat = aliased(&mock);
+    for m in cat["models"].as_array_mut().unwrap() {
+        if m["id"] == "claude-sonnet-4.7" {
+            m["aliases"].as_array_mut().unwrap().push(json!(ID));
+        }
+        if m["id"] == "gemini-3.1-pro" {
+            m["aliases"].as_array_mut().unwrap().push(json!(GEMINI_ID));
+        }
+    }
+    let gw = Gateway::start_with(&cat, &keys(), &[]).await;
+
+    let r = gw
+        .send(&call(
+            Protocol::OpenAi,
+            CHAT,
+            &openai_body(ID, "by a bedrock id", None, false),
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["model"], "anthropic/claude-sonnet-4.7");
+
+    let r = gw
+        .send(&call(
+            Protocol::Gemini,
+            &gemini_path(GEMINI_ID, GeminiMode::Whole),
+            &gemini_body("gemini path", None),
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["modelVersion"], "gemini-3.1-pro");
+
+    let invoke = json!({
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "invoke"}]
+    });
+    for segment in [ID.to_string(), ID.replace(':', "%3A")] {
+        mock.clear();
+        let r = gw
+            .send(
+                &Request::post(&format!("/bedrock/model/{segment}/invoke"))
+                    .json(&invoke)
+                    .header("authorization", &format!("Bearer {KEY}")),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{segment}: {}", r.text());
+        assert_eq!(r.json()["model"], "claude-sonnet-4.7", "{segment}");
+        assert_upstream_request(
+            Protocol::Anthropic,
+            &mock.last_request().unwrap(),
+            "claude-sonnet-4-7",
+            false,
         );
     }
 }
