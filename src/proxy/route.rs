@@ -35,6 +35,17 @@ pub enum BedrockOp {
 }
 
 impl BedrockOp {
+    /// The operation a path's last segment names.
+    fn from_segment(op: &str) -> Option<BedrockOp> {
+        match op {
+            "converse" => Some(BedrockOp::Converse),
+            "converse-stream" => Some(BedrockOp::ConverseStream),
+            "invoke" => Some(BedrockOp::Invoke),
+            "invoke-with-response-stream" => Some(BedrockOp::InvokeStream),
+            _ => None,
+        }
+    }
+
     /// The answer is streamed.
     pub fn streams(self) -> bool {
         matches!(self, BedrockOp::ConverseStream | BedrockOp::InvokeStream)
@@ -361,6 +372,20 @@ fn gemini_method(segs: &[&str], query: Option<&str>) -> Option<Endpoint> {
     Some(Endpoint::GenerateContent { model, stream })
 }
 
+/// The percent-decoded segments of the path after a family's root (`""`:
+/// none), or `None` when it does not start with `/` or holds an empty one.
+fn segments(rest: &str) -> Option<Vec<String>> {
+    if rest.is_empty() {
+        return Some(Vec::new());
+    }
+    let decoded: Vec<String> = rest
+        .strip_prefix('/')?
+        .split('/')
+        .map(percent_decode)
+        .collect();
+    (!decoded.iter().any(String::is_empty)).then_some(decoded)
+}
+
 /// Routes a request. On error, the family tells the error shape.
 pub fn route(
     method: &str,
@@ -396,17 +421,10 @@ pub fn route(
             _ => fail(not_found(path)),
         };
     };
-    let decoded: Vec<String> = if rest.is_empty() {
-        Vec::new()
-    } else if let Some(r) = rest.strip_prefix('/') {
-        r.split('/').map(percent_decode).collect()
-    } else {
+    let Some(decoded) = segments(rest) else {
         return fail(not_found(path));
     };
     let segs: Vec<&str> = decoded.iter().map(String::as_str).collect();
-    if segs.iter().any(|s| s.is_empty()) {
-        return fail(not_found(path));
-    }
     // The Responses API lives under `/v1` beside OpenAI chat.
     let responses = |allowed: &'static [&'static str], endpoint: Endpoint| {
         if allowed.contains(&method) {
@@ -461,15 +479,16 @@ pub fn route(
             None => fail(not_found(path)),
         },
         (Family::Bedrock, ["model", names @ .., op]) if (1..=2).contains(&names.len()) => {
-            let op = match *op {
-                "converse" => BedrockOp::Converse,
-                "converse-stream" => BedrockOp::ConverseStream,
-                "invoke" => BedrockOp::Invoke,
-                "invoke-with-response-stream" => BedrockOp::InvokeStream,
-                _ => return fail(not_found(path)),
-            };
-            let model = names.join("/");
-            expect("POST", Endpoint::Bedrock { model, op })
+            match BedrockOp::from_segment(op) {
+                Some(op) => expect(
+                    "POST",
+                    Endpoint::Bedrock {
+                        model: names.join("/"),
+                        op,
+                    },
+                ),
+                None => fail(not_found(path)),
+            }
         }
         (_, []) => expect("GET", Endpoint::Root),
         // Bedrock clients name models in the path: no listings.
