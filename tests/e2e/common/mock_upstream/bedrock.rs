@@ -149,7 +149,8 @@ pub(super) fn bedrock_call(path: &str) -> Option<(String, &str)> {
     .then(|| (percent_decode(model), method))
 }
 
-fn percent_decode(s: &str) -> String {
+/// `%XX` escapes decoded (a form's `+` is the caller's).
+pub(super) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;

@@ -190,24 +190,7 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
 
 /// `application/x-www-form-urlencoded` pairs.
 pub(super) fn form(body: &[u8]) -> Vec<(String, String)> {
-    let decode = |s: &str| {
-        let s = s.replace('+', " ");
-        let b = s.as_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] == b'%' && i + 2 < b.len() {
-                if let Ok(n) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    out.push(n);
-                    i += 3;
-                    continue;
-                }
-            }
-            out.push(b[i]);
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
+    let decode = |s: &str| super::bedrock::percent_decode(&s.replace('+', " "));
     String::from_utf8_lossy(body)
         .split('&')
         .filter(|p| !p.is_empty())
