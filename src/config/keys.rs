@@ -1,4 +1,6 @@
-//! API keys: plain or SHA-256 secrets, per-key model patterns and rate limits.
+//! API keys: plain or SHA-256 secrets, per-key model patterns and rate limits;
+//! teams (`teams`), each with its own rpm, tpm and budget, that a key may belong to
+//! (docs/configuration.md "Keys", "Teams").
 //!
 //! Every secret is kept only as its SHA-256 digest; a presented key is hashed
 //! once and compared against every stored digest in constant time.
@@ -7,6 +9,7 @@ use super::catalog::{opt_policy, Policy};
 use super::json::{parse, Obj};
 use super::ConfigError;
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// A `provider/model_id` pattern where `*` matches any run of characters.
@@ -58,6 +61,21 @@ pub struct ApiKey {
     pub budget: Option<Budget>,
     /// Overrides the catalog's policy (docs/api.md "Adapt or refuse") for this key's requests.
     pub policy: Option<Policy>,
+    /// The team this key belongs to: a request must fit the team's limits as well as the key's.
+    pub team: Option<Arc<Team>>,
+}
+
+/// A team: limits shared by every key that names it (docs/configuration.md "Teams").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Team {
+    /// The team's name, safe to log.
+    pub id: String,
+    /// Requests per sliding minute across the team's keys; `None` means unlimited.
+    pub rpm: Option<u32>,
+    /// Tokens per sliding minute across the team's keys; `None` means unlimited.
+    pub tpm: Option<u64>,
+    /// A spending cap per period across the team's keys; `None` means unlimited.
+    pub budget: Option<Budget>,
 }
 
 impl ApiKey {
@@ -127,6 +145,24 @@ pub fn parse_usd_nanos(s: &str) -> Result<i64, String> {
     Ok(whole * 1_000_000_000 + f)
 }
 
+fn opt_rpm(o: &Obj<'_>) -> Result<Option<u32>, ConfigError> {
+    match o.opt_u64("rpm")? {
+        Some(0) => Err(o.err("rpm", "must be positive")),
+        Some(n) => Ok(Some(
+            u32::try_from(n).map_err(|_| o.err("rpm", "too large"))?,
+        )),
+        None => Ok(None),
+    }
+}
+
+fn opt_tpm(o: &Obj<'_>) -> Result<Option<u64>, ConfigError> {
+    match o.opt_u64("tpm")? {
+        Some(0) => Err(o.err("tpm", "must be positive")),
+        Some(n) if n > MAX_TPM => Err(o.err("tpm", format!("too large (at most {MAX_TPM})"))),
+        other => Ok(other),
+    }
+}
+
 fn opt_budget(o: &Obj<'_>) -> Result<Option<Budget>, ConfigError> {
     let Some(b) = o.opt_obj("budget")? else {
         return Ok(None);
@@ -164,6 +200,7 @@ fn opt_budget(o: &Obj<'_>) -> Result<Option<Budget>, ConfigError> {
 #[derive(Debug, Clone, Default)]
 pub struct KeyStore {
     keys: Vec<ApiKey>,
+    teams: Vec<Arc<Team>>,
     /// The keys given in plain (`key`), for the secret scrubber only.
     plain: Plaintext,
 }
@@ -211,13 +248,28 @@ impl KeyStore {
     pub fn from_str(file: &str, text: &str) -> Result<KeyStore, ConfigError> {
         let doc = parse(file, text)?;
         let root = Obj::new(file, "$".into(), &doc)?;
-        root.only(&["keys"])?;
+        root.only(&["keys", "teams"])?;
+        let mut teams: Vec<Arc<Team>> = Vec::new();
+        for (path, v) in root.opt_array("teams")?.unwrap_or_default() {
+            let o = Obj::new(file, path, v)?;
+            o.only(&["id", "rpm", "tpm", "budget"])?;
+            let id = o.str("id")?.to_string();
+            if teams.iter().any(|t| t.id == id) {
+                return Err(o.err("id", format!("duplicate team id {id:?}")));
+            }
+            teams.push(Arc::new(Team {
+                id,
+                rpm: opt_rpm(&o)?,
+                tpm: opt_tpm(&o)?,
+                budget: opt_budget(&o)?,
+            }));
+        }
         let mut keys: Vec<ApiKey> = Vec::new();
         let mut plain = Vec::new();
         for (path, v) in root.array("keys")? {
             let o = Obj::new(file, path, v)?;
             o.only(&[
-                "id", "key", "sha256", "models", "rpm", "tpm", "budget", "policy",
+                "id", "key", "sha256", "models", "rpm", "tpm", "budget", "policy", "team",
             ])?;
             let id = o.str("id")?.to_string();
             if keys.iter().any(|k| k.id == id) {
@@ -238,20 +290,20 @@ impl KeyStore {
             let models = o
                 .opt_strings("models")?
                 .map(|ps| ps.into_iter().map(ModelPattern).collect());
-            let rpm = match o.opt_u64("rpm")? {
-                Some(0) => return Err(o.err("rpm", "must be positive")),
-                Some(n) => Some(u32::try_from(n).map_err(|_| o.err("rpm", "too large"))?),
-                None => None,
-            };
-            let tpm = match o.opt_u64("tpm")? {
-                Some(0) => return Err(o.err("tpm", "must be positive")),
-                Some(n) if n > MAX_TPM => {
-                    return Err(o.err("tpm", format!("too large (at most {MAX_TPM})")))
-                }
-                other => other,
-            };
+            let rpm = opt_rpm(&o)?;
+            let tpm = opt_tpm(&o)?;
             let budget = opt_budget(&o)?;
             let policy = opt_policy(&o)?;
+            let team = match o.opt_str("team")? {
+                None => None,
+                Some(t) => Some(
+                    teams
+                        .iter()
+                        .find(|x| x.id == t)
+                        .cloned()
+                        .ok_or_else(|| o.err("team", format!("no team {t:?} in $.teams")))?,
+                ),
+            };
             keys.push(ApiKey {
                 id,
                 digest,
@@ -260,10 +312,12 @@ impl KeyStore {
                 tpm,
                 budget,
                 policy,
+                team,
             });
         }
         Ok(KeyStore {
             keys,
+            teams,
             plain: Plaintext(plain),
         })
     }
@@ -283,6 +337,16 @@ impl KeyStore {
     /// The key named `id` (its `id`, not its secret): admin lookups.
     pub fn by_id(&self, id: &str) -> Option<&ApiKey> {
         self.keys.iter().find(|k| k.id == id)
+    }
+
+    /// The team named `id`.
+    pub fn team(&self, id: &str) -> Option<&Arc<Team>> {
+        self.teams.iter().find(|t| t.id == id)
+    }
+
+    /// Every team, in the file's order.
+    pub fn teams(&self) -> &[Arc<Team>] {
+        &self.teams
     }
 
     /// The keys the file gives in plain (not its `sha256` entries): what the
@@ -431,6 +495,43 @@ mod tests {
         assert!(parse_usd_nanos("1.").is_err());
         assert!(parse_usd_nanos(".5").is_err());
         assert!(parse_usd_nanos("").is_err());
+    }
+
+    #[test]
+    fn teams() {
+        let ks = KeyStore::from_str(
+            "k.json",
+            r#"{"teams":[{"id":"ml","rpm":100,"tpm":5000,"budget":{"usd":"10","period":"month"}},{"id":"web"}],
+                "keys":[{"id":"a","key":"x","team":"ml"},{"id":"b","key":"y"}]}"#,
+        )
+        .unwrap();
+        let t = ks.find("x").unwrap().team.as_ref().unwrap();
+        assert_eq!((t.id.as_str(), t.rpm, t.tpm), ("ml", Some(100), Some(5000)));
+        assert_eq!(t.budget.as_ref().unwrap().period, BudgetPeriod::Month);
+        assert!(ks.find("y").unwrap().team.is_none());
+        assert_eq!(ks.teams().len(), 2);
+        assert!(ks.team("web").unwrap().rpm.is_none());
+        for (bad, path) in [
+            (
+                r#""teams":[{"id":"t"}],"keys":[{"id":"a","key":"x","team":"u"}]"#,
+                "$.keys[0].team",
+            ),
+            (
+                r#""teams":[{"id":"t"},{"id":"t"}],"keys":[]"#,
+                "$.teams[1].id",
+            ),
+            (
+                r#""teams":[{"id":"t","rpm":0}],"keys":[]"#,
+                "$.teams[0].rpm",
+            ),
+            (
+                r#""teams":[{"id":"t","models":[]}],"keys":[]"#,
+                "$.teams[0].models",
+            ),
+        ] {
+            let e = KeyStore::from_str("k.json", &format!("{{{bad}}}")).unwrap_err();
+            assert_eq!(e.path, path, "{bad}: {e}");
+        }
     }
 
     #[test]
