@@ -5,14 +5,23 @@
 //! their id only, never a key.
 //!
 //! Routes:
-//! - `GET /admin/usage?key=&model=&from=&to=&group_by=key|model|day`: sums of
-//!   requests, tokens and cost from the usage ledger (`state::ledger`).
+//! - `GET /admin/usage?key=&model=&from=&to=&group_by=key|model|day[&format=csv]`:
+//!   sums of requests, tokens and cost from the usage ledger (`state::ledger`),
+//!   as JSON or CSV (`csv`).
+//! - `GET /admin/usage/series`: the console's charts (`series`).
+//! - `GET /admin/requests`: the latest requests, with their attempts (`requests`).
 //! - `GET /admin/keys/{id}`: spend in the current period, remaining budget,
 //!   rpm / tpm use, from the limits state (`admin_keys`).
 //! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
-//!   health and load (`admin_upstreams`).
+//!   health, recent failures and load (`admin_upstreams`).
+//! - `GET /admin/ui/`: the web console (`console`), served without the key
+//!   (its assets hold no data; every figure comes from the routes above).
 
+pub mod console;
+pub mod csv;
 pub mod keys;
+pub mod requests;
+pub mod series;
 pub mod server;
 pub mod upstreams;
 
@@ -38,6 +47,25 @@ pub struct Admin {
     )>,
 }
 
+/// An admin answer.
+pub type Answer = Response<Vec<u8>>;
+
+/// The query string's parameters, percent-decoded (an empty value is `""`);
+/// `Err` names one that is not valid percent-encoded UTF-8.
+pub fn params(query: Option<&str>) -> Result<Vec<(&str, String)>, String> {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
+            crate::util::percent::decode_strict(raw, crate::util::percent::Component::Query)
+                .map(|v| (name, v))
+                .ok_or_else(|| format!("{}: not valid percent-encoded UTF-8", quote(name)))
+        })
+        .collect()
+}
+
 /// A JSON response.
 fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
     let mut resp = Response::new(body.to_string().into_bytes());
@@ -58,6 +86,26 @@ fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8
         status,
         &json!({"error": {"type": kind, "message": message.into()}}),
     )
+}
+
+/// Takes `format=json|csv` out of a usage query: (CSV asked for, the rest).
+fn take_format(query: Option<&str>) -> Result<(bool, Option<String>), String> {
+    let mut csv = false;
+    let mut rest = Vec::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("format", "csv") => csv = true,
+            ("format", "json" | "") => csv = false,
+            ("format", other) => {
+                return Err(format!(
+                    "format: expected json or csv, got {}",
+                    quote(other)
+                ))
+            }
+            _ => rest.push(pair),
+        }
+    }
+    Ok((csv, Some(rest.join("&")).filter(|r| !r.is_empty())))
 }
 
 /// Parses the usage query string; `Err` names the bad parameter.
@@ -96,7 +144,7 @@ pub fn parse_usage_query(query: Option<&str>) -> Result<UsageQuery, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown parameter {} (known: key, model, from, to, group_by)",
+                    "unknown parameter {} (known: key, model, from, to, group_by, format)",
                     quote(other)
                 ))
             }
@@ -122,6 +170,9 @@ fn sums_json(s: &Sums) -> Value {
         // Each row's cost is exact to 1e-9 USD; a sum of floats is rounded
         // back to that precision.
         "cost_usd": (s.cost_usd * 1e9).round() / 1e9,
+        // Null without requests, or over days rolled up before latency was kept.
+        "mean_latency_ms": (s.requests > 0 && s.latency_ms > 0.0)
+            .then(|| (s.latency_ms / s.requests as f64 * 10.0).round() / 10.0),
     })
 }
 
@@ -179,6 +230,11 @@ impl Admin {
         let Some(digest) = &self.key_digest else {
             return error(404, "not_found", "not found");
         };
+        let req = session.req_header();
+        if console::owns(req.uri.path()) {
+            // Assets only: no data, so no key (the pages ask the API with it).
+            return console::respond(&req.method, req.uri.path(), req.uri.query());
+        }
         if !self.authorized(digest, session) {
             let mut r = error(
                 401,
@@ -202,6 +258,15 @@ impl Admin {
         match path {
             "/admin/usage" if get => self.usage(req.uri.query()).await,
             "/admin/usage" => error(405, "method_not_allowed", "use GET"),
+            "/admin/usage/series" if get => {
+                series::respond(self.ledger.as_ref(), req.uri.query()).await
+            }
+            "/admin/requests" if get => {
+                requests::respond(self.ledger.as_ref(), req.uri.query()).await
+            }
+            "/admin/usage/series" | "/admin/requests" => {
+                error(405, "method_not_allowed", "use GET")
+            }
             "/admin/upstreams" if get => match &self.limits {
                 Some((_, rt)) => reply(200, &crate::admin::upstreams::render(&rt.snapshot())),
                 None => error(503, "unavailable", "the runtime is not attached"),
@@ -232,7 +297,12 @@ impl Admin {
     }
 
     async fn usage(&self, query: Option<&str>) -> Response<Vec<u8>> {
-        let q = match parse_usage_query(query) {
+        // `format` is the answer's, the rest the ledger query's.
+        let (csv, query) = match take_format(query) {
+            Ok(v) => v,
+            Err(e) => return error(400, "invalid_request", e),
+        };
+        let q = match parse_usage_query(query.as_deref()) {
             Ok(q) => q,
             Err(e) => return error(400, "invalid_request", e),
         };
@@ -273,6 +343,32 @@ impl Admin {
                 .to_string(),
             ),
         };
+        if csv {
+            let name = q.group_by.map_or("total", GroupBy::name);
+            let body = match q.group_by {
+                Some(_) => csv::render(
+                    name,
+                    usage.groups.iter().map(|g| (g.value.as_str(), &g.sums)),
+                ),
+                None => csv::render(name, std::iter::once(("total", &total))),
+            };
+            let mut r = Response::new(body.into_bytes());
+            let h = r.headers_mut();
+            h.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/csv; charset=utf-8"),
+            );
+            h.insert(
+                http::header::CACHE_CONTROL,
+                http::HeaderValue::from_static("no-store"),
+            );
+            if let Ok(v) = http::HeaderValue::from_str(&format!(
+                "attachment; filename=\"switchboard-usage-by-{name}.csv\""
+            )) {
+                h.insert(http::header::CONTENT_DISPOSITION, v);
+            }
+            return r;
+        }
         let mut body = json!({
             "filters": {"key": q.key, "model": q.model, "from": bound(q.from), "to": bound(q.to)},
             "group_by": q.group_by.map(GroupBy::name),

@@ -1,7 +1,8 @@
 //! `GET /admin/upstreams`: every provider's pool as JSON — each upstream's
-//! weight, health (cooling and for how long), failure streak, last failure,
-//! requests in flight and counters since start. Never a key: only the name of
-//! the variable it is read from.
+//! weight, health (cooling and for how long), failure streak, last failure
+//! and the latest ones (reason, status, when), requests in flight and
+//! counters since start. Never a key: only the name of the variable it is
+//! read from.
 
 use crate::config::Auth;
 use crate::runtime::Snapshot;
@@ -11,6 +12,7 @@ use std::time::Instant;
 /// The pools of `snap`, as the admin API answers them.
 pub fn render(snap: &Snapshot) -> Value {
     let now = Instant::now();
+    let wall = crate::util::rfc3339::Rfc3339::now();
     let providers: Vec<Value> = snap
         .pools()
         .map(|(p, pool)| {
@@ -35,6 +37,12 @@ pub fn render(snap: &Snapshot) -> Value {
                             "reason": reason,
                             "ago_ms": ago.as_millis() as u64,
                         })),
+                        "recent_failures": v.recent.iter().map(|(cause, ago)| json!({
+                            "reason": cause.label(),
+                            "status": cause.status(),
+                            "ago_ms": ago.as_millis() as u64,
+                            "at": at(wall, *ago),
+                        })).collect::<Vec<_>>(),
                         "in_flight": v.in_flight,
                         "attempts": v.attempts,
                         "failures": v.failures,
@@ -57,6 +65,17 @@ pub fn render(snap: &Snapshot) -> Value {
         })
         .collect();
     json!({ "providers": providers })
+}
+
+/// The wall-clock time `ago` before `now`, RFC 3339 to the millisecond.
+fn at(now: crate::util::rfc3339::Rfc3339, ago: std::time::Duration) -> String {
+    let ms = now.secs * 1000 + i64::from(now.millis.unwrap_or(0))
+        - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX / 2);
+    crate::util::rfc3339::Rfc3339 {
+        secs: ms.div_euclid(1000),
+        millis: Some(u32::try_from(ms.rem_euclid(1000)).unwrap_or(0)),
+    }
+    .to_string()
 }
 
 /// Whether the upstream's credential is configured (its key or client
@@ -132,6 +151,11 @@ mod tests {
         assert_eq!(second["healthy"], false);
         assert!(second["cooldown_ms"].as_u64().unwrap() > 6000);
         assert_eq!(second["last_failure"]["reason"], "rate_limited");
+        let recent = &second["recent_failures"][0];
+        assert_eq!(recent["reason"], "rate_limited");
+        assert_eq!(recent["status"], 429);
+        assert!(recent["at"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(east["recent_failures"], json!([]));
     }
 
     #[test]

@@ -117,8 +117,8 @@ pub fn nanos_usd(n: i64) -> f64 {
     n as f64 / 1e9
 }
 
-/// One upstream attempt, as the access log reports it.
-#[derive(Debug, Clone, Serialize)]
+/// One upstream attempt, as the access log reports it (and the ledger keeps).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AttemptNote {
     pub provider: String,
     pub model: String,

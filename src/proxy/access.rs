@@ -125,12 +125,20 @@ pub fn version_name(v: http::Version) -> &'static str {
 
 /// The usage-ledger row of a finished request (docs/operations.md "Usage ledger"): the access
 /// line's figures, for billable requests only (authenticated inference, not
-/// listings or local token counts).
-pub fn ledger_row(ctx: &RequestCtx) -> Option<crate::state::ledger::Row> {
+/// listings or local token counts). The attempts are moved into the row, so
+/// this is the last reader of the outcome's `tried`.
+pub fn ledger_row(ctx: &mut RequestCtx) -> Option<crate::state::ledger::Row> {
     if !ctx.billable {
         return None;
     }
-    Some(crate::state::ledger::Row {
+    let adjusted = (!ctx.outcome.adjusted.is_empty()).then(|| ctx.outcome.adjusted.render());
+    let error = ctx
+        .outcome
+        .error
+        .as_ref()
+        .map(|e| format!("{}: {}", e.kind, e.message));
+    let tried = std::mem::take(&mut ctx.outcome.tried);
+    let row = crate::state::ledger::Row {
         request_id: ctx.request_id.clone(),
         time_ms: crate::state::ledger::now_ms(),
         key_id: ctx.key_id.clone()?,
@@ -148,7 +156,11 @@ pub fn ledger_row(ctx: &RequestCtx) -> Option<crate::state::ledger::Row> {
         cost_usd: ctx.outcome.usage.cost_usd(),
         latency_ms: ctx.started.elapsed().as_secs_f64() * 1000.0,
         ttft_ms: ctx.outcome.ttft.map(|d| d.as_secs_f64() * 1000.0),
-    })
+        tried: Vec::new(),
+        adjusted: None,
+        error: None,
+    };
+    Some(row.with_details(tried, adjusted, error))
 }
 
 thread_local! {

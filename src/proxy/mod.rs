@@ -316,14 +316,15 @@ impl ProxyHttp for Gateway {
             line.http_version = access::version_name(req.version);
             access::write(&line);
         }
+        if let Some(t) = ctx.trace.take() {
+            t.finish(&ctx.outcome, e.map(ToString::to_string).as_deref());
+        }
+        self.metrics.observe(&ctx.outcome, ctx.started.elapsed());
+        // Last: the row takes the outcome's attempts.
         if let Some(ledger) = &self.ledger {
             if let Some(row) = access::ledger_row(ctx) {
                 ledger.record(row);
             }
         }
-        if let Some(t) = ctx.trace.take() {
-            t.finish(&ctx.outcome, e.map(ToString::to_string).as_deref());
-        }
-        self.metrics.observe(&ctx.outcome, ctx.started.elapsed());
     }
 }

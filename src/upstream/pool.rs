@@ -14,7 +14,7 @@
 
 use crate::config::{Catalog, Provider, Upstream};
 use crate::family::Family;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -29,6 +29,8 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// from it when the trial never reports (its request ended without an answer
 /// to judge the upstream by).
 pub const TRIAL_LEASE: Duration = Duration::from_secs(10);
+/// The failures an upstream's admin view keeps (the latest ones).
+pub const RECENT_FAILURES: usize = 10;
 /// The longest `retry-after` honoured (a longer one is cut to this).
 pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(3600);
 
@@ -65,6 +67,15 @@ impl Cause {
         }
     }
 
+    /// The upstream's status, when it answered with one.
+    pub fn status(self) -> Option<u16> {
+        match self {
+            Cause::RateLimited(_) => Some(429),
+            Cause::Status(s, _) => Some(s),
+            _ => None,
+        }
+    }
+
     fn retry_after(self) -> Option<Duration> {
         match self {
             Cause::RateLimited(r) | Cause::Status(_, r) => r,
@@ -79,8 +90,8 @@ struct Health {
     until: Option<Instant>,
     /// Failures since the last success.
     streak: u32,
-    /// The last failure, for the admin view.
-    last: Option<(Cause, Instant)>,
+    /// The last [`RECENT_FAILURES`] failures, oldest first, for the admin view.
+    recent: VecDeque<(Cause, Instant)>,
     /// When a half-open upstream's trial request was sent.
     trial: Option<Instant>,
 }
@@ -125,6 +136,8 @@ pub struct MemberView {
     pub cooling: Option<Duration>,
     pub streak: u32,
     pub last_failure: Option<(&'static str, Duration)>,
+    /// The latest failures, newest first: what went wrong and how long ago.
+    pub recent: Vec<(Cause, Duration)>,
     pub attempts: u64,
     pub failures: u64,
     pub cooldowns: u64,
@@ -208,7 +221,10 @@ impl Member {
         self.cooldowns.fetch_add(1, Ordering::Relaxed);
         let mut h = self.lock();
         h.streak = h.streak.saturating_add(1);
-        h.last = Some((cause, now));
+        if h.recent.len() >= RECENT_FAILURES {
+            h.recent.pop_front();
+        }
+        h.recent.push_back((cause, now));
         h.trial = None;
         let cool = match cause.retry_after() {
             Some(r) => r.min(RETRY_AFTER_MAX),
@@ -233,8 +249,15 @@ impl Member {
                 .filter(|d| !d.is_zero()),
             streak: h.streak,
             last_failure: h
-                .last
-                .map(|(c, at)| (c.label(), now.saturating_duration_since(at))),
+                .recent
+                .back()
+                .map(|(c, at)| (c.label(), now.saturating_duration_since(*at))),
+            recent: h
+                .recent
+                .iter()
+                .rev()
+                .map(|(c, at)| (*c, now.saturating_duration_since(*at)))
+                .collect(),
             attempts: self.attempts.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             cooldowns: self.cooldowns.load(Ordering::Relaxed),
@@ -542,6 +565,28 @@ mod tests {
             &|_| None,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn recent_failures_are_a_bounded_ring_newest_first() {
+        let m = Member::new("k".into(), 1);
+        let t0 = Instant::now();
+        for i in 0..(RECENT_FAILURES as u64 + 3) {
+            m.failed(
+                Cause::Status(500 + i as u16, None),
+                t0 + Duration::from_millis(i),
+            );
+        }
+        m.failed(Cause::Timeout, t0 + Duration::from_millis(100));
+        let v = m.view(t0 + Duration::from_millis(200));
+        assert_eq!(v.recent.len(), RECENT_FAILURES);
+        assert_eq!(v.recent[0], (Cause::Timeout, Duration::from_millis(100)));
+        assert_eq!(v.recent[1].0.status(), Some(512));
+        assert_eq!(v.recent[RECENT_FAILURES - 1].0.status(), Some(504));
+        assert_eq!(v.last_failure.map(|l| l.0), Some("timeout"));
+        // A success ends the streak, not the history.
+        m.succeeded();
+        assert_eq!(m.view(t0).recent.len(), RECENT_FAILURES);
     }
 
     #[test]

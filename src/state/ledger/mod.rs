@@ -20,14 +20,19 @@
 //!   same transaction, so a rollup never disagrees with the rows it
 //!   summarises; rollups are kept past the retention;
 //! - [`calendar`]: the UTC days the rollups are kept by;
-//! - [`query`]: `GET /admin/usage` reads the rollups (whole days) or the rows.
+//! - [`query`]: `GET /admin/usage` reads the rollups (whole days) or the rows;
+//!   [`series`] (the console's charts: hours from the rows, days from the
+//!   rollups, the top groups and "other") and [`recent`] (the console's
+//!   request list, keyset-paginated) are its other questions.
 
 pub mod backend;
 pub mod calendar;
 pub mod handle;
 pub mod pg;
 pub mod query;
+pub mod recent;
 pub mod row;
+pub mod series;
 pub mod sqlite;
 pub mod writer;
 
@@ -35,5 +40,7 @@ pub use backend::{Backend, BackendFactory};
 pub use calendar::day_string;
 pub use handle::{open, Ledger, LedgerService};
 pub use query::{Bound, Group, GroupBy, Reader, Usage, UsageQuery};
+pub use recent::{Cursor, RequestRow, RequestsQuery, StatusFilter};
 pub use row::{now_ms, rollup, sql_int, DailyKey, Row, Sums};
+pub use series::{Bucket, Series, SeriesBy, SeriesGroup, SeriesQuery};
 pub use writer::{LedgerSettings, BATCH_ROWS, DEFAULT_QUEUE, DEFAULT_RETENTION_DAYS, FLUSH_EVERY};

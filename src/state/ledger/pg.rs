@@ -10,6 +10,8 @@
 //! rollups (atomic across instances). Plain TCP: the database is expected
 //! on a private network or the same host (see docs/configuration.md, `--database`).
 
+use super::recent::{RequestRow, RequestsQuery};
+use super::series::{Bucket, Cell, Series, SeriesBy, SeriesQuery};
 use super::{sql_int, Backend, Group, GroupBy, Row, Sums, Usage, UsageQuery};
 use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls};
@@ -20,8 +22,10 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Created on connect, under an advisory lock so that instances starting
 /// together do not race on `CREATE TABLE IF NOT EXISTS`; the columns added
-/// since the first schema (`cache_write_tokens`) are added to a database
-/// made before them (old rows: null, old rollups: 0).
+/// since the first schema (`cache_write_tokens`; a request's attempts,
+/// adjustments and error; the rollups' summed latency) are added to a
+/// database made before them (old rows: null, old rollups: 0), and the
+/// (key, time) index the console's request list reads by key.
 const SCHEMA: &str = "
 BEGIN;
 SELECT pg_advisory_xact_lock(7426318514);
@@ -60,18 +64,23 @@ CREATE TABLE IF NOT EXISTS ledger_daily (
 );
 ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS cache_write_tokens bigint;
 ALTER TABLE ledger_daily ADD COLUMN IF NOT EXISTS cache_write_tokens bigint NOT NULL DEFAULT 0;
+ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS tried text;
+ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS adjusted text;
+ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS error text;
+ALTER TABLE ledger_daily ADD COLUMN IF NOT EXISTS latency_ms_sum double precision NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS ledger_requests_key_time ON ledger_requests (key_id, time);
 COMMIT;
 ";
 
-const INSERT: &str = "INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, cache_write_tokens)
-SELECT r, to_timestamp(t / 1000.0), k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw
-FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int4[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::float8[], $15::float8[], $16::float8[], $17::int8[])
-    AS u(r, t, k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw)";
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, cache_write_tokens, tried, adjusted, error)
+SELECT r, to_timestamp(t / 1000.0), k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw, tr, ad, er
+FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int4[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::float8[], $15::float8[], $16::float8[], $17::int8[], $18::text[], $19::text[], $20::text[])
+    AS u(r, t, k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw, tr, ad, er)";
 
-const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, cache_write_tokens)
-SELECT d::date, k, p, m, n, e, it, ot, ct, rt, c, cw
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::float8[], $12::int8[])
-    AS u(d, k, p, m, n, e, it, ot, ct, rt, c, cw)
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, cache_write_tokens, latency_ms_sum)
+SELECT d::date, k, p, m, n, e, it, ot, ct, rt, c, cw, ls
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::float8[], $12::int8[], $13::float8[])
+    AS u(d, k, p, m, n, e, it, ot, ct, rt, c, cw, ls)
 ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
     requests = ledger_daily.requests + EXCLUDED.requests,
     errors = ledger_daily.errors + EXCLUDED.errors,
@@ -80,7 +89,8 @@ ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
     cached_tokens = ledger_daily.cached_tokens + EXCLUDED.cached_tokens,
     cache_write_tokens = ledger_daily.cache_write_tokens + EXCLUDED.cache_write_tokens,
     reasoning_tokens = ledger_daily.reasoning_tokens + EXCLUDED.reasoning_tokens,
-    cost_usd = ledger_daily.cost_usd + EXCLUDED.cost_usd";
+    cost_usd = ledger_daily.cost_usd + EXCLUDED.cost_usd,
+    latency_ms_sum = ledger_daily.latency_ms_sum + EXCLUDED.latency_ms_sum";
 
 /// `host:port/dbname` of a configuration, for logs (never the password).
 fn describe(config: &Config) -> String {
@@ -181,6 +191,9 @@ impl Postgres {
         let costs: Vec<Option<f64>> = rows.iter().map(|r| r.cost_usd).collect();
         let latencies: Vec<f64> = rows.iter().map(|r| r.latency_ms).collect();
         let ttfts: Vec<Option<f64>> = rows.iter().map(|r| r.ttft_ms).collect();
+        let tried: Vec<String> = rows.iter().map(Row::tried_json).collect();
+        let adjusted: Vec<Option<&str>> = rows.iter().map(|r| r.adjusted.as_deref()).collect();
+        let errors: Vec<Option<&str>> = rows.iter().map(|r| r.error.as_deref()).collect();
 
         let sums = super::rollup(rows);
         let mut d = (
@@ -208,6 +221,7 @@ impl Postgres {
         );
         let c: Vec<f64> = d.4.iter().map(|s| s.cost_usd).collect();
         let cw = sum(|s| s.cache_write_tokens);
+        let ls: Vec<f64> = d.4.iter().map(|s| s.latency_ms).collect();
 
         let tx = client.transaction().await.map_err(|e| e.to_string())?;
         tx.execute(
@@ -230,13 +244,18 @@ impl Postgres {
                 &latencies,
                 &ttfts,
                 &cache_write,
+                &tried,
+                &adjusted,
+                &errors,
             ],
         )
         .await
         .map_err(|e| e.to_string())?;
         tx.execute(
             UPSERT,
-            &[&d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c, &cw],
+            &[
+                &d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c, &cw, &ls,
+            ],
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -304,13 +323,13 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
     let (table, sums, time_filter) = if rollups {
         (
             "ledger_daily",
-            "SUM(requests)::int8, SUM(errors)::int8, SUM(input_tokens)::int8, SUM(output_tokens)::int8, SUM(cached_tokens)::int8, SUM(reasoning_tokens)::int8, COALESCE(SUM(cost_usd), 0)::float8, SUM(cache_write_tokens)::int8",
+            "SUM(requests)::int8, SUM(errors)::int8, SUM(input_tokens)::int8, SUM(output_tokens)::int8, SUM(cached_tokens)::int8, SUM(reasoning_tokens)::int8, COALESCE(SUM(cost_usd), 0)::float8, SUM(cache_write_tokens)::int8, COALESCE(SUM(latency_ms_sum), 0)::float8",
             "($3::text IS NULL OR day >= ($3::text)::date) AND ($4::text IS NULL OR day <= ($4::text)::date)",
         )
     } else {
         (
             "ledger_requests",
-            "COUNT(*)::int8, COUNT(*) FILTER (WHERE status >= 400)::int8, COALESCE(SUM(input_tokens), 0)::int8, COALESCE(SUM(output_tokens), 0)::int8, COALESCE(SUM(cached_tokens), 0)::int8, COALESCE(SUM(reasoning_tokens), 0)::int8, COALESCE(SUM(cost_usd), 0)::float8, COALESCE(SUM(cache_write_tokens), 0)::int8",
+            "COUNT(*)::int8, COUNT(*) FILTER (WHERE status >= 400)::int8, COALESCE(SUM(input_tokens), 0)::int8, COALESCE(SUM(output_tokens), 0)::int8, COALESCE(SUM(cached_tokens), 0)::int8, COALESCE(SUM(reasoning_tokens), 0)::int8, COALESCE(SUM(cost_usd), 0)::float8, COALESCE(SUM(cache_write_tokens), 0)::int8, COALESCE(SUM(latency_ms), 0)::float8",
             "($3::int8 IS NULL OR time >= to_timestamp($3::int8 / 1000.0)) AND ($4::int8 IS NULL OR time < to_timestamp($4::int8 / 1000.0))",
         )
     };
@@ -327,14 +346,7 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
 
 /// Answers a usage query on a connection of its own (admin queries are rare).
 pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
-    let config = parse_url(url)?;
-    let client = connect(&config).await?;
-    // The schema as this version reads it, on a database no writer of
-    // this version has written yet (an upgrade, before its first request).
-    tokio::time::timeout(QUERY_TIMEOUT, client.batch_execute(SCHEMA))
-        .await
-        .map_err(|_| format!("no answer within {QUERY_TIMEOUT:?}"))?
-        .map_err(|e| format!("creating the ledger tables: {e}"))?;
+    let client = reader(url).await?;
     let day_range = q.day_range();
     let sql = usage_sql(q, day_range.is_some());
     let query = async {
@@ -374,6 +386,10 @@ pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
                     .map_err(|e| e.to_string())?
                     .unwrap_or_default(),
                 cache_write_tokens: get(8)?,
+                latency_ms: r
+                    .try_get::<_, Option<f64>>(9)
+                    .map_err(|e| e.to_string())?
+                    .unwrap_or_default(),
             },
         };
         if g.sums.requests > 0 {
@@ -388,6 +404,186 @@ pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
         },
         groups,
     })
+}
+
+/// A connection for one admin query, with the schema this version reads
+/// (a database no writer of this version has written yet: an upgrade,
+/// before its first request).
+async fn reader(url: &str) -> Result<Client, String> {
+    let config = parse_url(url)?;
+    let client = connect(&config).await?;
+    tokio::time::timeout(QUERY_TIMEOUT, client.batch_execute(SCHEMA))
+        .await
+        .map_err(|_| format!("no answer within {QUERY_TIMEOUT:?}"))?
+        .map_err(|e| format!("creating the ledger tables: {e}"))?;
+    Ok(client)
+}
+
+/// `f` within [`QUERY_TIMEOUT`].
+async fn timed<T>(
+    f: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, String> {
+    tokio::time::timeout(QUERY_TIMEOUT, f)
+        .await
+        .map_err(|_| format!("no answer within {QUERY_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string())
+}
+
+/// The statements of a series (`$1`/`$2` the range, `$3` the top's size,
+/// then its names): as in the SQLite file (`sqlite::series`).
+fn series_statements(q: &SeriesQuery) -> (String, String) {
+    let (table, bucket, group, range, sums, count) = match (q.bucket, q.by) {
+        (Bucket::Hour, by) => (
+            "ledger_requests",
+            "(floor(extract(epoch FROM time) / 3600) * 3600000)::int8",
+            match by {
+                SeriesBy::Key => "key_id",
+                SeriesBy::Model => "CASE WHEN provider IS NULL THEN COALESCE(model, '') ELSE provider || '/' || COALESCE(model, '') END",
+            },
+            "time >= to_timestamp($1::int8 / 1000.0) AND time < to_timestamp($2::int8 / 1000.0)",
+            "COUNT(*)::int8, (COUNT(*) FILTER (WHERE status >= 400))::int8, COALESCE(SUM(input_tokens), 0)::int8, COALESCE(SUM(output_tokens), 0)::int8, COALESCE(SUM(cost_usd), 0)::float8, COALESCE(SUM(latency_ms), 0)::float8",
+            "COUNT(*)",
+        ),
+        (Bucket::Day, by) => (
+            "ledger_daily",
+            "((day - DATE '1970-01-01')::int8 * 86400000)",
+            match by {
+                SeriesBy::Key => "key_id",
+                SeriesBy::Model => "CASE WHEN provider = '' THEN model ELSE provider || '/' || model END",
+            },
+            "day >= (DATE '1970-01-01' + ($1::int8 / 86400000)::int4) AND day < (DATE '1970-01-01' + ($2::int8 / 86400000)::int4)",
+            "SUM(requests)::int8, SUM(errors)::int8, SUM(input_tokens)::int8, SUM(output_tokens)::int8, COALESCE(SUM(cost_usd), 0)::float8, COALESCE(SUM(latency_ms_sum), 0)::float8",
+            "SUM(requests)",
+        ),
+    };
+    let top = format!(
+        "SELECT {group} AS g FROM {table} WHERE {range} GROUP BY 1 ORDER BY COALESCE(SUM(cost_usd), 0) DESC, {count} DESC, 1 LIMIT $3::int8"
+    );
+    let cells = format!(
+        "SELECT {bucket} AS b, CASE WHEN {group} = ANY($3::text[]) THEN {group} END AS gg, {sums} FROM {table} WHERE {range} GROUP BY 1, 2"
+    );
+    (top, cells)
+}
+
+/// Answers a series query (docs/operations.md "Console").
+pub async fn series(url: &str, q: &SeriesQuery) -> Result<Series, String> {
+    let client = reader(url).await?;
+    let (top_sql, cells_sql) = series_statements(q);
+    let n = q.top as i64;
+    let top: Vec<String> = timed(client.query(&top_sql, &[&q.from_ms, &q.to_ms, &n]))
+        .await?
+        .iter()
+        .map(|r| {
+            r.try_get::<_, Option<String>>(0)
+                .map(Option::unwrap_or_default)
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let source = match q.bucket {
+        Bucket::Hour => "rows",
+        Bucket::Day => "rollups",
+    };
+    if top.is_empty() {
+        return Ok(Series::assemble(q, source, &top, Vec::new()));
+    }
+    let rows = timed(client.query(&cells_sql, &[&q.from_ms, &q.to_ms, &top])).await?;
+    let mut cells: Vec<Cell> = Vec::with_capacity(rows.len());
+    for r in rows {
+        let e = |e: tokio_postgres::Error| e.to_string();
+        let int = |i: usize| -> Result<i64, String> {
+            r.try_get::<_, Option<i64>>(i)
+                .map(Option::unwrap_or_default)
+                .map_err(e)
+        };
+        let float = |i: usize| -> Result<f64, String> {
+            r.try_get::<_, Option<f64>>(i)
+                .map(Option::unwrap_or_default)
+                .map_err(e)
+        };
+        cells.push((
+            int(0)?,
+            r.try_get::<_, Option<String>>(1).map_err(e)?,
+            Sums {
+                requests: int(2)?,
+                errors: int(3)?,
+                input_tokens: int(4)?,
+                output_tokens: int(5)?,
+                cost_usd: float(6)?,
+                latency_ms: float(7)?,
+                ..Sums::default()
+            },
+        ));
+    }
+    Ok(Series::assemble(q, source, &top, cells))
+}
+
+/// A page of the latest requests, newest first: only the filters given, so
+/// the (key, time) or the time index is read from the cursor on.
+pub async fn requests(url: &str, q: &RequestsQuery) -> Result<Vec<RequestRow>, String> {
+    let client = reader(url).await?;
+    let mut conds = Vec::new();
+    let mut args: Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> = Vec::new();
+    if let Some(k) = &q.key {
+        args.push(Box::new(k.clone()));
+        conds.push(format!("key_id = ${}", args.len()));
+    }
+    if let Some(m) = &q.model {
+        args.push(Box::new(m.clone()));
+        let i = args.len();
+        conds.push(format!("(model = ${i} OR provider || '/' || model = ${i})"));
+    }
+    if let Some(c) = &q.before {
+        args.push(Box::new(c.time_ms));
+        args.push(Box::new(c.request_id.clone()));
+        let (t, id) = (args.len() - 1, args.len());
+        conds.push(format!(
+            "time <= to_timestamp(${t}::int8 / 1000.0) AND (time < to_timestamp(${t}::int8 / 1000.0) OR request_id < ${id})"
+        ));
+    }
+    if let Some(s) = q.status {
+        conds.push(s.sql());
+    }
+    let filter = if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT request_id, (extract(epoch FROM time) * 1000)::int8, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, tried, adjusted, error FROM ledger_requests{filter} ORDER BY time DESC, request_id DESC LIMIT {}",
+        q.limit.clamp(1, super::recent::MAX_LIMIT)
+    );
+    let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = args
+        .iter()
+        .map(|a| &**a as &(dyn tokio_postgres::types::ToSql + Sync))
+        .collect();
+    let rows = timed(client.query(&sql, &refs)).await?;
+    rows.iter()
+        .map(|r| -> Result<RequestRow, tokio_postgres::Error> {
+            Ok(RequestRow {
+                request_id: r.try_get(0)?,
+                time_ms: r.try_get(1)?,
+                key_id: r.try_get(2)?,
+                family: r.try_get(3)?,
+                provider: r.try_get(4)?,
+                model: r.try_get(5)?,
+                upstream_protocol: r.try_get(6)?,
+                upstream_host: r.try_get(7)?,
+                status: u16::try_from(r.try_get::<_, i32>(8)?).unwrap_or(0),
+                input_tokens: r.try_get(9)?,
+                output_tokens: r.try_get(10)?,
+                cached_tokens: r.try_get(11)?,
+                cache_write_tokens: r.try_get(12)?,
+                reasoning_tokens: r.try_get(13)?,
+                cost_usd: r.try_get(14)?,
+                latency_ms: r.try_get(15)?,
+                ttft_ms: r.try_get(16)?,
+                tried: r.try_get(17)?,
+                adjusted: r.try_get(18)?,
+                error: r.try_get(19)?,
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

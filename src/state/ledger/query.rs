@@ -1,8 +1,11 @@
 //! The admin API's view of the ledger (`GET /admin/usage`, docs/operations.md
 //! "Usage ledger"): the query (bounds, grouping), its answer, and the reader
-//! that asks the SQLite file or PostgreSQL.
+//! that asks the SQLite file or PostgreSQL (the console's series and request
+//! pages too).
 
 use super::calendar::{day_string, DAY_MS};
+use super::recent::{RequestRow, RequestsQuery};
+use super::series::{Series, SeriesQuery};
 use super::{pg, sqlite, Sums};
 use crate::util::rfc3339::days_from_civil;
 
@@ -181,6 +184,32 @@ impl Reader {
                     .map_err(|e| format!("ledger query task failed: {e}"))?
             }
             Reader::Postgres(url) => pg::usage(url, q).await,
+        }
+    }
+
+    /// The console's time series for `q`.
+    pub async fn series(&self, q: &SeriesQuery) -> Result<Series, String> {
+        match self {
+            Reader::Sqlite(path) => {
+                let (path, q) = (path.clone(), q.clone());
+                tokio::task::spawn_blocking(move || sqlite::series(&path, &q))
+                    .await
+                    .map_err(|e| format!("ledger query task failed: {e}"))?
+            }
+            Reader::Postgres(url) => pg::series(url, q).await,
+        }
+    }
+
+    /// A page of the latest requests for `q`, newest first.
+    pub async fn requests(&self, q: &RequestsQuery) -> Result<Vec<RequestRow>, String> {
+        match self {
+            Reader::Sqlite(path) => {
+                let (path, q) = (path.clone(), q.clone());
+                tokio::task::spawn_blocking(move || sqlite::requests(&path, &q))
+                    .await
+                    .map_err(|e| format!("ledger query task failed: {e}"))?
+            }
+            Reader::Postgres(url) => pg::requests(url, q).await,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! daily rollups and the groups of the usage API.
 
 use super::calendar::{day_string, DAY_MS};
+use crate::obs::outcome::AttemptNote;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,6 +30,55 @@ pub struct Row {
     pub cost_usd: Option<f64>,
     pub latency_ms: f64,
     pub ttft_ms: Option<f64>,
+    /// Every upstream attempt, in order (the access line's `tried`), at
+    /// most [`MAX_ATTEMPTS`] of them.
+    pub tried: Vec<AttemptNote>,
+    /// What the gateway changed in the request (`x-switchboard-adjusted`),
+    /// at most [`MAX_TEXT`] bytes; `None` when nothing was.
+    pub adjusted: Option<String>,
+    /// The error sent to the client, `kind: message`, at most [`MAX_TEXT`]
+    /// bytes (messages are scrubbed of secrets when made).
+    pub error: Option<String>,
+}
+
+/// The attempts a row keeps: the first ones (a request makes a handful; a
+/// long fallback chain's tail is cut).
+pub const MAX_ATTEMPTS: usize = 16;
+/// The longest `adjusted` or `error` text a row keeps, in bytes.
+pub const MAX_TEXT: usize = 1024;
+
+impl Row {
+    /// Sets the attempts, adjustments and error of a finished request within
+    /// the row's bounds.
+    pub fn with_details(
+        mut self,
+        mut tried: Vec<AttemptNote>,
+        adjusted: Option<String>,
+        error: Option<String>,
+    ) -> Row {
+        tried.truncate(MAX_ATTEMPTS);
+        self.tried = tried;
+        self.adjusted = adjusted.map(cut);
+        self.error = error.map(cut);
+        self
+    }
+
+    /// The attempts as the JSON array the ledger stores (`[]` when none).
+    pub fn tried_json(&self) -> String {
+        serde_json::to_string(&self.tried).unwrap_or_else(|_| "[]".into())
+    }
+}
+
+/// `s` cut to at most [`MAX_TEXT`] bytes, at a character boundary.
+fn cut(mut s: String) -> String {
+    if s.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
 }
 
 /// The current time in unix milliseconds.
@@ -56,6 +106,9 @@ pub struct Sums {
     pub cache_write_tokens: i64,
     pub reasoning_tokens: i64,
     pub cost_usd: f64,
+    /// Latencies summed, milliseconds (for a mean: over `requests`; rollups
+    /// made before it was kept add 0).
+    pub latency_ms: f64,
 }
 
 impl Sums {
@@ -68,6 +121,7 @@ impl Sums {
         self.cache_write_tokens += sql_int(r.cache_write_tokens).unwrap_or(0);
         self.reasoning_tokens += sql_int(r.reasoning_tokens).unwrap_or(0);
         self.cost_usd += r.cost_usd.unwrap_or(0.0);
+        self.latency_ms += r.latency_ms;
     }
 
     /// Adds `o` into these sums.
@@ -80,6 +134,7 @@ impl Sums {
         self.cache_write_tokens += o.cache_write_tokens;
         self.reasoning_tokens += o.reasoning_tokens;
         self.cost_usd += o.cost_usd;
+        self.latency_ms += o.latency_ms;
     }
 }
 
@@ -123,6 +178,9 @@ pub(super) fn test_row(key: &str, model: &str, time_ms: i64, status: u16) -> Row
         cost_usd: Some(0.5),
         latency_ms: 1.0,
         ttft_ms: None,
+        tried: Vec::new(),
+        adjusted: None,
+        error: None,
     }
 }
 
@@ -154,5 +212,31 @@ mod tests {
         assert_eq!((first.input_tokens, first.reasoning_tokens), (20, 4));
         assert_eq!(first.cache_write_tokens, 6);
         assert_eq!(first.cost_usd, 1.0);
+    }
+
+    #[test]
+    fn details_are_bounded() {
+        let note = AttemptNote {
+            provider: "p".into(),
+            model: "m".into(),
+            upstream: "u".into(),
+            status: Some(503),
+            failure: Some("status_5xx"),
+            cooled_ms: Some(1000),
+            ms: 7,
+        };
+        let r = row("a", "m", 0, 502).with_details(
+            vec![note; 40],
+            Some("é".repeat(MAX_TEXT)),
+            Some("invalid_request: x".into()),
+        );
+        assert_eq!(r.tried.len(), MAX_ATTEMPTS);
+        let adjusted = r.adjusted.as_deref().unwrap();
+        assert!(adjusted.len() <= MAX_TEXT && adjusted.len() > MAX_TEXT - 2);
+        assert_eq!(r.error.as_deref(), Some("invalid_request: x"));
+        let v: serde_json::Value = serde_json::from_str(&r.tried_json()).unwrap();
+        assert_eq!(v[0]["status"], 503);
+        assert_eq!(v[0]["failure"], "status_5xx");
+        assert_eq!(test_row("a", "m", 0, 200).tried_json(), "[]");
     }
 }

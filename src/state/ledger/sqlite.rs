@@ -7,6 +7,9 @@
 //! processes share the file (the old and new process of a zero-downtime
 //! upgrade).
 
+use super::calendar::DAY_MS;
+use super::recent::{RequestRow, RequestsQuery};
+use super::series::{Bucket, Cell, Series, SeriesBy, SeriesQuery};
 use super::{sql_int, Backend, Group, GroupBy, Row, Usage, UsageQuery};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -52,17 +55,29 @@ CREATE TABLE IF NOT EXISTS ledger_daily (
 /// declarations: every file gets them at open ([`migrate`]), a new one and
 /// one made before them alike (so the columns are in one order in both);
 /// old rows read as null (a request's row) or 0 (a rollup).
-const ADDED: [(&str, &str); 2] = [
+const ADDED: [(&str, &str); 6] = [
     ("ledger_requests", "cache_write_tokens INTEGER"),
     (
         "ledger_daily",
         "cache_write_tokens INTEGER NOT NULL DEFAULT 0",
     ),
+    // The request's attempts (a JSON array), adjustments and error, for the
+    // console's request list (docs/operations.md "Console").
+    ("ledger_requests", "tried TEXT"),
+    ("ledger_requests", "adjusted TEXT"),
+    ("ledger_requests", "error TEXT"),
+    // Summed latency, for the mean per day (0 in rollups made before it).
+    ("ledger_daily", "latency_ms_sum REAL NOT NULL DEFAULT 0"),
 ];
 
-const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+/// Indexes made after the [`ADDED`] columns: a key's latest requests are
+/// read by key, then time (the console's request list filtered by key).
+const INDEXES: &str =
+    "CREATE INDEX IF NOT EXISTS ledger_requests_key_time ON ledger_requests (key_id, time_ms);";
 
-const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, tried, adjusted, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms_sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
@@ -71,7 +86,8 @@ ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
     cached_tokens = cached_tokens + excluded.cached_tokens,
     cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
     reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-    cost_usd = cost_usd + excluded.cost_usd";
+    cost_usd = cost_usd + excluded.cost_usd,
+    latency_ms_sum = latency_ms_sum + excluded.latency_ms_sum";
 
 fn err(e: rusqlite::Error) -> String {
     e.to_string()
@@ -122,7 +138,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
             }
         }
     }
-    Ok(())
+    conn.execute_batch(INDEXES)
 }
 
 /// Whether `table` has `column` (a file not yet opened by a writer of this
@@ -209,6 +225,9 @@ impl Backend for Sqlite {
                     r.cost_usd,
                     r.latency_ms,
                     r.ttft_ms,
+                    r.tried_json(),
+                    r.adjusted,
+                    r.error,
                 ])
                 .map_err(err)?;
             }
@@ -227,6 +246,7 @@ impl Backend for Sqlite {
                     s.cache_write_tokens,
                     s.reasoning_tokens,
                     s.cost_usd,
+                    s.latency_ms,
                 ])
                 .map_err(err)?;
             }
@@ -258,8 +278,9 @@ impl Backend for Sqlite {
 }
 
 /// The SQL of a usage query: `SELECT group, sums FROM table WHERE filters GROUP BY group`.
-/// `writes`: the table has `cache_write_tokens` (else they sum to 0).
-fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool) -> String {
+/// `writes`: the table has `cache_write_tokens` (else they sum to 0);
+/// `latency`: the rollups have `latency_ms_sum` (likewise).
+fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool, latency: bool) -> String {
     let (table, group_col, sums, time_filter) = if rollups {
         (
             "ledger_daily",
@@ -269,7 +290,7 @@ fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool) -> String {
                 Some(GroupBy::Day) => "day",
                 None => "''",
             },
-            "SUM(requests), SUM(errors), SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens), SUM(reasoning_tokens), TOTAL(cost_usd), SUM(cache_write_tokens)",
+            "SUM(requests), SUM(errors), SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens), SUM(reasoning_tokens), TOTAL(cost_usd), SUM(cache_write_tokens), TOTAL(latency_ms_sum)",
             "(?3 IS NULL OR day >= ?3) AND (?4 IS NULL OR day <= ?4)",
         )
     } else {
@@ -281,17 +302,20 @@ fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool) -> String {
                 Some(GroupBy::Day) => "strftime('%Y-%m-%d', time_ms / 1000, 'unixepoch')",
                 None => "''",
             },
-            "COUNT(*), SUM(status >= 400), TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cached_tokens), TOTAL(reasoning_tokens), TOTAL(cost_usd), TOTAL(cache_write_tokens)",
+            "COUNT(*), SUM(status >= 400), TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cached_tokens), TOTAL(reasoning_tokens), TOTAL(cost_usd), TOTAL(cache_write_tokens), TOTAL(latency_ms)",
             "(?3 IS NULL OR time_ms >= ?3) AND (?4 IS NULL OR time_ms < ?4)",
         )
     };
     let model_filter = "(?2 IS NULL OR model = ?2 OR provider || '/' || model = ?2)";
-    let sums = if writes {
-        sums.to_string()
-    } else {
-        sums.replace("SUM(cache_write_tokens)", "0")
-            .replace("TOTAL(cache_write_tokens)", "0")
-    };
+    let mut sums = sums.to_string();
+    if !writes {
+        sums = sums
+            .replace("SUM(cache_write_tokens)", "0")
+            .replace("TOTAL(cache_write_tokens)", "0");
+    }
+    if !latency {
+        sums = sums.replace("TOTAL(latency_ms_sum)", "0.0");
+    }
     format!(
         "SELECT {group_col} AS g, {sums} FROM {table} WHERE (?1 IS NULL OR key_id = ?1) AND {model_filter} AND {time_filter} GROUP BY g ORDER BY g"
     )
@@ -313,8 +337,9 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
     };
     // A file made by an earlier version and not yet written by this one.
     let writes = has_column(&conn, table, "cache_write_tokens").map_err(err)?;
+    let latency = day_range.is_none() || has_column(&conn, table, "latency_ms_sum").map_err(err)?;
     let mut stmt = conn
-        .prepare(&usage_sql(q, day_range.is_some(), writes))
+        .prepare(&usage_sql(q, day_range.is_some(), writes, latency))
         .map_err(err)?;
     let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Group> {
         // TOTAL() is a float; token sums are exact integers well below 2^53.
@@ -336,6 +361,7 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
                 reasoning_tokens: int(6)?,
                 cost_usd: r.get(7)?,
                 cache_write_tokens: int(8)?,
+                latency_ms: r.get(9)?,
             },
         })
     };
@@ -369,6 +395,196 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
     })
 }
 
+/// A read-only connection for the admin API's queries.
+fn read_only(path: &Path) -> Result<Connection, String> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+    Ok(conn)
+}
+
+/// The SQL pieces of a series: (table, bucket start in ms, group, range
+/// condition on `?1`/`?2`, sums: requests, errors, input, output, cost, latency).
+fn series_sql(q: &SeriesQuery) -> [&'static str; 6] {
+    match (q.bucket, q.by) {
+        (Bucket::Hour, by) => [
+            "ledger_requests",
+            "(time_ms / 3600000) * 3600000",
+            match by {
+                SeriesBy::Key => "key_id",
+                SeriesBy::Model => "CASE WHEN provider IS NULL THEN COALESCE(model, '') ELSE provider || '/' || COALESCE(model, '') END",
+            },
+            "time_ms >= ?1 AND time_ms < ?2",
+            "COUNT(*), SUM(status >= 400), TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cost_usd), TOTAL(latency_ms)",
+            "COUNT(*)",
+        ],
+        (Bucket::Day, by) => [
+            "ledger_daily",
+            "CAST(strftime('%s', day) AS INTEGER) * 1000",
+            match by {
+                SeriesBy::Key => "key_id",
+                SeriesBy::Model => "CASE WHEN provider = '' THEN model ELSE provider || '/' || model END",
+            },
+            "day >= ?1 AND day < ?2",
+            "SUM(requests), SUM(errors), SUM(input_tokens), SUM(output_tokens), TOTAL(cost_usd), TOTAL(latency_ms_sum)",
+            "SUM(requests)",
+        ],
+    }
+}
+
+/// The statements of a series: the top groups in the range, by cost then
+/// requests; then each bucket's sums per group, every group outside the
+/// top `n` (`?3`… its names) summed as NULL ("other").
+fn series_statements(q: &SeriesQuery, n: usize) -> (String, String) {
+    let [table, bucket, group, range, sums, count] = series_sql(q);
+    let top = format!(
+        "SELECT {group} AS g FROM {table} WHERE {range} GROUP BY g ORDER BY TOTAL(cost_usd) DESC, {count} DESC, g LIMIT ?3"
+    );
+    let names = (0..n)
+        .map(|i| format!("?{}", i + 3))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let cells = format!(
+        "SELECT {bucket} AS b, CASE WHEN {group} IN ({names}) THEN {group} END AS gg, {sums} FROM {table} WHERE {range} GROUP BY b, gg"
+    );
+    (top, cells)
+}
+
+/// Answers a series query from `path` (docs/operations.md "Console").
+pub fn series(path: &Path, q: &SeriesQuery) -> Result<Series, String> {
+    let conn = read_only(path)?;
+    let (lo, hi): (Box<dyn rusqlite::ToSql>, Box<dyn rusqlite::ToSql>) = match q.bucket {
+        Bucket::Hour => (Box::new(q.from_ms), Box::new(q.to_ms)),
+        Bucket::Day => (
+            Box::new(super::day_string(q.from_ms.div_euclid(DAY_MS))),
+            Box::new(super::day_string(q.to_ms.div_euclid(DAY_MS))),
+        ),
+    };
+    let (top_sql, _) = series_statements(q, 0);
+    let top: Vec<String> = conn
+        .prepare(&top_sql)
+        .map_err(err)?
+        .query_map(params![lo, hi, q.top as i64], |r| {
+            r.get::<_, Option<String>>(0).map(Option::unwrap_or_default)
+        })
+        .map_err(err)?
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let source = match q.bucket {
+        Bucket::Hour => "rows",
+        Bucket::Day => "rollups",
+    };
+    if top.is_empty() {
+        return Ok(Series::assemble(q, source, &top, Vec::new()));
+    }
+    let (_, cells_sql) = series_statements(q, top.len());
+    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&*lo, &*hi];
+    args.extend(top.iter().map(|t| t as &dyn rusqlite::ToSql));
+    let cells = conn
+        .prepare(&cells_sql)
+        .map_err(err)?
+        .query_map(args.as_slice(), |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                super::Sums {
+                    requests: r.get(2)?,
+                    errors: r.get(3)?,
+                    input_tokens: r.get::<_, f64>(4)? as i64,
+                    output_tokens: r.get::<_, f64>(5)? as i64,
+                    cost_usd: r.get(6)?,
+                    latency_ms: r.get(7)?,
+                    ..super::Sums::default()
+                },
+            ))
+        })
+        .map_err(err)?
+        .collect::<Result<Vec<Cell>, _>>()
+        .map_err(err)?;
+    Ok(Series::assemble(q, source, &top, cells))
+}
+
+/// The columns of a request as the list reads them.
+const REQUEST_COLUMNS: &str = "request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, tried, adjusted, error";
+
+/// The statement of a request page and its arguments: only the filters
+/// given, so SQLite reads the (key, time) index for a key and the time
+/// index otherwise, from the cursor on.
+fn requests_statement(q: &RequestsQuery) -> (String, Vec<Box<dyn rusqlite::ToSql>>) {
+    let mut conds = Vec::new();
+    let mut args: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+    if let Some(k) = &q.key {
+        args.push(Box::new(k.clone()));
+        conds.push(format!("key_id = ?{}", args.len()));
+    }
+    if let Some(m) = &q.model {
+        args.push(Box::new(m.clone()));
+        let i = args.len();
+        conds.push(format!("(model = ?{i} OR provider || '/' || model = ?{i})"));
+    }
+    if let Some(c) = &q.before {
+        args.push(Box::new(c.time_ms));
+        args.push(Box::new(c.request_id.clone()));
+        let (t, id) = (args.len() - 1, args.len());
+        conds.push(format!(
+            "time_ms <= ?{t} AND (time_ms < ?{t} OR request_id < ?{id})"
+        ));
+    }
+    if let Some(s) = q.status {
+        conds.push(s.sql());
+    }
+    let filter = if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT {REQUEST_COLUMNS} FROM ledger_requests{filter} ORDER BY time_ms DESC, request_id DESC LIMIT {}",
+        q.limit.clamp(1, super::recent::MAX_LIMIT)
+    );
+    (sql, args)
+}
+
+/// A page of the latest requests from `path`, newest first.
+pub fn requests(path: &Path, q: &RequestsQuery) -> Result<Vec<RequestRow>, String> {
+    let conn = read_only(path)?;
+    let (sql, args) = requests_statement(q);
+    let mut stmt = conn.prepare(&sql).map_err(err)?;
+    let refs: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| &**a).collect();
+    let rows = stmt
+        .query_map(refs.as_slice(), |r| {
+            Ok(RequestRow {
+                request_id: r.get(0)?,
+                time_ms: r.get(1)?,
+                key_id: r.get(2)?,
+                family: r.get(3)?,
+                provider: r.get(4)?,
+                model: r.get(5)?,
+                upstream_protocol: r.get(6)?,
+                upstream_host: r.get(7)?,
+                status: r.get(8)?,
+                input_tokens: r.get(9)?,
+                output_tokens: r.get(10)?,
+                cached_tokens: r.get(11)?,
+                cache_write_tokens: r.get(12)?,
+                reasoning_tokens: r.get(13)?,
+                cost_usd: r.get(14)?,
+                latency_ms: r.get(15)?,
+                ttft_ms: r.get(16)?,
+                tried: r.get(17)?,
+                adjusted: r.get(18)?,
+                error: r.get(19)?,
+            })
+        })
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,6 +609,9 @@ mod tests {
             cost_usd: Some(0.25),
             latency_ms: 3.0,
             ttft_ms: Some(1.0),
+            tried: Vec::new(),
+            adjusted: None,
+            error: None,
         }
     }
 
@@ -443,7 +662,8 @@ mod tests {
                 cached_tokens: 0,
                 cache_write_tokens: 4,
                 reasoning_tokens: 0,
-                cost_usd: 0.5
+                cost_usd: 0.5,
+                latency_ms: 6.0,
             }
         );
         // Retention deletes rows, never rollups.
@@ -461,6 +681,141 @@ mod tests {
             ..UsageQuery::default()
         };
         assert!(usage(&path, &q).unwrap().groups.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The plan SQLite chose for `sql`, one line per step.
+    fn plan(path: &Path, sql: &str, args: &[&dyn rusqlite::ToSql]) -> String {
+        let conn = read_only(path).unwrap();
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let steps: Vec<String> = stmt
+            .query_map(args, |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        steps.join("\n")
+    }
+
+    #[test]
+    fn series_and_request_pages_read_ranges_of_an_index() {
+        let dir = std::env::temp_dir().join(format!("sb-ledger-console-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.sqlite");
+        let mut db = Sqlite::open(&path).unwrap();
+        let hour = 3_600_000;
+        let mut rows = Vec::new();
+        for i in 0..30i64 {
+            let (key, model) = match i % 3 {
+                0 => ("a", "gpt-5"),
+                1 => ("b", "gpt-5"),
+                _ => ("c", "mini"),
+            };
+            let mut r = row(key, "openai", model, 10 * hour + i * 60_000, 1);
+            r.request_id = format!("req_{i:02}");
+            r.cost_usd = Some(if key == "c" { 1.0 } else { 0.25 });
+            r.status = if i == 7 { 502 } else { 200 };
+            rows.push(r);
+        }
+        rows[7] = rows[7].clone().with_details(
+            vec![crate::obs::outcome::AttemptNote {
+                provider: "openai".into(),
+                model: "gpt-5".into(),
+                upstream: "east".into(),
+                status: Some(503),
+                failure: Some("status_5xx"),
+                cooled_ms: Some(1000),
+                ms: 12,
+            }],
+            Some("max_tokens=4096".into()),
+            Some("upstream: 503".into()),
+        );
+        db.write(&rows).unwrap();
+
+        // Hours, by key, top 1: "c" costs most; a and b are "other".
+        let q = SeriesQuery::new(
+            Bound::parse("1970-01-01T09:00:00Z"),
+            Bound::parse("1970-01-01T12:00:00Z"),
+            Bucket::Hour,
+            SeriesBy::Key,
+            1,
+            0,
+        )
+        .unwrap();
+        let s = series(&path, &q).unwrap();
+        assert_eq!(s.buckets.len(), 3);
+        assert_eq!(s.groups.len(), 2);
+        assert_eq!(s.groups[0].name.as_deref(), Some("c"));
+        assert_eq!(s.groups[0].points[1].requests, 10);
+        assert_eq!(s.groups[1].name, None);
+        assert_eq!(
+            (s.groups[1].points[1].requests, s.groups[1].points[1].errors),
+            (20, 1)
+        );
+        assert_eq!(s.groups[1].points[1].latency_ms, 60.0);
+        // Days, from the rollups, by model.
+        let q = SeriesQuery::new(None, None, Bucket::Day, SeriesBy::Model, 5, 0).unwrap();
+        let s = series(&path, &q).unwrap();
+        assert_eq!(s.source, "rollups");
+        let names: Vec<_> = s.groups.iter().map(|g| g.name.clone().unwrap()).collect();
+        assert_eq!(names, ["openai/mini", "openai/gpt-5"]);
+        let last = s.buckets.len() - 1;
+        assert_eq!(s.groups[1].points[last].requests, 20);
+        assert_eq!(s.groups[1].points[last].latency_ms, 60.0);
+
+        // Pages, newest first, each after the last one's cursor.
+        let mut q = RequestsQuery {
+            limit: 4,
+            key: Some("a".into()),
+            ..RequestsQuery::default()
+        };
+        let first = requests(&path, &q).unwrap();
+        let ids: Vec<_> = first.iter().map(|r| r.request_id.as_str()).collect();
+        assert_eq!(ids, ["req_27", "req_24", "req_21", "req_18"]);
+        q.before = Some(first[3].cursor());
+        let second = requests(&path, &q).unwrap();
+        assert_eq!(second[0].request_id, "req_15");
+        let errors = requests(
+            &path,
+            &RequestsQuery {
+                status: Some(super::super::StatusFilter::Error),
+                ..RequestsQuery::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(errors.len(), 1);
+        let e = &errors[0];
+        assert_eq!(e.adjusted.as_deref(), Some("max_tokens=4096"));
+        assert_eq!(e.error.as_deref(), Some("upstream: 503"));
+        assert!(e.tried.as_deref().unwrap().contains("\"status_5xx\""));
+
+        // The plans: ranges of an index, never a scan of the table.
+        let (sql, args) = requests_statement(&q);
+        let refs: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| &**a).collect();
+        let p = plan(&path, &sql, &refs);
+        assert!(
+            p.contains("USING INDEX ledger_requests_key_time (key_id=? AND time_ms<?)"),
+            "{p}"
+        );
+        let (sql, args) = requests_statement(&RequestsQuery::default());
+        let refs: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| &**a).collect();
+        let p = plan(&path, &sql, &refs);
+        assert!(p.contains("USING INDEX ledger_requests_time"), "{p}");
+        let hours = SeriesQuery::new(None, None, Bucket::Hour, SeriesBy::Model, 5, 0).unwrap();
+        let (top, cells) = series_statements(&hours, 2);
+        for (sql, args) in [
+            (top, vec![&0i64 as &dyn rusqlite::ToSql, &1i64, &5i64]),
+            (
+                cells,
+                vec![&0i64 as &dyn rusqlite::ToSql, &1i64, &"x", &"y"],
+            ),
+        ] {
+            let p = plan(&path, &sql, &args);
+            assert!(
+                p.contains("USING INDEX ledger_requests_time (time_ms>? AND time_ms<?)"),
+                "{p}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
