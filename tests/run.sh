@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need
-# (idempotently, PostgreSQL included), then runs the Rust suite, then, on one release build, the
-# official-SDK suite (pytest) and the real-clients suite (node --test: Claude
-# Code, Gemini CLI, Codex CLI, the Vercel AI SDK) and the frameworks suite
-# (pytest: instructor, LangChain, LlamaIndex) side by side.
+# (idempotently, PostgreSQL and Chromium included), then runs the Rust suite, then, on one release build, the
+# official-SDK suite (pytest), the real-clients suite (node --test: Claude
+# Code, Gemini CLI, Codex CLI, the Vercel AI SDK), the frameworks suite
+# (pytest: instructor, LangChain, LlamaIndex) and the console suite (node
+# --test: the admin console in headless Chromium) side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,8 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# The console suite's browser: Debian's Chromium, driven by playwright-core.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -135,8 +138,18 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# Both suites on the one release build, concurrently; both outputs printed,
-# and the run fails if either fails.
+# The console suite: playwright-core alone (no browser download; it drives
+# the Chromium above), `npm ci` when the lock changes.
+console=tests/console
+stamp="$console/node_modules/.package-lock.sha256"
+want=$(sha256sum "$console/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  (cd "$console" && npm ci --silent --no-audit --no-fund)
+  echo "$want" > "$stamp"
+fi
+
+# The suites on the one release build, concurrently; every output printed,
+# and the run fails if any fails.
 logs=$(mktemp -d)
 SWITCHBOARD_SDK_NO_BUILD=1 "$venv/bin/python" -m pytest -q tests/sdk > "$logs/sdk.log" 2>&1 &
 sdk_pid=$!
@@ -144,17 +157,24 @@ sdk_pid=$!
 clients_pid=$!
 SWITCHBOARD_SDK_NO_BUILD=1 "$fw_venv/bin/python" -m pytest -q tests/frameworks > "$logs/frameworks.log" 2>&1 &
 fw_pid=$!
+# Screenshots of each console page: target/console-artifacts/*.png.
+(cd "$console" && node --test --test-concurrency=2 ./*.test.mjs) > "$logs/console.log" 2>&1 &
+console_pid=$!
 sdk_rc=0
 clients_rc=0
 fw_rc=0
+console_rc=0
 wait "$sdk_pid" || sdk_rc=$?
 wait "$clients_pid" || clients_rc=$?
 wait "$fw_pid" || fw_rc=$?
+wait "$console_pid" || console_rc=$?
 echo "== official SDK suite (pytest): exit $sdk_rc"
 cat "$logs/sdk.log"
 echo "== real clients suite (node --test: Claude Code, Gemini CLI, Codex CLI, AI SDK): exit $clients_rc"
 cat "$logs/clients.log"
 echo "== frameworks suite (pytest: instructor, LangChain, LlamaIndex): exit $fw_rc"
 cat "$logs/frameworks.log"
+echo "== console suite (node --test: the admin console in headless Chromium): exit $console_rc"
+cat "$logs/console.log"
 rm -rf "$logs"
-[ "$sdk_rc" -eq 0 ] && [ "$clients_rc" -eq 0 ] && [ "$fw_rc" -eq 0 ]
+[ "$sdk_rc" -eq 0 ] && [ "$clients_rc" -eq 0 ] && [ "$fw_rc" -eq 0 ] && [ "$console_rc" -eq 0 ]

@@ -18,6 +18,7 @@ mod auth_reload;
 mod bedrock_client;
 mod bedrock_upstream;
 mod clouds;
+mod console;
 mod embeddings;
 mod hostile_input;
 mod inference;
