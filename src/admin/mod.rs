@@ -81,6 +81,16 @@ fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
     resp
 }
 
+/// The answer when the ledger cannot be read (`what` names the query, for the log).
+fn ledger_failed(what: &str, e: &str) -> Answer {
+    log::warn!("admin {what} query failed: {e}");
+    error(
+        503,
+        "unavailable",
+        format!("the usage ledger cannot be read: {e}"),
+    )
+}
+
 fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8>> {
     reply(
         status,
@@ -311,14 +321,7 @@ impl Admin {
         };
         let usage = match ledger.usage(&q).await {
             Ok(u) => u,
-            Err(e) => {
-                log::warn!("admin usage query failed: {e}");
-                return error(
-                    503,
-                    "unavailable",
-                    format!("the usage ledger cannot be read: {e}"),
-                );
-            }
+            Err(e) => return ledger_failed("usage", &e),
         };
         let mut total = Sums::default();
         let mut groups = Vec::with_capacity(usage.groups.len());

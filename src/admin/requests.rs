@@ -122,14 +122,7 @@ pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Answer {
                 }),
             )
         }
-        Err(e) => {
-            log::warn!("admin requests query failed: {e}");
-            super::error(
-                503,
-                "unavailable",
-                format!("the usage ledger cannot be read: {e}"),
-            )
-        }
+        Err(e) => super::ledger_failed("requests", &e),
     }
 }
 

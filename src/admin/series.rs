@@ -124,14 +124,7 @@ pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Answer {
     };
     match ledger.series(&q).await {
         Ok(s) => super::reply(200, &render(&q, &s)),
-        Err(e) => {
-            log::warn!("admin series query failed: {e}");
-            super::error(
-                503,
-                "unavailable",
-                format!("the usage ledger cannot be read: {e}"),
-            )
-        }
+        Err(e) => super::ledger_failed("series", &e),
     }
 }
 

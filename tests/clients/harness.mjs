@@ -118,7 +118,7 @@ export const PROVIDER_ENV = {
   SB_CLIENTS_KEY_RESPONSES: 'upstream-key-responses',
 };
 
-function waitLine(proc, prefix, ms) {
+export function waitLine(proc, prefix, ms) {
   return new Promise((ok, fail) => {
     let buf = '';
     const timer = setTimeout(() => fail(new Error(`no "${prefix}" line within ${ms} ms`)), ms);

@@ -13,7 +13,7 @@ import { mkdtempSync, writeFileSync, readFileSync, existsSync, openSync, closeSy
 import { tmpdir } from 'node:os';
 import { join, isAbsolute } from 'node:path';
 import { chromium } from 'playwright-core';
-import { catalog, PROVIDER_ENV, freePort, REPO } from '../clients/harness.mjs';
+import { catalog, PROVIDER_ENV, freePort, waitLine, REPO } from '../clients/harness.mjs';
 
 export const ADMIN_KEY = 'sk-console-admin-secret';
 export const CLIENT_KEY = 'sk-console-client';
@@ -38,27 +38,11 @@ function binary(rel) {
   return p;
 }
 
-function firstLine(proc, prefix, ms) {
-  return new Promise((ok, fail) => {
-    let buf = '';
-    const timer = setTimeout(() => fail(new Error(`no "${prefix}" line within ${ms} ms`)), ms);
-    proc.stdout.on('data', (d) => {
-      buf += d;
-      const line = buf.split('\n').find((l) => l.startsWith(prefix));
-      if (line) {
-        clearTimeout(timer);
-        ok(line.trim());
-      }
-    });
-    proc.on('exit', (code) => fail(new Error(`exited with ${code} before "${prefix}"`)));
-  });
-}
-
 /// Starts the mock and the gateway; `stop()` ends both.
 export async function startStack() {
   const dir = mkdtempSync(join(tmpdir(), 'switchboard-console-'));
   const mock = spawn(binary('debug/examples/mock_upstream'), ['--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
-  const mockUrl = 'http://' + (await firstLine(mock, 'listening on ', 30000)).slice('listening on '.length);
+  const mockUrl = 'http://' + (await waitLine(mock, 'listening on ', 30000)).slice('listening on '.length);
   writeFileSync(join(dir, 'catalog.json'), JSON.stringify(catalog(mockUrl)));
   writeFileSync(join(dir, 'keys.json'), JSON.stringify({ keys: [{ id: 'console-client', key: CLIENT_KEY }] }));
   const [port, admin] = [await freePort(), await freePort()];

@@ -174,15 +174,26 @@ pub enum Reader {
 }
 
 impl Reader {
+    /// Runs a query on the SQLite file off the reactor.
+    async fn on_file<Q, T>(
+        path: &std::path::Path,
+        q: &Q,
+        f: fn(&std::path::Path, &Q) -> Result<T, String>,
+    ) -> Result<T, String>
+    where
+        Q: Clone + Send + 'static,
+        T: Send + 'static,
+    {
+        let (path, q) = (path.to_path_buf(), q.clone());
+        tokio::task::spawn_blocking(move || f(&path, &q))
+            .await
+            .map_err(|e| format!("ledger query task failed: {e}"))?
+    }
+
     /// Sums of the ledger for `q`.
     pub async fn usage(&self, q: &UsageQuery) -> Result<Usage, String> {
         match self {
-            Reader::Sqlite(path) => {
-                let (path, q) = (path.clone(), q.clone());
-                tokio::task::spawn_blocking(move || sqlite::usage(&path, &q))
-                    .await
-                    .map_err(|e| format!("ledger query task failed: {e}"))?
-            }
+            Reader::Sqlite(path) => Reader::on_file(path, q, sqlite::usage).await,
             Reader::Postgres(url) => pg::usage(url, q).await,
         }
     }
@@ -190,12 +201,7 @@ impl Reader {
     /// The console's time series for `q`.
     pub async fn series(&self, q: &SeriesQuery) -> Result<Series, String> {
         match self {
-            Reader::Sqlite(path) => {
-                let (path, q) = (path.clone(), q.clone());
-                tokio::task::spawn_blocking(move || sqlite::series(&path, &q))
-                    .await
-                    .map_err(|e| format!("ledger query task failed: {e}"))?
-            }
+            Reader::Sqlite(path) => Reader::on_file(path, q, sqlite::series).await,
             Reader::Postgres(url) => pg::series(url, q).await,
         }
     }
@@ -203,12 +209,7 @@ impl Reader {
     /// A page of the latest requests for `q`, newest first.
     pub async fn requests(&self, q: &RequestsQuery) -> Result<Vec<RequestRow>, String> {
         match self {
-            Reader::Sqlite(path) => {
-                let (path, q) = (path.clone(), q.clone());
-                tokio::task::spawn_blocking(move || sqlite::requests(&path, &q))
-                    .await
-                    .map_err(|e| format!("ledger query task failed: {e}"))?
-            }
+            Reader::Sqlite(path) => Reader::on_file(path, q, sqlite::requests).await,
             Reader::Postgres(url) => pg::requests(url, q).await,
         }
     }
