@@ -48,7 +48,7 @@ pub struct Admin {
 }
 
 /// An admin answer.
-pub type Answer = Response<Vec<u8>>;
+pub type Reply = Response<Vec<u8>>;
 
 /// The query string's parameters, percent-decoded (an empty value is `""`);
 /// `Err` names one that is not valid percent-encoded UTF-8.
@@ -82,7 +82,7 @@ fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
 }
 
 /// The answer when the ledger cannot be read (`what` names the query, for the log).
-fn ledger_failed(what: &str, e: &str) -> Answer {
+fn ledger_failed(what: &str, e: &str) -> Reply {
     log::warn!("admin {what} query failed: {e}");
     error(
         503,

@@ -5,7 +5,7 @@
 //! gateway changed (`adjusted`) and the error it answered. `next` is the
 //! cursor of the following page (`before=`), null on the last one.
 
-use super::{params, Answer};
+use super::{params, Reply};
 use crate::state::ledger::{Cursor, Reader, RequestRow, RequestsQuery, StatusFilter};
 use crate::util::rfc3339::Rfc3339;
 use serde_json::{json, Value};
@@ -101,7 +101,7 @@ pub fn render(r: &RequestRow) -> Value {
 }
 
 /// Answers `GET /admin/requests`.
-pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Answer {
+pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Reply {
     let q = match parse(query) {
         Ok(q) => q,
         Err(e) => return super::error(400, "invalid_request", e),

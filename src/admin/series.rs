@@ -4,7 +4,7 @@
 //! (default 5, at most 20) and "other", as columns (one array per figure,
 //! one entry per bucket), so the answer's size is bounded by buckets × (N+1).
 
-use super::{params, Answer};
+use super::{params, Reply};
 use crate::state::ledger::{Bound, Bucket, Reader, Series, SeriesBy, SeriesQuery, Sums};
 use crate::util::rfc3339::Rfc3339;
 use serde_json::{json, Value};
@@ -114,7 +114,7 @@ pub fn render(q: &SeriesQuery, s: &Series) -> Value {
 }
 
 /// Answers `GET /admin/usage/series`.
-pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Answer {
+pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Reply {
     let q = match parse(query, crate::state::ledger::now_ms()) {
         Ok(q) => q,
         Err(e) => return super::error(400, "invalid_request", e),

@@ -67,7 +67,10 @@ async fn assets_are_served_without_the_key_with_their_security_headers() {
     let gw = start(&mock).await;
     let page = get(&gw, "/admin/ui/", None).await;
     assert_eq!(page.status, 200);
-    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
     let csp = page.header("content-security-policy").unwrap();
     assert!(csp.starts_with("default-src 'self'"), "{csp}");
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
@@ -75,7 +78,14 @@ async fn assets_are_served_without_the_key_with_their_security_headers() {
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
     assert_eq!(page.header("cache-control"), Some("no-cache"));
     let html = page.text();
-    for link in ["Overview", "Keys", "Teams", "Usage", "Upstreams", "Requests"] {
+    for link in [
+        "Overview",
+        "Keys",
+        "Teams",
+        "Usage",
+        "Upstreams",
+        "Requests",
+    ] {
         assert!(html.contains(&format!(">{link}</a>")), "{link}");
     }
     assert!(html.contains(r#"type="password""#));
@@ -121,7 +131,8 @@ async fn assets_are_served_without_the_key_with_their_security_headers() {
 /// Sends the traffic the pages show; returns the request ids, in order.
 async fn traffic(gw: &Gateway) -> Vec<&'static str> {
     let chat = |model: &str, extra: Value| {
-        let mut body = json!({"model": model, "messages": [{"role": "user", "content": "hello console"}]});
+        let mut body =
+            json!({"model": model, "messages": [{"role": "user", "content": "hello console"}]});
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
         }
@@ -193,7 +204,13 @@ async fn the_pages_data_after_traffic() {
     assert!(by_id("console-stream")["ttft_ms"].as_f64().is_some());
     let failed = by_id("console-error");
     assert_eq!(failed["status"], 502);
-    assert!(failed["error"].as_str().unwrap().starts_with("upstream"), "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("bad_gateway: "),
+        "{failed}"
+    );
     assert_eq!(failed["tried"][0]["failure"], "unreachable");
     let failover = by_id("console-failover");
     assert_eq!(failover["status"], 200);
@@ -202,7 +219,10 @@ async fn the_pages_data_after_traffic() {
     assert_eq!(failover["tried"][1]["status"], 200);
     let adjusted = by_id("console-adjusted");
     assert!(
-        adjusted["adjusted"].as_str().unwrap().contains("max_tokens"),
+        adjusted["adjusted"]
+            .as_str()
+            .unwrap()
+            .contains("max_tokens"),
         "{adjusted}"
     );
     assert_eq!(adjusted["key_id"], ODD_ID);
@@ -213,10 +233,7 @@ async fn the_pages_data_after_traffic() {
     let next = first["next"].as_str().unwrap().to_string();
     let second = admin_json(
         &gw,
-        &format!(
-            "/admin/requests?limit=10&before={}",
-            enc(&next)
-        ),
+        &format!("/admin/requests?limit=10&before={}", enc(&next)),
     )
     .await;
     let rest: Vec<&str> = second["data"]
@@ -230,18 +247,14 @@ async fn the_pages_data_after_traffic() {
     let errors = admin_json(&gw, "/admin/requests?status=error").await;
     assert_eq!(errors["data"].as_array().unwrap().len(), 1);
     assert_eq!(errors["data"][0]["request_id"], "console-error");
-    let odd = admin_json(
-        &gw,
-        &format!(
-            "/admin/requests?key={}",
-            enc(ODD_ID)
-        ),
-    )
-    .await;
+    let odd = admin_json(&gw, &format!("/admin/requests?key={}", enc(ODD_ID))).await;
     assert_eq!(odd["data"][0]["request_id"], "console-adjusted");
     let r = get(&gw, "/admin/requests?limit=9999", Some(ADMIN_KEY)).await;
     assert_eq!(r.status, 400);
-    assert!(r.json()["error"]["message"].as_str().unwrap().contains("limit"));
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limit"));
 
     // The series: every request in the last 24 hours, by model.
     let s = admin_json(&gw, "/admin/usage/series?bucket=hour&by=model").await;
@@ -289,13 +302,19 @@ async fn the_pages_data_after_traffic() {
     let lines: Vec<&str> = text.split("\r\n").collect();
     assert!(lines[0].starts_with("key,requests,errors,"), "{text}");
     assert!(
-        lines.iter().any(|l| l.starts_with("\"'=ops,\"\"night\"\"\",1,0,")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("\"'=ops,\"\"night\"\"\",1,0,")),
         "{text}"
     );
     assert!(lines.iter().any(|l| l.starts_with("test,4,1,")), "{text}");
-    let by_model = get(&gw, "/admin/usage?group_by=model&format=csv", Some(ADMIN_KEY))
-        .await
-        .text();
+    let by_model = get(
+        &gw,
+        "/admin/usage?group_by=model&format=csv",
+        Some(ADMIN_KEY),
+    )
+    .await
+    .text();
     assert!(by_model.contains("\r\nopenai/gpt-5,2,0,"), "{by_model}");
     assert_eq!(
         get(&gw, "/admin/usage?format=xml", Some(ADMIN_KEY))
@@ -325,7 +344,13 @@ async fn the_pages_data_after_traffic() {
         ups.to_string(),
     ]
     .join("\n");
-    for secret in [KEY, ODD_KEY, ADMIN_KEY, "upstream-key", "SB_TEST_KEY_OPENAI="] {
+    for secret in [
+        KEY,
+        ODD_KEY,
+        ADMIN_KEY,
+        "upstream-key",
+        "SB_TEST_KEY_OPENAI=",
+    ] {
         assert!(!everything.contains(secret), "{secret} in an answer");
     }
 }

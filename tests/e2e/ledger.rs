@@ -814,6 +814,108 @@ mod needs_postgres {
         assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 5));
     }
 
+    /// The console's questions (docs/operations.md "Console") on PostgreSQL:
+    /// a database made before the attempts' columns gets them, and the
+    /// request pages, their filters and the series answer as on SQLite.
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn console_pages_and_series_on_postgres() {
+        let db = PgDb::create("console").await;
+        let url = db.url(pg_port());
+        pg_connect(&url)
+            .await
+            .batch_execute(FIRST_SCHEMA)
+            .await
+            .unwrap();
+        let mock = MockUpstream::start().await;
+        let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "20"]).await;
+        let chat = |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "pg console"}]});
+        for (id, model) in [
+            ("pg-1", "gpt-5"),
+            ("pg-2", "offline"),
+            ("pg-3", "flaky-model"),
+        ] {
+            let r = gw
+                .send(
+                    &authed("openai", "/v1/chat/completions", KEY, &chat(model))
+                        .header("x-request-id", id),
+                )
+                .await;
+            assert!(r.status > 0);
+        }
+        let page = eventually(Duration::from_secs(10), "the rows", || async {
+            let v = admin(&gw, "/admin/requests", Some(ADMIN_KEY)).await.json();
+            (v["data"].as_array().unwrap().len() == 4).then_some(v)
+        })
+        .await;
+        // The old row (no attempts kept), then the three, newest first.
+        let ids: Vec<&str> = page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["request_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["pg-3", "pg-2", "pg-1", "old"]);
+        let flaky = &page["data"][0];
+        assert_eq!(flaky["tried"][0]["failure"], "unreachable", "{flaky}");
+        assert_eq!(flaky["tried"][1]["status"], 200);
+        assert_eq!(page["data"][1]["status"], 502);
+        assert!(page["data"][1]["error"].as_str().is_some());
+        assert_eq!(page["data"][3]["tried"], json!([]));
+        let first = admin(&gw, "/admin/requests?limit=2", Some(ADMIN_KEY))
+            .await
+            .json();
+        let next = first["next"].as_str().unwrap().replace(':', "%3A");
+        let rest = admin(
+            &gw,
+            &format!("/admin/requests?before={next}"),
+            Some(ADMIN_KEY),
+        )
+        .await
+        .json();
+        assert_eq!(rest["data"][0]["request_id"], "pg-1");
+        assert_eq!(rest["data"].as_array().unwrap().len(), 2);
+        let errors = admin(
+            &gw,
+            "/admin/requests?status=error&key=test",
+            Some(ADMIN_KEY),
+        )
+        .await
+        .json();
+        assert_eq!(errors["data"][0]["request_id"], "pg-2");
+        assert_eq!(errors["data"].as_array().unwrap().len(), 1);
+        // The series: hours from the rows, days from the rollups.
+        for (query, requests) in [("bucket=hour&by=model", 4), ("bucket=day&by=key&top=1", 4)] {
+            let s = admin(
+                &gw,
+                &format!("/admin/usage/series?{query}"),
+                Some(ADMIN_KEY),
+            )
+            .await
+            .json();
+            assert_eq!(s["total"]["requests"], requests, "{query}: {s}");
+            assert_eq!(s["total"]["errors"], 1, "{query}: {s}");
+        }
+        let s = admin(&gw, "/admin/usage/series?by=model", Some(ADMIN_KEY))
+            .await
+            .json();
+        let gpt5 = s["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "openai/gpt-5")
+            .unwrap_or_else(|| panic!("{s}"));
+        assert_eq!(
+            gpt5["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .sum::<i64>(),
+            2
+        );
+    }
+
     #[tokio::test]
     #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
     async fn postgres_ledger_sums_match_the_requests_sent() {

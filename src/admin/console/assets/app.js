@@ -241,6 +241,8 @@
 
   function niceMax(v) {
     if (!(v > 0)) return 1;
+    // Small counts: a multiple of 4, so the four gridlines fall on whole numbers.
+    if (v <= 8 && Number.isInteger(v)) return Math.max(4, Math.ceil(v / 4) * 4);
     const p = 10 ** Math.floor(Math.log10(v));
     for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
     return 10 * p;
@@ -249,7 +251,7 @@
   /// A line chart: one line per series over the buckets, a circle per
   /// non-zero point (its value in a tooltip), axes, a legend.
   function lineChart(title, buckets, series, fmt, bucketName) {
-    const W = 560, H = 210, L = 56, R = 10, T = 10, B = 24;
+    const W = 560, H = 210, L = 64, R = 10, T = 10, B = 24;
     const n = buckets.length;
     const values = series.flatMap((s) => s.values.filter((v) => v !== null));
     const max = niceMax(Math.max(0, ...values));
@@ -356,7 +358,7 @@
       lineChart('Requests', buckets, pick('requests'), num, s.bucket),
       lineChart('Errors', buckets, pick('errors'), num, s.bucket),
       lineChart('Mean latency (ms)', buckets, pick('mean_latency_ms'), num, s.bucket),
-      lineChart('Spend (USD)', buckets, pick('cost_usd'), (v) => usd(v), s.bucket)));
+      lineChart('Spend (USD)', buckets, pick('cost_usd'), (v) => (v === 0 ? '$0' : '$' + Number(v.toPrecision(2))), s.bucket)));
   }
 
   // ---- Keys --------------------------------------------------------------
@@ -404,18 +406,25 @@
     const table = el('div', { id: 'keys-table' });
     let keys = [];
 
+    let next = null;
+    const more = el('button', { type: 'button', class: 'secondary', id: 'keys-more', text: 'Load more', onclick: () => load(true) });
     const draw = () => {
       const needle = filter.value.trim().toLowerCase();
       const shown = keys.filter((k) => !needle || [k.id, k.team, ...(k.models || [])].some((v) => v && String(v).toLowerCase().includes(needle)));
+      more.hidden = !next;
       table.replaceChildren(keyTable(shown.slice(0, MAX_ROWS), reload, notice),
         shown.length > MAX_ROWS ? el('p', { class: 'muted', text: `Showing ${MAX_ROWS} of ${shown.length}: narrow the filter.` }) : null,
-        shown.length ? null : el('p', { class: 'empty', text: keys.length ? 'No key matches the filter.' : 'No keys.' }));
+        shown.length ? null : el('p', { class: 'empty', text: keys.length ? 'No key matches the filter.' : 'No keys.' }),
+        el('div', { class: 'pager' }, more, el('span', { class: 'muted', text: `${keys.length} loaded${next ? ', more on the server' : ''}` })));
     };
-    const reload = guard(async () => {
-      const r = await api('/admin/keys' + query({ state: state.value, team: team.value.trim() }));
-      keys = (r && r.data) || [];
+    // Pages of the API (in id order, `next` the cursor), the filters applied there.
+    const load = guard(async (append) => {
+      const r = await api('/admin/keys' + query({ state: state.value, team: team.value.trim(), limit: 1000, after: append ? next : undefined }));
+      keys = append ? keys.concat((r && r.data) || []) : (r && r.data) || [];
+      next = (r && r.next) || null;
       draw();
     });
+    const reload = () => load(false);
     filter.addEventListener('input', draw);
     state.addEventListener('change', reload);
     team.addEventListener('change', reload);
@@ -564,6 +573,7 @@
         const tr = el('tr', { 'data-team': t.id },
           el('td', { class: 'mono', text: t.id }),
           el('td', { text: t.source || 'api' }),
+          el('td', { class: 'num', text: t.keys ?? '–' }),
           el('td', { class: 'num', text: limitText(t.rpm) }),
           el('td', { class: 'num', text: limitText(t.tpm) }),
           el('td', { text: budgetText(t.budget) }),
@@ -580,7 +590,7 @@
       });
       table.replaceChildren(
         el('table', { id: 'teams' },
-          el('thead', {}, el('tr', {}, ['id', 'source', 'rpm', 'tpm', 'budget', 'spent', ''].map((h) => el('th', { text: h })))),
+          el('thead', {}, el('tr', {}, ['id', 'source', 'keys', 'rpm', 'tpm', 'budget', 'spent', ''].map((h) => el('th', { text: h })))),
           el('tbody', {}, rows)),
         teams.length ? null : el('p', { class: 'empty', text: 'No teams.' }));
     });
@@ -666,7 +676,7 @@
     const t = p.timeouts || {};
     const rows = p.upstreams.map((u) => {
       const health = u.healthy
-        ? el('span', { class: 'badge good', text: u.failure_streak ? 'half-open' : 'healthy' })
+        ? el('span', { class: u.failure_streak ? 'badge warn' : 'badge good', text: u.failure_streak ? 'half-open' : 'healthy' })
         : el('span', { class: 'badge bad', text: `cooling ${((u.cooldown_ms || 0) / 1000).toFixed(1)} s` });
       const recent = (u.recent_failures || []).slice(0, 5);
       return el('tr', { 'data-upstream': u.id },
