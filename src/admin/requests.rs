@@ -66,11 +66,11 @@ pub fn parse(query: Option<&str>) -> Result<RequestsQuery, String> {
 
 /// One request as the API answers it.
 pub fn render(r: &RequestRow) -> Value {
-    let tried: Value = r
-        .tried
-        .as_deref()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_else(|| json!([]));
+    let tried = crate::state::ledger::expand_tried(
+        r.tried.as_deref(),
+        r.provider.as_deref(),
+        r.model.as_deref(),
+    );
     json!({
         "request_id": r.request_id,
         "time": Rfc3339 {

@@ -63,10 +63,76 @@ impl Row {
         self
     }
 
-    /// The attempts as the JSON array the ledger stores (`[]` when none).
+    /// The attempts as the JSON array the ledger stores (`[]` when none),
+    /// compactly: an attempt's provider and model only when they differ from
+    /// the row's (a fallback's), and no null fields; the admin API fills
+    /// them back in ([`expand_tried`]). Measured by `ledger::bytes_per_request`
+    /// (docs/operations.md "Usage ledger").
     pub fn tried_json(&self) -> String {
-        serde_json::to_string(&self.tried).unwrap_or_else(|_| "[]".into())
+        #[derive(serde::Serialize)]
+        struct Stored<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            provider: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            model: Option<&'a str>,
+            upstream: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            status: Option<u16>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            failure: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            cooled_ms: Option<u64>,
+            ms: u64,
+        }
+        fn differs<'b>(v: &'b str, row: &Option<String>) -> Option<&'b str> {
+            (row.as_deref() != Some(v)).then_some(v)
+        }
+        let stored: Vec<Stored<'_>> = self
+            .tried
+            .iter()
+            .map(|a| Stored {
+                provider: differs(&a.provider, &self.provider),
+                model: differs(&a.model, &self.model),
+                upstream: &a.upstream,
+                status: a.status,
+                failure: a.failure,
+                cooled_ms: a.cooled_ms,
+                ms: a.ms,
+            })
+            .collect();
+        serde_json::to_string(&stored).unwrap_or_else(|_| "[]".into())
     }
+}
+
+/// The stored attempts (`tried_json`) in the access log's shape: each with
+/// its provider and model (the row's when left out) and every field, null
+/// when absent. Anything but an array of objects reads as none.
+pub fn expand_tried(
+    stored: Option<&str>,
+    provider: Option<&str>,
+    model: Option<&str>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    let Some(Value::Array(items)) = stored.and_then(|t| serde_json::from_str(t).ok()) else {
+        return Value::Array(Vec::new());
+    };
+    let row = |v: Option<&str>| v.map_or(Value::Null, |s| Value::String(s.to_string()));
+    Value::Array(
+        items
+            .into_iter()
+            .filter_map(|item| {
+                let Value::Object(mut o) = item else {
+                    return None;
+                };
+                o.entry("provider").or_insert_with(|| row(provider));
+                o.entry("model").or_insert_with(|| row(model));
+                for field in ["upstream", "status", "failure", "cooled_ms", "ms"] {
+                    o.entry(field).or_insert(Value::Null);
+                }
+                Some(Value::Object(o))
+            })
+            .collect(),
+    )
 }
 
 /// `s` cut to at most [`MAX_TEXT`] bytes, at a character boundary.
@@ -214,9 +280,8 @@ mod tests {
         assert_eq!(first.cost_usd, 1.0);
     }
 
-    #[test]
-    fn details_are_bounded() {
-        let note = AttemptNote {
+    fn note_of() -> AttemptNote {
+        AttemptNote {
             provider: "p".into(),
             model: "m".into(),
             upstream: "u".into(),
@@ -224,7 +289,12 @@ mod tests {
             failure: Some("status_5xx"),
             cooled_ms: Some(1000),
             ms: 7,
-        };
+        }
+    }
+
+    #[test]
+    fn details_are_bounded() {
+        let note = note_of();
         let r = row("a", "m", 0, 502).with_details(
             vec![note; 40],
             Some("é".repeat(MAX_TEXT)),
@@ -234,9 +304,31 @@ mod tests {
         let adjusted = r.adjusted.as_deref().unwrap();
         assert!(adjusted.len() <= MAX_TEXT && adjusted.len() > MAX_TEXT - 2);
         assert_eq!(r.error.as_deref(), Some("invalid_request: x"));
-        let v: serde_json::Value = serde_json::from_str(&r.tried_json()).unwrap();
+        // Stored without what the row says; read back whole.
+        let stored = r.tried_json();
+        assert!(stored.starts_with(r#"[{"provider":"p","upstream":"u","status":503,"failure":"status_5xx","cooled_ms":1000,"ms":7}"#), "{stored}");
+        let v = expand_tried(Some(&stored), Some("openai"), Some("m"));
         assert_eq!(v[0]["status"], 503);
         assert_eq!(v[0]["failure"], "status_5xx");
+        assert_eq!(v[0]["model"], "m");
+        assert_eq!(v[0]["provider"], "p");
+        let mut clean = row("a", "m", 0, 200);
+        clean.provider = Some("p".into());
+        let one = AttemptNote {
+            status: Some(200),
+            failure: None,
+            cooled_ms: None,
+            ..note_of()
+        };
+        clean.tried = vec![one.clone()];
+        assert_eq!(
+            clean.tried_json(),
+            r#"[{"upstream":"u","status":200,"ms":7}]"#
+        );
+        let back = expand_tried(Some(&clean.tried_json()), Some("p"), Some("m"));
+        assert_eq!(back, serde_json::to_value(vec![one]).unwrap());
         assert_eq!(test_row("a", "m", 0, 200).tried_json(), "[]");
+        assert_eq!(expand_tried(None, None, None), serde_json::json!([]));
+        assert_eq!(expand_tried(Some("{}"), None, None), serde_json::json!([]));
     }
 }
