@@ -33,6 +33,12 @@ after(async () => {
 const IDS = { ok: 'console-ui-ok', stream: 'console-ui-stream', error: 'console-ui-error' };
 
 /// Clicks the nav link named `name` and waits for its page.
+/// Fails when the page shows a value the script failed to format.
+async function shown(page) {
+  const text = await page.locator('main').innerText();
+  for (const bad of ['null', 'undefined', 'NaN', '[object Object]']) assert.ok(!text.includes(bad), `"${bad}" on the page:\n${text}`);
+}
+
 async function visit(page, name) {
   await page.getByRole('link', { name, exact: true }).click();
   await page.waitForSelector(`main[data-page="${name.toLowerCase()}"]`);
@@ -89,6 +95,7 @@ test('Overview: totals and charts with data points', async () => {
   const values = await page.locator('svg[data-chart="Requests"] circle.pt').evaluateAll((cs) => cs.map((c) => [c.dataset.series, Number(c.dataset.value)]));
   assert.equal(values.reduce((a, [, v]) => a + v, 0), 3);
   assert.ok(values.every(([s]) => s === MODEL), JSON.stringify(values));
+  await shown(page);
   await page.screenshot({ path: join(shots, 'overview.png'), fullPage: true });
   await page.locator('#ov-range').selectOption('30d');
   await page.waitForSelector('svg[data-chart="Spend (USD)"] circle.pt');
@@ -113,6 +120,7 @@ test('Requests: the requests just sent, with their attempts', async () => {
   await page.locator('#req-status').selectOption('');
   await page.waitForFunction(() => document.querySelectorAll('tr[data-request]').length === 3);
   await page.locator(`tr[data-request="${IDS.error}"]`).click();
+  await shown(page);
   await page.screenshot({ path: join(shots, 'requests.png'), fullPage: true });
 });
 
@@ -137,6 +145,7 @@ test('Usage: grouped by model with its cost, and the CSV download', async () => 
   const api = await stack.adminGet(`/admin/usage?group_by=model&from=${new Date(Date.now() - 6 * 86400000).toISOString().slice(0, 10)}`);
   const group = api.body.groups.find((g) => g.model === MODEL);
   assert.equal(Number(line.split(',')[8]), group.cost_usd);
+  await shown(page);
   await page.screenshot({ path: join(shots, 'usage.png'), fullPage: true });
 });
 
@@ -149,6 +158,7 @@ test('Upstreams: health and the recent failure, live', async () => {
   assert.match(await qwen.locator('.badge').first().textContent(), /healthy|half-open|cooling/);
   const stamp = await page.locator('#upstreams-updated').textContent();
   await page.waitForFunction((s) => document.querySelector('#upstreams-updated').textContent !== s, stamp);
+  await shown(page);
   await page.screenshot({ path: join(shots, 'upstreams.png'), fullPage: true });
 });
 

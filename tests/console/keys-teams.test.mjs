@@ -34,6 +34,12 @@ after(async () => {
   await stack?.stop();
 });
 
+/// Fails when the page shows a value the script failed to format.
+async function shown(page) {
+  const text = await page.locator('main').innerText();
+  for (const bad of ['null', 'undefined', 'NaN', '[object Object]']) assert.ok(!text.includes(bad), `"${bad}" on the page:\n${text}`);
+}
+
 async function visit(page, name) {
   await page.getByRole('link', { name, exact: true }).click();
   await page.waitForSelector(`main[data-page="${name.toLowerCase()}"]`);
@@ -82,6 +88,7 @@ test('Keys: create (the secret shown once), filter, rotate, revoke', async () =>
   const rotated = (await page.locator('#secret-value').textContent()).trim();
   assert.equal(await status(await stack.chat('console-key-2', 'old secret', { key: secret })), 401);
   assert.equal(await status(await stack.chat('console-key-3', 'new secret', { key: rotated })), 200);
+  await shown(page);
   await page.screenshot({ path: join(shots, 'keys.png'), fullPage: true });
 
   // Revoke (two clicks): state revoked, the key refused.
@@ -116,5 +123,6 @@ test('Teams: create, then edit the budget', async () => {
   const api = await stack.adminGet(`/admin/teams/${TEAM}`);
   assert.equal(Number(api.body.budget.usd), 25);
   assert.equal(api.body.rpm?.limit ?? api.body.rpm, 100);
+  await shown(page);
   await page.screenshot({ path: join(shots, 'teams.png'), fullPage: true });
 });

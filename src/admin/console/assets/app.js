@@ -45,6 +45,12 @@
     }
   }
 
+  /// Replaces `e`'s children (null and false ones left out).
+  function fill(e, ...children) {
+    e.replaceChildren();
+    append(e, children);
+  }
+
   const $ = (sel, root = document) => root.querySelector(sel);
 
   // ---- formatting --------------------------------------------------------
@@ -348,13 +354,13 @@
       tile('mean latency', weighted.n ? ms(weighted.sum / weighted.n) : '–', 'tile-latency'),
       tile('spend', usd(t.cost_usd), 'tile-spend'));
     if (!s.series.length) {
-      body.replaceChildren(tiles, el('p', { class: 'empty', text: 'No requests in this range yet.' }));
+      fill(body, tiles, el('p', { class: 'empty', text: 'No requests in this range yet.' }));
       return;
     }
     const colored = s.series.map((g, i) => ({ ...g, color: g.other ? OTHER_COLOR : PALETTE[i % PALETTE.length] }));
     const pick = (field) => colored.map((g) => ({ name: g.name, color: g.color, values: g[field] }));
     const num = (v) => (v >= 1000 ? nf.format(Math.round(v)) : String(Math.round(v * 100) / 100));
-    body.replaceChildren(tiles, el('div', { class: 'charts' },
+    fill(body, tiles, el('div', { class: 'charts' },
       lineChart('Requests', buckets, pick('requests'), num, s.bucket),
       lineChart('Errors', buckets, pick('errors'), num, s.bucket),
       lineChart('Mean latency (ms)', buckets, pick('mean_latency_ms'), num, s.bucket),
@@ -412,7 +418,7 @@
       const needle = filter.value.trim().toLowerCase();
       const shown = keys.filter((k) => !needle || [k.id, k.team, ...(k.models || [])].some((v) => v && String(v).toLowerCase().includes(needle)));
       more.hidden = !next;
-      table.replaceChildren(keyTable(shown.slice(0, MAX_ROWS), reload, notice),
+      fill(table, keyTable(shown.slice(0, MAX_ROWS), reload, notice),
         shown.length > MAX_ROWS ? el('p', { class: 'muted', text: `Showing ${MAX_ROWS} of ${shown.length}: narrow the filter.` }) : null,
         shown.length ? null : el('p', { class: 'empty', text: keys.length ? 'No key matches the filter.' : 'No keys.' }),
         el('div', { class: 'pager' }, more, el('span', { class: 'muted', text: `${keys.length} loaded${next ? ', more on the server' : ''}` })));
@@ -443,7 +449,7 @@
       if (models.value.trim()) body.models = models.value.split(',').map((m) => m.trim()).filter(Boolean);
       if (expires.value) body.expires_at = new Date(expires.value).toISOString().replace(/\.\d{3}Z$/, 'Z');
       const made = await api('/admin/keys', { method: 'POST', body });
-      notice.replaceChildren(secretPanel(made.id, made.key, 'New key'));
+      fill(notice, secretPanel(made.id, made.key, 'New key'));
       form.reset();
       await reload();
     });
@@ -551,7 +557,7 @@
     const go = guard(async (ev) => {
       ev.preventDefault();
       const r = await api(`/admin/keys/${encodeURIComponent(k.id)}/rotate`, { method: 'POST', body: { grace_seconds: Number(grace.value || 0) } });
-      notice.replaceChildren(secretPanel(k.id, r.key, 'Rotated key'));
+      fill(notice, secretPanel(k.id, r.key, 'Rotated key'));
       await reload();
     });
     const form = el('form', { class: 'form', onsubmit: go },
@@ -588,7 +594,7 @@
             ]));
         return tr;
       });
-      table.replaceChildren(
+      fill(table,
         el('table', { id: 'teams' },
           el('thead', {}, el('tr', {}, ['id', 'source', 'keys', 'rpm', 'tpm', 'budget', 'spent', ''].map((h) => el('th', { text: h })))),
           el('tbody', {}, rows)),
@@ -627,7 +633,7 @@
       const cols = [['requests', int], ['errors', int], ['input_tokens', int], ['output_tokens', int], ['cached_tokens', int], ['reasoning_tokens', int], ['mean_latency_ms', ms], ['cost_usd', usd]];
       const row = (name, g, cls) => el('tr', { class: cls, 'data-group': name }, el('td', { class: by === 'day' ? '' : 'mono', text: name === '' ? '(unresolved)' : name }),
         cols.map(([c, f]) => el('td', { class: 'num', text: f(g[c]) })));
-      out.replaceChildren(el('table', { id: 'usage' },
+      fill(out, el('table', { id: 'usage' },
         el('thead', {}, el('tr', {}, el('th', { text: by }), cols.map(([c]) => el('th', { class: 'num', text: c.replace(/_/g, ' ') })))),
         el('tbody', {}, groups.map((g) => row(g[by], g))),
         el('tfoot', {}, row('total', u.total, 'total'))),
@@ -664,7 +670,7 @@
     const load = async () => {
       const r = await api('/admin/upstreams');
       if (v.id !== view.id) return;
-      body.replaceChildren(...r.providers.map(providerBlock));
+      fill(body, ...r.providers.map(providerBlock));
       stamp.textContent = 'Live · updated ' + new Date().toLocaleTimeString();
     };
     main.append(el('h1', { text: 'Upstreams' }), el('p', {}, stamp), body);
