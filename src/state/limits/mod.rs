@@ -38,7 +38,7 @@ pub mod reservation;
 pub mod store;
 pub mod window;
 
-pub use ask::Ask;
+pub use ask::{Ask, TeamAsk};
 pub use backend::{FailMode, LimitsConfig};
 pub use budget::{period_at, BudgetState, Period};
 pub use handle::{KeyState, Limits};
@@ -47,4 +47,4 @@ pub use refusal::Refusal;
 pub use reservation::{Reservation, RESERVATION_LEASE_SECS};
 pub use window::{unix_now, Window, WINDOW_SECS};
 
-pub(crate) use held::{Held, Reserved};
+pub(crate) use held::{least, Held, Part, Reserved};
