@@ -923,3 +923,150 @@ impl RedisLimits {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::KeyStore;
+
+    const URL: &str = "redis://127.0.0.1:6379";
+
+    /// Key `a` (0.05 USD of its own) and `b` (none) of team `t` (0.10 USD),
+    /// on a prefix of this test's own.
+    fn setup(name: &str) -> (RedisLimits, ApiKey, ApiKey, String) {
+        let ks = KeyStore::from_str(
+            "k.json",
+            r#"{"teams":[{"id":"t","budget":{"usd":"0.10","period":"total"}}],
+                "keys":[{"id":"a","key":"sa","team":"t","budget":{"usd":"0.05","period":"total"}},
+                        {"id":"b","key":"sb","team":"t"}]}"#,
+        )
+        .unwrap();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let prefix = format!("sbunit:{}:{nanos}:{name}:", std::process::id());
+        let r = RedisLimits::new(URL, &prefix, FailMode::Closed, Arc::new(Metrics::default()))
+            .unwrap();
+        let a = ks.find("sa").unwrap().clone();
+        let b = ks.find("sb").unwrap().clone();
+        (r, a, b, prefix)
+    }
+
+    async fn cleanup(r: &RedisLimits, prefix: &str) {
+        let mut c = r.conn().await.unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        if !keys.is_empty() {
+            let _: i64 = redis::cmd("DEL")
+                .arg(keys)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+    }
+
+    async fn held(r: &RedisLimits, ask: &Ask) -> (Held, Option<Nanos>) {
+        let (h, left) = r.reserve(ask).await.unwrap().unwrap();
+        (h.unwrap(), left)
+    }
+
+    async fn team_budget(r: &RedisLimits, a: &ApiKey) -> (Nanos, Nanos) {
+        let b = r
+            .team_state(a.team.as_deref().unwrap())
+            .await
+            .unwrap()
+            .budget
+            .unwrap();
+        (b.spent, b.reserved)
+    }
+
+    /// One script reserves in both budgets or in neither; settling and
+    /// releasing reach both.
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one)"]
+    async fn a_team_reserves_settles_and_releases_with_its_key() {
+        let (r, a, b, prefix) = setup("joint");
+        let cost = 30_000_000;
+        let (h1, left) = held(&r, &Ask::inference(&a, 0, cost)).await;
+        // The lesser of a's 0.02 and the team's 0.07.
+        assert_eq!(left, Some(20_000_000));
+        // a's own budget refuses: the team holds nothing more.
+        match r.reserve(&Ask::inference(&a, 0, cost)).await {
+            Err(Refusal::Budget {
+                team: None,
+                remaining: 20_000_000,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(team_budget(&r, &a).await, (0, cost));
+        let (h2, _) = held(&r, &Ask::inference(&b, 0, cost)).await;
+        let (h3, left) = held(&r, &Ask::inference(&b, 0, cost)).await;
+        assert_eq!(left, Some(10_000_000));
+        // The team's budget refuses a's request, which fits a's own: a's
+        // holds nothing more.
+        match r.reserve(&Ask::inference(&a, 0, 15_000_000)).await {
+            Err(e @ Refusal::Budget { .. }) => {
+                assert_eq!(e.team(), Some("t"));
+                assert_eq!(e.remaining(), Some(10_000_000));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.state(&a).await.unwrap().budget.unwrap().reserved, cost);
+        // Settle a's below its hold: the lesser left is the team's 0.03.
+        assert_eq!(r.settle(&h1, 0, 10_000_000).await, Some(30_000_000));
+        let ka = r.state(&a).await.unwrap().budget.unwrap();
+        assert_eq!((ka.spent, ka.reserved), (10_000_000, 0));
+        r.settle(&h2, 0, 0).await;
+        r.settle(&h3, 0, 25_000_000).await;
+        assert_eq!(team_budget(&r, &a).await, (35_000_000, 0));
+        cleanup(&r, &prefix).await;
+    }
+
+    /// A reservation whose answer was lost is released of both subjects by
+    /// id; one whose lease ended gives the team's hold back too.
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one)"]
+    async fn lost_and_expired_reservations_release_the_team_part() {
+        let (r, a, _b, prefix) = setup("lost");
+        let cost = 20_000_000;
+        let (h, _) = held(&r, &Ask::inference(&a, 0, cost)).await;
+        assert_eq!(team_budget(&r, &a).await, (0, cost));
+        let mut c = r.conn().await.unwrap();
+        let n: i64 = r
+            .release_lost
+            .key(r.base("a"))
+            .key(r.team_base("t"))
+            .arg(&h.id)
+            .arg(GONE_SECS)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(team_budget(&r, &a).await, (0, 0));
+        assert_eq!(r.state(&a).await.unwrap().budget.unwrap().reserved, 0);
+        // A reservation whose instance died: its lease ends (made to end
+        // now), and the next look at the team gives its hold back.
+        let (h, _) = held(&r, &Ask::inference(&a, 0, cost)).await;
+        for base in [r.base("a"), r.team_base("t")] {
+            let _: i64 = redis::cmd("ZADD")
+                .arg(format!("{base}resvx"))
+                .arg(0)
+                .arg(&h.id)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+        assert_eq!(team_budget(&r, &a).await, (0, 0));
+        assert_eq!(r.state(&a).await.unwrap().budget.unwrap().reserved, 0);
+        // Its late settlement records the spend once, in both.
+        r.settle(&h, 0, cost).await;
+        assert_eq!(team_budget(&r, &a).await, (cost, 0));
+        assert_eq!(r.state(&a).await.unwrap().budget.unwrap().spent, cost);
+        cleanup(&r, &prefix).await;
+    }
+}

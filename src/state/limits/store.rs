@@ -1049,4 +1049,73 @@ mod tests {
         assert_eq!(read(&c, &slot).unwrap(), (0, 0));
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// A reserve over a key's budget and its team's holds both or neither
+    /// (a key and a team of one name apart), and its settlement reaches both.
+    #[test]
+    fn a_joint_reserve_holds_both_budgets_or_neither() {
+        let dir = tmp("joint");
+        let mut w = Worker::new(dir.join(FILE), "o".into(), Arc::new(Metrics::default()));
+        let slot = |team| Slot {
+            key: "ml".into(),
+            period: "total".into(),
+            team,
+        };
+        let caps = |key_cap, team_cap| {
+            [
+                Some(Cap {
+                    slot: slot(false),
+                    budget: key_cap,
+                }),
+                Some(Cap {
+                    slot: slot(true),
+                    budget: team_cap,
+                }),
+            ]
+        };
+        let reserve = |caps, id: &str| Op::Reserve {
+            caps,
+            cost: 40,
+            id: id.into(),
+            reply: oneshot::channel().0,
+        };
+        let figures = w
+            .write_batch(&[
+                reserve(caps(100, 50), "r1"),
+                // The team's 10 left refuses; the key's 60 would fit.
+                reserve(caps(100, 50), "r2"),
+                // The key's refuses; the team's would fit.
+                reserve(caps(70, 1000), "r3"),
+            ])
+            .unwrap();
+        let got: Vec<_> = figures
+            .iter()
+            .map(|f| match f {
+                Figure::Reserve(r) => *r,
+                _ => panic!("not a reserve's figure"),
+            })
+            .collect();
+        assert_eq!(got, [Ok(10), Err((true, 10)), Err((false, 30))]);
+        let c = w.conn().unwrap();
+        assert_eq!(read(c, &slot(false)).unwrap(), (0, 40));
+        assert_eq!(read(c, &slot(true)).unwrap(), (0, 40));
+        let figures = w
+            .write_batch(&[Op::Settle {
+                caps: caps(100, 50),
+                id: "r1".into(),
+                held: 40,
+                cost: 25,
+                reply: None,
+            }])
+            .unwrap();
+        assert!(matches!(figures[..], [Figure::Left(25)]));
+        let c = w.conn().unwrap();
+        assert_eq!(read(c, &slot(false)).unwrap(), (25, 0));
+        assert_eq!(read(c, &slot(true)).unwrap(), (25, 0));
+        let rows: i64 = c
+            .query_row("SELECT COUNT(*) FROM budget_held", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
