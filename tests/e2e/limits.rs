@@ -829,7 +829,11 @@ fn check_team_burst(results: &[(Protocol, Response)]) {
         assert!(r.header("retry-after").is_none(), "a budget is not a rate");
     }
     for (p, r) in results.iter().filter(|(_, r)| r.status == 200) {
-        assert_eq!(output_tokens(*p, r), 8, "the mock's usage this test relies on");
+        assert_eq!(
+            output_tokens(*p, r),
+            8,
+            "the mock's usage this test relies on"
+        );
     }
 }
 
@@ -900,16 +904,23 @@ async fn a_team_budget_holds_exactly_under_concurrent_requests_from_two_keys() {
     let results = team_burst(&[gw.addr], &[ML_A, ML_B], 40).await;
     check_team_burst(&results);
     // Streams settle just after their last byte.
-    let t = eventually(Duration::from_secs(10), "the team's holds to settle", || async {
-        let t = admin_get(&gw, "/admin/teams/ml").await;
-        (t["budget"]["reserved_usd"] == "0.00").then_some(t)
-    })
+    let t = eventually(
+        Duration::from_secs(10),
+        "the team's holds to settle",
+        || async {
+            let t = admin_get(&gw, "/admin/teams/ml").await;
+            (t["budget"]["reserved_usd"] == "0.00").then_some(t)
+        },
+    )
     .await;
     assert_eq!(t["id"], "ml");
     assert_eq!(t["budget"]["usd"], "0.08");
     assert_eq!(t["budget"]["spent_usd"], "0.08");
     assert_eq!(t["budget"]["remaining_usd"], "0.00");
-    assert_eq!((t["rpm"].clone(), t["tpm"].clone()), (Value::Null, Value::Null));
+    assert_eq!(
+        (t["rpm"].clone(), t["tpm"].clone()),
+        (Value::Null, Value::Null)
+    );
     // ml-b's own budget holds what its own requests spent.
     let served_b = results
         .iter()
@@ -1057,11 +1068,15 @@ mod needs_redis {
         }
         let results = team_burst(&[gws[0].addr, gws[1].addr], &[ML_A, ML_B], 40).await;
         check_team_burst(&results);
-        eventually(Duration::from_secs(10), "reservations to settle", || async {
-            (ns.team_get("ml", "held:total").await == 0
-                && ns.get("ml-b", "held:total").await == 0)
-                .then_some(())
-        })
+        eventually(
+            Duration::from_secs(10),
+            "reservations to settle",
+            || async {
+                (ns.team_get("ml", "held:total").await == 0
+                    && ns.get("ml-b", "held:total").await == 0)
+                    .then_some(())
+            },
+        )
         .await;
         assert_eq!(ns.team_get("ml", "spent:total").await, 80_000_000);
         assert_eq!(ns.get("ml", "spent:total").await, 0, "the key named ml");
@@ -1070,7 +1085,10 @@ mod needs_redis {
             .enumerate()
             .filter(|(i, (_, r))| i % 2 == 1 && r.status == 200)
             .count() as i64;
-        assert_eq!(ns.get("ml-b", "spent:total").await, served_b * 8 * TOKEN_NANOS);
+        assert_eq!(
+            ns.get("ml-b", "spent:total").await,
+            served_b * 8 * TOKEN_NANOS
+        );
         // Both instances read the team's state from Redis.
         for gw in &gws {
             let t = admin_get(gw, "/admin/teams/ml").await;

@@ -243,7 +243,9 @@ impl Postgres {
         .map_err(|e| e.to_string())?;
         tx.execute(
             UPSERT,
-            &[&d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c, &cw, &d.5],
+            &[
+                &d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c, &cw, &d.5,
+            ],
         )
         .await
         .map_err(|e| e.to_string())?;

@@ -699,7 +699,11 @@ mod tests {
                 Err(e @ Refusal::Budget { .. }) => {
                     assert_eq!(e.team(), Some("ml"));
                     assert_eq!(e.remaining(), Some(10_000_000));
-                    assert!(e.to_error().message.contains("team \"ml\""), "{:?}", e.to_error());
+                    assert!(
+                        e.to_error().message.contains("team \"ml\""),
+                        "{:?}",
+                        e.to_error()
+                    );
                 }
                 other => panic!("{other:?}"),
             }

@@ -296,7 +296,6 @@ end
 return {fmt(r), fmt(tk), period, fmt(spent), fmt(held), fmt(now)}
 "#;
 
-
 /// How long the gateway waits for one answer from Redis.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How late a reserve script may still run and count: a call the gateway
@@ -946,8 +945,8 @@ mod tests {
             .unwrap()
             .as_nanos();
         let prefix = format!("sbunit:{}:{nanos}:{name}:", std::process::id());
-        let r = RedisLimits::new(URL, &prefix, FailMode::Closed, Arc::new(Metrics::default()))
-            .unwrap();
+        let r =
+            RedisLimits::new(URL, &prefix, FailMode::Closed, Arc::new(Metrics::default())).unwrap();
         let a = ks.find("sa").unwrap().clone();
         let b = ks.find("sb").unwrap().clone();
         (r, a, b, prefix)

@@ -48,9 +48,9 @@ impl Refusal {
     /// The team whose limit refused (`None`: the key's own, or no limit).
     pub fn team(&self) -> Option<&str> {
         match self {
-            Refusal::Rpm { team, .. } | Refusal::Tpm { team, .. } | Refusal::Budget { team, .. } => {
-                team.as_deref()
-            }
+            Refusal::Rpm { team, .. }
+            | Refusal::Tpm { team, .. }
+            | Refusal::Budget { team, .. } => team.as_deref(),
             Refusal::Unavailable => None,
         }
     }
