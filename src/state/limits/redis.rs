@@ -722,6 +722,14 @@ impl RedisLimits {
         let whose = || team.filter(|_| num(3) == 2);
         match r.first().map(String::as_str) {
             Some("0") => {
+                let remaining = least(
+                    budget.map(|_| num(3)),
+                    team.and_then(|t| t.budget.as_ref()).map(|_| num(5)),
+                );
+                if !ask.holds() {
+                    // Request slots only: nothing to settle.
+                    return Ok(Some((None, remaining)));
+                }
                 let now = u64::try_from(num(1)).unwrap_or(0);
                 let key_part = Part {
                     id: ask.key_id.clone(),
@@ -744,19 +752,15 @@ impl RedisLimits {
                         self.track(tb, &id, true);
                     }
                 }
-                let remaining = least(
-                    budget.map(|_| num(3)),
-                    team.and_then(|t| t.budget.as_ref()).map(|_| num(5)),
-                );
-                let held = ask.holds().then(|| Held {
+                let held = Held {
                     key: key_part,
                     team: team_part,
                     tokens: ask.tokens,
                     cost: ask.cost,
                     bucket: now,
                     id,
-                });
-                Ok(Some((held, remaining)))
+                };
+                Ok(Some((Some(held), remaining)))
             }
             Some("1") => Err(Refusal::Rpm {
                 limit: match whose() {

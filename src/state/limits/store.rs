@@ -424,6 +424,9 @@ impl SpendStore {
 
     /// Queues `op` for the store's thread, started on first use (and again
     /// if it ended).
+    // The channel's own error hands a large `Op` back (a reservation's two
+    // budgets); it is taken apart here at once, never passed on.
+    #[allow(clippy::result_large_err)]
     fn send(&self, mut op: Op) -> bool {
         let mut tx = lock(&self.tx);
         for _ in 0..2 {
