@@ -775,16 +775,23 @@ mod needs_postgres {
         VALUES ('old', now() - interval '1 minute', 'test', 'openai', 'openai', 'gpt-5', 200, 7, 3, 0.5, 12.0);
     INSERT INTO ledger_daily VALUES (current_date, 'test', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);";
 
-    #[tokio::test]
-    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
-    async fn a_database_made_before_cache_writes_is_migrated() {
-        let db = PgDb::create("migrate").await;
+    /// A database of its own holding the tables as [`FIRST_SCHEMA`] made
+    /// them, and its URL.
+    async fn first_schema_db(name: &str) -> (PgDb, String) {
+        let db = PgDb::create(name).await;
         let url = db.url(pg_port());
         pg_connect(&url)
             .await
             .batch_execute(FIRST_SCHEMA)
             .await
             .unwrap();
+        (db, url)
+    }
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn a_database_made_before_cache_writes_is_migrated() {
+        let (_db, url) = first_schema_db("migrate").await;
         let mock = MockUpstream::start().await;
         let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "20"]).await;
         let body = json!({"model": "claude-sonnet-4.7", "max_tokens": 50,
@@ -820,13 +827,7 @@ mod needs_postgres {
     #[tokio::test]
     #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
     async fn usage_by_team_in_a_database_made_before_teams() {
-        let db = PgDb::create("teams").await;
-        let url = db.url(pg_port());
-        pg_connect(&url)
-            .await
-            .batch_execute(FIRST_SCHEMA)
-            .await
-            .unwrap();
+        let (_db, url) = first_schema_db("teams").await;
         let mock = MockUpstream::start().await;
         let mut k = keys();
         k["teams"] = json!([{"id": "ml"}]);

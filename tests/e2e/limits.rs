@@ -131,19 +131,7 @@ fn output_tokens(p: Protocol, r: &Response) -> i64 {
 
 /// Sends `n` mixed requests with `key` at once, spread over `gateways`.
 async fn burst(gateways: &[SocketAddr], key: &str, n: usize) -> Vec<(Protocol, Response)> {
-    let mut tasks = Vec::new();
-    for i in 0..n {
-        let (p, req) = metered(i, key);
-        let addr = gateways[i % gateways.len()];
-        tasks.push(tokio::spawn(async move {
-            (p, http_client::send(addr, &req).await.unwrap())
-        }));
-    }
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(t.await.unwrap());
-    }
-    out
+    team_burst(gateways, &[key], n).await
 }
 
 /// Checks a burst against a budget that pays for exactly `fits` requests;
@@ -996,20 +984,19 @@ mod needs_redis {
         }
 
         async fn get(&self, key_id: &str, what: &str) -> i64 {
-            let mut c = self.conn.clone();
-            let v: Option<i64> = redis::cmd("GET")
-                .arg(format!("{}{{{key_id}}}:{what}", self.prefix))
-                .query_async(&mut c)
-                .await
-                .unwrap();
-            v.unwrap_or(0)
+            self.get_raw(&format!("{{{key_id}}}:{what}")).await
         }
 
         /// A team's figure, under the team namespace (`PREFIXteam:{ID}:what`).
         async fn team_get(&self, team: &str, what: &str) -> i64 {
+            self.get_raw(&format!("team:{{{team}}}:{what}")).await
+        }
+
+        /// The integer at `PREFIX` + `rest` (0 when absent).
+        async fn get_raw(&self, rest: &str) -> i64 {
             let mut c = self.conn.clone();
             let v: Option<i64> = redis::cmd("GET")
-                .arg(format!("{}team:{{{team}}}:{what}", self.prefix))
+                .arg(format!("{}{rest}", self.prefix))
                 .query_async(&mut c)
                 .await
                 .unwrap();
