@@ -772,16 +772,23 @@ mod needs_postgres {
         VALUES ('old', now() - interval '1 minute', 'test', 'openai', 'openai', 'gpt-5', 200, 7, 3, 0.5, 12.0);
     INSERT INTO ledger_daily VALUES (current_date, 'test', 'openai', 'gpt-5', 1, 0, 7, 3, 0, 0, 0.5);";
 
-    #[tokio::test]
-    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
-    async fn a_database_made_before_cache_writes_is_migrated() {
-        let db = PgDb::create("migrate").await;
+    /// A database of its own holding the tables as [`FIRST_SCHEMA`] made
+    /// them, and its URL.
+    async fn first_schema_db(name: &str) -> (PgDb, String) {
+        let db = PgDb::create(name).await;
         let url = db.url(pg_port());
         pg_connect(&url)
             .await
             .batch_execute(FIRST_SCHEMA)
             .await
             .unwrap();
+        (db, url)
+    }
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn a_database_made_before_cache_writes_is_migrated() {
+        let (_db, url) = first_schema_db("migrate").await;
         let mock = MockUpstream::start().await;
         let gw = start_with(&mock, &["--database", &url, "--ledger-flush-ms", "20"]).await;
         let body = json!({"model": "claude-sonnet-4.7", "max_tokens": 50,
@@ -809,6 +816,73 @@ mod needs_postgres {
             .await
             .unwrap();
         assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 5));
+    }
+
+    /// A database made before teams gets the `team` columns; requests of a
+    /// key in a team group under it, from the rollups and from the rows;
+    /// the old rows group under no team.
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn usage_by_team_in_a_database_made_before_teams() {
+        let (_db, url) = first_schema_db("teams").await;
+        let mock = MockUpstream::start().await;
+        let mut k = keys();
+        k["teams"] = json!([{"id": "ml"}]);
+        k["keys"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"id": "ml-a", "key": "sk-ml-a-ledger", "team": "ml"}));
+        let gw = Gateway::start_with(
+            &catalog(&mock),
+            &k,
+            &[
+                "--admin-key",
+                ADMIN_KEY,
+                "--database",
+                &url,
+                "--ledger-flush-ms",
+                "20",
+            ],
+        )
+        .await;
+        let body = json!({"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]});
+        for _ in 0..2 {
+            let r = gw
+                .send(&authed(
+                    "openai",
+                    "/v1/chat/completions",
+                    "sk-ml-a-ledger",
+                    &body,
+                ))
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+        for query in ["?group_by=team", "?group_by=team&from=2000-01-01T00:00:00Z"] {
+            let u = eventually(Duration::from_secs(10), "the new rows", || async {
+                let u = usage(&gw, query).await;
+                (u["total"]["requests"] == 3).then_some(u)
+            })
+            .await;
+            let groups: Vec<_> = u["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| {
+                    (
+                        g["team"].as_str().unwrap().to_string(),
+                        g["requests"].as_i64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                groups,
+                [("".to_string(), 1), ("ml".to_string(), 2)],
+                "{query}: {u}"
+            );
+        }
+        let u = usage(&gw, "?team=ml&group_by=key").await;
+        assert_eq!(u["groups"][0]["key"], "ml-a", "{u}");
+        assert_eq!(u["total"]["requests"], 2, "{u}");
     }
 
     #[tokio::test]

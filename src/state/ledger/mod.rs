@@ -35,5 +35,5 @@ pub use backend::{Backend, BackendFactory};
 pub use calendar::day_string;
 pub use handle::{open, Ledger, LedgerService};
 pub use query::{Bound, Group, GroupBy, Reader, Usage, UsageQuery};
-pub use row::{now_ms, rollup, sql_int, DailyKey, Row, Sums};
+pub use row::{now_ms, rollup, sql_int, DailyCell, DailyKey, Row, Sums};
 pub use writer::{LedgerSettings, BATCH_ROWS, DEFAULT_QUEUE, DEFAULT_RETENTION_DAYS, FLUSH_EVERY};
