@@ -215,22 +215,27 @@ fn run(cli: &Cli) -> Result<(), String> {
     let (catalog, keys) = (&cli.files.catalog, &cli.files.keys);
     let snapshot =
         Snapshot::load(catalog, keys).map_err(|e| format!("invalid configuration: {e}"))?;
-    if cli.files.check {
-        println!(
-            "ok: {} providers, {} models, {} keys",
-            snapshot.catalog.providers.len(),
-            snapshot.catalog.models.len(),
-            snapshot.keys.len()
-        );
-        return Ok(());
-    }
-    // Before anything starts: a certificate that does not load stops here.
+    // Before anything starts (and under --check): a certificate that does not load stops here.
     let tls = match cli.tls() {
         Some(files) => Some(Arc::new(
             switchboard::listener::Tls::load(files).map_err(|e| format!("TLS: {e}"))?,
         )),
         None => None,
     };
+    if cli.files.check {
+        println!(
+            "ok: {} providers, {} models, {} keys{}",
+            snapshot.catalog.providers.len(),
+            snapshot.catalog.models.len(),
+            snapshot.keys.len(),
+            if tls.is_some() {
+                ", TLS certificate"
+            } else {
+                ""
+            }
+        );
+        return Ok(());
+    }
     let conf = server_conf(cli.server.conf.as_deref())
         .map_err(|e| format!("invalid Pingora configuration: {e}"))?;
     let opt = Opt {

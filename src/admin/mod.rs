@@ -5,13 +5,15 @@
 //! their id only, never a key.
 //!
 //! Routes:
-//! - `GET /admin/usage?key=&model=&from=&to=&group_by=key|model|day[&format=csv]`:
+//! - `GET /admin/usage?key=&team=&model=&from=&to=&group_by=key|team|model|day[&format=csv]`:
 //!   sums of requests, tokens and cost from the usage ledger (`state::ledger`),
 //!   as JSON or CSV (`csv`).
 //! - `GET /admin/usage/series`: the console's charts (`series`).
 //! - `GET /admin/requests`: the latest requests, with their attempts (`requests`).
 //! - `GET /admin/keys/{id}`: spend in the current period, remaining budget,
 //!   rpm / tpm use, from the limits state (`admin_keys`).
+//! - `GET /admin/teams/{id}`: the same for a team, across its keys
+//!   (`admin_teams`).
 //! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
 //!   health, recent failures and load (`admin_upstreams`).
 //! - `GET /admin/ui/`: the web console (`console`), served without the key
@@ -23,6 +25,7 @@ pub mod keys;
 pub mod requests;
 pub mod series;
 pub mod server;
+pub mod teams;
 pub mod upstreams;
 
 use crate::error::quote;
@@ -140,6 +143,7 @@ pub fn parse_usage_query(query: Option<&str>) -> Result<UsageQuery, String> {
         };
         match name {
             "key" => q.key = value,
+            "team" => q.team = value,
             "model" => q.model = value,
             "from" => q.from = bound(value)?,
             "to" => q.to = bound(value)?,
@@ -147,14 +151,17 @@ pub fn parse_usage_query(query: Option<&str>) -> Result<UsageQuery, String> {
                 q.group_by = value
                     .map(|v| {
                         GroupBy::parse(&v).ok_or_else(|| {
-                            format!("group_by: expected key, model or day, got {}", quote(&v))
+                            format!(
+                                "group_by: expected key, team, model or day, got {}",
+                                quote(&v)
+                            )
                         })
                     })
                     .transpose()?
             }
             other => {
                 return Err(format!(
-                    "unknown parameter {} (known: key, model, from, to, group_by, format)",
+                    "unknown parameter {} (known: key, team, model, from, to, group_by, format)",
                     quote(other)
                 ))
             }
@@ -282,12 +289,17 @@ impl Admin {
                 None => error(503, "unavailable", "the runtime is not attached"),
             },
             "/admin/upstreams" => error(405, "method_not_allowed", "use GET"),
-            p if p.starts_with("/admin/keys/") && get => {
-                let id = &p["/admin/keys/".len()..];
+            p if (p.starts_with("/admin/keys/") || p.starts_with("/admin/teams/")) && get => {
                 let Some((limits, rt)) = &self.limits else {
                     return error(503, "unavailable", "the limits state is not open");
                 };
-                let (status, body) = crate::admin::keys::respond(limits, &rt.snapshot(), id).await;
+                let (status, body) = match p.strip_prefix("/admin/keys/") {
+                    Some(id) => crate::admin::keys::respond(limits, &rt.snapshot(), id).await,
+                    None => {
+                        let id = &p["/admin/teams/".len()..];
+                        crate::admin::teams::respond(limits, &rt.snapshot(), id).await
+                    }
+                };
                 let mut r = Response::new(body);
                 *r.status_mut() =
                     http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
@@ -301,7 +313,9 @@ impl Admin {
                 );
                 r
             }
-            p if p.starts_with("/admin/keys/") => error(405, "method_not_allowed", "use GET"),
+            p if p.starts_with("/admin/keys/") || p.starts_with("/admin/teams/") => {
+                error(405, "method_not_allowed", "use GET")
+            }
             _ => error(404, "not_found", format!("no admin route {}", quote(path))),
         }
     }
@@ -373,7 +387,7 @@ impl Admin {
             return r;
         }
         let mut body = json!({
-            "filters": {"key": q.key, "model": q.model, "from": bound(q.from), "to": bound(q.to)},
+            "filters": {"key": q.key, "team": q.team, "model": q.model, "from": bound(q.from), "to": bound(q.to)},
             "group_by": q.group_by.map(GroupBy::name),
             "source": usage.source,
             "total": sums_json(&total),

@@ -1,4 +1,4 @@
-//! `GET /admin/usage/series?from=&to=&bucket=hour|day&by=model|key&top=N`
+//! `GET /admin/usage/series?from=&to=&bucket=hour|day&by=model|key|team&top=N`
 //! (docs/operations.md "Console"): the Overview page's charts. Requests,
 //! errors, mean latency and cost per bucket for the top `N` groups by cost
 //! (default 5, at most 20) and "other", as columns (one array per figure,
@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(q.by, SeriesBy::Key);
         for (bad, name) in [
             ("bucket=week", "bucket"),
-            ("by=team", "by"),
+            ("by=day", "by"),
             ("top=x", "top"),
             ("top=0", "top"),
             ("from=soon", "from"),

@@ -20,6 +20,9 @@ pub struct AccessLine<'a> {
     pub time: Rfc3339,
     pub request_id: &'a str,
     pub key_id: Option<&'a str>,
+    /// The key's team; only on the lines of keys in a team.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team: Option<&'a str>,
     pub method: &'a str,
     pub path: &'a str,
     /// The client's HTTP version: `1.0`, `1.1` or `2` (TLS or h2c).
@@ -79,6 +82,7 @@ impl<'a> AccessLine<'a> {
             time: Rfc3339::now(),
             request_id: &ctx.request_id,
             key_id: ctx.key_id.as_deref(),
+            team: ctx.team.as_deref().map(|t| t.id.as_str()),
             method,
             path,
             http_version: "1.1",
@@ -142,6 +146,7 @@ pub fn ledger_row(ctx: &mut RequestCtx) -> Option<crate::state::ledger::Row> {
         request_id: ctx.request_id.clone(),
         time_ms: crate::state::ledger::now_ms(),
         key_id: ctx.key_id.clone()?,
+        team: ctx.team.as_ref().map(|t| t.id.clone()),
         family: ctx.outcome.family.name(),
         provider: ctx.outcome.provider.clone(),
         model: ctx.outcome.model.clone(),

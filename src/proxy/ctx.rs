@@ -14,6 +14,8 @@ pub struct RequestCtx {
     pub started: Instant,
     /// The authenticated key's id (never the key).
     pub key_id: Option<String>,
+    /// The authenticated key's team, when it is in one.
+    pub team: Option<std::sync::Arc<crate::config::Team>>,
     /// An authenticated inference request (not a listing, not a local count):
     /// it gets a usage-ledger row.
     pub billable: bool,
@@ -40,6 +42,7 @@ impl RequestCtx {
             request_id: String::new(),
             started: Instant::now(),
             key_id: None,
+            team: None,
             billable: false,
             budget_remaining: None,
             client_gone: false,

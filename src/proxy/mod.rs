@@ -187,6 +187,7 @@ impl Gateway {
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };
                 ctx.key_id = Some(key.id.clone());
+                ctx.team.clone_from(&key.team);
                 ctx.billable = matches!(
                     r.endpoint,
                     Endpoint::ChatCompletions

@@ -374,6 +374,39 @@ fn gemini_method(segs: &[&str], query: Option<&str>) -> Option<Endpoint> {
 
 /// The percent-decoded segments of the path after a family's root (`""`:
 /// none), or `None` when it does not start with `/` or holds an empty one.
+/// Where a family's routes live: the Responses API under `/v1`, as OpenAI chat.
+fn family_prefix(family: Family) -> &'static str {
+    match family {
+        Family::OpenAi | Family::Responses => "/v1",
+        Family::Anthropic => "/anthropic/v1",
+        Family::Gemini => "/google/v1beta",
+        Family::Bedrock => "/bedrock",
+    }
+}
+
+/// A Responses API route (under `/v1` beside OpenAI chat): answered as family
+/// Responses when `method` is one of `allowed`, else 405 in the path's family.
+fn responses_route(
+    method: &str,
+    path: &str,
+    family: Family,
+    allowed: &'static [&'static str],
+    endpoint: Endpoint,
+) -> Result<Route, (Family, GatewayError)> {
+    if allowed.contains(&method) {
+        return Ok(Route {
+            family: Family::Responses,
+            endpoint,
+        });
+    }
+    let allow = if allowed.len() > 1 {
+        "GET, DELETE"
+    } else {
+        allowed[0]
+    };
+    Err((family, method_not_allowed(method, path, allow)))
+}
+
 fn segments(rest: &str) -> Option<Vec<String>> {
     if rest.is_empty() {
         return Some(Vec::new());
@@ -406,14 +439,7 @@ pub fn route(
             Err((family, method_not_allowed(method, path, want)))
         }
     };
-    let rest = match family {
-        // The Responses API: under `/v1`, as OpenAI chat.
-        Family::OpenAi | Family::Responses => trimmed.strip_prefix("/v1"),
-        Family::Anthropic => trimmed.strip_prefix("/anthropic/v1"),
-        Family::Gemini => trimmed.strip_prefix("/google/v1beta"),
-        Family::Bedrock => trimmed.strip_prefix("/bedrock"),
-    };
-    let Some(rest) = rest else {
+    let Some(rest) = trimmed.strip_prefix(family_prefix(family)) else {
         return match trimmed {
             "/healthz" => expect("GET", Endpoint::Health),
             "/readyz" => expect("GET", Endpoint::Ready),
@@ -425,22 +451,7 @@ pub fn route(
         return fail(not_found(path));
     };
     let segs: Vec<&str> = decoded.iter().map(String::as_str).collect();
-    // The Responses API lives under `/v1` beside OpenAI chat.
-    let responses = |allowed: &'static [&'static str], endpoint: Endpoint| {
-        if allowed.contains(&method) {
-            Ok(Route {
-                family: Family::Responses,
-                endpoint,
-            })
-        } else {
-            let allow = if allowed.len() > 1 {
-                "GET, DELETE"
-            } else {
-                allowed[0]
-            };
-            Err((family, method_not_allowed(method, path, allow)))
-        }
-    };
+    let responses = |allowed, endpoint| responses_route(method, path, family, allowed, endpoint);
     match (family, segs.as_slice()) {
         (Family::OpenAi, ["chat", "completions"]) => expect("POST", Endpoint::ChatCompletions),
         (Family::OpenAi, ["embeddings"]) => expect("POST", Endpoint::Embeddings),

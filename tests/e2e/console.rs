@@ -52,7 +52,8 @@ async fn start(mock: &MockUpstream) -> Gateway {
     k["keys"]
         .as_array_mut()
         .unwrap()
-        .push(json!({"id": ODD_ID, "key": ODD_KEY}));
+        .push(json!({"id": ODD_ID, "key": ODD_KEY, "team": "night"}));
+    k["teams"] = json!([{"id": "night"}]);
     Gateway::start_with(
         &catalog(mock),
         &k,
@@ -284,6 +285,23 @@ async fn the_pages_data_after_traffic() {
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(names[1], "other");
+    let teams = admin_json(&gw, "/admin/usage/series?by=team").await;
+    let per_team: Vec<(&str, i64)> = teams["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let n = g["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .sum();
+            (g["name"].as_str().unwrap(), n)
+        })
+        .collect();
+    assert!(per_team.contains(&("night", 1)), "{per_team:?}");
+    assert!(per_team.contains(&("", 4)), "{per_team:?}");
     let days = admin_json(&gw, "/admin/usage/series?bucket=day").await;
     assert_eq!(days["source"], "rollups");
     assert_eq!(days["total"]["requests"], 5);

@@ -7,7 +7,7 @@
 
 use crate::common::families::*;
 use crate::common::gateway::{authed, Gateway, KEY};
-use crate::common::http_client::{self, parse_sse, Request, Response, CONTINUE_TIMEOUT};
+use crate::common::http_client::{self, parse_sse, Request, Response};
 use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol, RecordedRequest};
 use serde_json::{json, Value};
 use std::time::Instant;
@@ -526,7 +526,6 @@ async fn check_sized(gw: &Gateway, mock: &MockUpstream, id: &str, size: usize, h
     let bytes = body.to_string();
     assert!(bytes.len() >= size, "{id}: body of {} bytes", bytes.len());
     mock.clear();
-    let started = Instant::now();
     let r = gw.send(&call(p, &path, &body)).await;
     let what = format!(
         "{id} with a {} byte body{}",
@@ -582,11 +581,6 @@ async fn check_sized(gw: &Gateway, mock: &MockUpstream, id: &str, size: usize, h
         "{what}: the upstream body differs ({} bytes)",
         up.body.len()
     );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(30),
-        "{what}: {:?}",
-        started.elapsed()
-    );
 }
 
 #[tokio::test]
@@ -630,14 +624,14 @@ async fn bodies_above_the_limit_get_413_and_never_reach_the_upstream() {
         // Without a content-length (chunked), the limit holds as the body arrives.
         assert_error(p, &gw.send(&call(p, &path, &body).chunked(8192)).await, 413);
         // Announced with Expect: 100-continue: refused before the body is sent.
-        let started = Instant::now();
         let r = gw
             .send(&call(p, &path, &body).header("expect", "100-continue"))
             .await;
         assert_error(p, &r, 413);
-        assert!(
-            started.elapsed() < CONTINUE_TIMEOUT,
-            "{id}: 413 only after the client gave up waiting"
+        assert_eq!(
+            r.expect_answer,
+            Some(413),
+            "{id}: 413 only after the client gave up waiting and sent the body"
         );
         // Just below the limit: served.
         let (p, path, body) = sized_request(id, 90_000, false, "small enough");
@@ -661,13 +655,13 @@ async fn chunked_and_expect_continue_uploads() {
             let r = gw.send(&call(p, &path, &body).chunked(chunk)).await;
             assert_eq!(r.status, 200, "{id} chunked: {}", r.text());
         }
-        let started = Instant::now();
         let r = gw
             .send(&call(p, &path, &body).header("expect", "100-continue"))
             .await;
         assert_eq!(r.status, 200, "{id} expect: {}", r.text());
-        assert!(
-            started.elapsed() < CONTINUE_TIMEOUT,
+        assert_eq!(
+            r.expect_answer,
+            Some(100),
             "{id}: no 100 Continue from the gateway"
         );
         let r = gw
@@ -894,10 +888,6 @@ async fn streams_are_relayed_as_they_arrive_not_buffered() {
         // The gateway writes whole frames: the first piece holds the first event.
         let first = s.next_chunk().await.unwrap().expect("a first piece");
         let ttft = started.elapsed();
-        assert!(
-            ttft < std::time::Duration::from_millis(600),
-            "{p:?} {path}: first bytes after {ttft:?}"
-        );
         let head = String::from_utf8_lossy(&first).into_owned();
         assert!(
             head.contains("gpt-5")
@@ -906,13 +896,21 @@ async fn streams_are_relayed_as_they_arrive_not_buffered() {
             "{head}"
         );
         let rest = s.read_all().await.unwrap();
-        assert!(started.elapsed() >= std::time::Duration::from_millis(800));
+        // The upstream stalls 800 ms after its first frame: a gateway that held
+        // the first frame back would deliver everything together. A lower bound
+        // on the gap, so a slow machine cannot fail it by being slow.
+        let gap = started.elapsed() - ttft;
+        assert!(
+            gap >= std::time::Duration::from_millis(400),
+            "{p:?} {path}: the first frame came only {gap:?} before the rest"
+        );
         let mut all = first;
         all.extend_from_slice(&rest);
         let r = Response {
             status: 200,
             headers: vec![("content-type".into(), "x".into())],
             body: all,
+            expect_answer: None,
         };
         let chunks = match (p, path.ends_with(":streamGenerateContent")) {
             (Gemini, true) => r.json().as_array().unwrap().clone(),

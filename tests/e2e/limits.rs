@@ -131,19 +131,7 @@ fn output_tokens(p: Protocol, r: &Response) -> i64 {
 
 /// Sends `n` mixed requests with `key` at once, spread over `gateways`.
 async fn burst(gateways: &[SocketAddr], key: &str, n: usize) -> Vec<(Protocol, Response)> {
-    let mut tasks = Vec::new();
-    for i in 0..n {
-        let (p, req) = metered(i, key);
-        let addr = gateways[i % gateways.len()];
-        tasks.push(tokio::spawn(async move {
-            (p, http_client::send(addr, &req).await.unwrap())
-        }));
-    }
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(t.await.unwrap());
-    }
-    out
+    team_burst(gateways, &[key], n).await
 }
 
 /// Checks a burst against a budget that pays for exactly `fits` requests;
@@ -751,6 +739,223 @@ fn invalid_limits_are_refused_at_load_with_their_path() {
 }
 
 // ---------------------------------------------------------------------------
+// Teams (docs/configuration.md "Teams"): a request must fit its key's limits
+// and its team's, reserved together.
+
+const ML_A: &str = "sk-team-ml-a";
+const ML_B: &str = "sk-team-ml-b";
+const WEB_A: &str = "sk-team-web-a";
+const WEB_B: &str = "sk-team-web-b";
+const TEAM_ADMIN: &str = "sk-admin-teams";
+
+/// The limits keys plus two teams: `ml` (a budget of `ml_budget` in total,
+/// shared by `ml-a`, with no limits of its own, and `ml-b`, with a budget
+/// of its own), and `web` (2 requests a minute, shared by `web-a`, with
+/// 100 of its own, and `web-b`); and a key named `ml` with a budget of its
+/// own, which is no part of team `ml`.
+fn team_keys(ml_budget: &str) -> Value {
+    let mut k = limits_keys("1");
+    k["teams"] = json!([
+        {"id": "ml", "budget": {"usd": ml_budget, "period": "total"}},
+        {"id": "web", "rpm": 2},
+    ]);
+    k["keys"].as_array_mut().unwrap().extend([
+        json!({"id": "ml-a", "key": ML_A, "team": "ml"}),
+        json!({"id": "ml-b", "key": ML_B, "team": "ml", "budget": {"usd": "1", "period": "total"}}),
+        json!({"id": "web-a", "key": WEB_A, "team": "web", "rpm": 100}),
+        json!({"id": "web-b", "key": WEB_B, "team": "web"}),
+        json!({"id": "ml", "key": "sk-key-named-ml", "budget": {"usd": "0.5", "period": "total"}}),
+    ]);
+    k
+}
+
+/// `n` mixed requests at once, alternating between `keys`, spread over `gateways`.
+async fn team_burst(gateways: &[SocketAddr], keys: &[&str], n: usize) -> Vec<(Protocol, Response)> {
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let (p, req) = metered(i, keys[i % keys.len()]);
+        let addr = gateways[i % gateways.len()];
+        tasks.push(tokio::spawn(async move {
+            (p, http_client::send(addr, &req).await.unwrap())
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+async fn admin_get(gw: &Gateway, path: &str) -> Value {
+    let r = http_client::send(
+        gw.metrics,
+        &Request::get(path).header("authorization", &format!("Bearer {TEAM_ADMIN}")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{path}: {}", r.text());
+    r.json()
+}
+
+/// Checks a burst against a team budget that pays for exactly 10 requests:
+/// the refusals name the team.
+fn check_team_burst(results: &[(Protocol, Response)]) {
+    let ok = results.iter().filter(|(_, r)| r.status == 200).count();
+    assert_eq!(
+        ok,
+        10,
+        "statuses: {:?}",
+        results.iter().map(|(_, r)| r.status).collect::<Vec<_>>()
+    );
+    for (p, r) in results.iter().filter(|(_, r)| r.status != 200) {
+        let e = assert_error(*p, r, 429);
+        let msg = e["message"].as_str().unwrap();
+        assert!(
+            msg.contains("budget of 0.08 USD in total exhausted for team \"ml\""),
+            "{msg}"
+        );
+        assert!(r.header("retry-after").is_none(), "a budget is not a rate");
+    }
+    for (p, r) in results.iter().filter(|(_, r)| r.status == 200) {
+        assert_eq!(
+            output_tokens(*p, r),
+            8,
+            "the mock's usage this test relies on"
+        );
+    }
+}
+
+/// Two keys of one team share its rpm: the second key is refused once the
+/// team's minute is used, by a refusal that names the team; a key of
+/// another team, and the key's own window, are untouched.
+#[tokio::test]
+async fn two_keys_of_a_team_share_its_rpm() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(
+        &limits_catalog(&mock),
+        &team_keys("1"),
+        &["--admin-key", TEAM_ADMIN],
+    )
+    .await;
+    for key in [WEB_A, WEB_B] {
+        let (_, req) = metered(0, key);
+        let r = gw.send(&req).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    for (i, key) in [WEB_B, WEB_A].iter().enumerate() {
+        let (p, req) = metered(i * 2, key);
+        let r = gw.send(&req).await;
+        let e = assert_error(p, &r, 429);
+        let msg = e["message"].as_str().unwrap();
+        assert!(
+            msg.contains("rate limit of 2 requests per minute exceeded for team \"web\""),
+            "{msg}"
+        );
+        let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=61).contains(&wait), "{wait}");
+    }
+    // web-a's own window counts only its one admitted request.
+    let a = admin_get(&gw, "/admin/keys/web-a").await;
+    assert_eq!(a["rpm"], json!({"limit": 100, "used": 1}), "{a}");
+    let t = admin_get(&gw, "/admin/teams/web").await;
+    assert_eq!(t["rpm"], json!({"limit": 2, "used": 2}), "{t}");
+    // Other keys go on.
+    let (_, req) = metered(0, ML_A);
+    assert_eq!(gw.send(&req).await.status, 200);
+    // The refusals carry the team on their access lines.
+    eventually(Duration::from_secs(5), "the access lines", || async {
+        let lines: Vec<Value> = gw
+            .access_log()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let web: Vec<_> = lines.iter().filter(|l| l["team"] == "web").collect();
+        (web.len() == 4).then_some(())
+    })
+    .await;
+    assert!(!gw.access_log().contains(WEB_A), "no key in the access log");
+}
+
+/// Forty requests at once from two keys of one team whose budget pays for
+/// ten: exactly ten are served; the team's state reads like a key's; the
+/// usage ledger groups them under the team; the key named like the team
+/// spends nothing of it.
+#[tokio::test]
+async fn a_team_budget_holds_exactly_under_concurrent_requests_from_two_keys() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(
+        &limits_catalog(&mock),
+        &team_keys("0.08"),
+        &["--admin-key", TEAM_ADMIN, "--ledger-flush-ms", "50"],
+    )
+    .await;
+    let results = team_burst(&[gw.addr], &[ML_A, ML_B], 40).await;
+    check_team_burst(&results);
+    // Streams settle just after their last byte.
+    let t = eventually(
+        Duration::from_secs(10),
+        "the team's holds to settle",
+        || async {
+            let t = admin_get(&gw, "/admin/teams/ml").await;
+            (t["budget"]["reserved_usd"] == "0.00").then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(t["id"], "ml");
+    assert_eq!(t["budget"]["usd"], "0.08");
+    assert_eq!(t["budget"]["spent_usd"], "0.08");
+    assert_eq!(t["budget"]["remaining_usd"], "0.00");
+    assert_eq!(
+        (t["rpm"].clone(), t["tpm"].clone()),
+        (Value::Null, Value::Null)
+    );
+    // ml-b's own budget holds what its own requests spent.
+    let served_b = results
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, r))| i % 2 == 1 && r.status == 200)
+        .count();
+    let b = admin_get(&gw, "/admin/keys/ml-b").await;
+    let spent_b: f64 = b["budget"]["spent_usd"].as_str().unwrap().parse().unwrap();
+    assert!((spent_b - 0.008 * served_b as f64).abs() < 1e-9, "{b}");
+    // The key named ml has its own budget, untouched.
+    let k = admin_get(&gw, "/admin/keys/ml").await;
+    assert_eq!(k["budget"]["spent_usd"], "0.00", "{k}");
+    // Usage by team: the forty requests, ten of them paid.
+    let u = eventually(Duration::from_secs(10), "the ledger rows", || async {
+        let u = admin_get(&gw, "/admin/usage?group_by=team").await;
+        let ml = u["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["team"] == "ml")
+            .cloned();
+        ml.filter(|g| g["requests"] == 40)
+    })
+    .await;
+    assert_eq!(u["errors"], 30, "{u}");
+    assert!((u["cost_usd"].as_f64().unwrap() - 0.08).abs() < 1e-9, "{u}");
+    let by_key = admin_get(&gw, "/admin/usage?team=ml&group_by=key").await;
+    let keys: Vec<_> = by_key["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys, ["ml-a", "ml-b"]);
+    // An unknown team: 404 in the admin error shape.
+    let r = http_client::send(
+        gw.metrics,
+        &Request::get("/admin/teams/nobody")
+            .header("authorization", &format!("Bearer {TEAM_ADMIN}")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 404);
+    assert!(r.json()["error"]["message"].is_string());
+}
+
+// ---------------------------------------------------------------------------
 // Fleet mode: Redis.
 
 /// Needs a Redis: ignored by a plain `cargo test`, run by tests/run.sh.
@@ -779,9 +984,19 @@ mod needs_redis {
         }
 
         async fn get(&self, key_id: &str, what: &str) -> i64 {
+            self.get_raw(&format!("{{{key_id}}}:{what}")).await
+        }
+
+        /// A team's figure, under the team namespace (`PREFIXteam:{ID}:what`).
+        async fn team_get(&self, team: &str, what: &str) -> i64 {
+            self.get_raw(&format!("team:{{{team}}}:{what}")).await
+        }
+
+        /// The integer at `PREFIX` + `rest` (0 when absent).
+        async fn get_raw(&self, rest: &str) -> i64 {
             let mut c = self.conn.clone();
             let v: Option<i64> = redis::cmd("GET")
-                .arg(format!("{}{{{key_id}}}:{what}", self.prefix))
+                .arg(format!("{}{rest}", self.prefix))
                 .query_async(&mut c)
                 .await
                 .unwrap();
@@ -809,6 +1024,65 @@ mod needs_redis {
         let mut args = vec!["--redis", REDIS, "--redis-prefix", ns.prefix.as_str()];
         args.extend_from_slice(extra);
         Gateway::start_with(&limits_catalog(mock), &limits_keys(budget), &args).await
+    }
+
+    /// Two instances on one Redis, two keys of one team, forty requests at
+    /// once, a team budget that pays for ten: exactly ten are served, and
+    /// Redis holds the team's spend under the team's own namespace (the key
+    /// named like the team holds nothing).
+    #[tokio::test]
+    #[ignore = "needs Redis on 127.0.0.1:6379 (tests/run.sh starts one and runs these)"]
+    async fn two_instances_on_one_redis_share_a_team_budget_exactly() {
+        let mock = MockUpstream::start().await;
+        let ns = RedisNs::new("team").await;
+        let mut gws = Vec::new();
+        for _ in 0..2 {
+            gws.push(
+                Gateway::start_with(
+                    &limits_catalog(&mock),
+                    &team_keys("0.08"),
+                    &[
+                        "--redis",
+                        REDIS,
+                        "--redis-prefix",
+                        ns.prefix.as_str(),
+                        "--admin-key",
+                        TEAM_ADMIN,
+                    ],
+                )
+                .await,
+            );
+        }
+        let results = team_burst(&[gws[0].addr, gws[1].addr], &[ML_A, ML_B], 40).await;
+        check_team_burst(&results);
+        eventually(
+            Duration::from_secs(10),
+            "reservations to settle",
+            || async {
+                (ns.team_get("ml", "held:total").await == 0
+                    && ns.get("ml-b", "held:total").await == 0)
+                    .then_some(())
+            },
+        )
+        .await;
+        assert_eq!(ns.team_get("ml", "spent:total").await, 80_000_000);
+        assert_eq!(ns.get("ml", "spent:total").await, 0, "the key named ml");
+        let served_b = results
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, r))| i % 2 == 1 && r.status == 200)
+            .count() as i64;
+        assert_eq!(
+            ns.get("ml-b", "spent:total").await,
+            served_b * 8 * TOKEN_NANOS
+        );
+        // Both instances read the team's state from Redis.
+        for gw in &gws {
+            let t = admin_get(gw, "/admin/teams/ml").await;
+            assert_eq!(t["backend"], "redis");
+            assert_eq!(t["budget"]["spent_usd"], "0.08", "{t}");
+        }
+        ns.cleanup().await;
     }
 
     #[tokio::test]

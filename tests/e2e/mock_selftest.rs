@@ -672,12 +672,13 @@ async fn stall_sends_the_first_frame_then_waits() {
         .await;
         let first = response.next_chunk().await.unwrap().unwrap();
         assert!(!first.is_empty());
-        assert!(
-            started.elapsed() < Duration::from_millis(300),
-            "first bytes before the stall"
-        );
+        let first_at = started.elapsed();
         let rest = response.read_all().await.unwrap();
-        assert!(started.elapsed() >= Duration::from_millis(400));
+        // First bytes before the stall: the rest came at least most of it later.
+        assert!(
+            started.elapsed() - first_at >= Duration::from_millis(300),
+            "first bytes only after the stall"
+        );
         assert!(!parse_sse(&[first, rest].concat()).is_empty());
     }
     // Non-stream: the head, then the body after the stall.
@@ -685,9 +686,12 @@ async fn stall_sends_the_first_frame_then_waits() {
     let body = anthropic_body("[[stall:300]]", false).to_string();
     let response =
         http_client::request_streaming(mock.addr(), "POST", ANTHROPIC, &[], body.as_bytes()).await;
-    assert!(started.elapsed() < Duration::from_millis(250));
+    let head_at = started.elapsed();
     let json: Value = serde_json::from_slice(&response.read_all().await.unwrap()).unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(
+        started.elapsed() - head_at >= Duration::from_millis(200),
+        "the head only after the stall"
+    );
     assert_eq!(json["type"], "message");
 }
 
@@ -927,15 +931,15 @@ async fn large_bodies_with_length_and_chunked() {
 #[tokio::test]
 async fn expect_continue_is_answered() {
     let mock = MockUpstream::start().await;
-    let started = Instant::now();
     let request = Request::post(OPENAI)
         .header("expect", "100-continue")
         .json(&openai_body("continue", false));
     let response = http_client::send(mock.addr(), &request).await.unwrap();
     assert_eq!(response.status, 200);
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "no wait for a missing 100 Continue"
+    assert_eq!(
+        response.expect_answer,
+        Some(100),
+        "no 100 Continue from the mock"
     );
     assert_eq!(
         mock.last_request().unwrap().header("expect"),

@@ -574,7 +574,18 @@ async fn startup_refuses_missing_and_bad_certificate_files() {
             "{err}"
         );
         assert!(!err.contains("c2VjcmV0"), "{err}");
+        // `--check` reads the same files and fails the same way.
+        let mut checked = args.clone();
+        checked.push("--check");
+        let o = run(&checked);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "--check: {err}");
+        assert!(err.contains(says), "--check: {err}");
     }
+    let o = run(&["--tls-cert", &cert, "--tls-key", &key, "--check"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains(", TLS certificate"), "{out}");
 }
 
 /// Reads HTTP/2 frames until a GOAWAY (type 7) or the end; true if one came.

@@ -41,6 +41,6 @@ pub use calendar::day_string;
 pub use handle::{open, Ledger, LedgerService};
 pub use query::{Bound, Group, GroupBy, Reader, Usage, UsageQuery};
 pub use recent::{Cursor, RequestRow, RequestsQuery, StatusFilter};
-pub use row::{expand_tried, now_ms, rollup, sql_int, DailyKey, Row, Sums};
+pub use row::{expand_tried, now_ms, rollup, sql_int, DailyCell, DailyKey, Row, Sums};
 pub use series::{Bucket, Series, SeriesBy, SeriesGroup, SeriesQuery};
 pub use writer::{LedgerSettings, BATCH_ROWS, DEFAULT_QUEUE, DEFAULT_RETENTION_DAYS, FLUSH_EVERY};

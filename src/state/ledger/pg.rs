@@ -22,10 +22,11 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Created on connect, under an advisory lock so that instances starting
 /// together do not race on `CREATE TABLE IF NOT EXISTS`; the columns added
-/// since the first schema (`cache_write_tokens`; a request's attempts,
-/// adjustments and error; the rollups' summed latency) are added to a
-/// database made before them (old rows: null, old rollups: 0), and the
-/// (key, time) index the console's request list reads by key.
+/// since the first schema (`cache_write_tokens`; `team`; a request's
+/// attempts, adjustments and error; the rollups' summed latency) are added
+/// to a database made before them (old rows: null, old rollups: 0; `team`:
+/// null, `''`), and the (key, time) index the console's request list reads
+/// by key.
 const SCHEMA: &str = "
 BEGIN;
 SELECT pg_advisory_xact_lock(7426318514);
@@ -64,6 +65,8 @@ CREATE TABLE IF NOT EXISTS ledger_daily (
 );
 ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS cache_write_tokens bigint;
 ALTER TABLE ledger_daily ADD COLUMN IF NOT EXISTS cache_write_tokens bigint NOT NULL DEFAULT 0;
+ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS team text;
+ALTER TABLE ledger_daily ADD COLUMN IF NOT EXISTS team text NOT NULL DEFAULT '';
 ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS tried text;
 ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS adjusted text;
 ALTER TABLE ledger_requests ADD COLUMN IF NOT EXISTS error text;
@@ -72,16 +75,17 @@ CREATE INDEX IF NOT EXISTS ledger_requests_key_time ON ledger_requests (key_id, 
 COMMIT;
 ";
 
-const INSERT: &str = "INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, cache_write_tokens, tried, adjusted, error)
-SELECT r, to_timestamp(t / 1000.0), k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw, tr, ad, er
-FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int4[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::float8[], $15::float8[], $16::float8[], $17::int8[], $18::text[], $19::text[], $20::text[])
-    AS u(r, t, k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw, tr, ad, er)";
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, cache_write_tokens, team, tried, adjusted, error)
+SELECT r, to_timestamp(t / 1000.0), k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw, tm, tr, ad, er
+FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int4[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::float8[], $15::float8[], $16::float8[], $17::int8[], $18::text[], $19::text[], $20::text[], $21::text[])
+    AS u(r, t, k, f, p, m, up, uh, s, it, ot, ct, rt, c, l, tt, cw, tm, tr, ad, er)";
 
-const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, cache_write_tokens, latency_ms_sum)
-SELECT d::date, k, p, m, n, e, it, ot, ct, rt, c, cw, ls
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::float8[], $12::int8[], $13::float8[])
-    AS u(d, k, p, m, n, e, it, ot, ct, rt, c, cw, ls)
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, cache_write_tokens, team, latency_ms_sum)
+SELECT d::date, k, p, m, n, e, it, ot, ct, rt, c, cw, tm, ls
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::float8[], $12::int8[], $13::text[], $14::float8[])
+    AS u(d, k, p, m, n, e, it, ot, ct, rt, c, cw, tm, ls)
 ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
+    team = EXCLUDED.team,
     requests = ledger_daily.requests + EXCLUDED.requests,
     errors = ledger_daily.errors + EXCLUDED.errors,
     input_tokens = ledger_daily.input_tokens + EXCLUDED.input_tokens,
@@ -191,6 +195,7 @@ impl Postgres {
         let costs: Vec<Option<f64>> = rows.iter().map(|r| r.cost_usd).collect();
         let latencies: Vec<f64> = rows.iter().map(|r| r.latency_ms).collect();
         let ttfts: Vec<Option<f64>> = rows.iter().map(|r| r.ttft_ms).collect();
+        let teams: Vec<Option<&str>> = rows.iter().map(|r| r.team.as_deref()).collect();
         let tried: Vec<String> = rows.iter().map(Row::tried_json).collect();
         let adjusted: Vec<Option<&str>> = rows.iter().map(|r| r.adjusted.as_deref()).collect();
         let errors: Vec<Option<&str>> = rows.iter().map(|r| r.error.as_deref()).collect();
@@ -202,13 +207,15 @@ impl Postgres {
             Vec::new(),
             Vec::new(),
             Vec::<Sums>::new(),
+            Vec::new(),
         );
-        for ((day, key, provider, model), s) in sums {
+        for ((day, key, provider, model), (team, s)) in sums {
             d.0.push(day);
             d.1.push(key);
             d.2.push(provider);
             d.3.push(model);
             d.4.push(s);
+            d.5.push(team);
         }
         let sum = |f: fn(&Sums) -> i64| d.4.iter().map(f).collect::<Vec<i64>>();
         let (n, e, it, ot, ct, rt) = (
@@ -244,6 +251,7 @@ impl Postgres {
                 &latencies,
                 &ttfts,
                 &cache_write,
+                &teams,
                 &tried,
                 &adjusted,
                 &errors,
@@ -254,7 +262,7 @@ impl Postgres {
         tx.execute(
             UPSERT,
             &[
-                &d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c, &cw, &ls,
+                &d.0, &d.1, &d.2, &d.3, &n, &e, &it, &ot, &ct, &rt, &c, &cw, &d.5, &ls,
             ],
         )
         .await
@@ -306,10 +314,12 @@ impl Backend for Postgres {
     }
 }
 
-/// The SQL of a usage query (`$1` key, `$2` model, `$3`/`$4` bounds).
+/// The SQL of a usage query (`$1` key, `$2` model, `$3`/`$4` bounds, `$5` team).
 fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
     let group_col = match (q.group_by, rollups) {
         (Some(GroupBy::Key), _) => Some("key_id"),
+        (Some(GroupBy::Team), true) => Some("team"),
+        (Some(GroupBy::Team), false) => Some("COALESCE(team, '')"),
         (Some(GroupBy::Model), true) => {
             Some("CASE WHEN provider = '' THEN model ELSE provider || '/' || model END")
         }
@@ -334,7 +344,7 @@ fn usage_sql(q: &UsageQuery, rollups: bool) -> String {
         )
     };
     let filters = format!(
-        "($1::text IS NULL OR key_id = $1::text) AND ($2::text IS NULL OR model = $2::text OR provider || '/' || model = $2::text) AND {time_filter}"
+        "($1::text IS NULL OR key_id = $1::text) AND ($2::text IS NULL OR model = $2::text OR provider || '/' || model = $2::text) AND ($5::text IS NULL OR team = $5::text) AND {time_filter}"
     );
     match group_col {
         Some(g) => {
@@ -351,10 +361,16 @@ pub async fn usage(url: &str, q: &UsageQuery) -> Result<Usage, String> {
     let sql = usage_sql(q, day_range.is_some());
     let query = async {
         match &day_range {
-            Some((from, to)) => client.query(&sql, &[&q.key, &q.model, from, to]).await,
+            Some((from, to)) => {
+                client
+                    .query(&sql, &[&q.key, &q.model, from, to, &q.team])
+                    .await
+            }
             None => {
                 let (from, to) = (q.from.map(|b| b.start_ms()), q.to.map(|b| b.end_ms()));
-                client.query(&sql, &[&q.key, &q.model, &from, &to]).await
+                client
+                    .query(&sql, &[&q.key, &q.model, &from, &to, &q.team])
+                    .await
             }
         }
     };
@@ -437,6 +453,7 @@ fn series_statements(q: &SeriesQuery) -> (String, String) {
             "ledger_requests",
             "(floor(extract(epoch FROM time) / 3600) * 3600000)::int8",
             match by {
+                SeriesBy::Team => "COALESCE(team, '')",
                 SeriesBy::Key => "key_id",
                 SeriesBy::Model => "CASE WHEN provider IS NULL THEN COALESCE(model, '') ELSE provider || '/' || COALESCE(model, '') END",
             },
@@ -448,6 +465,7 @@ fn series_statements(q: &SeriesQuery) -> (String, String) {
             "ledger_daily",
             "((day - DATE '1970-01-01')::int8 * 86400000)",
             match by {
+                SeriesBy::Team => "team",
                 SeriesBy::Key => "key_id",
                 SeriesBy::Model => "CASE WHEN provider = '' THEN model ELSE provider || '/' || model END",
             },

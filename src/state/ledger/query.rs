@@ -13,6 +13,8 @@ use crate::util::rfc3339::days_from_civil;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupBy {
     Key,
+    /// The key's team (`""` for keys in none).
+    Team,
     Model,
     Day,
 }
@@ -21,6 +23,7 @@ impl GroupBy {
     pub fn parse(s: &str) -> Option<GroupBy> {
         match s {
             "key" => Some(GroupBy::Key),
+            "team" => Some(GroupBy::Team),
             "model" => Some(GroupBy::Model),
             "day" => Some(GroupBy::Day),
             _ => None,
@@ -30,6 +33,7 @@ impl GroupBy {
     pub fn name(self) -> &'static str {
         match self {
             GroupBy::Key => "key",
+            GroupBy::Team => "team",
             GroupBy::Model => "model",
             GroupBy::Day => "day",
         }
@@ -128,6 +132,8 @@ impl Bound {
 pub struct UsageQuery {
     /// Key id.
     pub key: Option<String>,
+    /// Team id: the requests of the team's keys.
+    pub team: Option<String>,
     /// `model_id` or `provider/model_id`.
     pub model: Option<String>,
     pub from: Option<Bound>,
@@ -152,8 +158,8 @@ impl UsageQuery {
 /// One group of a usage answer: its key (absent without `group_by`) and sums.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
-    /// The key id, `provider/model_id` (`""` when the model was never
-    /// resolved), or `YYYY-MM-DD`.
+    /// The key id, the team id (`""` for keys in no team), `provider/model_id`
+    /// (`""` when the model was never resolved), or `YYYY-MM-DD`.
     pub value: String,
     pub sums: Sums,
 }

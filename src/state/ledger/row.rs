@@ -14,6 +14,8 @@ pub struct Row {
     pub time_ms: i64,
     /// The key's id, never the key.
     pub key_id: String,
+    /// The key's team, when it is in one (docs/configuration.md "Teams").
+    pub team: Option<String>,
     pub family: &'static str,
     pub provider: Option<String>,
     pub model: Option<String>,
@@ -208,9 +210,14 @@ impl Sums {
 /// (`""` for a request that failed before its model was known).
 pub type DailyKey = (String, String, String, String);
 
+/// A rollup cell's figures: the key's team (`""`: none; a key moved to
+/// another team within the day has the day's cell under its latest) and
+/// the sums.
+pub type DailyCell = (String, Sums);
+
 /// A batch summed per UTC day, key and model: what the batch adds to the rollups.
-pub fn rollup(rows: &[Row]) -> BTreeMap<DailyKey, Sums> {
-    let mut out: BTreeMap<DailyKey, Sums> = BTreeMap::new();
+pub fn rollup(rows: &[Row]) -> BTreeMap<DailyKey, DailyCell> {
+    let mut out: BTreeMap<DailyKey, DailyCell> = BTreeMap::new();
     for r in rows {
         let k = (
             day_string(r.time_ms.div_euclid(DAY_MS)),
@@ -218,7 +225,11 @@ pub fn rollup(rows: &[Row]) -> BTreeMap<DailyKey, Sums> {
             r.provider.clone().unwrap_or_default(),
             r.model.clone().unwrap_or_default(),
         );
-        out.entry(k).or_default().add_row(r);
+        let cell = out.entry(k).or_default();
+        if let Some(t) = &r.team {
+            t.clone_into(&mut cell.0);
+        }
+        cell.1.add_row(r);
     }
     out
 }
@@ -230,6 +241,7 @@ pub(super) fn test_row(key: &str, model: &str, time_ms: i64, status: u16) -> Row
         request_id: "r".into(),
         time_ms,
         key_id: key.into(),
+        team: None,
         family: "openai",
         provider: Some("openai".into()),
         model: Some(model.into()),
@@ -268,7 +280,7 @@ mod tests {
         ];
         let r = rollup(&rows);
         assert_eq!(r.len(), 3);
-        let first = &r[&(
+        let (_, first) = &r[&(
             "1970-01-01".to_string(),
             "a".to_string(),
             "openai".to_string(),

@@ -1,6 +1,6 @@
 //! The console's time series (`GET /admin/usage/series`, docs/operations.md
 //! "Console"): requests, errors, mean latency and cost per hour or day, per
-//! model or key, the top few by cost and the rest summed as one "other"
+//! model, key or team, the top few by cost and the rest summed as one "other"
 //! group, so an answer's size is bounded by its buckets and `top`, never by
 //! how many keys or models the ledger holds.
 //!
@@ -54,6 +54,8 @@ impl Bucket {
 pub enum SeriesBy {
     Model,
     Key,
+    /// The key's team (`""`: keys in none).
+    Team,
 }
 
 impl SeriesBy {
@@ -61,6 +63,7 @@ impl SeriesBy {
         match s {
             "model" => Some(SeriesBy::Model),
             "key" => Some(SeriesBy::Key),
+            "team" => Some(SeriesBy::Team),
             _ => None,
         }
     }
@@ -69,6 +72,7 @@ impl SeriesBy {
         match self {
             SeriesBy::Model => "model",
             SeriesBy::Key => "key",
+            SeriesBy::Team => "team",
         }
     }
 }

@@ -55,12 +55,14 @@ CREATE TABLE IF NOT EXISTS ledger_daily (
 /// declarations: every file gets them at open ([`migrate`]), a new one and
 /// one made before them alike (so the columns are in one order in both);
 /// old rows read as null (a request's row) or 0 (a rollup).
-const ADDED: [(&str, &str); 6] = [
+const ADDED: [(&str, &str); 8] = [
     ("ledger_requests", "cache_write_tokens INTEGER"),
     (
         "ledger_daily",
         "cache_write_tokens INTEGER NOT NULL DEFAULT 0",
     ),
+    ("ledger_requests", "team TEXT"),
+    ("ledger_daily", "team TEXT NOT NULL DEFAULT ''"),
     // The request's attempts (a JSON array), adjustments and error, for the
     // console's request list (docs/operations.md "Console").
     ("ledger_requests", "tried TEXT"),
@@ -75,10 +77,11 @@ const ADDED: [(&str, &str); 6] = [
 const INDEXES: &str =
     "CREATE INDEX IF NOT EXISTS ledger_requests_key_time ON ledger_requests (key_id, time_ms);";
 
-const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, tried, adjusted, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, team, tried, adjusted, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 
-const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms_sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, team, latency_ms_sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
+    team = excluded.team,
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
     input_tokens = input_tokens + excluded.input_tokens,
@@ -225,6 +228,7 @@ impl Backend for Sqlite {
                     r.cost_usd,
                     r.latency_ms,
                     r.ttft_ms,
+                    r.team,
                     r.tried_json(),
                     r.adjusted,
                     r.error,
@@ -232,7 +236,7 @@ impl Backend for Sqlite {
                 .map_err(err)?;
             }
             let mut up = tx.prepare_cached(UPSERT).map_err(err)?;
-            for ((day, key, provider, model), s) in super::rollup(rows) {
+            for ((day, key, provider, model), (team, s)) in super::rollup(rows) {
                 up.execute(params![
                     day,
                     key,
@@ -246,6 +250,7 @@ impl Backend for Sqlite {
                     s.cache_write_tokens,
                     s.reasoning_tokens,
                     s.cost_usd,
+                    team,
                     s.latency_ms,
                 ])
                 .map_err(err)?;
@@ -279,13 +284,16 @@ impl Backend for Sqlite {
 
 /// The SQL of a usage query: `SELECT group, sums FROM table WHERE filters GROUP BY group`.
 /// `writes`: the table has `cache_write_tokens` (else they sum to 0);
-/// `latency`: the rollups have `latency_ms_sum` (likewise).
-fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool, latency: bool) -> String {
+/// `teams`: it has `team` (else every request is of no team);
+/// `latency`: the rollups have `latency_ms_sum` (else it sums to 0).
+fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool, teams: bool, latency: bool) -> String {
     let (table, group_col, sums, time_filter) = if rollups {
         (
             "ledger_daily",
             match q.group_by {
                 Some(GroupBy::Key) => "key_id",
+                Some(GroupBy::Team) if teams => "team",
+                Some(GroupBy::Team) => "''",
                 Some(GroupBy::Model) => "CASE WHEN provider = '' THEN model ELSE provider || '/' || model END",
                 Some(GroupBy::Day) => "day",
                 None => "''",
@@ -298,6 +306,8 @@ fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool, latency: bool) -> Stri
             "ledger_requests",
             match q.group_by {
                 Some(GroupBy::Key) => "key_id",
+                Some(GroupBy::Team) if teams => "COALESCE(team, '')",
+                Some(GroupBy::Team) => "''",
                 Some(GroupBy::Model) => "CASE WHEN provider IS NULL THEN COALESCE(model, '') ELSE provider || '/' || COALESCE(model, '') END",
                 Some(GroupBy::Day) => "strftime('%Y-%m-%d', time_ms / 1000, 'unixepoch')",
                 None => "''",
@@ -307,6 +317,11 @@ fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool, latency: bool) -> Stri
         )
     };
     let model_filter = "(?2 IS NULL OR model = ?2 OR provider || '/' || model = ?2)";
+    let team_filter = if teams {
+        "(?5 IS NULL OR team = ?5)"
+    } else {
+        "(?5 IS NULL)"
+    };
     let mut sums = sums.to_string();
     if !writes {
         sums = sums
@@ -317,7 +332,7 @@ fn usage_sql(q: &UsageQuery, rollups: bool, writes: bool, latency: bool) -> Stri
         sums = sums.replace("TOTAL(latency_ms_sum)", "0.0");
     }
     format!(
-        "SELECT {group_col} AS g, {sums} FROM {table} WHERE (?1 IS NULL OR key_id = ?1) AND {model_filter} AND {time_filter} GROUP BY g ORDER BY g"
+        "SELECT {group_col} AS g, {sums} FROM {table} WHERE (?1 IS NULL OR key_id = ?1) AND {model_filter} AND {team_filter} AND {time_filter} GROUP BY g ORDER BY g"
     )
 }
 
@@ -337,9 +352,10 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
     };
     // A file made by an earlier version and not yet written by this one.
     let writes = has_column(&conn, table, "cache_write_tokens").map_err(err)?;
+    let teams = has_column(&conn, table, "team").map_err(err)?;
     let latency = day_range.is_none() || has_column(&conn, table, "latency_ms_sum").map_err(err)?;
     let mut stmt = conn
-        .prepare(&usage_sql(q, day_range.is_some(), writes, latency))
+        .prepare(&usage_sql(q, day_range.is_some(), writes, teams, latency))
         .map_err(err)?;
     let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Group> {
         // TOTAL() is a float; token sums are exact integers well below 2^53.
@@ -367,7 +383,7 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
     };
     let groups = match &day_range {
         Some((from, to)) => stmt
-            .query_map(params![q.key, q.model, from, to], read)
+            .query_map(params![q.key, q.model, from, to, q.team], read)
             .map_err(err)?
             .collect::<Result<Vec<_>, _>>(),
         None => stmt
@@ -376,7 +392,8 @@ pub fn usage(path: &Path, q: &UsageQuery) -> Result<Usage, String> {
                     q.key,
                     q.model,
                     q.from.map(|b| b.start_ms()),
-                    q.to.map(|b| b.end_ms())
+                    q.to.map(|b| b.end_ms()),
+                    q.team
                 ],
                 read,
             )
@@ -414,6 +431,7 @@ fn series_sql(q: &SeriesQuery) -> [&'static str; 6] {
             "ledger_requests",
             "(time_ms / 3600000) * 3600000",
             match by {
+                SeriesBy::Team => "COALESCE(team, '')",
                 SeriesBy::Key => "key_id",
                 SeriesBy::Model => "CASE WHEN provider IS NULL THEN COALESCE(model, '') ELSE provider || '/' || COALESCE(model, '') END",
             },
@@ -425,6 +443,7 @@ fn series_sql(q: &SeriesQuery) -> [&'static str; 6] {
             "ledger_daily",
             "CAST(strftime('%s', day) AS INTEGER) * 1000",
             match by {
+                SeriesBy::Team => "team",
                 SeriesBy::Key => "key_id",
                 SeriesBy::Model => "CASE WHEN provider = '' THEN model ELSE provider || '/' || model END",
             },
@@ -595,6 +614,7 @@ mod tests {
             request_id: format!("r{time_ms}"),
             time_ms,
             key_id: key.into(),
+            team: None,
             family: "openai",
             provider: Some(provider.into()),
             model: Some(model.into()),
@@ -867,6 +887,55 @@ mod tests {
             let s = u.groups[0].sums;
             assert_eq!((s.requests, s.input_tokens), (2, 12), "{}", u.source);
             assert_eq!(s.cache_write_tokens, want, "{}", u.source);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Rows carry the key's team: grouped by team and filtered by it, from
+    /// the rollups and from the rows alike; keys in no team group under "".
+    #[test]
+    fn usage_by_team() {
+        let dir = std::env::temp_dir().join(format!("sb-ledger-team-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.sqlite");
+        let mut db = Sqlite::open(&path).unwrap();
+        let in_team = |key: &str, t: i64| Row {
+            team: Some("ml".into()),
+            ..row(key, "openai", "gpt-5", t, 2)
+        };
+        db.write(&[
+            in_team("a", 10),
+            in_team("b", 20),
+            row("c", "openai", "gpt-5", 30, 2),
+        ])
+        .unwrap();
+        for from in [None, Bound::parse("1970-01-01T00:00:00Z")] {
+            let q = UsageQuery {
+                group_by: Some(GroupBy::Team),
+                from,
+                ..UsageQuery::default()
+            };
+            let u = usage(&path, &q).unwrap();
+            let groups: Vec<_> = u
+                .groups
+                .iter()
+                .map(|g| (g.value.as_str(), g.sums.requests))
+                .collect();
+            assert_eq!(groups, [("", 1), ("ml", 2)], "{}", u.source);
+            let q = UsageQuery {
+                team: Some("ml".into()),
+                group_by: Some(GroupBy::Key),
+                from,
+                ..UsageQuery::default()
+            };
+            let keys: Vec<_> = usage(&path, &q)
+                .unwrap()
+                .groups
+                .into_iter()
+                .map(|g| g.value)
+                .collect();
+            assert_eq!(keys, ["a", "b"]);
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1,15 +1,17 @@
-//! The limits of every key: opening the configured backend, the one atomic
-//! check-and-reserve step, and a key's live state for the admin API.
+//! The limits of every key and team: opening the configured backend, the one
+//! atomic check-and-reserve step, and a key's or a team's live state for the
+//! admin API.
 
 use super::backend::{Backend, LimitsConfig};
 use super::local::LocalLimits;
 use super::redis::RedisLimits;
 use super::{unix_now, Ask, BudgetState, Refusal, Reservation};
-use crate::config::ApiKey;
+use crate::config::{ApiKey, Team};
 use crate::obs::metrics::Metrics;
 use std::sync::Arc;
 
-/// One key's live state, for `GET /admin/keys/{id}`.
+/// One key's (or team's) live state, for `GET /admin/keys/{id}` and
+/// `GET /admin/teams/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyState {
     /// (limit, requests in the current sliding minute).
@@ -65,7 +67,8 @@ impl Limits {
         }
     }
 
-    /// Checks rpm, tpm and the budget and reserves the ask, in one atomic step.
+    /// Checks rpm, tpm and the budget of the key and of its team, and
+    /// reserves the ask against both, in one atomic step (all or nothing).
     pub async fn reserve(&self, ask: Ask) -> Result<Reservation, Refusal> {
         if ask.is_free() {
             return Ok(Reservation::none());
@@ -85,6 +88,14 @@ impl Limits {
         match &*self.backend {
             Backend::Local(l) => Ok(l.state(key, unix_now()).await),
             Backend::Redis(r) => r.state(key).await,
+        }
+    }
+
+    /// The live state of `team` (its limits, across all its keys).
+    pub async fn team_state(&self, team: &Team) -> Result<KeyState, String> {
+        match &*self.backend {
+            Backend::Local(l) => Ok(l.team_state(team, unix_now()).await),
+            Backend::Redis(r) => r.team_state(team).await,
         }
     }
 }

@@ -1,6 +1,8 @@
-//! Per-key limits that hold exactly (docs/configuration.md "Limits and
-//! budgets"): requests per minute and tokens per minute over a sliding minute,
-//! and budgets in USD per day, month or for the key's whole life.
+//! Per-key and per-team limits that hold exactly (docs/configuration.md
+//! "Limits and budgets", "Teams"): requests per minute and tokens per minute
+//! over a sliding minute, and budgets in USD per day, month or for the key's
+//! (or team's) whole life. A request of a key in a team counts against both,
+//! reserved, settled and released together.
 //!
 //! Reserve, then settle. Before a request goes upstream its worst case (input
 //! bound plus output cap, in tokens and at catalog prices) is reserved in one
@@ -12,7 +14,7 @@
 //! The pieces, in the order a request meets them:
 //! - [`money`]: integer nano-USD and their rendering (costs come from
 //!   `config::Pricing::cost` and `worst_case`);
-//! - [`ask`]: what the request asks of its key ([`Ask`]);
+//! - [`ask`]: what the request asks of its key and its team ([`Ask`]);
 //! - [`handle`]: [`Limits::reserve`] checks and reserves it in one step;
 //! - [`window`]: the sliding minute of rpm and tpm;
 //! - [`budget`]: the budget's UTC period and what is left of it;
@@ -38,7 +40,7 @@ pub mod reservation;
 pub mod store;
 pub mod window;
 
-pub use ask::Ask;
+pub use ask::{Ask, TeamAsk};
 pub use backend::{FailMode, LimitsConfig};
 pub use budget::{period_at, BudgetState, Period};
 pub use handle::{KeyState, Limits};
@@ -47,4 +49,4 @@ pub use refusal::Refusal;
 pub use reservation::{Reservation, RESERVATION_LEASE_SECS};
 pub use window::{unix_now, Window, WINDOW_SECS};
 
-pub(crate) use held::{Held, Reserved};
+pub(crate) use held::{least, Held, Part, Reserved};

@@ -1,5 +1,5 @@
-//! Why a request does not fit its key's limits, and the client error (429,
-//! or 503) that says so.
+//! Why a request does not fit its key's limits or its team's, and the
+//! client error (429, or 503) that says so, naming whose limit refused.
 
 use super::{format_usd, Nanos};
 use crate::config::{Budget, BudgetPeriod};
@@ -9,13 +9,19 @@ use crate::error::{ErrorKind, GatewayError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// Over the requests-per-minute limit; `retry_after` seconds until a slot frees.
-    Rpm { limit: u32, retry_after: u64 },
+    /// `team`: the team whose limit refused (`None`: the key's own).
+    Rpm {
+        limit: u32,
+        retry_after: u64,
+        team: Option<String>,
+    },
     /// Over the tokens-per-minute limit; `retry_after` is `None` when the
     /// request alone asks more than the limit.
     Tpm {
         limit: u64,
         asked: u64,
         retry_after: Option<u64>,
+        team: Option<String>,
     },
     /// The worst case does not fit what is left of the budget.
     Budget {
@@ -23,35 +29,67 @@ pub enum Refusal {
         period: String,
         remaining: Nanos,
         asked: Nanos,
+        team: Option<String>,
     },
     /// The shared store is unreachable and `--redis-fail closed` refuses.
     Unavailable,
 }
 
+/// Whose limit refused, as the messages say it: `this key`, or `team ml
+/// (this key's team)`.
+fn whose(team: &Option<String>) -> String {
+    match team {
+        None => "this key".to_string(),
+        Some(t) => format!("team {} (this key's team)", crate::error::quote(t)),
+    }
+}
+
 impl Refusal {
+    /// The team whose limit refused (`None`: the key's own, or no limit).
+    pub fn team(&self) -> Option<&str> {
+        match self {
+            Refusal::Rpm { team, .. }
+            | Refusal::Tpm { team, .. }
+            | Refusal::Budget { team, .. } => team.as_deref(),
+            Refusal::Unavailable => None,
+        }
+    }
+
     /// The client's error (429, or 503 for [`Refusal::Unavailable`]).
     pub fn to_error(&self) -> GatewayError {
         match self {
-            Refusal::Rpm { limit, retry_after } => GatewayError::new(
+            Refusal::Rpm {
+                limit,
+                retry_after,
+                team,
+            } => GatewayError::new(
                 ErrorKind::RateLimited,
-                format!("rate limit of {limit} requests per minute exceeded for this key"),
+                format!(
+                    "rate limit of {limit} requests per minute exceeded for {}",
+                    whose(team)
+                ),
             )
             .with_retry_after(*retry_after),
             Refusal::Tpm {
                 limit,
                 asked,
                 retry_after: Some(s),
+                team,
             } => GatewayError::new(
                 ErrorKind::RateLimited,
                 format!(
-                    "rate limit of {limit} tokens per minute exceeded for this key (this request may use up to {asked} tokens: input bound plus output cap)"
+                    "rate limit of {limit} tokens per minute exceeded for {} (this request may use up to {asked} tokens: input bound plus output cap)",
+                    whose(team)
                 ),
             )
             .with_retry_after(*s),
-            Refusal::Tpm { limit, asked, .. } => GatewayError::new(
+            Refusal::Tpm {
+                limit, asked, team, ..
+            } => GatewayError::new(
                 ErrorKind::RateLimited,
                 format!(
-                    "this request may use up to {asked} tokens (input bound plus output cap), more than this key's limit of {limit} tokens per minute: lower max_tokens or shorten the input"
+                    "this request may use up to {asked} tokens (input bound plus output cap), more than the limit of {limit} tokens per minute of {}: lower max_tokens or shorten the input",
+                    whose(team)
                 ),
             ),
             Refusal::Budget {
@@ -59,6 +97,7 @@ impl Refusal {
                 period,
                 remaining,
                 asked,
+                team,
             } => {
                 let per = match budget.period {
                     BudgetPeriod::Day => format!("per day ({period} UTC)"),
@@ -68,8 +107,9 @@ impl Refusal {
                 GatewayError::new(
                     ErrorKind::RateLimited,
                     format!(
-                        "budget of {} USD {per} exhausted for this key: {} USD left, and this request may cost up to {} USD (input bound plus output cap at catalog prices; a lower max_tokens may fit)",
+                        "budget of {} USD {per} exhausted for {}: {} USD left, and this request may cost up to {} USD (input bound plus output cap at catalog prices; a lower max_tokens may fit)",
                         format_usd(budget.nanos),
+                        whose(team),
                         format_usd((*remaining).max(0)),
                         format_usd(*asked)
                     ),

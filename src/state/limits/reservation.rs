@@ -1,5 +1,5 @@
-//! A reservation: a request's worst case held against its key's tpm window
-//! and budget until it is settled to the real usage or released (dropping
+//! A reservation: a request's worst case held against its key's (and its
+//! team's) tpm window and budget until it is settled to the real usage or released (dropping
 //! one releases it).
 
 use super::backend::Backend;
@@ -48,14 +48,16 @@ impl Reservation {
         }
     }
 
-    /// The budget left after this reservation (USD nanos), when the key has one.
+    /// The budget left after this reservation (USD nanos), when the key or
+    /// its team has one (the lesser of the two when both have).
     pub fn budget_remaining(&self) -> Option<Nanos> {
         self.remaining
     }
 
-    /// Whether the key's budget is being tracked by this reservation.
+    /// Whether a budget (the key's or its team's) is being tracked by this
+    /// reservation.
     pub fn has_budget(&self) -> bool {
-        self.held.as_ref().is_some_and(|h| h.budget.is_some())
+        self.held.as_ref().is_some_and(Held::has_budget)
     }
 
     /// The worst case this reservation holds: (tokens, cost).

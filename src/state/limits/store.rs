@@ -3,12 +3,16 @@
 //! once, and they enforce one budget exactly.
 //!
 //! The file holds each budget's settled spend and what reservations in flight
-//! hold (`budget_spend`: key, period, `spent_nanos`, `held_nanos`) and each
-//! reservation (`budget_held`: id, key, period, cost, owner, lease expiry).
-//! A reserve reads the spend and the holds and writes its own in one
+//! hold (`budget_spend`: key, period, `spent_nanos`, `held_nanos`; a team's
+//! budgets in `team_spend`, of the same shape, so a key and a team of one
+//! name never share one) and each reservation (`budget_held`: id, key or
+//! team, period, cost, owner, lease expiry, `team` 1 for a team's). A
+//! reserve reads the spend and the holds and writes its own in one
 //! `BEGIN IMMEDIATE` transaction (SQLite's write lock, taken before the read),
-//! so two processes cannot both take the last of a budget; a settlement
-//! deletes its reservation and adds the spend in one transaction.
+//! so two processes cannot both take the last of a budget; a request of a
+//! key in a team reserves in both budgets in that one transaction, or in
+//! neither (docs/configuration.md "Teams"); a settlement deletes its
+//! reservations and adds the spend in one transaction.
 //!
 //! One thread per process owns the connection and runs what requests queue
 //! for it, a batch per transaction (group commit: under load one commit
@@ -70,37 +74,64 @@ pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 /// The store's answer to a reserve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// Reserved: the budget left after it.
+    /// Reserved: the budget left after it (the lesser of the key's and the
+    /// team's).
     Reserved(Nanos),
-    /// Refused: the budget left.
-    Refused(Nanos),
+    /// Refused by the key's budget (`team` false) or the team's: that
+    /// budget's left.
+    Refused { team: bool, left: Nanos },
     /// Not answered within [`ANSWER_WITHIN`]: the reserve still runs, later.
     Late,
     /// The store's thread is gone (logged).
     Gone,
 }
 
-/// One budget in one period.
+/// One budget in one period: a key's, or a team's (`team`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Slot {
+    /// The key's or the team's id.
     pub key: String,
     pub period: String,
+    pub team: bool,
+}
+
+/// One budget a reservation holds: its slot and its cap.
+#[derive(Debug, Clone)]
+pub(crate) struct Cap {
+    pub slot: Slot,
+    pub budget: Nanos,
+}
+
+/// The budgets one reservation holds: the key's, its team's, or both.
+pub(crate) type Caps = [Option<Cap>; 2];
+
+/// The row id of reservation `id`'s hold on `slot` (a team's hold has its own).
+fn row_id<'a>(id: &'a str, slot: &Slot) -> std::borrow::Cow<'a, str> {
+    if slot.team {
+        std::borrow::Cow::Owned(format!("{id}:team"))
+    } else {
+        std::borrow::Cow::Borrowed(id)
+    }
+}
+
+/// The least of the budgets left after a step.
+fn min_left(lefts: impl Iterator<Item = Nanos>) -> Nanos {
+    lefts.min().unwrap_or(0)
 }
 
 enum Op {
-    /// Reserve `cost` of `budget`: the budget left after it, or (refused)
-    /// the budget left.
+    /// Reserve `cost` of every budget in `caps`, or of none: the budget left
+    /// after it, or (refused) which budget refused and what it has left.
     Reserve {
-        slot: Slot,
-        budget: Nanos,
+        caps: Caps,
         cost: Nanos,
         id: String,
-        reply: oneshot::Sender<Result<Nanos, Nanos>>,
+        reply: oneshot::Sender<Result<Nanos, (bool, Nanos)>>,
     },
-    /// Settle reservation `id` (which held `held`) to `cost`: the budget left.
+    /// Settle reservation `id` (which held `held` of every budget in `caps`)
+    /// to `cost`: the budget left.
     Settle {
-        slot: Slot,
-        budget: Nanos,
+        caps: Caps,
         id: String,
         held: Nanos,
         cost: Nanos,
@@ -139,6 +170,14 @@ fn schema(conn: &Connection) -> rusqlite::Result<()> {
              held_nanos INTEGER NOT NULL DEFAULT 0,
              PRIMARY KEY (key_id, period)
          );
+         CREATE TABLE IF NOT EXISTS team_spend (
+             team_id TEXT NOT NULL,
+             period TEXT NOT NULL,
+             spent_nanos INTEGER NOT NULL,
+             updated_at INTEGER NOT NULL,
+             held_nanos INTEGER NOT NULL DEFAULT 0,
+             PRIMARY KEY (team_id, period)
+         );
          CREATE TABLE IF NOT EXISTS budget_held (
              id TEXT PRIMARY KEY,
              key_id TEXT NOT NULL,
@@ -156,6 +195,21 @@ fn schema(conn: &Connection) -> rusqlite::Result<()> {
         conn.execute_batch(
             "ALTER TABLE budget_spend ADD COLUMN held_nanos INTEGER NOT NULL DEFAULT 0",
         )?;
+    }
+    // A file from before teams: its holds are all keys'. Two processes
+    // opening it at once may both try; the second finds the column there.
+    let has_team = |c: &Connection| -> rusqlite::Result<bool> {
+        c.prepare("SELECT 1 FROM pragma_table_info('budget_held') WHERE name = 'team'")?
+            .exists([])
+    };
+    if !has_team(conn)? {
+        if let Err(e) =
+            conn.execute_batch("ALTER TABLE budget_held ADD COLUMN team INTEGER NOT NULL DEFAULT 0")
+        {
+            if !has_team(conn)? {
+                return Err(e);
+            }
+        }
     }
     Ok(())
 }
@@ -180,9 +234,11 @@ fn now_secs() -> i64 {
 }
 
 fn read(c: &Connection, slot: &Slot) -> rusqlite::Result<(Nanos, Nanos)> {
-    Ok(c.prepare_cached(
-        "SELECT spent_nanos, held_nanos FROM budget_spend WHERE key_id = ?1 AND period = ?2",
-    )?
+    Ok(c.prepare_cached(if slot.team {
+        "SELECT spent_nanos, held_nanos FROM team_spend WHERE team_id = ?1 AND period = ?2"
+    } else {
+        "SELECT spent_nanos, held_nanos FROM budget_spend WHERE key_id = ?1 AND period = ?2"
+    })?
     .query_row(params![slot.key, slot.period], |r| {
         Ok((r.get(0)?, r.get(1)?))
     })
@@ -194,11 +250,15 @@ fn add(c: &Connection, slot: &Slot, spent: Nanos, held: Nanos) -> rusqlite::Resu
     if spent == 0 && held == 0 {
         return Ok(());
     }
-    c.prepare_cached(
+    c.prepare_cached(if slot.team {
+        "INSERT INTO team_spend (team_id, period, spent_nanos, held_nanos, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (team_id, period) DO UPDATE SET spent_nanos = spent_nanos + excluded.spent_nanos,
+             held_nanos = held_nanos + excluded.held_nanos, updated_at = excluded.updated_at"
+    } else {
         "INSERT INTO budget_spend (key_id, period, spent_nanos, held_nanos, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (key_id, period) DO UPDATE SET spent_nanos = spent_nanos + excluded.spent_nanos,
-             held_nanos = held_nanos + excluded.held_nanos, updated_at = excluded.updated_at",
-    )?
+             held_nanos = held_nanos + excluded.held_nanos, updated_at = excluded.updated_at"
+    })?
     .execute(params![slot.key, slot.period, spent, held, now_secs()])?;
     Ok(())
 }
@@ -206,9 +266,9 @@ fn add(c: &Connection, slot: &Slot, spent: Nanos, held: Nanos) -> rusqlite::Resu
 fn hold(c: &Connection, id: &str, slot: &Slot, cost: Nanos, owner: &str) -> rusqlite::Result<()> {
     let expires = now_secs().saturating_add(LEASE_SECS as i64);
     c.prepare_cached(
-        "INSERT INTO budget_held (id, key_id, period, cost, owner, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO budget_held (id, key_id, period, cost, owner, expires_at, team) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
-    .execute(params![id, slot.key, slot.period, cost, owner, expires])?;
+    .execute(params![id, slot.key, slot.period, cost, owner, expires, slot.team])?;
     add(c, slot, 0, cost)
 }
 
@@ -235,13 +295,16 @@ fn maintain(c: &Connection, owner: &str) -> rusqlite::Result<usize> {
 /// Gives back the holds of leases ended by `now` (every hold: `None`).
 fn drop_held(c: &Connection, now: Option<i64>) -> rusqlite::Result<usize> {
     let expired: Vec<(String, Slot, Nanos)> = c
-        .prepare_cached("SELECT id, key_id, period, cost FROM budget_held WHERE expires_at <= ?1")?
+        .prepare_cached(
+            "SELECT id, key_id, period, cost, team FROM budget_held WHERE expires_at <= ?1",
+        )?
         .query_map(params![now.unwrap_or(i64::MAX)], |r| {
             Ok((
                 r.get(0)?,
                 Slot {
                     key: r.get(1)?,
                     period: r.get(2)?,
+                    team: r.get(4)?,
                 },
                 r.get(3)?,
             ))
@@ -361,6 +424,9 @@ impl SpendStore {
 
     /// Queues `op` for the store's thread, started on first use (and again
     /// if it ended).
+    // The channel's own error hands a large `Op` back (a reservation's two
+    // budgets); it is taken apart here at once, never passed on.
+    #[allow(clippy::result_large_err)]
     fn send(&self, mut op: Op) -> bool {
         let mut tx = lock(&self.tx);
         for _ in 0..2 {
@@ -430,18 +496,11 @@ impl SpendStore {
         }
     }
 
-    /// Reserves `cost` of `budget` under `id`.
-    pub(crate) async fn reserve(
-        &self,
-        slot: Slot,
-        budget: Nanos,
-        cost: Nanos,
-        id: String,
-    ) -> Reply {
+    /// Reserves `cost` of every budget in `caps` (or of none) under `id`.
+    pub(crate) async fn reserve(&self, caps: Caps, cost: Nanos, id: String) -> Reply {
         let (reply, answer) = oneshot::channel();
         if !self.send(Op::Reserve {
-            slot,
-            budget,
+            caps,
             cost,
             id,
             reply,
@@ -450,7 +509,7 @@ impl SpendStore {
         }
         match self.wait(answer).await {
             Ok(Ok(left)) => Reply::Reserved(left),
-            Ok(Err(left)) => Reply::Refused(left),
+            Ok(Err((team, left))) => Reply::Refused { team, left },
             Err(true) => Reply::Late,
             Err(false) => Reply::Gone,
         }
@@ -460,16 +519,14 @@ impl SpendStore {
     /// kept in memory for a retry).
     pub(crate) async fn settle(
         &self,
-        slot: Slot,
-        budget: Nanos,
+        caps: Caps,
         id: String,
         held: Nanos,
         cost: Nanos,
     ) -> Option<Nanos> {
         let (reply, answer) = oneshot::channel();
         self.send(Op::Settle {
-            slot,
-            budget,
+            caps,
             id,
             held,
             cost,
@@ -481,10 +538,9 @@ impl SpendStore {
     }
 
     /// Releases reservation `id` without waiting.
-    pub(crate) fn release(&self, slot: Slot, id: String, held: Nanos) {
+    pub(crate) fn release(&self, caps: Caps, id: String, held: Nanos) {
         self.send(Op::Settle {
-            slot,
-            budget: 0,
+            caps,
             id,
             held,
             cost: 0,
@@ -509,7 +565,7 @@ struct Worker {
     /// Settlements not written yet, oldest first.
     pending: Vec<Pending>,
     /// Reservations held in memory only (made while the file could not be
-    /// written): id → (slot, cost).
+    /// written): row id → (slot, cost).
     mem_only: HashMap<String, (Slot, Nanos)>,
     /// The last (spent, held) read of each budget, for when even reads fail.
     seen: HashMap<Slot, (Nanos, Nanos)>,
@@ -520,7 +576,7 @@ struct Worker {
 
 /// What one request of a batch comes to.
 enum Figure {
-    Reserve(Result<Nanos, Nanos>),
+    Reserve(Result<Nanos, (bool, Nanos)>),
     Left(Nanos),
     State(Nanos, Nanos),
 }
@@ -704,43 +760,64 @@ impl Worker {
         let mut wrote = false;
         for op in batch {
             figures.push(match op {
-                Op::Reserve {
-                    slot,
-                    budget,
-                    cost,
-                    id,
-                    ..
-                } => {
-                    let (spent, held) = read(&tx, slot)?;
-                    let left = budget - spent - held;
-                    if *cost > left {
-                        seen.push((slot.clone(), (spent, held)));
-                        Figure::Reserve(Err(left))
-                    } else {
-                        if *cost != 0 {
-                            hold(&tx, id, slot, *cost, &owner)?;
-                            wrote = true;
+                Op::Reserve { caps, cost, id, .. } => {
+                    // Every budget is read first: all fit, or nothing is held.
+                    let mut figs = [(0, 0); 2];
+                    let mut refused = None;
+                    for (i, cap) in caps.iter().enumerate() {
+                        let Some(cap) = cap else { continue };
+                        let (spent, held) = read(&tx, &cap.slot)?;
+                        figs[i] = (spent, held);
+                        let left = cap.budget - spent - held;
+                        if *cost > left && refused.is_none() {
+                            refused = Some((cap.slot.team, left));
                         }
-                        seen.push((slot.clone(), (spent, held + cost)));
-                        Figure::Reserve(Ok(left - cost))
+                    }
+                    match refused {
+                        Some(r) => {
+                            for (cap, f) in caps.iter().zip(figs) {
+                                if let Some(cap) = cap {
+                                    seen.push((cap.slot.clone(), f));
+                                }
+                            }
+                            Figure::Reserve(Err(r))
+                        }
+                        None => {
+                            for (cap, (spent, held)) in caps.iter().zip(figs) {
+                                let Some(cap) = cap else { continue };
+                                if *cost != 0 {
+                                    hold(&tx, &row_id(id, &cap.slot), &cap.slot, *cost, &owner)?;
+                                    wrote = true;
+                                }
+                                seen.push((cap.slot.clone(), (spent, held + cost)));
+                            }
+                            Figure::Reserve(Ok(min_left(caps.iter().zip(figs).filter_map(
+                                |(cap, (spent, held))| {
+                                    cap.as_ref().map(|c| c.budget - spent - held - cost)
+                                },
+                            ))))
+                        }
                     }
                 }
                 Op::Settle {
-                    slot,
-                    budget,
+                    caps,
                     id,
                     held,
                     cost,
                     ..
                 } => {
-                    if *held != 0 {
-                        unhold(&tx, id, slot, *held)?;
+                    let mut left = None;
+                    for cap in caps.iter().flatten() {
+                        if *held != 0 {
+                            unhold(&tx, &row_id(id, &cap.slot), &cap.slot, *held)?;
+                        }
+                        add(&tx, &cap.slot, *cost, 0)?;
+                        wrote |= *held != 0 || *cost != 0;
+                        let (spent, held) = read(&tx, &cap.slot)?;
+                        seen.push((cap.slot.clone(), (spent, held)));
+                        left = super::least(left, Some(cap.budget - spent - held));
                     }
-                    add(&tx, slot, *cost, 0)?;
-                    wrote |= *held != 0 || *cost != 0;
-                    let (spent, held) = read(&tx, slot)?;
-                    seen.push((slot.clone(), (spent, held)));
-                    Figure::Left(budget - spent - held)
+                    Figure::Left(left.unwrap_or(0))
                 }
                 Op::State { slot, .. } => {
                     let (spent, held) = read(&tx, slot)?;
@@ -793,43 +870,59 @@ impl Worker {
             .fetch_add(writes, Ordering::Relaxed);
         for op in batch {
             let figure = match &op {
-                Op::Reserve {
-                    slot,
-                    budget,
-                    cost,
-                    id,
-                    ..
-                } => {
-                    let (spent, held) = self.view(slot);
-                    let left = budget - spent - held;
-                    if *cost > left {
-                        Figure::Reserve(Err(left))
-                    } else {
-                        if *cost != 0 {
-                            self.mem_only.insert(id.clone(), (slot.clone(), *cost));
+                Op::Reserve { caps, cost, id, .. } => {
+                    let mut lefts = [0; 2];
+                    let mut refused = None;
+                    for (i, cap) in caps.iter().enumerate() {
+                        let Some(cap) = cap else { continue };
+                        let (spent, held) = self.view(&cap.slot);
+                        lefts[i] = cap.budget - spent - held;
+                        if *cost > lefts[i] && refused.is_none() {
+                            refused = Some((cap.slot.team, lefts[i]));
                         }
-                        Figure::Reserve(Ok(left - cost))
+                    }
+                    match refused {
+                        Some(r) => Figure::Reserve(Err(r)),
+                        None => {
+                            for cap in caps.iter().flatten() {
+                                if *cost != 0 {
+                                    self.mem_only.insert(
+                                        row_id(id, &cap.slot).into_owned(),
+                                        (cap.slot.clone(), *cost),
+                                    );
+                                }
+                            }
+                            Figure::Reserve(Ok(min_left(
+                                caps.iter()
+                                    .zip(lefts)
+                                    .filter_map(|(c, l)| c.as_ref().map(|_| l - cost)),
+                            )))
+                        }
                     }
                 }
                 Op::Settle {
-                    slot,
-                    budget,
+                    caps,
                     id,
                     held,
                     cost,
                     ..
                 } => {
-                    let in_file = self.mem_only.remove(id).is_none() && *held != 0;
-                    if in_file || *cost != 0 {
-                        self.pending.push(Pending {
-                            slot: slot.clone(),
-                            id: in_file.then(|| id.clone()),
-                            held: *held,
-                            cost: *cost,
-                        });
+                    let mut left = None;
+                    for cap in caps.iter().flatten() {
+                        let row = row_id(id, &cap.slot).into_owned();
+                        let in_file = self.mem_only.remove(&row).is_none() && *held != 0;
+                        if in_file || *cost != 0 {
+                            self.pending.push(Pending {
+                                slot: cap.slot.clone(),
+                                id: in_file.then_some(row),
+                                held: *held,
+                                cost: *cost,
+                            });
+                        }
+                        let (spent, held) = self.view(&cap.slot);
+                        left = super::least(left, Some(cap.budget - spent - held));
                     }
-                    let (spent, held) = self.view(slot);
-                    Figure::Left(budget - spent - held)
+                    Figure::Left(left.unwrap_or(0))
                 }
                 Op::State { slot, .. } => {
                     let (spent, held) = self.view(slot);
@@ -926,6 +1019,7 @@ mod tests {
         let slot = Slot {
             key: "k".into(),
             period: "total".into(),
+            team: false,
         };
         assert_eq!(read(&c, &slot).unwrap(), (70, 0));
         hold(&c, "a-1", &slot, 20, "a").unwrap();
@@ -942,6 +1036,7 @@ mod tests {
         let slot = Slot {
             key: "k".into(),
             period: "total".into(),
+            team: false,
         };
         hold(&c, "dead-1", &slot, 30, "dead").unwrap();
         hold(&c, "live-1", &slot, 20, "live").unwrap();
@@ -955,6 +1050,75 @@ mod tests {
         assert!(!unhold(&c, "dead-1", &slot, 30).unwrap());
         assert!(unhold(&c, "live-1", &slot, 20).unwrap());
         assert_eq!(read(&c, &slot).unwrap(), (0, 0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A reserve over a key's budget and its team's holds both or neither
+    /// (a key and a team of one name apart), and its settlement reaches both.
+    #[test]
+    fn a_joint_reserve_holds_both_budgets_or_neither() {
+        let dir = tmp("joint");
+        let mut w = Worker::new(dir.join(FILE), "o".into(), Arc::new(Metrics::default()));
+        let slot = |team| Slot {
+            key: "ml".into(),
+            period: "total".into(),
+            team,
+        };
+        let caps = |key_cap, team_cap| {
+            [
+                Some(Cap {
+                    slot: slot(false),
+                    budget: key_cap,
+                }),
+                Some(Cap {
+                    slot: slot(true),
+                    budget: team_cap,
+                }),
+            ]
+        };
+        let reserve = |caps, id: &str| Op::Reserve {
+            caps,
+            cost: 40,
+            id: id.into(),
+            reply: oneshot::channel().0,
+        };
+        let figures = w
+            .write_batch(&[
+                reserve(caps(100, 50), "r1"),
+                // The team's 10 left refuses; the key's 60 would fit.
+                reserve(caps(100, 50), "r2"),
+                // The key's refuses; the team's would fit.
+                reserve(caps(70, 1000), "r3"),
+            ])
+            .unwrap();
+        let got: Vec<_> = figures
+            .iter()
+            .map(|f| match f {
+                Figure::Reserve(r) => *r,
+                _ => panic!("not a reserve's figure"),
+            })
+            .collect();
+        assert_eq!(got, [Ok(10), Err((true, 10)), Err((false, 30))]);
+        let c = w.conn().unwrap();
+        assert_eq!(read(c, &slot(false)).unwrap(), (0, 40));
+        assert_eq!(read(c, &slot(true)).unwrap(), (0, 40));
+        let figures = w
+            .write_batch(&[Op::Settle {
+                caps: caps(100, 50),
+                id: "r1".into(),
+                held: 40,
+                cost: 25,
+                reply: None,
+            }])
+            .unwrap();
+        assert!(matches!(figures[..], [Figure::Left(25)]));
+        let c = w.conn().unwrap();
+        assert_eq!(read(c, &slot(false)).unwrap(), (25, 0));
+        assert_eq!(read(c, &slot(true)).unwrap(), (25, 0));
+        let rows: i64 = c
+            .query_row("SELECT COUNT(*) FROM budget_held", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -19,8 +19,10 @@ use super::mock_upstream::wire::{
 const MAX_HEAD_BYTES: usize = 64 << 10;
 const MAX_RESPONSE_BYTES: usize = 1 << 30;
 /// How long a request with `Expect: 100-continue` waits for the interim
-/// response before sending its body anyway (as curl does).
-pub const CONTINUE_TIMEOUT: Duration = Duration::from_secs(1);
+/// response before sending its body anyway (as curl does, which waits 1 s).
+/// Long, so that a loaded machine never makes a prompt answer look like a
+/// missing one: tests read [`Response::expect_answer`], never the clock.
+pub const CONTINUE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A complete response.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +31,11 @@ pub struct Response {
     /// Header names lowercased, values trimmed, in arrival order.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// For a request sent with `Expect: 100-continue`: the status that answered
+    /// before the body was sent (100, or a final status such as 413); `None`
+    /// when nothing came within [`CONTINUE_TIMEOUT`] (the body then went anyway)
+    /// or the request did not ask.
+    pub expect_answer: Option<u16>,
 }
 
 impl Response {
@@ -254,16 +261,20 @@ impl Connection {
         self.writer
             .write_all(&request.encode_head(&self.host))
             .await?;
+        let mut expect_answer = None;
         if request.expects_continue() {
             self.writer.flush().await?;
             if let Ok(head) =
                 tokio::time::timeout(CONTINUE_TIMEOUT, read_head(&mut self.reader, true)).await
             {
                 let (status, head) = head?;
+                expect_answer = Some(status);
                 if status != 100 {
                     // A final answer before the body: the body is never sent.
                     self.open = false;
-                    return self.read_body(status, head, &request.method).await;
+                    let mut r = self.read_body(status, head, &request.method).await?;
+                    r.expect_answer = expect_answer;
+                    return Ok(r);
                 }
             }
         }
@@ -281,6 +292,7 @@ impl Connection {
                     status,
                     headers: head.headers,
                     body,
+                    expect_answer,
                 },
             ))
         };
@@ -318,6 +330,7 @@ impl Connection {
             status,
             headers: head.headers,
             body,
+            expect_answer: None,
         })
     }
 
@@ -384,6 +397,7 @@ impl StreamingResponse {
             status: self.status,
             headers: self.headers,
             body,
+            expect_answer: None,
         })
     }
 

@@ -314,7 +314,7 @@
 
   async function overviewPage(main) {
     const range = el('select', { id: 'ov-range' }, Object.entries(RANGES).map(([k, r]) => el('option', { value: k, text: r.label })));
-    const by = el('select', { id: 'ov-by' }, el('option', { value: 'model', text: 'by model' }), el('option', { value: 'key', text: 'by key' }));
+    const by = el('select', { id: 'ov-by' }, ['model', 'key', 'team'].map((b) => el('option', { value: b, text: `by ${b}` })));
     const body = el('div', { id: 'overview-body' });
     const load = guard(async () => {
       const r = RANGES[range.value];
@@ -622,16 +622,17 @@
     const to = el('input', { id: 'usage-to', type: 'date', value: isoDay(today) });
     const key = el('input', { id: 'usage-key', placeholder: 'any key' });
     const model = el('input', { id: 'usage-model', placeholder: 'any model' });
-    const groupBy = el('select', { id: 'usage-group' }, ['model', 'key', 'day'].map((g) => el('option', { value: g, text: g })));
+    const team = el('input', { id: 'usage-team', placeholder: 'any team' });
+    const groupBy = el('select', { id: 'usage-group' }, ['model', 'key', 'team', 'day'].map((g) => el('option', { value: g, text: g })));
     const out = el('div', { id: 'usage-table' });
-    const params = () => ({ group_by: groupBy.value, from: from.value, to: to.value, key: key.value.trim(), model: model.value.trim() });
+    const params = () => ({ group_by: groupBy.value, from: from.value, to: to.value, key: key.value.trim(), team: team.value.trim(), model: model.value.trim() });
     const load = guard(async () => {
       const u = await api('/admin/usage' + query(params()));
       const by = u.group_by;
       const groups = [...(u.groups || [])];
       if (by !== 'day') groups.sort((a, b) => b.cost_usd - a.cost_usd || b.requests - a.requests);
       const cols = [['requests', int], ['errors', int], ['input_tokens', int], ['output_tokens', int], ['cached_tokens', int], ['reasoning_tokens', int], ['mean_latency_ms', ms], ['cost_usd', usd]];
-      const row = (name, g, cls) => el('tr', { class: cls, 'data-group': name }, el('td', { class: by === 'day' ? '' : 'mono', text: name === '' ? '(unresolved)' : name }),
+      const row = (name, g, cls) => el('tr', { class: cls, 'data-group': name }, el('td', { class: by === 'day' ? '' : 'mono', text: name === '' ? (by === 'team' ? '(no team)' : '(unresolved)') : name }),
         cols.map(([c, f]) => el('td', { class: 'num', text: f(g[c]) })));
       fill(out, el('table', { id: 'usage' },
         el('thead', {}, el('tr', {}, el('th', { text: by }), cols.map(([c]) => el('th', { class: 'num', text: c.replace(/_/g, ' ') })))),
@@ -654,7 +655,7 @@
     for (const i of [from, to, groupBy]) i.addEventListener('change', load);
     main.append(el('h1', { text: 'Usage' }),
       el('form', { class: 'toolbar', onsubmit: (ev) => { ev.preventDefault(); load(); } },
-        el('label', {}, 'From (UTC day)', from), el('label', {}, 'To', to), el('label', {}, 'Key', key), el('label', {}, 'Model', model),
+        el('label', {}, 'From (UTC day)', from), el('label', {}, 'To', to), el('label', {}, 'Key', key), el('label', {}, 'Team', team), el('label', {}, 'Model', model),
         el('label', {}, 'Group by', groupBy),
         el('button', { type: 'submit', text: 'Apply' }),
         el('button', { type: 'button', class: 'secondary', id: 'usage-csv', text: 'Download CSV', onclick: download })),
