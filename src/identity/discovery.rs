@@ -2,7 +2,6 @@
 //! issuer's `/.well-known/openid-configuration`, whose `issuer` must be the
 //! configured one exactly and whose `jwks_uri` is where the signing keys are.
 
-use super::jwks::url_text;
 use crate::config::{BaseUrl, Scheme};
 use crate::upstream::client::UpstreamClient;
 
@@ -49,6 +48,15 @@ pub async fn jwks_uri(client: &UpstreamClient, issuer: &str) -> Result<BaseUrl, 
         .await
         .map_err(|e| format!("{}: {e}", url_text(&url)))?;
     read(issuer, &text).map_err(|e| format!("{}: {e}", url_text(&url)))
+}
+
+/// A URL as logged: scheme, authority and path.
+pub fn url_text(u: &BaseUrl) -> String {
+    let scheme = match u.scheme {
+        crate::config::Scheme::Http => "http",
+        crate::config::Scheme::Https => "https",
+    };
+    format!("{scheme}://{}{}", u.authority, u.path)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@
 //! no set has ever been fetched, a token is refused with 503 naming the
 //! provider; API keys are not affected.
 
-use super::discovery;
-use super::jwt::Alg;
+use super::discovery::{self, url_text};
+use super::jwt::{Alg, PublicKey};
 use crate::config::BaseUrl;
 use crate::upstream::client::UpstreamClient;
 use crate::util::base64;
@@ -28,32 +28,6 @@ pub const MIN_REFETCH: Duration = Duration::from_secs(10);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 /// The most keys of a set kept.
 const MAX_KEYS: usize = 64;
-
-/// A public key a token may be signed with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PublicKey {
-    /// RSA: modulus and exponent, big-endian, no leading zeros.
-    Rsa { n: Vec<u8>, e: Vec<u8> },
-    /// P-256: the uncompressed point `04 || x || y`.
-    P256 { point: Vec<u8> },
-}
-
-impl PublicKey {
-    /// The JWK `kty`.
-    pub fn kty(&self) -> &'static str {
-        match self {
-            PublicKey::Rsa { .. } => "RSA",
-            PublicKey::P256 { .. } => "EC",
-        }
-    }
-
-    fn fits(&self, alg: Alg) -> bool {
-        matches!(
-            (self, alg),
-            (PublicKey::Rsa { .. }, Alg::Rs256) | (PublicKey::P256 { .. }, Alg::Es256)
-        )
-    }
-}
 
 /// One key of the set.
 #[derive(Debug, Clone)]
@@ -330,15 +304,6 @@ impl Jwks {
             }
         }
     }
-}
-
-/// A URL as logged: scheme, authority and path.
-pub(super) fn url_text(u: &BaseUrl) -> String {
-    let scheme = match u.scheme {
-        crate::config::Scheme::Http => "http",
-        crate::config::Scheme::Https => "https",
-    };
-    format!("{scheme}://{}{}", u.authority, u.path)
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@
 //! and, when the key has one, `alg`): an RSA public key is never used as an
 //! HMAC secret, nor an EC key for RS256.
 
-use super::jwks::PublicKey;
 use crate::util::base64;
 use ring::signature::{
     RsaPublicKeyComponents, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED, RSA_PKCS1_2048_8192_SHA256,
@@ -43,6 +42,33 @@ impl Alg {
             "ES256" => Some(Alg::Es256),
             _ => None,
         }
+    }
+}
+
+/// A public key a token may be signed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublicKey {
+    /// RSA: modulus and exponent, big-endian, no leading zeros.
+    Rsa { n: Vec<u8>, e: Vec<u8> },
+    /// P-256: the uncompressed point `04 || x || y`.
+    P256 { point: Vec<u8> },
+}
+
+impl PublicKey {
+    /// The JWK `kty`.
+    pub fn kty(&self) -> &'static str {
+        match self {
+            PublicKey::Rsa { .. } => "RSA",
+            PublicKey::P256 { .. } => "EC",
+        }
+    }
+
+    /// Whether this key verifies `alg` signatures.
+    pub fn fits(&self, alg: Alg) -> bool {
+        matches!(
+            (self, alg),
+            (PublicKey::Rsa { .. }, Alg::Rs256) | (PublicKey::P256 { .. }, Alg::Es256)
+        )
     }
 }
 
@@ -475,6 +501,47 @@ mod tests {
         let mut c = good.as_object().unwrap().clone();
         c.remove("iss");
         assert_eq!(check(&c, &no_iss), Ok(()));
+    }
+
+    #[test]
+    fn es256_signatures_verify_with_their_key_only() {
+        use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let rng = ring::rand::SystemRandom::new();
+        let key = |rng: &ring::rand::SystemRandom| {
+            let p = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, rng).unwrap();
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, p.as_ref(), rng).unwrap()
+        };
+        let (signer, other) = (key(&rng), key(&rng));
+        let input = format!("{}.{}", b64(br#"{"alg":"ES256"}"#), b64(br#"{"sub":"a"}"#));
+        let sig = signer.sign(&rng, input.as_bytes()).unwrap();
+        let token = format!("{input}.{}", b64(sig.as_ref()));
+        let public = |k: &EcdsaKeyPair| PublicKey::P256 {
+            point: k.public_key().as_ref().to_vec(),
+        };
+        let t = parse(&token).unwrap();
+        assert_eq!(t.verify(&public(&signer)), Ok(()));
+        assert_eq!(t.verify(&public(&other)), Err(Refusal::Signature));
+        let rsa = PublicKey::Rsa {
+            n: vec![1; 256],
+            e: vec![1, 0, 1],
+        };
+        assert_eq!(
+            t.verify(&rsa),
+            Err(Refusal::KeyMismatch {
+                alg: Alg::Es256,
+                kty: "RSA"
+            })
+        );
+        let tampered = format!(
+            "{}.{}.{}",
+            b64(br#"{"alg":"ES256"}"#),
+            b64(br#"{"sub":"b"}"#),
+            b64(sig.as_ref())
+        );
+        assert_eq!(
+            parse(&tampered).unwrap().verify(&public(&signer)),
+            Err(Refusal::Signature)
+        );
     }
 
     #[test]
