@@ -362,6 +362,12 @@ impl KeyStore {
                 "id", "key", "sha256", "models", "rpm", "tpm", "budget", "policy", "team",
             ])?;
             let id = o.str("id")?.to_string();
+            if id.starts_with("jwt:") {
+                return Err(o.err(
+                    "id",
+                    format!("{id:?}: ids starting with \"jwt:\" are reserved for JWT callers"),
+                ));
+            }
             if keys.iter().any(|k| k.id == id) {
                 return Err(o.err("id", format!("duplicate key id {id:?}")));
             }
@@ -663,9 +669,18 @@ mod tests {
                 "$.jwt.admin_claim",
             ),
             (r#"{"team_claim":"t","audience":"a"}"#, "$.jwt.audience"),
+            (
+                r#"{"team_claim":"t"},"keys":[{"id":"jwt:alice","key":"k"}]"#,
+                "$.keys[0].id",
+            ),
             (r#""team""#, "$.jwt"),
         ] {
-            let text = format!(r#"{{"keys":[],"jwt":{bad}}}"#);
+            let text = format!(r#"{{"jwt":{bad}}}"#);
+            let text = if text.contains("\"keys\"") {
+                text
+            } else {
+                text.replace("{\"jwt\"", "{\"keys\":[],\"jwt\"")
+            };
             let e = KeyStore::from_str("k.json", &text).unwrap_err();
             assert_eq!(e.path, path, "{bad}: {e}");
         }

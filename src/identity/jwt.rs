@@ -83,6 +83,8 @@ pub enum Refusal {
     KeyMismatch { alg: Alg, kty: &'static str },
     /// No key of the provider's set has the token's `kid`.
     UnknownKey,
+    /// The token names no `kid` and the set has several keys of its type.
+    NoKid,
     /// The signature does not verify.
     Signature,
     /// `exp` is past (with the leeway).
@@ -113,6 +115,9 @@ impl std::fmt::Display for Refusal {
             ),
             Refusal::UnknownKey => f.write_str(
                 "invalid JWT: unknown key id (kid): no key of the identity provider's key set has it",
+            ),
+            Refusal::NoKid => f.write_str(
+                "invalid JWT: no key id (kid), and the identity provider has several keys of its type",
             ),
             Refusal::Signature => f.write_str("invalid JWT: bad signature"),
             Refusal::Expired => f.write_str("invalid JWT: the token has expired (exp)"),

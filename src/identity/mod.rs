@@ -118,6 +118,7 @@ impl Oidc {
             Found::Mismatch(kty) => {
                 return Err(refused(jwt::Refusal::KeyMismatch { alg: t.alg, kty }))
             }
+            Found::Unknown if kid.is_none() => return Err(refused(jwt::Refusal::NoKid)),
             Found::Unknown => {
                 newer = Box::pin(self.jwks.refetch(Some(&set))).await;
                 match newer.as_deref().map(|s| s.find(kid, t.alg)) {

@@ -324,6 +324,10 @@ async fn tokens_are_verified_and_mapped_to_their_team() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     issued.push(good_ec);
+    // No kid: the set's only key of the token's type.
+    let no_kid = rsa.sign_with_header(&json!({"alg": "RS256"}), &claims(&idp, "erin"));
+    assert_eq!(gw.send(&chat_as(&no_kid)).await.status, 200);
+    issued.push(no_kid);
     // API keys still work beside tokens.
     assert_eq!(gw.send(&chat_as(KEY)).await.status, 200);
 
