@@ -138,6 +138,7 @@ struct Idp {
     addr: SocketAddr,
     keys: Arc<Mutex<Value>>,
     key_fetches: Arc<AtomicUsize>,
+    discovery_fetches: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -147,10 +148,11 @@ impl Idp {
         let addr = listener.local_addr().unwrap();
         let keys = Arc::new(Mutex::new(keys));
         let key_fetches = Arc::new(AtomicUsize::new(0));
-        let (k, n) = (keys.clone(), key_fetches.clone());
+        let discovery_fetches = Arc::new(AtomicUsize::new(0));
+        let (k, n, d) = (keys.clone(), key_fetches.clone(), discovery_fetches.clone());
         let task = tokio::spawn(async move {
             while let Ok((conn, _)) = listener.accept().await {
-                let (k, n) = (k.clone(), n.clone());
+                let (k, n, d) = (k.clone(), n.clone(), d.clone());
                 tokio::spawn(async move {
                     let (read, mut write) = conn.into_split();
                     let mut lines = BufReader::new(read);
@@ -171,12 +173,15 @@ impl Idp {
                         let path = first.split(' ').nth(1).unwrap_or("").to_string();
                         let issuer = format!("http://{addr}");
                         let (status, body) = match path.as_str() {
-                            "/.well-known/openid-configuration" => (
-                                "200 OK",
-                                json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys"),
+                            "/.well-known/openid-configuration" => {
+                                d.fetch_add(1, Ordering::SeqCst);
+                                (
+                                    "200 OK",
+                                    json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys"),
                                        "id_token_signing_alg_values_supported": ["RS256", "ES256"]})
-                                .to_string(),
-                            ),
+                                    .to_string(),
+                                )
+                            }
                             "/keys" => {
                                 n.fetch_add(1, Ordering::SeqCst);
                                 ("200 OK", k.lock().unwrap().to_string())
@@ -198,6 +203,7 @@ impl Idp {
             addr,
             keys,
             key_fetches,
+            discovery_fetches,
             task,
         }
     }
@@ -585,6 +591,53 @@ async fn the_admin_api_takes_a_token_with_the_admin_group() {
     for t in [&ops, &dev, &expired] {
         assert!(!gw.log().contains(t.as_str()) && !gw.access_log().contains(t.as_str()));
     }
+}
+
+#[tokio::test]
+async fn a_key_set_url_is_read_without_discovery() {
+    let mock = MockUpstream::start().await;
+    let ec = Signer::ec("ec-1");
+    let idp = Idp::start(jwks(&[&ec])).await;
+    let url = format!("{}/keys", idp.issuer());
+    // --jwks-url alone: iss is not checked.
+    let gw = Gateway::start_with(
+        &catalog(&mock),
+        &jwt_keys(),
+        &["--jwks-url", &url, "--jwt-audience", AUDIENCE],
+    )
+    .await;
+    let other_iss = ec.sign(&with(
+        claims(&idp, "a"),
+        json!({"iss": "https://elsewhere.example"}),
+    ));
+    let r = gw.send(&chat_as(&other_iss)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(gw.log().contains("iss not checked"), "{}", gw.log());
+    assert_eq!(idp.discovery_fetches.load(Ordering::SeqCst), 0);
+    drop(gw);
+    // With --oidc-issuer beside it, iss is checked; the key set is still read from the URL.
+    let issuer = idp.issuer();
+    let gw = Gateway::start_with(
+        &catalog(&mock),
+        &jwt_keys(),
+        &[
+            "--jwks-url",
+            &url,
+            "--oidc-issuer",
+            &issuer,
+            "--jwt-audience",
+            AUDIENCE,
+        ],
+    )
+    .await;
+    refused(
+        &gw.send(&chat_as(&other_iss)).await,
+        "wrong issuer",
+        &other_iss,
+    );
+    let r = gw.send(&chat_as(&ec.sign(&claims(&idp, "a")))).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(idp.discovery_fetches.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
