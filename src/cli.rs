@@ -380,13 +380,13 @@ pub struct Identity {
     ///
     /// Tokens' `iss` must equal it; its signing keys are read from the
     /// `jwks_uri` of `URL/.well-known/openid-configuration` (unless
-    /// --jwks-url is given). Needs --jwt-audience.
+    /// `--jwks-url` is given). Needs `--jwt-audience`.
     #[arg(long, value_name = "URL", env = "SWITCHBOARD_OIDC_ISSUER")]
     pub oidc_issuer: Option<String>,
     /// The identity provider's JWK Set URL, without discovery.
     ///
-    /// Alone, tokens' `iss` is not checked; with --oidc-issuer, it is.
-    /// Needs --jwt-audience.
+    /// Alone, tokens' `iss` is not checked; with `--oidc-issuer`, it is.
+    /// Needs `--jwt-audience`.
     #[arg(long, value_name = "URL", env = "SWITCHBOARD_JWKS_URL")]
     pub jwks_url: Option<String>,
     /// What tokens' `aud` must hold (the gateway's client id at the provider).
