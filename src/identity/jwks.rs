@@ -310,13 +310,8 @@ impl Jwks {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::util::base64::encode_url_safe as b64;
     use serde_json::json;
-
-    fn b64(v: &[u8]) -> String {
-        let mut s = String::new();
-        base64::encode(v, &mut s);
-        base64::standard_to_url_safe(&s)
-    }
 
     fn ec(kid: &str) -> Value {
         json!({"kty": "EC", "crv": "P-256", "kid": kid, "x": b64(&[1; 32]), "y": b64(&[2; 32])})

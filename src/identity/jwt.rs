@@ -299,13 +299,8 @@ pub fn check(claims: &Map<String, Value>, want: &Expected<'_>) -> Result<(), Ref
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::util::base64::encode_url_safe as b64;
     use serde_json::json;
-
-    fn b64(v: &[u8]) -> String {
-        let mut s = String::new();
-        base64::encode(v, &mut s);
-        base64::standard_to_url_safe(&s)
-    }
 
     fn compact(header: &Value, claims: &Value, sig: &[u8]) -> String {
         format!(

@@ -33,9 +33,7 @@ const RSA_PUBLIC_PEM: &str = include_str!("common/mock_upstream/keys/service-acc
 const OTHER_RSA_PEM: &str = include_str!("common/mock_upstream/keys/other-key.pem");
 
 fn b64url(data: &[u8]) -> String {
-    let mut s = String::new();
-    base64::encode(data, &mut s);
-    base64::standard_to_url_safe(&s)
+    base64::encode_url_safe(data)
 }
 
 fn pem_der(pem: &str) -> Vec<u8> {
