@@ -260,15 +260,17 @@ fn date(claims: &Map<String, Value>, name: &str) -> Result<Option<f64>, ()> {
     }
 }
 
-/// Checks `iss`, `aud`, `exp` (required), `nbf` and `iat`, with [`LEEWAY_SECS`].
-pub fn check(claims: &Map<String, Value>, want: &Expected<'_>) -> Result<(), Refusal> {
+/// Checks `iss`, `aud`, `exp` (required), `nbf` and `iat`, with [`LEEWAY_SECS`];
+/// `Ok`: until when the token is valid (seconds since the epoch, `exp` plus
+/// the leeway, rounded up: valid while `now` is below it).
+pub fn check(claims: &Map<String, Value>, want: &Expected<'_>) -> Result<i64, Refusal> {
     let now = want.now as f64;
     let leeway = LEEWAY_SECS as f64;
-    match date(claims, "exp") {
-        Ok(Some(exp)) if now < exp + leeway => {}
+    let until = match date(claims, "exp") {
+        Ok(Some(exp)) if now < exp + leeway => (exp + leeway).ceil() as i64,
         Ok(Some(_)) => return Err(Refusal::Expired),
         _ => return Err(Refusal::NoExpiry),
-    }
+    };
     match date(claims, "nbf") {
         Ok(Some(nbf)) if nbf > now + leeway => return Err(Refusal::NotYetValid("nbf")),
         Ok(_) => {}
@@ -292,7 +294,7 @@ pub fn check(claims: &Map<String, Value>, want: &Expected<'_>) -> Result<(), Ref
     if !audience_ok {
         return Err(Refusal::Audience);
     }
-    Ok(())
+    Ok(until)
 }
 
 #[cfg(test)]
@@ -407,31 +409,31 @@ mod tests {
             edit(&mut c);
             check(&c, &want)
         };
-        assert_eq!(check_with(&|_| {}), Ok(()));
+        assert_eq!(check_with(&|_| {}), Ok(now + 300 + LEEWAY_SECS));
         assert_eq!(
             check_with(&|c| {
                 c.insert("aud".into(), json!(["x", "switchboard"]));
             }),
-            Ok(())
+            Ok(now + 300 + LEEWAY_SECS)
         );
         assert_eq!(
             check_with(&|c| {
                 c.insert("exp".into(), json!((now + 1) as f64 + 0.5));
             }),
-            Ok(())
+            Ok(now + 2 + LEEWAY_SECS)
         );
         // Within the leeway either way.
         assert_eq!(
             check_with(&|c| {
                 c.insert("exp".into(), json!(now - 30));
             }),
-            Ok(())
+            Ok(now - 30 + LEEWAY_SECS)
         );
         assert_eq!(
             check_with(&|c| {
                 c.insert("nbf".into(), json!(now + 30));
             }),
-            Ok(())
+            Ok(now + 300 + LEEWAY_SECS)
         );
         assert_eq!(
             check_with(&|c| {
@@ -500,7 +502,7 @@ mod tests {
         };
         let mut c = good.as_object().unwrap().clone();
         c.remove("iss");
-        assert_eq!(check(&c, &no_iss), Ok(()));
+        assert_eq!(check(&c, &no_iss), Ok(now + 300 + LEEWAY_SECS));
     }
 
     #[test]

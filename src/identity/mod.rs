@@ -9,7 +9,9 @@
 //!   unknown key id (one at a time, at most one per 10 s);
 //! - `discovery`: `{issuer}/.well-known/openid-configuration` → `jwks_uri`;
 //! - `claims`: the verified claims as a principal (team, policy) for the
-//!   client routes, or as an admin (a group claim) with an actor's name.
+//!   client routes, or as an admin (a group claim) with an actor's name;
+//! - `verified`: tokens verified recently, by their SHA-256, while unexpired
+//!   and for the key set that verified them (a repeated token costs a hash).
 //!
 //! A token is never logged nor put in an answer: refusals name the reason.
 
@@ -17,6 +19,7 @@ pub mod claims;
 pub mod discovery;
 pub mod jwks;
 pub mod jwt;
+pub mod verified;
 
 use crate::config::BaseUrl;
 use crate::error::{ErrorKind, GatewayError};
@@ -43,6 +46,7 @@ pub struct Oidc {
     issuer: Option<String>,
     audience: String,
     jwks: Jwks,
+    verified: verified::Verified,
 }
 
 /// The connection bounds of the calls to the identity provider.
@@ -75,6 +79,7 @@ impl Oidc {
             issuer: settings.issuer,
             audience: settings.audience,
             jwks: Jwks::new(source, UpstreamClient::new(&CLIENT)),
+            verified: verified::Verified::default(),
         })
     }
 
@@ -98,12 +103,24 @@ impl Oidc {
     }
 
     /// Verifies `token`: its signature with the provider's key, then its
-    /// issuer, audience and times. 401 naming the reason; 503 naming the
-    /// provider while no key set was ever fetched.
-    pub async fn verify(&self, token: &str) -> Result<Claims, GatewayError> {
+    /// issuer, audience and times; a token verified before with the current
+    /// key set and still unexpired is taken from the cache (`verified`).
+    /// 401 naming the reason; 503 naming the provider while no key set was
+    /// ever fetched.
+    pub async fn verify(&self, token: &str) -> Result<Arc<Claims>, GatewayError> {
         let refused = |r: jwt::Refusal| GatewayError::new(ErrorKind::Authentication, r.to_string());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let current = self.jwks.current();
+        let digest = (token.len() <= jwt::MAX_TOKEN_BYTES).then(|| verified::digest(token));
+        if let (Some(set), Some(d)) = (&current, &digest) {
+            if let Some(claims) = self.verified.get(d, set, now) {
+                return Ok(claims);
+            }
+        }
         let t = jwt::parse(token).map_err(refused)?;
-        let set = match self.jwks.current() {
+        let set = match current {
             Some(set) => set,
             // Boxed, as below: a fetch is rare, and its future is large (the
             // HTTP exchange) for every request future that holds this one.
@@ -113,17 +130,17 @@ impl Oidc {
         };
         let kid = t.kid.as_deref();
         let newer;
-        let key = match set.find(kid, t.alg) {
-            Found::Key(k) => k,
+        let (key, verifying) = match set.find(kid, t.alg) {
+            Found::Key(k) => (k, &set),
             Found::Mismatch(kty) => {
                 return Err(refused(jwt::Refusal::KeyMismatch { alg: t.alg, kty }))
             }
             Found::Unknown if kid.is_none() => return Err(refused(jwt::Refusal::NoKid)),
             Found::Unknown => {
                 newer = Box::pin(self.jwks.refetch(Some(&set))).await;
-                match newer.as_deref().map(|s| s.find(kid, t.alg)) {
-                    Some(Found::Key(k)) => k,
-                    Some(Found::Mismatch(kty)) => {
+                match newer.as_ref().map(|s| (s.find(kid, t.alg), s)) {
+                    Some((Found::Key(k), s)) => (k, s),
+                    Some((Found::Mismatch(kty), _)) => {
                         return Err(refused(jwt::Refusal::KeyMismatch { alg: t.alg, kty }))
                     }
                     _ => return Err(refused(jwt::Refusal::UnknownKey)),
@@ -131,16 +148,17 @@ impl Oidc {
             }
         };
         t.verify(key).map_err(refused)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let want = jwt::Expected {
             issuer: self.issuer.as_deref(),
             audience: &self.audience,
             now,
         };
-        jwt::check(&t.claims, &want).map_err(refused)?;
-        Ok(Claims(t.claims))
+        let until = jwt::check(&t.claims, &want).map_err(refused)?;
+        let claims = Arc::new(Claims(t.claims));
+        if let Some(d) = digest {
+            self.verified.put(d, claims.clone(), verifying, until, now);
+        }
+        Ok(claims)
     }
 
     fn unavailable(&self) -> GatewayError {

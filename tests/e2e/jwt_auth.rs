@@ -497,12 +497,11 @@ async fn a_rotated_key_is_found_by_one_refetch_and_made_up_kids_do_not_reach_the
     let old = Signer::rsa(RSA_PEM, "2026-old");
     let idp = Idp::start(jwks(&[&old])).await;
     let gw = start(&mock, &idp, &[]).await;
-    assert_eq!(
-        gw.send(&chat_as(&old.sign(&claims(&idp, "a"))))
-            .await
-            .status,
-        200
-    );
+    // Verified, then remembered: the same token twice.
+    let old_token = old.sign(&claims(&idp, "a"));
+    for _ in 0..2 {
+        assert_eq!(gw.send(&chat_as(&old_token)).await.status, 200);
+    }
     let before = idp.key_fetches();
 
     // The provider rotates: a new key, the old one gone.
@@ -511,10 +510,17 @@ async fn a_rotated_key_is_found_by_one_refetch_and_made_up_kids_do_not_reach_the
     let r = gw.send(&chat_as(&new.sign(&claims(&idp, "a")))).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(idp.key_fetches(), before + 1, "one refetch for the new kid");
-    // The next token with the new key is verified from the cache.
+    // The next token with the new key is verified with the cached set.
     let r = gw.send(&chat_as(&new.sign(&claims(&idp, "b")))).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(idp.key_fetches(), before + 1);
+    // The token verified before the rotation is not taken from memory: its
+    // key is gone from the set.
+    refused(
+        &gw.send(&chat_as(&old_token)).await,
+        "unknown key id",
+        &old_token,
+    );
 
     // Twenty tokens with made-up kids, at once: refused, and the provider
     // is asked at most once more (one refetch per 10 s).
