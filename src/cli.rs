@@ -372,7 +372,7 @@ pub struct Admin {
 }
 
 /// JWT clients: the identity provider (OIDC) whose tokens the gateway
-/// takes beside API keys (docs/configuration.md "JWT clients").
+/// takes beside API keys (docs/configuration.md "JWT clients (OIDC)").
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "JWT clients (OIDC)")]
 pub struct Identity {

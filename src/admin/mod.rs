@@ -1,6 +1,6 @@
 //! The admin API (docs/operations.md "Usage ledger"), served on the metrics listener under
 //! `/admin/*`, guarded by `--admin-key` and, with OIDC configured, by the identity
-//! provider's tokens (docs/configuration.md "JWT clients"): without either every admin
+//! provider's tokens (docs/configuration.md "JWT clients (OIDC)"): without either every admin
 //! route answers 404; else a request must carry `Authorization: Bearer KEY` (compared in
 //! constant time) or a bearer JWT whose keys.json `jwt.admin_claim` holds `admin_value`,
 //! or gets 401 (403: a valid token without the admin value). Who it is, the actor

@@ -1,7 +1,7 @@
 //! API keys: plain or SHA-256 secrets, per-key model patterns and rate limits;
 //! teams (`teams`), each with its own rpm, tpm and budget, that a key may belong to;
 //! how a verified JWT maps to a team and a policy (`jwt`)
-//! (docs/configuration.md "Keys", "Teams", "JWT clients").
+//! (docs/configuration.md "Keys", "Teams", "JWT clients (OIDC)").
 //!
 //! Every secret is kept only as its SHA-256 digest; a presented key is hashed
 //! once and compared against every stored digest in constant time.
@@ -81,7 +81,7 @@ pub struct Team {
 
 impl ApiKey {
     /// A principal that holds no secret of ours: a verified JWT's subject
-    /// (docs/configuration.md "JWT clients"). It is never found by
+    /// (docs/configuration.md "JWT clients (OIDC)"). It is never found by
     /// [`KeyStore::find`], which reads only the file's keys.
     pub fn principal(
         id: String,
@@ -110,7 +110,7 @@ impl ApiKey {
 }
 
 /// How the claims of a verified JWT map to a principal (keys.json `jwt`,
-/// docs/configuration.md "JWT clients"). Claim names are top-level claims,
+/// docs/configuration.md "JWT clients (OIDC)"). Claim names are top-level claims,
 /// matched exactly (`https://example.com/team` is one name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtMapping {

@@ -1,5 +1,5 @@
 //! A verified token's claims mapped to who the caller is
-//! (docs/configuration.md "JWT clients"): on the client routes a principal
+//! (docs/configuration.md "JWT clients (OIDC)"): on the client routes a principal
 //! (an `ApiKey` with the id `jwt:<sub>`, the team named by `team_claim`, the
 //! policy named by `policy_claim`, the `jwt` block's `models`); on the admin
 //! API whether `admin_claim` holds `admin_value`, and the actor the audit

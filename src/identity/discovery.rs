@@ -1,4 +1,4 @@
-//! OpenID Connect Discovery (docs/configuration.md "JWT clients"): the
+//! OpenID Connect Discovery (docs/configuration.md "JWT clients (OIDC)"): the
 //! issuer's `/.well-known/openid-configuration`, whose `issuer` must be the
 //! configured one exactly and whose `jwks_uri` is where the signing keys are.
 

@@ -1,6 +1,6 @@
 //! Callers who prove who they are with a JWT from the team's identity
 //! provider (OIDC) rather than an API key (docs/configuration.md "JWT
-//! clients", docs/security.md "JWT clients"): `--oidc-issuer` (keys from its
+//! clients (OIDC)", docs/security.md "JWT clients"): `--oidc-issuer` (keys from its
 //! discovery document) or `--jwks-url`, and `--jwt-audience`.
 //!
 //! - `jwt`: the compact token parsed, RS256 / ES256 signatures verified

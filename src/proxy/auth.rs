@@ -1,5 +1,5 @@
 //! Client authentication for inference routes (docs/api.md "Routes", docs/configuration.md "Keys",
-//! "JWT clients"): the key where the family's spoke says it is carried, lookup in the snapshot, or,
+//! "JWT clients (OIDC)"): the key where the family's spoke says it is carried, lookup in the snapshot, or,
 //! when OIDC is configured and the credential is a JWT, the token verified (`crate::identity`) and
 //! mapped to a principal; model permission.
 //! Rate limits and budgets are checked where the request's cost is known (`inference.rs`,
