@@ -32,12 +32,17 @@ pub async fn authenticate(
             format!("missing API key: send it in {how}"),
         ));
     };
-    if let Some(oidc) = oidc.filter(|_| crate::identity::looks_like_jwt(presented)) {
-        return oidc.verify(presented).await?.principal(keys);
+    // A key of the file first: a key may have a JWT's shape (some are JWTs).
+    if let Some(key) = keys.find(presented) {
+        return Ok(key.clone());
     }
-    keys.find(presented)
-        .cloned()
-        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "invalid API key"))
+    match oidc.filter(|_| crate::identity::looks_like_jwt(presented)) {
+        Some(oidc) => oidc.verify(presented).await?.principal(keys),
+        None => Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "invalid API key",
+        )),
+    }
 }
 
 /// Fails with 403 unless `key` may call `qualified` (`provider/model_id`).

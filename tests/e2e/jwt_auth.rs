@@ -28,6 +28,8 @@ use switchboard::util::base64;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const AUDIENCE: &str = "switchboard-e2e";
+/// A client key that has a JWT's shape (some providers' keys are JWTs): still a key.
+const JWT_SHAPED_KEY: &str = "eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoiYW5vbiJ9.c2lnbmF0dXJl";
 const RSA_PEM: &str = include_str!("common/mock_upstream/keys/service-account.pem");
 const RSA_PUBLIC_PEM: &str = include_str!("common/mock_upstream/keys/service-account.pub.pem");
 const OTHER_RSA_PEM: &str = include_str!("common/mock_upstream/keys/other-key.pem");
@@ -229,7 +231,7 @@ impl Drop for Idp {
 fn jwt_keys() -> Value {
     json!({
         "teams": [{"id": "ml"}, {"id": "research", "rpm": 1000}],
-        "keys": [{"id": "test", "key": KEY}],
+        "keys": [{"id": "test", "key": KEY}, {"id": "jwt-shaped", "key": JWT_SHAPED_KEY}],
         "jwt": {"team_claim": "team", "policy_claim": "sb_policy",
                 "admin_claim": "groups", "admin_value": "gateway-admins"}
     })
@@ -332,6 +334,12 @@ async fn tokens_are_verified_and_mapped_to_their_team() {
     let no_kid = rsa.sign_with_header(&json!({"alg": "RS256"}), &claims(&idp, "erin"));
     assert_eq!(gw.send(&chat_as(&no_kid)).await.status, 200);
     issued.push(no_kid);
+    // A key of the file with a JWT's shape is a key, not a token.
+    let r = gw
+        .send(&chat_as(JWT_SHAPED_KEY).header("x-request-id", "jwt-shaped"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(gw.access_line("jwt-shaped").await["key_id"], "jwt-shaped");
     // API keys still work beside tokens.
     assert_eq!(gw.send(&chat_as(KEY)).await.status, 200);
 
