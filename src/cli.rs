@@ -43,6 +43,8 @@ pub struct Cli {
     pub state: State,
     #[command(flatten)]
     pub admin: Admin,
+    #[command(flatten)]
+    pub identity: Identity,
 }
 
 /// The catalog and keys files.
@@ -369,6 +371,29 @@ pub struct Admin {
     pub otlp_endpoint: Option<String>,
 }
 
+/// JWT clients: the identity provider (OIDC) whose tokens the gateway
+/// takes beside API keys (docs/configuration.md "JWT clients (OIDC)").
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "JWT clients (OIDC)")]
+pub struct Identity {
+    /// The identity provider's issuer URL [default: none, no JWT clients].
+    ///
+    /// Tokens' `iss` must equal it; its signing keys are read from the
+    /// `jwks_uri` of `URL/.well-known/openid-configuration` (unless
+    /// `--jwks-url` is given). Needs `--jwt-audience`.
+    #[arg(long, value_name = "URL", env = "SWITCHBOARD_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// The identity provider's JWK Set URL, without discovery.
+    ///
+    /// Alone, tokens' `iss` is not checked; with `--oidc-issuer`, it is.
+    /// Needs `--jwt-audience`.
+    #[arg(long, value_name = "URL", env = "SWITCHBOARD_JWKS_URL")]
+    pub jwks_url: Option<String>,
+    /// What tokens' `aud` must hold (the gateway's client id at the provider).
+    #[arg(long, value_name = "AUD", env = "SWITCHBOARD_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+}
+
 const DAY: u64 = 24 * 3600;
 
 /// A duration as whole milliseconds (the flags' unit).
@@ -484,6 +509,30 @@ impl Cli {
     /// `--admin-key`, unless empty.
     pub fn admin_key(&self) -> Option<String> {
         given(&self.admin.admin_key)
+    }
+
+    /// The identity provider for JWT clients, when `--oidc-issuer` or
+    /// `--jwks-url` is given; `Err` when `--jwt-audience` is missing, or is
+    /// given alone.
+    pub fn oidc(&self) -> Result<Option<crate::identity::OidcSettings>, String> {
+        let i = &self.identity;
+        let (issuer, jwks_url) = (given(&i.oidc_issuer), given(&i.jwks_url));
+        match (issuer.is_some() || jwks_url.is_some(), given(&i.jwt_audience)) {
+            (false, None) => Ok(None),
+            (false, Some(_)) => Err(
+                "--jwt-audience is given without --oidc-issuer or --jwks-url: give the identity provider"
+                    .into(),
+            ),
+            (true, None) => Err(
+                "--oidc-issuer and --jwks-url need --jwt-audience: the audience (aud) tokens must be for"
+                    .into(),
+            ),
+            (true, Some(audience)) => Ok(Some(crate::identity::OidcSettings {
+                issuer,
+                jwks_url,
+                audience,
+            })),
+        }
     }
 
     /// `--otlp-endpoint`, unless empty.
@@ -838,6 +887,52 @@ mod tests {
             ),
             (None, None, None, None)
         );
+    }
+
+    #[test]
+    fn the_identity_provider_needs_an_audience() {
+        assert_eq!(parse(&[], &[]).unwrap().oidc(), Ok(None));
+        let cli = parse(
+            &[
+                "--oidc-issuer",
+                "https://idp.example",
+                "--jwt-audience",
+                "sb",
+            ],
+            &[],
+        )
+        .unwrap();
+        let o = cli.oidc().unwrap().unwrap();
+        assert_eq!(
+            (o.issuer.as_deref(), o.jwks_url, o.audience.as_str()),
+            (Some("https://idp.example"), None, "sb")
+        );
+        let cli = parse(
+            &[],
+            &[
+                ("SWITCHBOARD_JWKS_URL", "https://idp.example/keys"),
+                ("SWITCHBOARD_JWT_AUDIENCE", "sb"),
+            ],
+        )
+        .unwrap();
+        let o = cli.oidc().unwrap().unwrap();
+        assert_eq!(
+            (o.issuer, o.jwks_url.as_deref()),
+            (None, Some("https://idp.example/keys"))
+        );
+        let e = parse(&["--oidc-issuer", "https://idp.example"], &[])
+            .unwrap()
+            .oidc()
+            .unwrap_err();
+        assert!(e.contains("need --jwt-audience"), "{e}");
+        let e = parse(&["--jwt-audience", "sb"], &[])
+            .unwrap()
+            .oidc()
+            .unwrap_err();
+        assert!(e.contains("without --oidc-issuer or --jwks-url"), "{e}");
+        // Empty is unset, like every URL.
+        let cli = parse(&["--oidc-issuer", "", "--jwt-audience", ""], &[]).unwrap();
+        assert_eq!(cli.oidc(), Ok(None));
     }
 
     /// Repeating a flag is not an error: the last one wins (the tests pass

@@ -17,6 +17,7 @@
 //! - [`admit`]: validation, adapt-or-refuse policy, token counts (before any upstream call).
 //! - [`translate`]: same-family pass-through, the client stream, bodies through the IR.
 //! - [`upstream`]: the HTTP/1.1 client, its connection pool, each provider's upstream pool.
+//! - [`identity`]: JWT callers (OIDC): tokens verified against the provider's keys, claims mapped.
 //! - [`obs`]: the outcome record, metrics registry, traces.
 //! - [`state`]: the usage ledger, limits and budgets, stored responses.
 //! - [`listener`]: what a client connection may hold; [`admin`]: the metrics listener's app.
@@ -32,6 +33,7 @@ pub mod config;
 pub mod error;
 pub mod eventstream;
 pub mod family;
+pub mod identity;
 pub mod ir;
 pub mod listener;
 pub mod obs;

@@ -261,6 +261,26 @@ fn run(cli: &Cli) -> Result<(), String> {
         log::error!("hot reload disabled: {e}");
     }
     let mut gateway = Gateway::new(rt.clone(), cli.settings());
+    // JWT clients: the verifier is made here (a bad URL stops the start);
+    // its keys are fetched in the background, so the gateway starts even
+    // while the identity provider does not answer.
+    let oidc = match cli.oidc()? {
+        Some(settings) => Some(Arc::new(switchboard::identity::Oidc::new(settings)?)),
+        None => None,
+    };
+    if let Some(oidc) = &oidc {
+        log::info!("JWT clients: {}", oidc.describe());
+        if rt.snapshot().keys.jwt().is_none() {
+            log::warn!(
+                "JWT clients: {keys} has no jwt block: verified tokens are refused (403) until it maps them to teams"
+            );
+        }
+        server.add_service(pingora_core::services::background::background_service(
+            "identity provider keys",
+            switchboard::identity::KeyRefresh(oidc.clone()),
+        ));
+        gateway.identity = Some(oidc.clone());
+    }
     let data = std::path::Path::new(&cli.state.data);
     let database = cli.database();
     let (usage_ledger, ledger_reader) = ledger::open(
@@ -286,8 +306,11 @@ fn run(cli: &Cli) -> Result<(), String> {
     let telemetry = gateway.telemetry.clone();
     let drain = gateway.drain.clone();
     gateway.responses = Arc::new(responses_store(cli, &gateway)?);
-    let admin = switchboard::admin::Admin::new(admin_key.as_deref(), Some(ledger_reader))
+    let mut admin = switchboard::admin::Admin::new(admin_key.as_deref(), Some(ledger_reader))
         .with_limits(gateway.limits.clone(), rt.clone());
+    if let Some(oidc) = oidc {
+        admin = admin.with_identity(oidc, rt.clone());
+    }
     let metrics_app = switchboard::admin::server::MetricsApp {
         metrics: gateway.metrics.clone(),
         rt,
@@ -371,10 +394,11 @@ fn log_start(cli: &Cli) {
         cli.files.catalog,
         cli.files.keys,
         cli.listeners.metrics,
-        if cli.admin_key().is_some() {
-            "on"
-        } else {
-            "off"
+        match (cli.admin_key().is_some(), matches!(cli.oidc(), Ok(Some(_)))) {
+            (true, true) => "on (admin key, admin JWTs)",
+            (true, false) => "on",
+            (false, true) => "on (admin JWTs)",
+            (false, false) => "off",
         },
         match cli.redis() {
             Some(url) => format!(

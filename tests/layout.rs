@@ -55,6 +55,7 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("upstream", &["config", "error", "family", "util"]),
+    ("identity", &["config", "error", "upstream", "util"]),
     (
         "runtime",
         &[
@@ -67,7 +68,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "admin",
         &[
-            "config", "error", "family", "obs", "runtime", "state", "upstream", "util",
+            "config", "error", "family", "identity", "obs", "runtime", "state", "upstream", "util",
         ],
     ),
     (
@@ -79,6 +80,7 @@ const RULES: &[(&str, &[&str])] = &[
             "error",
             "eventstream",
             "family",
+            "identity",
             "ir",
             "listener",
             "obs",
@@ -94,7 +96,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "cli",
         &[
-            "admin", "config", "listener", "obs", "proxy", "state", "upstream", "util",
+            "admin", "config", "identity", "listener", "obs", "proxy", "state", "upstream", "util",
         ],
     ),
 ];

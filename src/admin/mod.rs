@@ -1,10 +1,14 @@
 //! The admin API (docs/operations.md "Usage ledger"), served on the metrics listener under
-//! `/admin/*`, guarded by `--admin-key`: without one every admin route
-//! answers 404; with one, a request must carry `Authorization: Bearer KEY`
-//! (compared in constant time) or gets 401. Answers are JSON and name keys by
-//! their id only, never a key.
+//! `/admin/*`, guarded by `--admin-key` and, with OIDC configured, by the identity
+//! provider's tokens (docs/configuration.md "JWT clients (OIDC)"): without either every admin
+//! route answers 404; else a request must carry `Authorization: Bearer KEY` (compared in
+//! constant time) or a bearer JWT whose keys.json `jwt.admin_claim` holds `admin_value`,
+//! or gets 401 (403: a valid token without the admin value). Who it is, the actor
+//! (`admin-key`, or `jwt:` and the token's `email` or `sub`), is handed to the routes.
+//! Answers are JSON and name keys by their id only, never a key.
 //!
 //! Routes:
+//! - `GET /admin/whoami`: `{"actor": ...}`, who the credential is.
 //! - `GET /admin/usage?key=&team=&model=&from=&to=&group_by=key|team|model|day[&format=csv]`:
 //!   sums of requests, tokens and cost from the usage ledger (`state::ledger`),
 //!   as JSON or CSV (`csv`).
@@ -48,6 +52,31 @@ pub struct Admin {
         std::sync::Arc<crate::state::limits::Limits>,
         std::sync::Arc<crate::runtime::Runtime>,
     )>,
+    /// The identity provider's verifier and the snapshot whose keys.json says
+    /// which claim grants admin; `None`: only the admin key.
+    identity: Option<(
+        std::sync::Arc<crate::identity::Oidc>,
+        std::sync::Arc<crate::runtime::Runtime>,
+    )>,
+}
+
+/// Who an admin request is: what the audit names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// `--admin-key`.
+    AdminKey,
+    /// A token that grants admin: `jwt:` and its `email`, else its `sub`.
+    Jwt(String),
+}
+
+impl Actor {
+    /// The actor's name: `admin-key` or `jwt:<email or sub>`.
+    pub fn name(&self) -> &str {
+        match self {
+            Actor::AdminKey => "admin-key",
+            Actor::Jwt(who) => who,
+        }
+    }
 }
 
 /// An admin answer.
@@ -202,7 +231,20 @@ impl Admin {
                 .map(|k| Sha256::digest(k.as_bytes()).into()),
             ledger,
             limits: None,
+            identity: None,
         }
+    }
+
+    /// Lets the identity provider's tokens in: a token whose `jwt.admin_claim`
+    /// (in the keys file of `rt`'s snapshot) holds `admin_value`.
+    #[must_use]
+    pub fn with_identity(
+        mut self,
+        oidc: std::sync::Arc<crate::identity::Oidc>,
+        rt: std::sync::Arc<crate::runtime::Runtime>,
+    ) -> Admin {
+        self.identity = Some((oidc, rt));
+        self
     }
 
     /// Adds the per-key limits state `GET /admin/keys/{id}` reads.
@@ -221,9 +263,10 @@ impl Admin {
         path == "/admin" || path.starts_with("/admin/")
     }
 
-    /// Whether the request carries the admin key. Both sides are hashed first,
-    /// so the comparison takes the same time whatever the presented length.
-    fn authorized(&self, digest: &[u8; 32], session: &ServerSession) -> bool {
+    /// Who the request is: the admin key (both sides hashed first, so the
+    /// comparison takes the same time whatever the presented length), or a
+    /// token that grants admin. `Err`: the answer (401, 403, 503).
+    async fn authenticate(&self, session: &ServerSession) -> Result<Actor, Response<Vec<u8>>> {
         let presented = session
             .req_header()
             .headers
@@ -235,44 +278,88 @@ impl Admin {
                     .eq_ignore_ascii_case("bearer")
                     .then_some(token.trim())
             });
-        let Some(token) = presented else {
-            return false;
-        };
-        let got: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        got.ct_eq(digest).into()
-    }
-
-    /// Answers an `/admin/*` request.
-    pub async fn respond(&self, session: &ServerSession) -> Response<Vec<u8>> {
-        let Some(digest) = &self.key_digest else {
-            return error(404, "not_found", "not found");
-        };
-        let req = session.req_header();
-        if console::owns(req.uri.path()) {
-            // Assets only: no data, so no key (the pages ask the API with it).
-            return console::respond(&req.method, req.uri.path(), req.uri.query());
-        }
-        if !self.authorized(digest, session) {
-            let mut r = error(
-                401,
-                "authentication",
-                "admin routes need Authorization: Bearer <admin key>",
-            );
+        let unauthorized = |message: String| {
+            let mut r = error(401, "authentication", message);
             r.headers_mut().insert(
                 http::header::WWW_AUTHENTICATE,
                 http::HeaderValue::from_static("Bearer realm=\"switchboard-admin\""),
             );
-            return r;
+            r
+        };
+        let need = if self.identity.is_some() {
+            "admin routes need Authorization: Bearer <admin key or admin JWT>"
+        } else {
+            "admin routes need Authorization: Bearer <admin key>"
+        };
+        let Some(token) = presented else {
+            return Err(unauthorized(need.to_string()));
+        };
+        if let Some(digest) = &self.key_digest {
+            let got: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+            if bool::from(got.ct_eq(digest)) {
+                return Ok(Actor::AdminKey);
+            }
         }
-        self.route(session).await
+        let Some((oidc, rt)) = self
+            .identity
+            .as_ref()
+            .filter(|_| crate::identity::looks_like_jwt(token))
+        else {
+            return Err(unauthorized(need.to_string()));
+        };
+        let claims = match oidc.verify(token).await {
+            Ok(c) => c,
+            Err(e) if e.kind == crate::error::ErrorKind::Unavailable => {
+                return Err(error(503, "unavailable", e.message))
+            }
+            Err(e) => return Err(unauthorized(e.message)),
+        };
+        let snap = rt.snapshot();
+        match snap.keys.jwt() {
+            Some(m) if claims.grants_admin(m) => claims
+                .actor()
+                .map(Actor::Jwt)
+                .map_err(|e| unauthorized(e.message)),
+            m => Err(error(
+                403,
+                "permission_denied",
+                match m.and_then(|m| m.admin_claim.as_deref()) {
+                    Some(claim) => format!(
+                        "this token does not grant admin: its {} claim does not hold the admin value",
+                        quote(claim)
+                    ),
+                    None => "tokens do not grant admin: keys.json's jwt block has no admin_claim"
+                        .to_string(),
+                },
+            )),
+        }
     }
 
-    /// The admin routes, after authentication.
-    async fn route(&self, session: &ServerSession) -> Response<Vec<u8>> {
+    /// Answers an `/admin/*` request.
+    pub async fn respond(&self, session: &ServerSession) -> Response<Vec<u8>> {
+        if self.key_digest.is_none() && self.identity.is_none() {
+            return error(404, "not_found", "not found");
+        }
+        let req = session.req_header();
+        if console::owns(req.uri.path()) {
+            // Assets only: no data, so no key (the pages ask the API with it,
+            // an admin key or an admin JWT alike).
+            return console::respond(&req.method, req.uri.path(), req.uri.query());
+        }
+        match self.authenticate(session).await {
+            Ok(actor) => self.route(session, &actor).await,
+            Err(answer) => answer,
+        }
+    }
+
+    /// The admin routes, after authentication, for `actor`.
+    async fn route(&self, session: &ServerSession, actor: &Actor) -> Response<Vec<u8>> {
         let req = session.req_header();
         let path = req.uri.path().trim_end_matches('/');
         let get = req.method == http::Method::GET;
         match path {
+            "/admin/whoami" if get => reply(200, &json!({"actor": actor.name()})),
+            "/admin/whoami" => error(405, "method_not_allowed", "use GET"),
             "/admin/usage" if get => self.usage(req.uri.query()).await,
             "/admin/usage" => error(405, "method_not_allowed", "use GET"),
             "/admin/usage/series" if get => {

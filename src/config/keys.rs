@@ -1,6 +1,7 @@
 //! API keys: plain or SHA-256 secrets, per-key model patterns and rate limits;
-//! teams (`teams`), each with its own rpm, tpm and budget, that a key may belong to
-//! (docs/configuration.md "Keys", "Teams").
+//! teams (`teams`), each with its own rpm, tpm and budget, that a key may belong to;
+//! how a verified JWT maps to a team and a policy (`jwt`)
+//! (docs/configuration.md "Keys", "Teams", "JWT clients (OIDC)").
 //!
 //! Every secret is kept only as its SHA-256 digest; a presented key is hashed
 //! once and compared against every stored digest in constant time.
@@ -79,12 +80,99 @@ pub struct Team {
 }
 
 impl ApiKey {
+    /// A principal that holds no secret of ours: a verified JWT's subject
+    /// (docs/configuration.md "JWT clients (OIDC)"). It is never found by
+    /// [`KeyStore::find`], which reads only the file's keys.
+    pub fn principal(
+        id: String,
+        models: Option<Vec<ModelPattern>>,
+        policy: Option<Policy>,
+        team: Option<Arc<Team>>,
+    ) -> ApiKey {
+        ApiKey {
+            id,
+            digest: [0; 32],
+            models,
+            rpm: None,
+            tpm: None,
+            budget: None,
+            policy,
+            team,
+        }
+    }
+
     /// Whether this key may call the model `provider/model_id`.
     pub fn allows(&self, qualified: &str) -> bool {
         self.models
             .as_ref()
             .is_none_or(|ps| ps.iter().any(|p| p.matches(qualified)))
     }
+}
+
+/// How the claims of a verified JWT map to a principal (keys.json `jwt`,
+/// docs/configuration.md "JWT clients (OIDC)"). Claim names are top-level claims,
+/// matched exactly (`https://example.com/team` is one name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtMapping {
+    /// The claim whose string value names the principal's team in `teams`.
+    pub team_claim: String,
+    /// A claim whose value (`adapt` or `strict`) sets the principal's policy;
+    /// without it, or when the token lacks it, the catalog's policy.
+    pub policy_claim: Option<String>,
+    /// The models every JWT principal may call; `None` means all.
+    pub models: Option<Vec<ModelPattern>>,
+    /// The claim (a string or an array of strings, e.g. `groups`) that grants
+    /// the admin API when it holds `admin_value`; `None`: tokens never do.
+    pub admin_claim: Option<String>,
+    /// The value of `admin_claim` that grants the admin API.
+    pub admin_value: Option<String>,
+}
+
+fn opt_jwt(root: &Obj<'_>) -> Result<Option<JwtMapping>, ConfigError> {
+    let Some(o) = root.opt_obj("jwt")? else {
+        return Ok(None);
+    };
+    o.only(&[
+        "team_claim",
+        "policy_claim",
+        "models",
+        "admin_claim",
+        "admin_value",
+    ])?;
+    let name = |key: &str| -> Result<Option<String>, ConfigError> {
+        match o.opt_str(key)? {
+            Some("") => Err(o.err(key, "must not be empty")),
+            other => Ok(other.map(str::to_string)),
+        }
+    };
+    let team_claim = name("team_claim")?.ok_or_else(|| {
+        o.err(
+            "team_claim",
+            "missing: name the claim that holds a token's team",
+        )
+    })?;
+    let (admin_claim, admin_value) = (name("admin_claim")?, name("admin_value")?);
+    match (&admin_claim, &admin_value) {
+        (Some(_), None) => {
+            return Err(o.err(
+                "admin_value",
+                "missing: admin_claim needs the value that grants admin",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(o.err("admin_claim", "missing: admin_value needs admin_claim"))
+        }
+        _ => {}
+    }
+    Ok(Some(JwtMapping {
+        team_claim,
+        policy_claim: name("policy_claim")?,
+        models: o
+            .opt_strings("models")?
+            .map(|ps| ps.into_iter().map(ModelPattern).collect()),
+        admin_claim,
+        admin_value,
+    }))
 }
 
 /// How often a budget starts afresh (calendar boundaries in UTC).
@@ -201,6 +289,8 @@ fn opt_budget(o: &Obj<'_>) -> Result<Option<Budget>, ConfigError> {
 pub struct KeyStore {
     keys: Vec<ApiKey>,
     teams: Vec<Arc<Team>>,
+    /// How JWT claims map to principals (`jwt`); `None`: the file has no `jwt` block.
+    jwt: Option<JwtMapping>,
     /// The keys given in plain (`key`), for the secret scrubber only.
     plain: Plaintext,
 }
@@ -248,7 +338,7 @@ impl KeyStore {
     pub fn from_str(file: &str, text: &str) -> Result<KeyStore, ConfigError> {
         let doc = parse(file, text)?;
         let root = Obj::new(file, "$".into(), &doc)?;
-        root.only(&["keys", "teams"])?;
+        root.only(&["keys", "teams", "jwt"])?;
         let mut teams: Vec<Arc<Team>> = Vec::new();
         for (path, v) in root.opt_array("teams")?.unwrap_or_default() {
             let o = Obj::new(file, path, v)?;
@@ -272,6 +362,12 @@ impl KeyStore {
                 "id", "key", "sha256", "models", "rpm", "tpm", "budget", "policy", "team",
             ])?;
             let id = o.str("id")?.to_string();
+            if id.starts_with("jwt:") {
+                return Err(o.err(
+                    "id",
+                    format!("{id:?}: ids starting with \"jwt:\" are reserved for JWT callers"),
+                ));
+            }
             if keys.iter().any(|k| k.id == id) {
                 return Err(o.err("id", format!("duplicate key id {id:?}")));
             }
@@ -318,6 +414,7 @@ impl KeyStore {
         Ok(KeyStore {
             keys,
             teams,
+            jwt: opt_jwt(&root)?,
             plain: Plaintext(plain),
         })
     }
@@ -342,6 +439,11 @@ impl KeyStore {
     /// The team named `id`.
     pub fn team(&self, id: &str) -> Option<&Arc<Team>> {
         self.teams.iter().find(|t| t.id == id)
+    }
+
+    /// How JWT claims map to principals, when the file has a `jwt` block.
+    pub fn jwt(&self) -> Option<&JwtMapping> {
+        self.jwt.as_ref()
     }
 
     /// Every team, in the file's order.
@@ -530,6 +632,56 @@ mod tests {
             ),
         ] {
             let e = KeyStore::from_str("k.json", &format!("{{{bad}}}")).unwrap_err();
+            assert_eq!(e.path, path, "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn jwt_mapping() {
+        let ks = KeyStore::from_str(
+            "k.json",
+            r#"{"teams":[{"id":"ml"}],"keys":[],
+                "jwt":{"team_claim":"team","policy_claim":"sb_policy","models":["openai/*"],
+                       "admin_claim":"groups","admin_value":"gateway-admins"}}"#,
+        )
+        .unwrap();
+        let j = ks.jwt().unwrap();
+        assert_eq!(j.team_claim, "team");
+        assert_eq!(j.policy_claim.as_deref(), Some("sb_policy"));
+        assert_eq!(
+            (j.admin_claim.as_deref(), j.admin_value.as_deref()),
+            (Some("groups"), Some("gateway-admins"))
+        );
+        assert!(j.models.as_ref().unwrap()[0].matches("openai/gpt-5"));
+        assert!(KeyStore::from_str("k.json", r#"{"keys":[]}"#)
+            .unwrap()
+            .jwt()
+            .is_none());
+        for (bad, path) in [
+            (r#"{}"#, "$.jwt.team_claim"),
+            (r#"{"team_claim":""}"#, "$.jwt.team_claim"),
+            (
+                r#"{"team_claim":"t","admin_claim":"g"}"#,
+                "$.jwt.admin_value",
+            ),
+            (
+                r#"{"team_claim":"t","admin_value":"a"}"#,
+                "$.jwt.admin_claim",
+            ),
+            (r#"{"team_claim":"t","audience":"a"}"#, "$.jwt.audience"),
+            (
+                r#"{"team_claim":"t"},"keys":[{"id":"jwt:alice","key":"k"}]"#,
+                "$.keys[0].id",
+            ),
+            (r#""team""#, "$.jwt"),
+        ] {
+            let text = format!(r#"{{"jwt":{bad}}}"#);
+            let text = if text.contains("\"keys\"") {
+                text
+            } else {
+                text.replace("{\"jwt\"", "{\"keys\":[],\"jwt\"")
+            };
+            let e = KeyStore::from_str("k.json", &text).unwrap_err();
             assert_eq!(e.path, path, "{bad}: {e}");
         }
     }

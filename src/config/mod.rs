@@ -20,6 +20,8 @@ pub use cloud::{
     Auth, AwsAuth, Cloud, Deployment, Entra, GoogleAuth, BEDROCK_KEY_ENV, ENTRA_AUTHORITY,
 };
 pub use error::ConfigError;
-pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern, Team};
+pub use keys::{
+    parse_usd_nanos, ApiKey, Budget, BudgetPeriod, JwtMapping, KeyStore, ModelPattern, Team,
+};
 pub use pricing::{Nanos, Price, Pricing, Rates, Tier, Tokens};
 pub use url::{BaseUrl, Scheme};

@@ -1,11 +1,14 @@
-//! Client authentication for inference routes (docs/api.md "Routes", docs/configuration.md "Keys"):
-//! the key where the family's spoke says it is carried, lookup in the snapshot, model permission.
+//! Client authentication for inference routes (docs/api.md "Routes", docs/configuration.md "Keys",
+//! "JWT clients (OIDC)"): the key where the family's spoke says it is carried, lookup in the snapshot, or,
+//! when OIDC is configured and the credential is a JWT, the token verified (`crate::identity`) and
+//! mapped to a principal; model permission.
 //! Rate limits and budgets are checked where the request's cost is known (`inference.rs`,
 //! `state::limits`).
 
 use crate::config::{ApiKey, KeyStore};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::identity::Oidc;
 use crate::protocol::spoke;
 use pingora_http::RequestHeader;
 
@@ -14,12 +17,14 @@ pub fn presented_key(family: Family, req: &RequestHeader) -> Option<&str> {
     (spoke(family).client_key)(&req.headers, req.uri.query()).filter(|k| !k.is_empty())
 }
 
-/// Authenticates the request.
-pub fn authenticate<'a>(
+/// Authenticates the request: a key of `keys`, or a JWT `oidc` verifies
+/// (then the principal its claims map to).
+pub async fn authenticate(
     family: Family,
     req: &RequestHeader,
-    keys: &'a KeyStore,
-) -> Result<&'a ApiKey, GatewayError> {
+    keys: &KeyStore,
+    oidc: Option<&Oidc>,
+) -> Result<ApiKey, GatewayError> {
     let Some(presented) = presented_key(family, req) else {
         let how = spoke(family).client_key_hint;
         return Err(GatewayError::new(
@@ -27,8 +32,17 @@ pub fn authenticate<'a>(
             format!("missing API key: send it in {how}"),
         ));
     };
-    keys.find(presented)
-        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "invalid API key"))
+    // A key of the file first: a key may have a JWT's shape (some are JWTs).
+    if let Some(key) = keys.find(presented) {
+        return Ok(key.clone());
+    }
+    match oidc.filter(|_| crate::identity::looks_like_jwt(presented)) {
+        Some(oidc) => oidc.verify(presented).await?.principal(keys),
+        None => Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "invalid API key",
+        )),
+    }
 }
 
 /// Fails with 403 unless `key` may call `qualified` (`provider/model_id`).

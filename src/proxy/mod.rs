@@ -96,6 +96,8 @@ pub struct Gateway {
     /// Requests in flight, waited for at shutdown; ends open streams when
     /// the grace period runs out.
     pub drain: Arc<crate::runtime::drain::Drain>,
+    /// JWT clients' verifier (`--oidc-issuer` / `--jwks-url`); `None`: keys only.
+    pub identity: Option<Arc<crate::identity::Oidc>>,
 }
 
 impl Gateway {
@@ -126,6 +128,7 @@ impl Gateway {
             ledger: None,
             telemetry: None,
             drain: Arc::default(),
+            identity: None,
         }
     }
 
@@ -182,8 +185,11 @@ impl Gateway {
                 }
             }
             _ => {
-                let key = match auth::authenticate(r.family, session.req_header(), &snap.keys) {
-                    Ok(k) => k.clone(),
+                let oidc = self.identity.as_deref();
+                let key = match auth::authenticate(r.family, session.req_header(), &snap.keys, oidc)
+                    .await
+                {
+                    Ok(k) => k,
                     Err(e) => return respond::error(session, ctx, r.family, &e).await,
                 };
                 ctx.key_id = Some(key.id.clone());

@@ -27,6 +27,13 @@ pub fn encode(data: &[u8], out: &mut String) {
     }
 }
 
+/// `data` in the URL-safe alphabet, unpadded (JWTs, RFC 7515's base64url).
+pub fn encode_url_safe(data: &[u8]) -> String {
+    let mut s = String::new();
+    encode(data, &mut s);
+    standard_to_url_safe(&s)
+}
+
 /// Decodes base64 in either alphabet, padded or not; `None` when invalid.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
     let text = text.trim_end_matches('=');

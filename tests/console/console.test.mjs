@@ -80,6 +80,7 @@ test('sign-in: a wrong key is refused, the right one opens Overview', async () =
   assert.ok(!page.url().includes(ADMIN_KEY));
   assert.equal(await page.evaluate(() => localStorage.length), 0);
   assert.equal(await field.inputValue(), '', 'the field is cleared');
+  await page.getByText('signed in as admin-key').waitFor();
 });
 
 test('Overview: totals and charts with data points', async () => {

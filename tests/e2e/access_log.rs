@@ -218,7 +218,7 @@ fn version_flag_prints_the_crate_version() {
 
 /// Every flag with its environment variable, as operators and scripts know
 /// them (README "Configuration"): renaming one breaks their setups.
-const FLAGS: [(&str, Option<&str>); 40] = [
+const FLAGS: [(&str, Option<&str>); 43] = [
     ("--catalog", Some("SWITCHBOARD_CATALOG")),
     ("--keys", Some("SWITCHBOARD_KEYS")),
     ("--check", None),
@@ -289,6 +289,9 @@ const FLAGS: [(&str, Option<&str>); 40] = [
     ),
     ("--admin-key", Some("SWITCHBOARD_ADMIN_KEY")),
     ("--otlp-endpoint", Some("SWITCHBOARD_OTLP_ENDPOINT")),
+    ("--oidc-issuer", Some("SWITCHBOARD_OIDC_ISSUER")),
+    ("--jwks-url", Some("SWITCHBOARD_JWKS_URL")),
+    ("--jwt-audience", Some("SWITCHBOARD_JWT_AUDIENCE")),
 ];
 
 /// `--help` lists every flag with its variable in its own entry, never the

@@ -23,6 +23,7 @@ mod embeddings;
 mod hostile_input;
 mod inference;
 mod inference_failures;
+mod jwt_auth;
 mod ledger;
 mod limits;
 mod listings;

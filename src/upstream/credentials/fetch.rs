@@ -1,6 +1,7 @@
 //! One call to a token endpoint over the gateway's upstream client: a form
 //! `POST` (Entra ID, Google's `token_uri`) or a `GET` with headers (the
-//! metadata server), the answer read whole (small, bounded) and its
+//! metadata server; `text`, which `crate::identity` also uses for an
+//! identity provider's documents), the answer read whole (small, bounded) and its
 //! `access_token` and `expires_in` taken out. What goes wrong is said
 //! without the form (it holds the secret or the signed assertion).
 
@@ -114,8 +115,10 @@ pub(super) fn seconds_until(t: &str) -> Option<u64> {
     u64::try_from(at).ok()?.checked_sub(now)
 }
 
-/// The text of a `GET` of `url` with `headers` (a subject token), status 2xx.
-pub(super) async fn text(
+/// The text of a `GET` of `url` with `headers` (a subject token; an
+/// identity provider's discovery document or key set, `crate::identity`),
+/// status 2xx, within 15 s and 64 KiB.
+pub async fn text(
     client: &UpstreamClient,
     url: &BaseUrl,
     headers: &[(&str, &str)],

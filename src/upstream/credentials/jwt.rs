@@ -35,21 +35,15 @@ fn pem_body(pem: &str) -> Option<(&str, Vec<u8>)> {
     Some((label, base64::decode(&text)?))
 }
 
-fn url_safe(data: &[u8]) -> String {
-    let mut s = String::new();
-    base64::encode(data, &mut s);
-    base64::standard_to_url_safe(&s)
-}
-
 /// `header.claims.signature`, each part base64url without padding.
 pub(super) fn sign(
     key: &RsaKeyPair,
     header: &serde_json::Value,
     claims: &serde_json::Value,
 ) -> Result<String, String> {
-    let mut jwt = url_safe(header.to_string().as_bytes());
+    let mut jwt = base64::encode_url_safe(header.to_string().as_bytes());
     jwt.push('.');
-    jwt.push_str(&url_safe(claims.to_string().as_bytes()));
+    jwt.push_str(&base64::encode_url_safe(claims.to_string().as_bytes()));
     let mut sig = vec![0u8; key.public().modulus_len()];
     key.sign(
         &RSA_PKCS1_SHA256,
@@ -59,7 +53,7 @@ pub(super) fn sign(
     )
     .map_err(|_| "signing the assertion failed".to_string())?;
     jwt.push('.');
-    jwt.push_str(&url_safe(&sig));
+    jwt.push_str(&base64::encode_url_safe(&sig));
     Ok(jwt)
 }
 

@@ -16,6 +16,8 @@ mod fetch;
 mod google;
 mod jwt;
 
+pub use fetch::text as fetch_text;
+
 use crate::config::Auth;
 use crate::error::GatewayError;
 use crate::upstream::client::UpstreamClient;

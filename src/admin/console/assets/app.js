@@ -164,13 +164,18 @@
     if (!candidate) return;
     let r;
     try {
-      r = await fetch('/admin/upstreams', { headers: { Authorization: 'Bearer ' + candidate }, cache: 'no-store', credentials: 'omit' });
+      r = await fetch('/admin/whoami', { headers: { Authorization: 'Bearer ' + candidate }, cache: 'no-store', credentials: 'omit' });
     } catch (e) {
       err.textContent = 'The gateway did not answer: ' + e.message;
       err.hidden = false;
       return;
     }
-    if (r.status === 401 || r.status === 403) {
+    if (r.status === 403) {
+      err.textContent = 'That token is valid but does not grant admin.';
+      err.hidden = false;
+      return;
+    }
+    if (r.status === 401) {
       err.textContent = 'That key was refused: check the admin key and try again.';
       err.hidden = false;
       input.select();
@@ -191,6 +196,9 @@
   function showApp() {
     $('#signin').hidden = true;
     $('#app').hidden = false;
+    api('/admin/whoami').then((w) => {
+      $('#actor').textContent = w && w.actor ? `signed in as ${w.actor}` : '';
+    }, report);
   }
 
   function endView() {
