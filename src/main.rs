@@ -251,13 +251,34 @@ fn run(cli: &Cli) -> Result<(), String> {
         catalog: catalog.clone(),
         keys: keys.clone(),
     };
-    let rt = Arc::new(Runtime::new(snapshot, paths));
+    let data = std::path::Path::new(&cli.state.data);
+    let database = cli.database();
+    // The keys and teams made through the admin API, merged with the file's
+    // (docs/keys.md); a stored id the file also has stops the start here.
+    let key_db = Arc::new(
+        switchboard::state::keys::KeyDb::open(data, database.as_deref())
+            .map_err(|e| format!("cannot open the key store: {e}"))?,
+    );
+    let stored = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start: {e}"))?
+        .block_on(key_db.load())
+        .map_err(|e| format!("cannot read the key store: {e}"))?;
+    let rt = Arc::new(
+        Runtime::with_stored(snapshot, paths, stored)
+            .map_err(|e| format!("invalid configuration: {e}"))?,
+    );
+    {
+        let rt = rt.clone();
+        key_db.on_change(Box::new(move |stored| rt.set_stored(stored)));
+    }
+    switchboard::state::keys::watch::spawn(key_db.clone())
+        .map_err(|e| format!("cannot watch the key store: {e}"))?;
     if let Err(e) = switchboard::runtime::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
     let mut gateway = Gateway::new(rt.clone(), cli.settings());
-    let data = std::path::Path::new(&cli.state.data);
-    let database = cli.database();
     let (usage_ledger, ledger_reader) = ledger::open(
         data,
         database.as_deref(),
@@ -282,7 +303,8 @@ fn run(cli: &Cli) -> Result<(), String> {
     let drain = gateway.drain.clone();
     gateway.responses = Arc::new(responses_store(cli, &gateway)?);
     let admin = switchboard::admin::Admin::new(admin_key.as_deref(), Some(ledger_reader))
-        .with_limits(gateway.limits.clone(), rt.clone());
+        .with_limits(gateway.limits.clone(), rt.clone())
+        .with_key_db(key_db);
     let metrics_app = switchboard::admin::server::MetricsApp {
         metrics: gateway.metrics.clone(),
         rt,

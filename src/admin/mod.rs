@@ -7,13 +7,25 @@
 //! Routes:
 //! - `GET /admin/usage?key=&model=&from=&to=&group_by=key|model|day`: sums of
 //!   requests, tokens and cost from the usage ledger (`state::ledger`).
-//! - `GET /admin/keys/{id}`: spend in the current period, remaining budget,
-//!   rpm / tpm use, from the limits state (`admin_keys`).
+//! - `GET /admin/keys`, `GET /admin/keys/{id}`: keys (file and API) and one
+//!   key with its spend in the current period, remaining budget, rpm / tpm
+//!   use, from the limits state (`keys`); `POST /admin/keys`, `PATCH` and
+//!   `DELETE /admin/keys/{id}`, `POST /admin/keys/{id}/rotate`: changes
+//!   through the key store (`key_changes`, docs/keys.md);
+//! - `/admin/teams[/{id}]`: teams, the same way (`teams`);
+//! - `GET /admin/audit`: the changes made, newest first (`audit`);
 //! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
-//!   health and load (`admin_upstreams`).
+//!   health and load (`upstreams`).
+//!
+//! Every handler takes the actor (who is asking: `admin-key` for the admin
+//! key) as a plain string, written into the audit log.
 
+pub mod audit;
+pub mod body;
+pub mod key_changes;
 pub mod keys;
 pub mod server;
+pub mod teams;
 pub mod upstreams;
 
 use crate::error::quote;
@@ -36,10 +48,36 @@ pub struct Admin {
         std::sync::Arc<crate::state::limits::Limits>,
         std::sync::Arc<crate::runtime::Runtime>,
     )>,
+    /// Where keys and teams made through the API are kept; `None`: read only.
+    key_db: Option<std::sync::Arc<crate::state::keys::KeyDb>>,
+}
+
+/// An admin answer.
+pub type Reply = Response<Vec<u8>>;
+
+/// The actor of a request authenticated with the admin key.
+pub const ADMIN_KEY_ACTOR: &str = "admin-key";
+
+/// What a route handler is given.
+pub struct Ctx<'a> {
+    pub limits: &'a crate::state::limits::Limits,
+    pub rt: &'a crate::runtime::Runtime,
+    /// `None`: no key store (changes answer 503).
+    pub db: Option<&'a crate::state::keys::KeyDb>,
+    /// Who is asking, for the audit log.
+    pub actor: &'a str,
+}
+
+impl Ctx<'_> {
+    /// The key store, or the 503 that says there is none.
+    pub fn db(&self) -> Result<&crate::state::keys::KeyDb, Reply> {
+        self.db
+            .ok_or_else(|| error(503, "unavailable", "the key store is not open"))
+    }
 }
 
 /// A JSON response.
-fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
+pub fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
     let mut resp = Response::new(body.to_string().into_bytes());
     *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
     resp.headers_mut().insert(
@@ -53,7 +91,8 @@ fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
     resp
 }
 
-fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8>> {
+/// An error answer: `{"error": {"type", "message"}}`.
+pub fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8>> {
     reply(
         status,
         &json!({"error": {"type": kind, "message": message.into()}}),
@@ -134,7 +173,15 @@ impl Admin {
                 .map(|k| Sha256::digest(k.as_bytes()).into()),
             ledger,
             limits: None,
+            key_db: None,
         }
+    }
+
+    /// Adds the key store the key and team changes are written to.
+    #[must_use]
+    pub fn with_key_db(mut self, db: std::sync::Arc<crate::state::keys::KeyDb>) -> Admin {
+        self.key_db = Some(db);
+        self
     }
 
     /// Adds the per-key limits state `GET /admin/keys/{id}` reads.
@@ -175,7 +222,7 @@ impl Admin {
     }
 
     /// Answers an `/admin/*` request.
-    pub async fn respond(&self, session: &ServerSession) -> Response<Vec<u8>> {
+    pub async fn respond(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let Some(digest) = &self.key_digest else {
             return error(404, "not_found", "not found");
         };
@@ -191,43 +238,76 @@ impl Admin {
             );
             return r;
         }
-        self.route(session).await
+        self.route(session, ADMIN_KEY_ACTOR).await
     }
 
-    /// The admin routes, after authentication.
-    async fn route(&self, session: &ServerSession) -> Response<Vec<u8>> {
+    /// The admin routes, after authentication; `actor` made the request.
+    async fn route(&self, session: &mut ServerSession, actor: &str) -> Response<Vec<u8>> {
         let req = session.req_header();
-        let path = req.uri.path().trim_end_matches('/');
-        let get = req.method == http::Method::GET;
-        match path {
-            "/admin/usage" if get => self.usage(req.uri.query()).await,
-            "/admin/usage" => error(405, "method_not_allowed", "use GET"),
-            "/admin/upstreams" if get => match &self.limits {
-                Some((_, rt)) => reply(200, &crate::admin::upstreams::render(&rt.snapshot())),
-                None => error(503, "unavailable", "the runtime is not attached"),
-            },
-            "/admin/upstreams" => error(405, "method_not_allowed", "use GET"),
-            p if p.starts_with("/admin/keys/") && get => {
-                let id = &p["/admin/keys/".len()..];
-                let Some((limits, rt)) = &self.limits else {
-                    return error(503, "unavailable", "the limits state is not open");
-                };
-                let (status, body) = crate::admin::keys::respond(limits, &rt.snapshot(), id).await;
-                let mut r = Response::new(body);
-                *r.status_mut() =
-                    http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
-                r.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
-                );
-                r.headers_mut().insert(
-                    http::header::CACHE_CONTROL,
-                    http::HeaderValue::from_static("no-store"),
-                );
-                r
+        let method = req.method.clone();
+        let path = req.uri.path().trim_end_matches('/').to_string();
+        let query = req.uri.query().map(str::to_string);
+        let get = method == http::Method::GET;
+        let (post, patch, delete) = (
+            method == http::Method::POST,
+            method == http::Method::PATCH,
+            method == http::Method::DELETE,
+        );
+        let Some((limits, rt)) = &self.limits else {
+            return match path.as_str() {
+                "/admin/usage" if get => self.usage(query.as_deref()).await,
+                _ => error(503, "unavailable", "the runtime is not attached"),
+            };
+        };
+        let cx = Ctx {
+            limits,
+            rt,
+            db: self.key_db.as_deref(),
+            actor,
+        };
+        let q = query.as_deref();
+        // `/admin/{area}[/{id}[/{action}]]`, the id percent-decoded.
+        let mut parts = path.trim_start_matches("/admin/").splitn(3, '/');
+        let area = parts.next().unwrap_or("");
+        let id = match parts.next().map(|raw| {
+            crate::util::percent::decode_strict(raw, crate::util::percent::Component::Path)
+        }) {
+            Some(None) => return error(400, "invalid_request", "the id is not valid percent-encoded UTF-8"),
+            Some(Some(id)) => Some(id),
+            None => None,
+        };
+        let action = parts.next();
+        let not_allowed = |allow: &str| {
+            let mut r = error(405, "method_not_allowed", format!("use {allow}"));
+            if let Ok(v) = http::HeaderValue::from_str(allow) {
+                r.headers_mut().insert(http::header::ALLOW, v);
             }
-            p if p.starts_with("/admin/keys/") => error(405, "method_not_allowed", "use GET"),
-            _ => error(404, "not_found", format!("no admin route {}", quote(path))),
+            r
+        };
+        match (area, id.as_deref(), action) {
+            ("usage", None, None) if get => self.usage(q).await,
+            ("usage", None, None) => not_allowed("GET"),
+            ("upstreams", None, None) if get => reply(200, &upstreams::render(&rt.snapshot())),
+            ("upstreams", None, None) => not_allowed("GET"),
+            ("keys", None, None) if get => keys::list(&cx, q),
+            ("keys", None, None) if post => key_changes::create(&cx, session).await,
+            ("keys", None, None) => not_allowed("GET, POST"),
+            ("keys", Some(id), None) if get => keys::one(&cx, id).await,
+            ("keys", Some(id), None) if patch => key_changes::update(&cx, session, id).await,
+            ("keys", Some(id), None) if delete => key_changes::revoke(&cx, id).await,
+            ("keys", Some(_), None) => not_allowed("GET, PATCH, DELETE"),
+            ("keys", Some(id), Some("rotate")) if post => key_changes::rotate(&cx, session, id).await,
+            ("keys", Some(_), Some("rotate")) => not_allowed("POST"),
+            ("teams", None, None) if get => teams::list(&cx),
+            ("teams", None, None) if post => teams::create(&cx, session).await,
+            ("teams", None, None) => not_allowed("GET, POST"),
+            ("teams", Some(id), None) if get => teams::one(&cx, id).await,
+            ("teams", Some(id), None) if patch => teams::update(&cx, session, id).await,
+            ("teams", Some(id), None) if delete => teams::delete(&cx, id).await,
+            ("teams", Some(_), None) => not_allowed("GET, PATCH, DELETE"),
+            ("audit", None, None) if get => audit::list(&cx, q).await,
+            ("audit", None, None) => not_allowed("GET"),
+            _ => error(404, "not_found", format!("no admin route {}", quote(&path))),
         }
     }
 

@@ -20,6 +20,9 @@ pub use cloud::{
     Auth, AwsAuth, Cloud, Deployment, Entra, GoogleAuth, BEDROCK_KEY_ENV, ENTRA_AUTHORITY,
 };
 pub use error::ConfigError;
-pub use keys::{parse_usd_nanos, ApiKey, Budget, BudgetPeriod, KeyStore, ModelPattern};
+pub use keys::{
+    now_secs, parse_usd_nanos, stored_key, stored_team, ApiKey, Budget, BudgetPeriod, Conflict,
+    KeyStore, ModelPattern, Source, Status, StoredKey, StoredKeys, Team, STORED_KEY_FIELDS,
+};
 pub use pricing::{Nanos, Price, Pricing, Rates, Tier, Tokens};
 pub use url::{BaseUrl, Scheme};

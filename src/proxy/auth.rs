@@ -1,9 +1,10 @@
 //! Client authentication for inference routes (docs/api.md "Routes", docs/configuration.md "Keys"):
-//! the key where the family's spoke says it is carried, lookup in the snapshot, model permission.
+//! the key where the family's spoke says it is carried, lookup in the snapshot, refusal of an
+//! expired or revoked key (docs/keys.md), model permission.
 //! Rate limits and budgets are checked where the request's cost is known (`inference.rs`,
 //! `state::limits`).
 
-use crate::config::{ApiKey, KeyStore};
+use crate::config::{now_secs, ApiKey, KeyStore, Status};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::protocol::spoke;
@@ -27,8 +28,20 @@ pub fn authenticate<'a>(
             format!("missing API key: send it in {how}"),
         ));
     };
-    keys.find(presented)
-        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "invalid API key"))
+    let key = keys
+        .find(presented)
+        .ok_or_else(|| GatewayError::new(ErrorKind::Authentication, "invalid API key"))?;
+    match key.status(now_secs()) {
+        Status::Active => Ok(key),
+        Status::Expired => Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "this API key has expired",
+        )),
+        Status::Revoked => Err(GatewayError::new(
+            ErrorKind::Authentication,
+            "this API key has been revoked",
+        )),
+    }
 }
 
 /// Fails with 403 unless `key` may call `qualified` (`provider/model_id`).

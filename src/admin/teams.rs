@@ -1,0 +1,234 @@
+//! Teams through the key store (docs/keys.md "Teams"): `POST /admin/teams`
+//! (`{"id", "rpm"?, "tpm"?, "budget"?}`), `GET /admin/teams`, `GET`,
+//! `PATCH` (`null` removes a limit) and `DELETE /admin/teams/{id}`. A team
+//! of the keys file is changed in the file (409 here); a team that a key
+//! names, revoked keys included, cannot be deleted (409).
+//!
+//! A team's live use (its spend in the period, `budget.spent_usd`, its rpm
+//! and tpm windows) comes from the limits state: [`team_usage`] is where it
+//! is joined in.
+
+use super::key_changes::check_id;
+use super::{body, error, keys, reply, Ctx, Reply};
+use crate::config::{now_secs, stored_team, Source, Team};
+use crate::error::quote;
+use crate::state::keys::EntryKind;
+use crate::state::limits::Limits;
+use crate::util::rfc3339::Rfc3339;
+use pingora_core::protocols::http::ServerSession;
+use serde_json::{json, Map, Value};
+
+/// The team object: its limits, where it is defined and how many keys name it.
+pub fn object(t: &Team, source: Source, members: usize) -> Value {
+    json!({
+        "id": t.id,
+        "source": source.name(),
+        "rpm": t.rpm.map(|l| json!({"limit": l})),
+        "tpm": t.tpm.map(|l| json!({"limit": l})),
+        "budget": t.budget.as_ref().map(keys::budget_limit),
+        "keys": members,
+    })
+}
+
+/// The team's live use, as a key's (`rpm.used`, `tpm.used`,
+/// `budget.spent_usd`, ...), to merge into its object. The hook for the
+/// team limits' state (`Limits` has none for a team yet): `None`, and the
+/// object shows the configured limits alone.
+pub async fn team_usage(_limits: &Limits, _team: &Team) -> Option<Value> {
+    None
+}
+
+fn members(cx: &Ctx<'_>, id: &str) -> usize {
+    cx.rt
+        .snapshot()
+        .keys
+        .keys_after(None)
+        .filter(|k| k.team.as_ref().is_some_and(|t| t.id == id))
+        .count()
+}
+
+/// `GET /admin/teams`: every team, the file's then the store's.
+pub fn list(cx: &Ctx<'_>) -> Reply {
+    let snap = cx.rt.snapshot();
+    let mut count = std::collections::HashMap::<&str, usize>::new();
+    for k in snap.keys.keys_after(None) {
+        if let Some(t) = &k.team {
+            *count.entry(t.id.as_str()).or_default() += 1;
+        }
+    }
+    let data: Vec<Value> = snap
+        .keys
+        .teams()
+        .iter()
+        .map(|t| {
+            let source = snap.keys.team_source(&t.id).unwrap_or(Source::File);
+            object(t, source, count.get(t.id.as_str()).copied().unwrap_or(0))
+        })
+        .collect();
+    reply(200, &json!({"data": data}))
+}
+
+/// `GET /admin/teams/{id}`.
+pub async fn one(cx: &Ctx<'_>, id: &str) -> Reply {
+    let snap = cx.rt.snapshot();
+    let (Some(t), Some(source)) = (snap.keys.team(id), snap.keys.team_source(id)) else {
+        return error(404, "not_found", format!("no team with id {}", quote(id)));
+    };
+    let mut v = object(t, source, members(cx, id));
+    if let Some(Value::Object(usage)) = team_usage(cx.limits, t).await {
+        for (k, u) in usage {
+            v[k.as_str()] = u;
+        }
+    }
+    reply(200, &v)
+}
+
+type Refusal = (u16, &'static str, String);
+
+fn validated(record: Map<String, Value>) -> Result<Value, Refusal> {
+    let v = Value::Object(record);
+    stored_team("request body", &v).map_err(|e| {
+        let field = e.path.strip_prefix("$.").unwrap_or(&e.path).to_string();
+        (400, "invalid_request", format!("{field}: {}", e.reason))
+    })?;
+    Ok(v)
+}
+
+fn file_team(cx: &Ctx<'_>, id: &str) -> Result<(), Reply> {
+    if cx.rt.snapshot().keys.team_source(id) == Some(Source::File) {
+        return Err(error(
+            409,
+            "conflict",
+            format!("team {} is defined in the keys file: change it there", quote(id)),
+        ));
+    }
+    Ok(())
+}
+
+async fn change(
+    cx: &Ctx<'_>,
+    id: &str,
+    f: impl FnOnce(Option<Value>) -> Result<crate::state::keys::record::Written, Refusal>
+        + Send
+        + 'static,
+) -> Result<(), Reply> {
+    match cx.db()?.change(EntryKind::Team, id, cx.actor, f).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err((status, kind, message))) => Err(error(status, kind, message)),
+        Err(e) => {
+            log::warn!("admin: team {id:?} not changed: {e}");
+            Err(error(
+                503,
+                "unavailable",
+                format!("the key store cannot be written: {e}"),
+            ))
+        }
+    }
+}
+
+fn answer(cx: &Ctx<'_>, status: u16, id: &str) -> Reply {
+    let snap = cx.rt.snapshot();
+    match snap.keys.team(id) {
+        Some(t) => reply(status, &object(t, Source::Api, members(cx, id))),
+        None => error(
+            500,
+            "internal",
+            format!("team {} was written but is not in force (see the log)", quote(id)),
+        ),
+    }
+}
+
+fn set(record: &mut Map<String, Value>, fields: Map<String, Value>) {
+    for (k, v) in fields {
+        if v.is_null() {
+            record.remove(&k);
+        } else {
+            record.insert(k, v);
+        }
+    }
+}
+
+/// `POST /admin/teams`: 201 with the team.
+pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
+    let run = async {
+        let fields = body::object(session).await?;
+        body::only(&fields, &["id", "rpm", "tpm", "budget"])?;
+        let id = match fields.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            None | Some(Value::Null) => {
+                return Err(error(400, "invalid_request", "id: missing required field"))
+            }
+            Some(_) => return Err(error(400, "invalid_request", "id: expected a string")),
+        };
+        check_id("id", &id)?;
+        file_team(cx, &id)?;
+        let mut record = Map::new();
+        set(&mut record, fields);
+        record.insert(
+            "created_at".into(),
+            Value::String(Rfc3339::seconds(now_secs()).to_string()),
+        );
+        let record = validated(record).map_err(|(s, k, m)| error(s, k, m))?;
+        let team_id = id.clone();
+        change(cx, &id, move |old| match old {
+            Some(_) => Err((
+                409,
+                "conflict",
+                format!("a team with id {} exists", quote(&team_id)),
+            )),
+            None => Ok((Some(record), "team.create")),
+        })
+        .await?;
+        Ok(answer(cx, 201, &id))
+    };
+    run.await.unwrap_or_else(|r| r)
+}
+
+/// `PATCH /admin/teams/{id}`: 200 with the team as changed.
+pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Reply {
+    let run = async {
+        let fields = body::object(session).await?;
+        file_team(cx, id)?;
+        body::only(&fields, &["rpm", "tpm", "budget"])?;
+        let team_id = id.to_string();
+        change(cx, id, move |old| {
+            let Some(Value::Object(mut record)) = old else {
+                return Err((404, "not_found", format!("no team with id {}", quote(&team_id))));
+            };
+            set(&mut record, fields);
+            Ok((Some(validated(record)?), "team.update"))
+        })
+        .await?;
+        Ok(answer(cx, 200, id))
+    };
+    run.await.unwrap_or_else(|r| r)
+}
+
+/// `DELETE /admin/teams/{id}`: 204; refused (409) while a key names the team.
+pub async fn delete(cx: &Ctx<'_>, id: &str) -> Reply {
+    let run = async {
+        file_team(cx, id)?;
+        let n = members(cx, id);
+        if n > 0 {
+            return Err(error(
+                409,
+                "conflict",
+                format!("team {} has {n} keys: move them to another team (PATCH team) first", quote(id)),
+            ));
+        }
+        let team_id = id.to_string();
+        change(cx, id, move |old| match old {
+            Some(_) => Ok((None, "team.delete")),
+            None => Err((404, "not_found", format!("no team with id {}", quote(&team_id)))),
+        })
+        .await
+    };
+    match run.await {
+        Ok(()) => {
+            let mut r = reply(204, &Value::Null);
+            r.body_mut().clear();
+            r
+        }
+        Err(r) => r,
+    }
+}
