@@ -862,4 +862,122 @@ mod tests {
         assert_eq!(ks.find("x").unwrap().policy, Some(Policy::Strict));
         assert_eq!(ks.find("y").unwrap().policy, None);
     }
+
+    fn stored(records: &[serde_json::Value], teams: &[serde_json::Value]) -> StoredKeys {
+        let mut out = StoredKeys::default();
+        for r in records {
+            let k = stored_key("store", r).unwrap();
+            out.keys.insert(k.key.id.clone(), Arc::new(k));
+        }
+        for t in teams {
+            let t = stored_team("store", t).unwrap();
+            out.teams.insert(t.id.clone(), Arc::new(t));
+        }
+        out
+    }
+
+    fn hex_of(secret: &str) -> String {
+        sha256(secret.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn stored_keys_merge_with_the_files() {
+        use serde_json::json;
+        let file = KeyStore::from_str(
+            "k.json",
+            r#"{"teams":[{"id":"ml"}],"keys":[{"id":"dev","key":"sk-dev","team":"ml"}]}"#,
+        )
+        .unwrap();
+        let s = stored(
+            &[
+                json!({"id": "api1", "sha256": hex_of("sk-api1"), "team": "web", "metadata": {"o": 1}}),
+                json!({"id": "api2", "sha256": hex_of("sk-api2"), "team": "ml",
+                       "revoked_at": "2026-01-01T00:00:00Z"}),
+                json!({"id": "dev", "sha256": hex_of("sk-other")}),
+                json!({"id": "twin", "sha256": hex_of("sk-dev")}),
+                json!({"id": "lost", "sha256": hex_of("sk-lost"), "team": "gone"}),
+            ],
+            &[json!({"id": "web", "rpm": 5}), json!({"id": "ml"})],
+        );
+        let (ks, conflicts) = file.merged(&s);
+        let mut ids: Vec<(&str, bool)> = conflicts
+            .iter()
+            .map(|c| (c.id.as_str(), c.with_file))
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            [("dev", true), ("lost", false), ("ml", true), ("twin", false)]
+        );
+        assert_eq!(ks.len(), 3);
+        assert_eq!(ks.find("sk-dev").unwrap().source, Source::File);
+        let a = ks.find("sk-api1").unwrap();
+        assert_eq!((a.id.as_str(), a.source), ("api1", Source::Api));
+        assert_eq!(a.team.as_ref().unwrap().rpm, Some(5));
+        assert_eq!(a.metadata.as_deref(), Some(&json!({"o": 1})));
+        assert_eq!(ks.find("sk-api2").unwrap().status(0), Status::Revoked);
+        assert!(ks.find("sk-other").is_none() && ks.find("sk-lost").is_none());
+        assert_eq!(ks.team_source("web"), Some(Source::Api));
+        assert_eq!(ks.team_source("ml"), Some(Source::File));
+        let order: Vec<&str> = ks.keys_after(None).map(|k| k.id.as_str()).collect();
+        assert_eq!(order, ["api1", "api2", "dev"]);
+        let after: Vec<&str> = ks.keys_after(Some("api1")).map(|k| k.id.as_str()).collect();
+        assert_eq!(after, ["api2", "dev"]);
+        assert_eq!(ks.by_id("api2").unwrap().id, "api2");
+        // The scrubber still knows the file's plain keys.
+        assert_eq!(ks.plaintext_keys().collect::<Vec<_>>(), ["sk-dev"]);
+    }
+
+    #[test]
+    fn expiry_and_a_rotations_grace() {
+        use serde_json::json;
+        let now = now_secs();
+        let until = crate::util::rfc3339::Rfc3339::seconds(now + 3600).to_string();
+        let past = crate::util::rfc3339::Rfc3339::seconds(now - 1).to_string();
+        let s = stored(
+            &[
+                json!({"id": "r", "sha256": hex_of("new"), "previous": {"sha256": hex_of("old"), "until": until}}),
+                json!({"id": "g", "sha256": hex_of("new2"), "previous": {"sha256": hex_of("old2"), "until": past}}),
+                json!({"id": "e", "sha256": hex_of("exp"), "expires_at": past}),
+            ],
+            &[],
+        );
+        let (ks, conflicts) = KeyStore::default().merged(&s);
+        assert!(conflicts.is_empty());
+        assert_eq!(ks.find("new").unwrap().id, "r");
+        assert_eq!(ks.find("old").unwrap().id, "r");
+        assert_eq!(ks.find("new2").unwrap().id, "g");
+        assert!(ks.find("old2").is_none(), "past its grace");
+        assert_eq!(ks.find("exp").unwrap().status(now), Status::Expired);
+        assert_eq!(ks.find("new").unwrap().status(now), Status::Active);
+        for (bad, path) in [
+            (json!({"id": "x"}), "$.sha256"),
+            (json!({"id": "x", "sha256": "zz"}), "$.sha256"),
+            (json!({"id": "x", "sha256": hex_of("a"), "expires_at": "tomorrow"}), "$.expires_at"),
+            (json!({"id": "x", "sha256": hex_of("a"), "metadata": [1]}), "$.metadata"),
+            (json!({"id": "x", "sha256": hex_of("a"), "key": "plain"}), "$.key"),
+            (json!({"id": "x", "sha256": hex_of("a"), "rpm": 0}), "$.rpm"),
+        ] {
+            assert_eq!(stored_key("s", &bad).unwrap_err().path, path, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_hundred_thousand_keys_are_found_by_one_lookup() {
+        use serde_json::json;
+        let mut s = StoredKeys::default();
+        for i in 0..100_000 {
+            let k = stored_key("s", &json!({"id": format!("k{i}"), "sha256": hex_of(&format!("s{i}"))}))
+                .unwrap();
+            s.keys.insert(k.key.id.clone(), Arc::new(k));
+        }
+        let (ks, _) = KeyStore::default().merged(&s);
+        assert_eq!(ks.len(), 100_000);
+        assert_eq!(ks.find("s99999").unwrap().id, "k99999");
+        assert_eq!(ks.by_id("k5").unwrap().id, "k5");
+        assert!(ks.find("s100000").is_none());
+    }
 }
