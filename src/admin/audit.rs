@@ -31,11 +31,13 @@ pub async fn list(cx: &Ctx<'_>, query: Option<&str>) -> Reply {
                 })
             })
             .transpose()?;
-        let mut entries = cx
-            .db()?
-            .audit(limit + 1, before)
-            .await
-            .map_err(|e| error(503, "unavailable", format!("the audit log cannot be read: {e}")))?;
+        let mut entries = cx.db()?.audit(limit + 1, before).await.map_err(|e| {
+            error(
+                503,
+                "unavailable",
+                format!("the audit log cannot be read: {e}"),
+            )
+        })?;
         let more = entries.len() > limit;
         entries.truncate(limit);
         let next = more.then(|| entries.last().map(|e| e.seq)).flatten();

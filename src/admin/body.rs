@@ -43,7 +43,10 @@ pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, R
                 return Err(error(
                     400,
                     "invalid_request",
-                    format!("the request body could not be read ({})", e.etype().as_str()),
+                    format!(
+                        "the request body could not be read ({})",
+                        e.etype().as_str()
+                    ),
                 ))
             }
         }
@@ -128,7 +131,10 @@ pub fn limit(value: Option<&str>, default: usize, max: usize) -> Result<usize, R
                 error(
                     400,
                     "invalid_request",
-                    format!("limit: expected a whole number from 1 to {max}, got {}", quote(v)),
+                    format!(
+                        "limit: expected a whole number from 1 to {max}, got {}",
+                        quote(v)
+                    ),
                 )
             }),
     }

@@ -122,7 +122,11 @@ fn check_fields(cx: &Ctx<'_>, fields: &Map<String, Value>) -> Result<(), Reply> 
     }
     if let Some(m) = fields.get("metadata") {
         if !(m.is_object() || m.is_null()) {
-            return Err(error(400, "invalid_request", "metadata: expected an object"));
+            return Err(error(
+                400,
+                "invalid_request",
+                "metadata: expected an object",
+            ));
         }
         if m.to_string().len() > MAX_METADATA {
             return Err(error(
@@ -168,7 +172,10 @@ fn answer(cx: &Ctx<'_>, status: u16, id: &str, secret: Option<String>) -> Reply 
         return error(
             500,
             "internal",
-            format!("key {} was written but is not in force (see the log)", quote(id)),
+            format!(
+                "key {} was written but is not in force (see the log)",
+                quote(id)
+            ),
         );
     };
     let mut v = keys::object(k, now_secs());
@@ -224,7 +231,13 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
             Some(_) => return Err(error(400, "invalid_request", "id: expected a string")),
         };
         check_id("id", &id)?;
-        if cx.rt.snapshot().keys.by_id(&id).is_some_and(|k| k.source == Source::File) {
+        if cx
+            .rt
+            .snapshot()
+            .keys
+            .by_id(&id)
+            .is_some_and(|k| k.source == Source::File)
+        {
             return Err(error(
                 409,
                 "conflict",

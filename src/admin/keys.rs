@@ -37,7 +37,9 @@ pub const DEFAULT_PAGE: usize = 100;
 
 /// An RFC 3339 instant (or `null`).
 pub fn time(secs: Option<i64>) -> Value {
-    secs.map_or(Value::Null, |s| Value::String(Rfc3339::seconds(s).to_string()))
+    secs.map_or(Value::Null, |s| {
+        Value::String(Rfc3339::seconds(s).to_string())
+    })
 }
 
 /// A budget's limit: `{"usd", "period"}`.
@@ -126,7 +128,10 @@ pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Rep
                 error(
                     400,
                     "invalid_request",
-                    format!("state: expected active, expired or revoked, got {}", quote(s)),
+                    format!(
+                        "state: expected active, expired or revoked, got {}",
+                        quote(s)
+                    ),
                 )
             })
         })
@@ -149,7 +154,11 @@ pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Rep
             && state.is_none_or(|s| k.status(now) == s)
             && source.is_none_or(|s| k.source == s)
     });
-    let data: Vec<Value> = matching.by_ref().take(limit).map(|k| object(k, now)).collect();
+    let data: Vec<Value> = matching
+        .by_ref()
+        .take(limit)
+        .map(|k| object(k, now))
+        .collect();
     let next = match matching.next() {
         Some(_) => data.last().map(|v| v["id"].clone()),
         None => None,
@@ -198,7 +207,10 @@ mod tests {
         let r = respond(&limits, &snap, "prod").await;
         assert_eq!(r.status(), 200);
         let v: Value = serde_json::from_slice(r.body()).unwrap();
-        assert_eq!((v["source"].as_str(), v["state"].as_str()), (Some("file"), Some("active")));
+        assert_eq!(
+            (v["source"].as_str(), v["state"].as_str()),
+            (Some("file"), Some("active"))
+        );
         assert_eq!(v["rpm"], json!({"limit": 600, "used": 2}));
         assert_eq!(v["tpm"], Value::Null);
         assert_eq!(v["backend"], "embedded");
@@ -233,10 +245,24 @@ mod tests {
         assert_eq!(p["data"][0]["id"], "k20");
         assert_eq!(p["next"], Value::Null);
         let p = page(&ks, Some("team=ml"), 0).unwrap();
-        let ids: Vec<&str> = p["data"].as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap()).collect();
+        let ids: Vec<&str> = p["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["id"].as_str().unwrap())
+            .collect();
         assert_eq!(ids, ["k00", "k05", "k10", "k15", "k20"]);
-        assert_eq!(page(&ks, Some("state=revoked"), 0).unwrap()["data"], json!([]));
-        for bad in ["state=gone", "limit=0", "limit=5000", "color=red", "source=disk"] {
+        assert_eq!(
+            page(&ks, Some("state=revoked"), 0).unwrap()["data"],
+            json!([])
+        );
+        for bad in [
+            "state=gone",
+            "limit=0",
+            "limit=5000",
+            "color=red",
+            "source=disk",
+        ] {
             let r = page(&ks, Some(bad), 0).unwrap_err();
             assert_eq!(r.status(), 400, "{bad}");
             let name = bad.split('=').next().unwrap();

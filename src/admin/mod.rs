@@ -272,7 +272,13 @@ impl Admin {
         let id = match parts.next().map(|raw| {
             crate::util::percent::decode_strict(raw, crate::util::percent::Component::Path)
         }) {
-            Some(None) => return error(400, "invalid_request", "the id is not valid percent-encoded UTF-8"),
+            Some(None) => {
+                return error(
+                    400,
+                    "invalid_request",
+                    "the id is not valid percent-encoded UTF-8",
+                )
+            }
             Some(Some(id)) => Some(id),
             None => None,
         };
@@ -296,7 +302,9 @@ impl Admin {
             ("keys", Some(id), None) if patch => key_changes::update(&cx, session, id).await,
             ("keys", Some(id), None) if delete => key_changes::revoke(&cx, id).await,
             ("keys", Some(_), None) => not_allowed("GET, PATCH, DELETE"),
-            ("keys", Some(id), Some("rotate")) if post => key_changes::rotate(&cx, session, id).await,
+            ("keys", Some(id), Some("rotate")) if post => {
+                key_changes::rotate(&cx, session, id).await
+            }
             ("keys", Some(_), Some("rotate")) => not_allowed("POST"),
             ("teams", None, None) if get => teams::list(&cx),
             ("teams", None, None) if post => teams::create(&cx, session).await,

@@ -99,7 +99,10 @@ fn file_team(cx: &Ctx<'_>, id: &str) -> Result<(), Reply> {
         return Err(error(
             409,
             "conflict",
-            format!("team {} is defined in the keys file: change it there", quote(id)),
+            format!(
+                "team {} is defined in the keys file: change it there",
+                quote(id)
+            ),
         ));
     }
     Ok(())
@@ -133,7 +136,10 @@ fn answer(cx: &Ctx<'_>, status: u16, id: &str) -> Reply {
         None => error(
             500,
             "internal",
-            format!("team {} was written but is not in force (see the log)", quote(id)),
+            format!(
+                "team {} was written but is not in force (see the log)",
+                quote(id)
+            ),
         ),
     }
 }
@@ -193,7 +199,11 @@ pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
         let team_id = id.to_string();
         change(cx, id, move |old| {
             let Some(Value::Object(mut record)) = old else {
-                return Err((404, "not_found", format!("no team with id {}", quote(&team_id))));
+                return Err((
+                    404,
+                    "not_found",
+                    format!("no team with id {}", quote(&team_id)),
+                ));
             };
             set(&mut record, fields);
             Ok((Some(validated(record)?), "team.update"))
@@ -213,13 +223,20 @@ pub async fn delete(cx: &Ctx<'_>, id: &str) -> Reply {
             return Err(error(
                 409,
                 "conflict",
-                format!("team {} has {n} keys: move them to another team (PATCH team) first", quote(id)),
+                format!(
+                    "team {} has {n} keys: move them to another team (PATCH team) first",
+                    quote(id)
+                ),
             ));
         }
         let team_id = id.to_string();
         change(cx, id, move |old| match old {
             Some(_) => Ok((None, "team.delete")),
-            None => Err((404, "not_found", format!("no team with id {}", quote(&team_id)))),
+            None => Err((
+                404,
+                "not_found",
+                format!("no team with id {}", quote(&team_id)),
+            )),
         })
         .await
     };

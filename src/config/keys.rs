@@ -561,7 +561,8 @@ impl KeyStore {
         }
         self.sorted = (0..self.keys.len()).collect();
         let keys = &self.keys;
-        self.sorted.sort_unstable_by(|a, b| keys[*a].id.cmp(&keys[*b].id));
+        self.sorted
+            .sort_unstable_by(|a, b| keys[*a].id.cmp(&keys[*b].id));
     }
 
     /// The file's keys and teams (`self`) with the store's: a stored key or
@@ -593,7 +594,10 @@ impl KeyStore {
                 reason,
             };
             if self.by_id(id).is_some() {
-                conflicts.push(left_out(true, "the keys file has a key with this id".into()));
+                conflicts.push(left_out(
+                    true,
+                    "the keys file has a key with this id".into(),
+                ));
                 continue;
             }
             if self.by_digest.contains_key(&s.key.digest) {
@@ -910,7 +914,12 @@ mod tests {
         ids.sort_unstable();
         assert_eq!(
             ids,
-            [("dev", true), ("lost", false), ("ml", true), ("twin", false)]
+            [
+                ("dev", true),
+                ("lost", false),
+                ("ml", true),
+                ("twin", false)
+            ]
         );
         assert_eq!(ks.len(), 3);
         assert_eq!(ks.find("sk-dev").unwrap().source, Source::File);
@@ -956,9 +965,18 @@ mod tests {
         for (bad, path) in [
             (json!({"id": "x"}), "$.sha256"),
             (json!({"id": "x", "sha256": "zz"}), "$.sha256"),
-            (json!({"id": "x", "sha256": hex_of("a"), "expires_at": "tomorrow"}), "$.expires_at"),
-            (json!({"id": "x", "sha256": hex_of("a"), "metadata": [1]}), "$.metadata"),
-            (json!({"id": "x", "sha256": hex_of("a"), "key": "plain"}), "$.key"),
+            (
+                json!({"id": "x", "sha256": hex_of("a"), "expires_at": "tomorrow"}),
+                "$.expires_at",
+            ),
+            (
+                json!({"id": "x", "sha256": hex_of("a"), "metadata": [1]}),
+                "$.metadata",
+            ),
+            (
+                json!({"id": "x", "sha256": hex_of("a"), "key": "plain"}),
+                "$.key",
+            ),
             (json!({"id": "x", "sha256": hex_of("a"), "rpm": 0}), "$.rpm"),
         ] {
             assert_eq!(stored_key("s", &bad).unwrap_err().path, path, "{bad}");
@@ -970,8 +988,11 @@ mod tests {
         use serde_json::json;
         let mut s = StoredKeys::default();
         for i in 0..100_000 {
-            let k = stored_key("s", &json!({"id": format!("k{i}"), "sha256": hex_of(&format!("s{i}"))}))
-                .unwrap();
+            let k = stored_key(
+                "s",
+                &json!({"id": format!("k{i}"), "sha256": hex_of(&format!("s{i}"))}),
+            )
+            .unwrap();
             s.keys.insert(k.key.id.clone(), Arc::new(k));
         }
         let (ks, _) = KeyStore::default().merged(&s);

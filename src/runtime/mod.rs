@@ -200,10 +200,7 @@ pub struct Runtime {
 
 /// Why the merged keys cannot be served: a stored id the keys file also has
 /// (docs/configuration.md "Keys from the file and from the API").
-fn refuse_clashes(
-    file: &str,
-    conflicts: &[crate::config::Conflict],
-) -> Result<(), ConfigError> {
+fn refuse_clashes(file: &str, conflicts: &[crate::config::Conflict]) -> Result<(), ConfigError> {
     match conflicts.iter().find(|c| c.with_file) {
         Some(c) => Err(ConfigError::new(
             file,

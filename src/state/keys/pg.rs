@@ -280,7 +280,8 @@ impl Postgres {
         let mut pause = Duration::from_millis(200);
         loop {
             match connect(&self.config, &self.handle, Some(tx.clone())).await {
-                Ok(client) => match timed(client.batch_execute(&format!("LISTEN {CHANNEL}"))).await {
+                Ok(client) => match timed(client.batch_execute(&format!("LISTEN {CHANNEL}"))).await
+                {
                     Ok(()) => {
                         pause = Duration::from_millis(200);
                         let _ = tx.try_send(());
@@ -288,7 +289,9 @@ impl Postgres {
                         while !client.is_closed() {
                             tokio::time::sleep(Duration::from_millis(200)).await;
                         }
-                        log::warn!("key store: the LISTEN connection to postgres ended; reconnecting");
+                        log::warn!(
+                            "key store: the LISTEN connection to postgres ended; reconnecting"
+                        );
                     }
                     Err(e) => log::warn!("key store: LISTEN failed: {e}"),
                 },
