@@ -4,7 +4,7 @@
 //! `limit` (default 100, at most 1000) entries older than `before` (the
 //! previous page's `next`). Never a secret nor a digest of one.
 
-use super::{body, error, reply, Ctx, Reply};
+use super::{body, fail, reply, Ctx, Fail, Reply};
 use crate::error::quote;
 use serde_json::json;
 
@@ -23,7 +23,7 @@ pub async fn list(cx: &Ctx<'_>, query: Option<&str>) -> Reply {
         let before = get("before")
             .map(|b| {
                 b.parse::<i64>().map_err(|_| {
-                    error(
+                    fail(
                         400,
                         "invalid_request",
                         format!("before: expected an entry's seq, got {}", quote(b)),
@@ -32,7 +32,7 @@ pub async fn list(cx: &Ctx<'_>, query: Option<&str>) -> Reply {
             })
             .transpose()?;
         let mut entries = cx.db()?.audit(limit + 1, before).await.map_err(|e| {
-            error(
+            fail(
                 503,
                 "unavailable",
                 format!("the audit log cannot be read: {e}"),
@@ -44,5 +44,5 @@ pub async fn list(cx: &Ctx<'_>, query: Option<&str>) -> Reply {
         let data: Vec<_> = entries.iter().map(|e| e.render()).collect();
         Ok(reply(200, &json!({"data": data, "next": next})))
     };
-    run.await.unwrap_or_else(|r: Reply| r)
+    run.await.unwrap_or_else(|r: Fail| *r)
 }

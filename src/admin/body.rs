@@ -3,7 +3,7 @@
 //! and the query string's parameters. Every refusal is a 400 (413, 415) whose
 //! message names the field or parameter at fault.
 
-use super::{error, Reply};
+use super::{fail, Fail};
 use crate::error::quote;
 use pingora_core::protocols::http::ServerSession;
 use serde_json::{Map, Value};
@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 pub const MAX_BODY: usize = 64 * 1024;
 
 /// The request's body as a JSON object: an empty body is `{}`.
-pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, Reply> {
+pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, Fail> {
     let json_type = session
         .req_header()
         .headers
@@ -30,7 +30,7 @@ pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, R
         match session.read_request_body().await {
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > MAX_BODY {
-                    return Err(error(
+                    return Err(fail(
                         413,
                         "request_too_large",
                         format!("the request body is larger than {MAX_BODY} bytes"),
@@ -40,7 +40,7 @@ pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, R
             }
             Ok(None) => break,
             Err(e) => {
-                return Err(error(
+                return Err(fail(
                     400,
                     "invalid_request",
                     format!(
@@ -55,7 +55,7 @@ pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, R
         return Ok(Map::new());
     }
     if json_type != Some(true) {
-        return Err(error(
+        return Err(fail(
             415,
             "unsupported_media_type",
             "send the body as Content-Type: application/json",
@@ -63,12 +63,12 @@ pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, R
     }
     match serde_json::from_slice::<Value>(&body) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(error(
+        Ok(_) => Err(fail(
             400,
             "invalid_request",
             "the request body must be a JSON object",
         )),
-        Err(e) => Err(error(
+        Err(e) => Err(fail(
             400,
             "invalid_request",
             format!("the request body is not valid JSON: {e}"),
@@ -77,9 +77,9 @@ pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, R
 }
 
 /// Refuses a field not in `known`, naming it.
-pub fn only(body: &Map<String, Value>, known: &[&str]) -> Result<(), Reply> {
+pub fn only(body: &Map<String, Value>, known: &[&str]) -> Result<(), Fail> {
     match body.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(error(
+        Some(k) => Err(fail(
             400,
             "invalid_request",
             format!("{}: unknown field (known: {})", quote(k), known.join(", ")),
@@ -90,12 +90,12 @@ pub fn only(body: &Map<String, Value>, known: &[&str]) -> Result<(), Reply> {
 
 /// The query's parameters, decoded; an unknown one or one that does not
 /// decode is refused by name.
-pub fn query(raw: Option<&str>, known: &[&str]) -> Result<Vec<(String, String)>, Reply> {
+pub fn query(raw: Option<&str>, known: &[&str]) -> Result<Vec<(String, String)>, Fail> {
     let mut out = Vec::new();
     for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         if !known.contains(&name) {
-            return Err(error(
+            return Err(fail(
                 400,
                 "invalid_request",
                 format!(
@@ -108,7 +108,7 @@ pub fn query(raw: Option<&str>, known: &[&str]) -> Result<Vec<(String, String)>,
         let value =
             crate::util::percent::decode_strict(value, crate::util::percent::Component::Query)
                 .ok_or_else(|| {
-                    error(
+                    fail(
                         400,
                         "invalid_request",
                         format!("{}: not valid percent-encoded UTF-8", quote(name)),
@@ -120,7 +120,7 @@ pub fn query(raw: Option<&str>, known: &[&str]) -> Result<Vec<(String, String)>,
 }
 
 /// `limit`: 1 to `max`, `default` when absent.
-pub fn limit(value: Option<&str>, default: usize, max: usize) -> Result<usize, Reply> {
+pub fn limit(value: Option<&str>, default: usize, max: usize) -> Result<usize, Fail> {
     match value {
         None => Ok(default),
         Some(v) => v
@@ -128,7 +128,7 @@ pub fn limit(value: Option<&str>, default: usize, max: usize) -> Result<usize, R
             .ok()
             .filter(|n| (1..=max).contains(n))
             .ok_or_else(|| {
-                error(
+                fail(
                     400,
                     "invalid_request",
                     format!(

@@ -12,7 +12,7 @@
 //! the system's CSPRNG, put in the answer and nowhere else: the store keeps
 //! its SHA-256, the audit log not even that.
 
-use super::{body, error, keys, reply, Ctx, Reply};
+use super::{body, error, fail, keys, reply, Ctx, Fail, Reply};
 use crate::config::{now_secs, stored_key, Source};
 use crate::error::quote;
 use crate::state::keys::EntryKind;
@@ -54,17 +54,17 @@ pub const SECRET_PREFIX: &str = "sk-sb-";
 /// A refusal made inside a change's transaction.
 type Refusal = (u16, &'static str, String);
 
-fn refuse(r: Refusal) -> Reply {
-    error(r.0, r.1, r.2)
+fn refuse(r: Refusal) -> Fail {
+    fail(r.0, r.1, r.2)
 }
 
 /// `n` bytes from the system's CSPRNG, base64url without padding.
-fn random(n: usize) -> Result<String, Reply> {
+fn random(n: usize) -> Result<String, Fail> {
     use ring::rand::SecureRandom;
     let mut bytes = vec![0u8; n];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
-        .map_err(|_| error(503, "unavailable", "the system's random source failed"))?;
+        .map_err(|_| fail(503, "unavailable", "the system's random source failed"))?;
     let mut out = String::new();
     crate::util::base64::encode(&bytes, &mut out);
     Ok(crate::util::base64::standard_to_url_safe(&out))
@@ -79,7 +79,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A new secret and its digest (hex).
-fn new_secret() -> Result<(String, String), Reply> {
+fn new_secret() -> Result<(String, String), Fail> {
     let secret = format!("{SECRET_PREFIX}{}", random(32)?);
     let digest = hex(&Sha256::digest(secret.as_bytes()));
     Ok((secret, digest))
@@ -87,7 +87,7 @@ fn new_secret() -> Result<(String, String), Reply> {
 
 /// An id the API accepts: 1 to 128 of `A-Z a-z 0-9 . _ : -`, starting with
 /// a letter or digit (safe in a URL path segment and in logs).
-pub fn check_id(field: &str, id: &str) -> Result<(), Reply> {
+pub fn check_id(field: &str, id: &str) -> Result<(), Fail> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && id.as_bytes()[0].is_ascii_alphanumeric()
@@ -97,7 +97,7 @@ pub fn check_id(field: &str, id: &str) -> Result<(), Reply> {
     if ok {
         Ok(())
     } else {
-        Err(error(
+        Err(fail(
             400,
             "invalid_request",
             format!(
@@ -110,10 +110,10 @@ pub fn check_id(field: &str, id: &str) -> Result<(), Reply> {
 
 /// Checks what a body sets beside the keys file's rules: the team exists,
 /// the metadata is an object of bounded size, `expires_at` is a string.
-fn check_fields(cx: &Ctx<'_>, fields: &Map<String, Value>) -> Result<(), Reply> {
+fn check_fields(cx: &Ctx<'_>, fields: &Map<String, Value>) -> Result<(), Fail> {
     if let Some(Value::String(t)) = fields.get("team") {
         if cx.rt.snapshot().keys.team(t).is_none() {
-            return Err(error(
+            return Err(fail(
                 400,
                 "invalid_request",
                 format!("team: no team {}", quote(t)),
@@ -122,14 +122,10 @@ fn check_fields(cx: &Ctx<'_>, fields: &Map<String, Value>) -> Result<(), Reply> 
     }
     if let Some(m) = fields.get("metadata") {
         if !(m.is_object() || m.is_null()) {
-            return Err(error(
-                400,
-                "invalid_request",
-                "metadata: expected an object",
-            ));
+            return Err(fail(400, "invalid_request", "metadata: expected an object"));
         }
         if m.to_string().len() > MAX_METADATA {
-            return Err(error(
+            return Err(fail(
                 400,
                 "invalid_request",
                 format!("metadata: larger than {MAX_METADATA} bytes of JSON"),
@@ -151,9 +147,9 @@ fn set(record: &mut Map<String, Value>, fields: Map<String, Value>) {
 }
 
 /// 409 for a key of the keys file.
-fn file_key(cx: &Ctx<'_>, id: &str) -> Result<(), Reply> {
+fn file_key(cx: &Ctx<'_>, id: &str) -> Result<(), Fail> {
     match cx.rt.snapshot().keys.by_id(id) {
-        Some(k) if k.source == Source::File => Err(error(
+        Some(k) if k.source == Source::File => Err(fail(
             409,
             "conflict",
             format!(
@@ -192,13 +188,13 @@ async fn change(
     f: impl FnOnce(Option<Value>) -> Result<crate::state::keys::record::Written, Refusal>
         + Send
         + 'static,
-) -> Result<(), Reply> {
+) -> Result<(), Fail> {
     match cx.db()?.change(EntryKind::Key, id, cx.actor, f).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(r)) => Err(refuse(r)),
         Err(e) => {
             log::warn!("admin: key {id:?} not changed: {e}");
-            Err(error(
+            Err(fail(
                 503,
                 "unavailable",
                 format!("the key store cannot be written: {e}"),
@@ -228,7 +224,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
         let id = match fields.get("id") {
             None | Some(Value::Null) => format!("key-{}", random(9)?),
             Some(Value::String(s)) => s.clone(),
-            Some(_) => return Err(error(400, "invalid_request", "id: expected a string")),
+            Some(_) => return Err(fail(400, "invalid_request", "id: expected a string")),
         };
         check_id("id", &id)?;
         if cx
@@ -238,7 +234,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
             .by_id(&id)
             .is_some_and(|k| k.source == Source::File)
         {
-            return Err(error(
+            return Err(fail(
                 409,
                 "conflict",
                 format!("key {} is defined in the keys file", quote(&id)),
@@ -267,7 +263,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
         .await?;
         Ok(answer(cx, 201, &id, Some(secret)))
     };
-    run.await.unwrap_or_else(|r| r)
+    run.await.unwrap_or_else(|r: Fail| *r)
 }
 
 /// `PATCH /admin/keys/{id}`: 200 with the key as changed.
@@ -295,7 +291,7 @@ pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
         .await?;
         Ok(answer(cx, 200, id, None))
     };
-    run.await.unwrap_or_else(|r| r)
+    run.await.unwrap_or_else(|r: Fail| *r)
 }
 
 /// `POST /admin/keys/{id}/rotate`, body `{"grace_seconds": N}` (default 0):
@@ -312,7 +308,7 @@ pub async fn rotate(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
                 .as_u64()
                 .filter(|g| *g <= MAX_GRACE_SECONDS)
                 .ok_or_else(|| {
-                    error(
+                    fail(
                         400,
                         "invalid_request",
                         format!("grace_seconds: expected a whole number of seconds from 0 to {MAX_GRACE_SECONDS}"),
@@ -353,7 +349,7 @@ pub async fn rotate(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
         .await?;
         Ok(answer(cx, 200, id, Some(secret)))
     };
-    run.await.unwrap_or_else(|r| r)
+    run.await.unwrap_or_else(|r: Fail| *r)
 }
 
 /// `DELETE /admin/keys/{id}`: 204; the key is refused from then on and
@@ -388,7 +384,7 @@ pub async fn revoke(cx: &Ctx<'_>, id: &str) -> Reply {
             r.body_mut().clear();
             r
         }
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 

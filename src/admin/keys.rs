@@ -22,7 +22,7 @@
 //! In a list (and in the answers to changes) `rpm`, `tpm` and `budget` hold
 //! the limits alone (`{"limit": 600}`, `{"usd": "50.00", "period": "day"}`).
 
-use super::{body, error, reply, Ctx, Reply};
+use super::{body, error, fail, reply, Ctx, Fail, Reply};
 use crate::config::{now_secs, ApiKey, Budget, KeyStore, Source, Status};
 use crate::error::quote;
 use crate::runtime::Snapshot;
@@ -113,7 +113,7 @@ pub async fn one(cx: &Ctx<'_>, id: &str) -> Reply {
 }
 
 /// The keys matching the query's filters, a page from `after`: `{"data", "next"}`.
-pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Reply> {
+pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Fail> {
     let params = body::query(query, &["team", "state", "source", "limit", "after"])?;
     let get = |name: &str| {
         params
@@ -125,7 +125,7 @@ pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Rep
     let state = get("state")
         .map(|s| {
             Status::from_name(s).ok_or_else(|| {
-                error(
+                fail(
                     400,
                     "invalid_request",
                     format!(
@@ -140,7 +140,7 @@ pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Rep
         .map(|s| match s {
             "file" => Ok(Source::File),
             "api" => Ok(Source::Api),
-            _ => Err(error(
+            _ => Err(fail(
                 400,
                 "invalid_request",
                 format!("source: expected file or api, got {}", quote(s)),
@@ -170,7 +170,7 @@ pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Rep
 pub fn list(cx: &Ctx<'_>, query: Option<&str>) -> Reply {
     match page(&cx.rt.snapshot().keys, query, now_secs()) {
         Ok(v) => reply(200, &v),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 

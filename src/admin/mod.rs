@@ -55,6 +55,15 @@ pub struct Admin {
 /// An admin answer.
 pub type Reply = Response<Vec<u8>>;
 
+/// An answer that ends a handler early (an error), boxed: it is carried
+/// through `Result`s.
+pub type Fail = Box<Reply>;
+
+/// [`error`] as a [`Fail`].
+pub fn fail(status: u16, kind: &str, message: impl Into<String>) -> Fail {
+    Box::new(error(status, kind, message))
+}
+
 /// The actor of a request authenticated with the admin key.
 pub const ADMIN_KEY_ACTOR: &str = "admin-key";
 
@@ -70,9 +79,9 @@ pub struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// The key store, or the 503 that says there is none.
-    pub fn db(&self) -> Result<&crate::state::keys::KeyDb, Reply> {
+    pub fn db(&self) -> Result<&crate::state::keys::KeyDb, Fail> {
         self.db
-            .ok_or_else(|| error(503, "unavailable", "the key store is not open"))
+            .ok_or_else(|| fail(503, "unavailable", "the key store is not open"))
     }
 }
 

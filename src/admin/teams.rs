@@ -9,7 +9,7 @@
 //! is joined in.
 
 use super::key_changes::check_id;
-use super::{body, error, keys, reply, Ctx, Reply};
+use super::{body, error, fail, keys, reply, Ctx, Fail, Reply};
 use crate::config::{now_secs, stored_team, Source, Team};
 use crate::error::quote;
 use crate::state::keys::EntryKind;
@@ -94,9 +94,9 @@ fn validated(record: Map<String, Value>) -> Result<Value, Refusal> {
     Ok(v)
 }
 
-fn file_team(cx: &Ctx<'_>, id: &str) -> Result<(), Reply> {
+fn file_team(cx: &Ctx<'_>, id: &str) -> Result<(), Fail> {
     if cx.rt.snapshot().keys.team_source(id) == Some(Source::File) {
-        return Err(error(
+        return Err(fail(
             409,
             "conflict",
             format!(
@@ -114,13 +114,13 @@ async fn change(
     f: impl FnOnce(Option<Value>) -> Result<crate::state::keys::record::Written, Refusal>
         + Send
         + 'static,
-) -> Result<(), Reply> {
+) -> Result<(), Fail> {
     match cx.db()?.change(EntryKind::Team, id, cx.actor, f).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err((status, kind, message))) => Err(error(status, kind, message)),
+        Ok(Err((status, kind, message))) => Err(fail(status, kind, message)),
         Err(e) => {
             log::warn!("admin: team {id:?} not changed: {e}");
-            Err(error(
+            Err(fail(
                 503,
                 "unavailable",
                 format!("the key store cannot be written: {e}"),
@@ -162,9 +162,9 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
         let id = match fields.get("id") {
             Some(Value::String(s)) => s.clone(),
             None | Some(Value::Null) => {
-                return Err(error(400, "invalid_request", "id: missing required field"))
+                return Err(fail(400, "invalid_request", "id: missing required field"))
             }
-            Some(_) => return Err(error(400, "invalid_request", "id: expected a string")),
+            Some(_) => return Err(fail(400, "invalid_request", "id: expected a string")),
         };
         check_id("id", &id)?;
         file_team(cx, &id)?;
@@ -174,7 +174,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
             "created_at".into(),
             Value::String(Rfc3339::seconds(now_secs()).to_string()),
         );
-        let record = validated(record).map_err(|(s, k, m)| error(s, k, m))?;
+        let record = validated(record).map_err(|(s, k, m)| fail(s, k, m))?;
         let team_id = id.clone();
         change(cx, &id, move |old| match old {
             Some(_) => Err((
@@ -187,7 +187,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
         .await?;
         Ok(answer(cx, 201, &id))
     };
-    run.await.unwrap_or_else(|r| r)
+    run.await.unwrap_or_else(|r: Fail| *r)
 }
 
 /// `PATCH /admin/teams/{id}`: 200 with the team as changed.
@@ -211,7 +211,7 @@ pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
         .await?;
         Ok(answer(cx, 200, id))
     };
-    run.await.unwrap_or_else(|r| r)
+    run.await.unwrap_or_else(|r: Fail| *r)
 }
 
 /// `DELETE /admin/teams/{id}`: 204; refused (409) while a key names the team.
@@ -220,7 +220,7 @@ pub async fn delete(cx: &Ctx<'_>, id: &str) -> Reply {
         file_team(cx, id)?;
         let n = members(cx, id);
         if n > 0 {
-            return Err(error(
+            return Err(fail(
                 409,
                 "conflict",
                 format!(
@@ -246,6 +246,6 @@ pub async fn delete(cx: &Ctx<'_>, id: &str) -> Reply {
             r.body_mut().clear();
             r
         }
-        Err(r) => r,
+        Err(r) => *r,
     }
 }

@@ -33,7 +33,7 @@ pub use record::Kind as EntryKind;
 
 enum Backend {
     Sqlite(sqlite::Sqlite),
-    Postgres(pg::Postgres),
+    Postgres(Box<pg::Postgres>),
 }
 
 /// What is told of every change read.
@@ -66,7 +66,7 @@ impl KeyDb {
                     .build()
                     .map_err(|e| format!("key store runtime: {e}"))?;
                 let pg = pg::Postgres::new(url, rt.handle().clone())?;
-                (Backend::Postgres(pg), Some(rt))
+                (Backend::Postgres(Box::new(pg)), Some(rt))
             }
             None => (Backend::Sqlite(sqlite::Sqlite::open(data)?), None),
         };
