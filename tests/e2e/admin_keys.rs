@@ -604,6 +604,61 @@ async fn two_processes_on_one_data_directory_see_each_others_changes() {
     assert_never_logged(&b, &[secret]);
 }
 
+#[tokio::test]
+async fn an_id_in_both_the_file_and_the_store_is_refused_at_load() {
+    let mock = MockUpstream::start().await;
+    let shared = crate::common::gateway::TempDir::new();
+    let data = shared.file("data");
+    let data = data.to_str().unwrap();
+    let gw = start(&mock, &["--data", data]).await;
+    let made = create(&gw, json!({"id": "clash"})).await;
+    let secret = made["key"].as_str().unwrap();
+    // The file gains the same id: the reload is refused, the old keys stay.
+    let mut keys = file_keys();
+    keys["keys"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "clash", "key": "sk-file-clash"}));
+    gw.write_keys(&keys);
+    eventually(PATIENCE, "the reload refused", || async {
+        gw.log().contains("clash").then_some(())
+    })
+    .await;
+    assert!(gw.log().contains("key store"), "{}", gw.log());
+    assert_eq!(chat(&gw, secret).await.status, 200);
+    assert_eq!(chat(&gw, "sk-file-clash").await.status, 401);
+    assert_eq!(
+        crate::common::families::metric_value(
+            &crate::common::families::metrics_text(gw.metrics).await,
+            "switchboard_catalog_reload_failures_total",
+            &[]
+        ),
+        Some(1.0)
+    );
+    // A start on that file and that store is refused, naming the id.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--catalog")
+        .arg(gw.dir.file("catalog.json"))
+        .arg("--keys")
+        .arg(gw.dir.file("keys.json"))
+        .args([
+            "--data",
+            data,
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"clash\"") && stderr.contains("key store"),
+        "{stderr}"
+    );
+}
+
 mod needs_postgres {
     use super::*;
 
