@@ -7,10 +7,12 @@
 //! instance `LISTEN`s on a connection of its own ([`listen`]) and re-reads
 //! the rows past the version it has (docs/keys.md "Propagation").
 //!
-//! Connections run on the store's own runtime (`handle`), so the admin API's
-//! calls, made on Pingora's runtimes, and the watch share them; a lost
-//! connection is opened again on the next call. Plain TCP, as the ledger's
-//! (docs/configuration.md, `--database`).
+//! Connections run on the store's own runtime, so the admin API's calls,
+//! made on Pingora's runtimes, and the watch share them; a lost connection is
+//! opened again on the next call. The runtime is made again in a process
+//! that is not the one that made it (Pingora's `--daemon` forks after the
+//! store was read at start, and a fork keeps no thread). Plain TCP, as the
+//! ledger's (docs/configuration.md, `--database`).
 
 use super::audit::{self, Entry};
 use super::record::{Kind, Row, Written};
@@ -56,7 +58,8 @@ COMMIT;";
 /// The PostgreSQL key store.
 pub struct Postgres {
     config: Config,
-    handle: tokio::runtime::Handle,
+    /// The store's runtime and the process that made it.
+    runtime: std::sync::Mutex<Option<(u32, tokio::runtime::Runtime)>>,
     client: Mutex<Option<Client>>,
 }
 
@@ -107,13 +110,40 @@ async fn connect(
 }
 
 impl Postgres {
-    /// Checks the URL; connects on the first call, on `handle`'s runtime.
-    pub fn new(url: &str, handle: tokio::runtime::Handle) -> Result<Postgres, String> {
+    /// Checks the URL; connects on the first call.
+    pub fn new(url: &str) -> Result<Postgres, String> {
         Ok(Postgres {
             config: crate::state::ledger::pg::parse_url(url)?,
-            handle,
+            runtime: std::sync::Mutex::new(None),
             client: Mutex::new(None),
         })
+    }
+
+    /// The store's runtime, made on first use in this process; `true` when
+    /// it was made now (connections made before, if any, are not driven).
+    pub fn handle(&self) -> Result<(tokio::runtime::Handle, bool), String> {
+        let mut slot = self
+            .runtime
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pid = std::process::id();
+        if let Some((made_by, rt)) = slot.as_ref() {
+            if *made_by == pid {
+                return Ok((rt.handle().clone(), false));
+            }
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("switchboard-keys")
+            .enable_all()
+            .build()
+            .map_err(|e| pg_err(format!("runtime: {e}")))?;
+        let handle = rt.handle().clone();
+        if let Some((_, forked)) = slot.replace((pid, rt)) {
+            // Its threads stayed in the parent: nothing here to stop or join.
+            std::mem::forget(forked);
+        }
+        Ok((handle, true))
     }
 
     /// Runs `f` with a live connection (made, and the tables with it, if
@@ -127,13 +157,16 @@ impl Postgres {
         >,
     ) -> Result<T, String> {
         let mut slot = self.client.lock().await;
+        let (handle, fresh) = self.handle()?;
+        if fresh {
+            *slot = None;
+        }
         if slot.as_ref().is_none_or(Client::is_closed) {
-            let handle = self.handle.clone();
             let config = self.config.clone();
-            let client = self
-                .handle
+            let driver = handle.clone();
+            let client = handle
                 .spawn(async move {
-                    let c = connect(&config, &handle, None).await?;
+                    let c = connect(&config, &driver, None).await?;
                     timed(c.batch_execute(SCHEMA)).await?;
                     Ok::<_, String>(c)
                 })
@@ -276,10 +309,10 @@ impl Postgres {
     /// Listens for changes on a connection of its own, for ever: a message on
     /// `tx` per notification and on every (re)connection (what changed while
     /// it was down is then read too). Runs on the store's runtime.
-    pub async fn listen(&self, tx: mpsc::Sender<()>) {
+    pub async fn listen(&self, handle: tokio::runtime::Handle, tx: mpsc::Sender<()>) {
         let mut pause = Duration::from_millis(200);
         loop {
-            match connect(&self.config, &self.handle, Some(tx.clone())).await {
+            match connect(&self.config, &handle, Some(tx.clone())).await {
                 Ok(client) => match timed(client.batch_execute(&format!("LISTEN {CHANNEL}"))).await
                 {
                     Ok(()) => {

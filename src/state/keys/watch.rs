@@ -29,14 +29,17 @@ async fn catch_up(db: &KeyDb, seen: &mut i64) {
     }
 }
 
-/// Starts the watch; returns at once.
-pub fn spawn(db: Arc<KeyDb>) -> std::io::Result<()> {
-    if let Some(rt) = &db.runtime {
+/// Starts the watch; returns at once. Call it in the process that serves
+/// (after a daemonizing fork: a fork keeps no thread).
+pub fn spawn(db: Arc<KeyDb>) -> Result<(), String> {
+    if let Backend::Postgres(p) = &db.backend {
+        let (rt, _) = p.handle()?;
         let listener = db.clone();
         let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let driver = rt.clone();
         rt.spawn(async move {
             if let Backend::Postgres(p) = &listener.backend {
-                p.listen(tx).await;
+                p.listen(driver, tx).await;
             }
         });
         let watcher = db.clone();
@@ -80,4 +83,5 @@ pub fn spawn(db: Arc<KeyDb>) -> std::io::Result<()> {
             });
         })
         .map(|_| ())
+        .map_err(|e| e.to_string())
 }
