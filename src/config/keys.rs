@@ -571,7 +571,13 @@ impl KeyStore {
     /// stored key whose team is gone or whose secret another key has. What
     /// was left out is returned beside the merged set.
     pub fn merged(&self, stored: &StoredKeys) -> (KeyStore, Vec<Conflict>) {
-        let mut out = self.clone();
+        let mut out = KeyStore {
+            keys: self.keys.clone(),
+            teams: self.teams.clone(),
+            file_teams: self.file_teams,
+            plain: self.plain.clone(),
+            ..KeyStore::default()
+        };
         let mut conflicts = Vec::new();
         for (id, t) in &stored.teams {
             if out.teams[..self.file_teams].iter().any(|f| &f.id == id) {
