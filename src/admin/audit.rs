@@ -12,13 +12,7 @@ use serde_json::json;
 pub async fn list(cx: &Ctx<'_>, query: Option<&str>) -> Reply {
     let run = async {
         let params = body::query(query, &["limit", "before"])?;
-        let get = |name: &str| {
-            params
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |name: &str| body::param(&params, name);
         let limit = body::limit(get("limit"), 100, 1000)?;
         let before = get("before")
             .map(|b| {

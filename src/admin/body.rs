@@ -119,6 +119,15 @@ pub fn query(raw: Option<&str>, known: &[&str]) -> Result<Vec<(String, String)>,
     Ok(out)
 }
 
+/// The value of parameter `name` in `params`, unless empty.
+pub fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+}
+
 /// `limit`: 1 to `max`, `default` when absent.
 pub fn limit(value: Option<&str>, default: usize, max: usize) -> Result<usize, Fail> {
     match value {

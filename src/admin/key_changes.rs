@@ -12,7 +12,8 @@
 //! the system's CSPRNG, put in the answer and nowhere else: the store keeps
 //! its SHA-256, the audit log not even that.
 
-use super::{body, error, fail, keys, reply, Ctx, Fail, Reply};
+use super::writes::{change, no_content, not_in_force, set, validated, Refusal};
+use super::{body, fail, keys, reply, Ctx, Fail, Reply};
 use crate::config::{now_secs, stored_key, Source};
 use crate::error::quote;
 use crate::state::keys::EntryKind;
@@ -33,30 +34,14 @@ const CREATE_FIELDS: &[&str] = &[
     "expires_at",
     "metadata",
 ];
-/// What `PATCH /admin/keys/{id}` may change (`null` removes it).
-const UPDATE_FIELDS: &[&str] = &[
-    "team",
-    "models",
-    "rpm",
-    "tpm",
-    "budget",
-    "policy",
-    "expires_at",
-    "metadata",
-];
+/// What `PATCH /admin/keys/{id}` may change (`null` removes it): all but the id.
+const UPDATE_FIELDS: &[&str] = CREATE_FIELDS.split_at(1).1;
 /// The largest `metadata`, as JSON text.
 pub const MAX_METADATA: usize = 8 * 1024;
 /// The longest grace period of a rotation: 30 days.
 pub const MAX_GRACE_SECONDS: u64 = 30 * 86_400;
 /// The secret's prefix (it says what the string is when found in a file).
 pub const SECRET_PREFIX: &str = "sk-sb-";
-
-/// A refusal made inside a change's transaction.
-type Refusal = (u16, &'static str, String);
-
-fn refuse(r: Refusal) -> Fail {
-    fail(r.0, r.1, r.2)
-}
 
 /// `n` bytes from the system's CSPRNG, base64url without padding.
 fn random(n: usize) -> Result<String, Fail> {
@@ -135,17 +120,6 @@ fn check_fields(cx: &Ctx<'_>, fields: &Map<String, Value>) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Sets `fields` on `record`: `null` removes the field.
-fn set(record: &mut Map<String, Value>, fields: Map<String, Value>) {
-    for (k, v) in fields {
-        if v.is_null() {
-            record.remove(&k);
-        } else {
-            record.insert(k, v);
-        }
-    }
-}
-
 /// 409 for a key of the keys file.
 fn file_key(cx: &Ctx<'_>, id: &str) -> Result<(), Fail> {
     match cx.rt.snapshot().keys.by_id(id) {
@@ -165,14 +139,7 @@ fn file_key(cx: &Ctx<'_>, id: &str) -> Result<(), Fail> {
 fn answer(cx: &Ctx<'_>, status: u16, id: &str, secret: Option<String>) -> Reply {
     let snap = cx.rt.snapshot();
     let Some(k) = snap.keys.by_id(id) else {
-        return error(
-            500,
-            "internal",
-            format!(
-                "key {} was written but is not in force (see the log)",
-                quote(id)
-            ),
-        );
+        return not_in_force(EntryKind::Key, id);
     };
     let mut v = keys::object(k, now_secs());
     if let Some(s) = secret {
@@ -181,39 +148,19 @@ fn answer(cx: &Ctx<'_>, status: u16, id: &str, secret: Option<String>) -> Reply 
     reply(status, &v)
 }
 
-/// Runs one change of the key `id` in the store.
-async fn change(
-    cx: &Ctx<'_>,
-    id: &str,
-    f: impl FnOnce(Option<Value>) -> Result<crate::state::keys::record::Written, Refusal>
-        + Send
-        + 'static,
-) -> Result<(), Fail> {
-    match cx.db()?.change(EntryKind::Key, id, cx.actor, f).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(r)) => Err(refuse(r)),
-        Err(e) => {
-            log::warn!("admin: key {id:?} not changed: {e}");
-            Err(fail(
-                503,
-                "unavailable",
-                format!("the key store cannot be written: {e}"),
-            ))
-        }
-    }
-}
-
 fn not_found(id: &str) -> Refusal {
     (404, "not_found", format!("no key with id {}", quote(id)))
 }
 
-fn validated(record: Map<String, Value>) -> Result<Value, Refusal> {
-    let v = Value::Object(record);
-    stored_key("request body", &v).map_err(|e| {
-        let field = e.path.strip_prefix("$.").unwrap_or(&e.path).to_string();
-        (400, "invalid_request", format!("{field}: {}", e.reason))
-    })?;
-    Ok(v)
+/// The record of a key that may still change: 404 without one, 409 once revoked.
+fn live(old: Option<Value>, id: &str) -> Result<Map<String, Value>, Refusal> {
+    let Some(Value::Object(record)) = old else {
+        return Err(not_found(id));
+    };
+    if record.contains_key("revoked_at") {
+        return Err((409, "conflict", format!("key {} is revoked", quote(id))));
+    }
+    Ok(record)
 }
 
 /// `POST /admin/keys`: 201 with the key and its secret, shown this once.
@@ -250,9 +197,9 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
             "created_at".into(),
             Value::String(Rfc3339::seconds(now_secs()).to_string()),
         );
-        let record = validated(record).map_err(refuse)?;
+        let record = validated(record, stored_key).map_err(|(s, k, m)| fail(s, k, m))?;
         let key_id = id.clone();
-        change(cx, &id, move |old| match old {
+        change(cx, EntryKind::Key, &id, move |old| match old {
             Some(_) => Err((
                 409,
                 "conflict",
@@ -274,19 +221,10 @@ pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
         body::only(&fields, UPDATE_FIELDS)?;
         check_fields(cx, &fields)?;
         let key_id = id.to_string();
-        change(cx, id, move |old| {
-            let Some(Value::Object(mut record)) = old else {
-                return Err(not_found(&key_id));
-            };
-            if record.contains_key("revoked_at") {
-                return Err((
-                    409,
-                    "conflict",
-                    format!("key {} is revoked", quote(&key_id)),
-                ));
-            }
+        change(cx, EntryKind::Key, id, move |old| {
+            let mut record = live(old, &key_id)?;
             set(&mut record, fields);
-            Ok((Some(validated(record)?), "key.update"))
+            Ok((Some(validated(record, stored_key)?), "key.update"))
         })
         .await?;
         Ok(answer(cx, 200, id, None))
@@ -318,17 +256,8 @@ pub async fn rotate(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
         let (secret, digest) = new_secret()?;
         let until = now_secs().saturating_add(i64::try_from(grace).unwrap_or(0));
         let key_id = id.to_string();
-        change(cx, id, move |old| {
-            let Some(Value::Object(mut record)) = old else {
-                return Err(not_found(&key_id));
-            };
-            if record.contains_key("revoked_at") {
-                return Err((
-                    409,
-                    "conflict",
-                    format!("key {} is revoked", quote(&key_id)),
-                ));
-            }
+        change(cx, EntryKind::Key, id, move |old| {
+            let mut record = live(old, &key_id)?;
             let old_digest = record.insert("sha256".into(), Value::String(digest));
             match old_digest {
                 Some(d) if grace > 0 => {
@@ -344,7 +273,7 @@ pub async fn rotate(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
                     record.remove("previous");
                 }
             }
-            Ok((Some(validated(record)?), "key.rotate"))
+            Ok((Some(validated(record, stored_key)?), "key.rotate"))
         })
         .await?;
         Ok(answer(cx, 200, id, Some(secret)))
@@ -368,7 +297,7 @@ pub async fn revoke(cx: &Ctx<'_>, id: &str) -> Reply {
         }
         let key_id = id.to_string();
         let now = Rfc3339::seconds(now_secs()).to_string();
-        change(cx, id, move |old| {
+        change(cx, EntryKind::Key, id, move |old| {
             let Some(Value::Object(mut record)) = old else {
                 return Err(not_found(&key_id));
             };
@@ -378,14 +307,7 @@ pub async fn revoke(cx: &Ctx<'_>, id: &str) -> Reply {
         })
         .await
     };
-    match run.await {
-        Ok(()) => {
-            let mut r = reply(204, &Value::Null);
-            r.body_mut().clear();
-            r
-        }
-        Err(r) => *r,
-    }
+    no_content(run.await)
 }
 
 #[cfg(test)]

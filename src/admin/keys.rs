@@ -115,13 +115,7 @@ pub async fn one(cx: &Ctx<'_>, id: &str) -> Reply {
 /// The keys matching the query's filters, a page from `after`: `{"data", "next"}`.
 pub fn page(keys: &KeyStore, query: Option<&str>, now: i64) -> Result<Value, Fail> {
     let params = body::query(query, &["team", "state", "source", "limit", "after"])?;
-    let get = |name: &str| {
-        params
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .filter(|v| !v.is_empty())
-    };
+    let get = |name: &str| body::param(&params, name);
     let state = get("state")
         .map(|s| {
             Status::from_name(s).ok_or_else(|| {

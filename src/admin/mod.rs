@@ -27,6 +27,7 @@ pub mod keys;
 pub mod server;
 pub mod teams;
 pub mod upstreams;
+pub mod writes;
 
 use crate::error::quote;
 use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};

@@ -9,6 +9,7 @@
 //! is joined in.
 
 use super::key_changes::check_id;
+use super::writes::{change, no_content, not_in_force, set, validated};
 use super::{body, error, fail, keys, reply, Ctx, Fail, Reply};
 use crate::config::{now_secs, stored_team, Source, Team};
 use crate::error::quote;
@@ -83,17 +84,6 @@ pub async fn one(cx: &Ctx<'_>, id: &str) -> Reply {
     reply(200, &v)
 }
 
-type Refusal = (u16, &'static str, String);
-
-fn validated(record: Map<String, Value>) -> Result<Value, Refusal> {
-    let v = Value::Object(record);
-    stored_team("request body", &v).map_err(|e| {
-        let field = e.path.strip_prefix("$.").unwrap_or(&e.path).to_string();
-        (400, "invalid_request", format!("{field}: {}", e.reason))
-    })?;
-    Ok(v)
-}
-
 fn file_team(cx: &Ctx<'_>, id: &str) -> Result<(), Fail> {
     if cx.rt.snapshot().keys.team_source(id) == Some(Source::File) {
         return Err(fail(
@@ -108,49 +98,11 @@ fn file_team(cx: &Ctx<'_>, id: &str) -> Result<(), Fail> {
     Ok(())
 }
 
-async fn change(
-    cx: &Ctx<'_>,
-    id: &str,
-    f: impl FnOnce(Option<Value>) -> Result<crate::state::keys::record::Written, Refusal>
-        + Send
-        + 'static,
-) -> Result<(), Fail> {
-    match cx.db()?.change(EntryKind::Team, id, cx.actor, f).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err((status, kind, message))) => Err(fail(status, kind, message)),
-        Err(e) => {
-            log::warn!("admin: team {id:?} not changed: {e}");
-            Err(fail(
-                503,
-                "unavailable",
-                format!("the key store cannot be written: {e}"),
-            ))
-        }
-    }
-}
-
 fn answer(cx: &Ctx<'_>, status: u16, id: &str) -> Reply {
     let snap = cx.rt.snapshot();
     match snap.keys.team(id) {
         Some(t) => reply(status, &object(t, Source::Api, members(cx, id))),
-        None => error(
-            500,
-            "internal",
-            format!(
-                "team {} was written but is not in force (see the log)",
-                quote(id)
-            ),
-        ),
-    }
-}
-
-fn set(record: &mut Map<String, Value>, fields: Map<String, Value>) {
-    for (k, v) in fields {
-        if v.is_null() {
-            record.remove(&k);
-        } else {
-            record.insert(k, v);
-        }
+        None => not_in_force(EntryKind::Team, id),
     }
 }
 
@@ -174,9 +126,9 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
             "created_at".into(),
             Value::String(Rfc3339::seconds(now_secs()).to_string()),
         );
-        let record = validated(record).map_err(|(s, k, m)| fail(s, k, m))?;
+        let record = validated(record, stored_team).map_err(|(s, k, m)| fail(s, k, m))?;
         let team_id = id.clone();
-        change(cx, &id, move |old| match old {
+        change(cx, EntryKind::Team, &id, move |old| match old {
             Some(_) => Err((
                 409,
                 "conflict",
@@ -197,7 +149,7 @@ pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
         file_team(cx, id)?;
         body::only(&fields, &["rpm", "tpm", "budget"])?;
         let team_id = id.to_string();
-        change(cx, id, move |old| {
+        change(cx, EntryKind::Team, id, move |old| {
             let Some(Value::Object(mut record)) = old else {
                 return Err((
                     404,
@@ -206,7 +158,7 @@ pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
                 ));
             };
             set(&mut record, fields);
-            Ok((Some(validated(record)?), "team.update"))
+            Ok((Some(validated(record, stored_team)?), "team.update"))
         })
         .await?;
         Ok(answer(cx, 200, id))
@@ -230,7 +182,7 @@ pub async fn delete(cx: &Ctx<'_>, id: &str) -> Reply {
             ));
         }
         let team_id = id.to_string();
-        change(cx, id, move |old| match old {
+        change(cx, EntryKind::Team, id, move |old| match old {
             Some(_) => Ok((None, "team.delete")),
             None => Err((
                 404,
@@ -240,12 +192,5 @@ pub async fn delete(cx: &Ctx<'_>, id: &str) -> Reply {
         })
         .await
     };
-    match run.await {
-        Ok(()) => {
-            let mut r = reply(204, &Value::Null);
-            r.body_mut().clear();
-            r
-        }
-        Err(r) => *r,
-    }
+    no_content(run.await)
 }
