@@ -12,7 +12,8 @@
 //!   use, from the limits state (`keys`); `POST /admin/keys`, `PATCH` and
 //!   `DELETE /admin/keys/{id}`, `POST /admin/keys/{id}/rotate`: changes
 //!   through the key store (`key_changes`, docs/keys.md);
-//! - `/admin/teams[/{id}]`: teams, the same way (`teams`);
+//! - `/admin/teams[/{id}]`: teams, the same way (`teams`); what both share
+//!   in `writes`, the bodies and query parameters read in `body`;
 //! - `GET /admin/audit`: the changes made, newest first (`audit`);
 //! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
 //!   health and load (`upstreams`).
