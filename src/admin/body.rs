@@ -1,4 +1,4 @@
-//! What the admin API's writes read (docs/keys.md "Requests"): the request
+//! What the admin API's writes read (docs/keys.md "Routes"): the request
 //! body, at most [`MAX_BODY`] bytes of `application/json` holding one object,
 //! and the query string's parameters. Every refusal is a 400 (413, 415) whose
 //! message names the field or parameter at fault.

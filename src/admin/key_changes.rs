@@ -94,7 +94,7 @@ pub fn check_id(field: &str, id: &str) -> Result<(), Fail> {
 }
 
 /// Checks what a body sets beside the keys file's rules: the team exists,
-/// the metadata is an object of bounded size, `expires_at` is a string.
+/// the metadata is an object of bounded size.
 fn check_fields(cx: &Ctx<'_>, fields: &Map<String, Value>) -> Result<(), Fail> {
     if let Some(Value::String(t)) = fields.get("team") {
         if cx.rt.snapshot().keys.team(t).is_none() {
@@ -174,19 +174,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
             Some(_) => return Err(fail(400, "invalid_request", "id: expected a string")),
         };
         check_id("id", &id)?;
-        if cx
-            .rt
-            .snapshot()
-            .keys
-            .by_id(&id)
-            .is_some_and(|k| k.source == Source::File)
-        {
-            return Err(fail(
-                409,
-                "conflict",
-                format!("key {} is defined in the keys file", quote(&id)),
-            ));
-        }
+        file_key(cx, &id)?;
         check_fields(cx, &fields)?;
         let (secret, digest) = new_secret()?;
         let mut record = Map::new();

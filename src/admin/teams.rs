@@ -1,4 +1,4 @@
-//! Teams through the key store (docs/keys.md "Teams"): `POST /admin/teams`
+//! Teams through the key store (docs/keys.md "Routes"): `POST /admin/teams`
 //! (`{"id", "rpm"?, "tpm"?, "budget"?}`), `GET /admin/teams`, `GET`,
 //! `PATCH` (`null` removes a limit) and `DELETE /admin/teams/{id}`. A team
 //! of the keys file is changed in the file (409 here); a team that a key
