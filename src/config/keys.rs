@@ -323,13 +323,13 @@ pub struct StoredKeys {
     pub keys: BTreeMap<String, Arc<StoredKey>>,
 }
 
-/// A stored key or team that [`KeyStore::merged`] left out, and why.
+/// A stored key or team that [`KeyStore::merged`] left out, and why: the
+/// keys file and the store disagree (an id in both, a secret in both, a
+/// stored key's team in neither).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     /// The id of the stored key or team left out.
     pub id: String,
-    /// Whether the keys file defines the same id (the file's stays).
-    pub with_file: bool,
     pub reason: String,
 }
 
@@ -568,8 +568,8 @@ impl KeyStore {
     /// The file's keys and teams (`self`) with the store's: a stored key or
     /// team whose id the file also defines is left out (the file's stays,
     /// docs/configuration.md "Keys from the file and from the API"), as is a
-    /// stored key whose team is gone or whose secret another key has. What
-    /// was left out is returned beside the merged set.
+    /// stored key whose secret a file key has or whose team is in neither.
+    /// What was left out is returned beside the merged set.
     pub fn merged(&self, stored: &StoredKeys) -> (KeyStore, Vec<Conflict>) {
         let mut out = KeyStore {
             keys: self.keys.clone(),
@@ -583,7 +583,6 @@ impl KeyStore {
             if out.teams[..self.file_teams].iter().any(|f| &f.id == id) {
                 conflicts.push(Conflict {
                     id: id.clone(),
-                    with_file: true,
                     reason: "the keys file has a team with this id".into(),
                 });
             } else {
@@ -594,20 +593,16 @@ impl KeyStore {
             out.teams.iter().map(|t| (t.id.as_str(), t)).collect();
         let mut added = Vec::with_capacity(stored.keys.len());
         for (id, s) in &stored.keys {
-            let left_out = |with_file: bool, reason: String| Conflict {
+            let left_out = |reason: String| Conflict {
                 id: id.clone(),
-                with_file,
                 reason,
             };
             if self.by_id(id).is_some() {
-                conflicts.push(left_out(
-                    true,
-                    "the keys file has a key with this id".into(),
-                ));
+                conflicts.push(left_out("the keys file has a key with this id".into()));
                 continue;
             }
             if self.by_digest.contains_key(&s.key.digest) {
-                conflicts.push(left_out(false, "its secret is a file key's".into()));
+                conflicts.push(left_out("its secret is a file key's".into()));
                 continue;
             }
             let mut key = s.key.clone();
@@ -615,7 +610,9 @@ impl KeyStore {
                 match teams.get(t.as_str()) {
                     Some(team) => key.team = Some(Arc::clone(team)),
                     None => {
-                        conflicts.push(left_out(false, format!("its team {t:?} does not exist")));
+                        conflicts.push(left_out(format!(
+                            "its team {t:?} is in neither the keys file nor the store"
+                        )));
                         continue;
                     }
                 }
@@ -913,20 +910,9 @@ mod tests {
             &[json!({"id": "web", "rpm": 5}), json!({"id": "ml"})],
         );
         let (ks, conflicts) = file.merged(&s);
-        let mut ids: Vec<(&str, bool)> = conflicts
-            .iter()
-            .map(|c| (c.id.as_str(), c.with_file))
-            .collect();
+        let mut ids: Vec<&str> = conflicts.iter().map(|c| c.id.as_str()).collect();
         ids.sort_unstable();
-        assert_eq!(
-            ids,
-            [
-                ("dev", true),
-                ("lost", false),
-                ("ml", true),
-                ("twin", false)
-            ]
-        );
+        assert_eq!(ids, ["dev", "lost", "ml", "twin"]);
         assert_eq!(ks.len(), 3);
         assert_eq!(ks.find("sk-dev").unwrap().source, Source::File);
         let a = ks.find("sk-api1").unwrap();

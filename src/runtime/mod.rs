@@ -198,16 +198,15 @@ pub struct Runtime {
     sources: Mutex<(KeyStore, Arc<StoredKeys>)>,
 }
 
-/// Why the merged keys cannot be served: a stored id the keys file also has
-/// (docs/configuration.md "Keys from the file and from the API").
+/// Why a keys file cannot be served with the store's keys: the first stored
+/// entry they disagree on (docs/configuration.md "Keys from the file and
+/// from the API").
 fn refuse_clashes(file: &str, conflicts: &[crate::config::Conflict]) -> Result<(), ConfigError> {
-    match conflicts.iter().find(|c| c.with_file) {
+    match conflicts.first() {
         Some(c) => Err(ConfigError::new(
             file,
             "$",
-            format!(
-                "{c}; an id is either in the keys file or in the key store (revoke or rename the stored one, or rename the file's)"
-            ),
+            format!("the key store's {c}: change the file, or the store through the admin API"),
         )),
         None => Ok(()),
     }

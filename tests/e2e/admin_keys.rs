@@ -659,6 +659,24 @@ async fn an_id_in_both_the_file_and_the_store_is_refused_at_load() {
     );
 }
 
+#[tokio::test]
+async fn a_file_that_drops_a_team_a_stored_key_names_is_refused() {
+    let mock = MockUpstream::start().await;
+    let gw = start(&mock, &[]).await;
+    let made = create(&gw, json!({"id": "in-ops", "team": "ops"})).await;
+    let secret = made["key"].as_str().unwrap();
+    gw.write_keys(&json!({"keys": [{"id": "file-key", "key": FILE_KEY}]}));
+    eventually(PATIENCE, "the reload refused", || async {
+        gw.log().contains("in neither").then_some(())
+    })
+    .await;
+    assert!(gw.log().contains("\"in-ops\""), "{}", gw.log());
+    // The previous keys stay: the stored key and its file team.
+    assert_eq!(chat(&gw, secret).await.status, 200);
+    let one = admin(&gw, "GET", "/admin/keys/in-ops", None).await.json();
+    assert_eq!(one["team"], "ops");
+}
+
 mod needs_postgres {
     use super::*;
 
