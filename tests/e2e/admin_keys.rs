@@ -804,4 +804,62 @@ mod needs_postgres {
         assert_never_logged(&a, &[&first, &second]);
         assert_never_logged(&b, &[&first, &second]);
     }
+
+    /// Forwards connections on `port` to the real PostgreSQL, from now on.
+    async fn forward(port: u16) -> tokio::task::JoinHandle<()> {
+        let cfg: tokio_postgres::Config = base().parse().unwrap();
+        let target = format!(
+            "127.0.0.1:{}",
+            cfg.get_ports().first().copied().unwrap_or(5432)
+        );
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let target = target.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        })
+    }
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (SWITCHBOARD_TEST_POSTGRES, else 127.0.0.1:5432/test; tests/run.sh starts one and runs these)"]
+    async fn an_instance_started_while_postgres_is_down_takes_the_stored_keys_once_it_answers() {
+        let db = Db::create().await;
+        let url = db.url();
+        let mock = MockUpstream::start().await;
+        let a = start(&mock, &["--database", &url]).await;
+        let made = create(&a, json!({"id": "early"})).await;
+        let secret = made["key"].as_str().unwrap().to_string();
+        // B's database address answers nothing yet: B starts on the file's keys.
+        let port = crate::common::gateway::free_port();
+        let down = url.replacen(&format!(":{}/", db_port()), &format!(":{port}/"), 1);
+        assert_ne!(down, url);
+        let b = start(&mock, &["--database", &down]).await;
+        assert_eq!(chat(&b, FILE_KEY).await.status, 200);
+        assert_eq!(chat(&b, &secret).await.status, 401);
+        let r = admin(&b, "POST", "/admin/keys", Some(json!({"id": "while-down"}))).await;
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(b.log().contains("key store"), "{}", b.log());
+        // Once it answers, B reads the store and the key is in force there.
+        let proxy = forward(port).await;
+        eventually(
+            PATIENCE,
+            "the stored key in force once the database answers",
+            || async { (chat(&b, &secret).await.status == 200).then_some(()) },
+        )
+        .await;
+        proxy.abort();
+        assert_never_logged(&b, &[&secret]);
+    }
+
+    fn db_port() -> u16 {
+        let cfg: tokio_postgres::Config = base().parse().unwrap();
+        cfg.get_ports().first().copied().unwrap_or(5432)
+    }
 }
