@@ -107,10 +107,12 @@ struct KeyWatch(Arc<switchboard::state::keys::KeyDb>);
 
 #[async_trait::async_trait]
 impl pingora_core::services::background::BackgroundService for KeyWatch {
-    async fn start(&self, _shutdown: pingora_core::server::ShutdownWatch) {
+    async fn start(&self, mut shutdown: pingora_core::server::ShutdownWatch) {
         if let Err(e) = switchboard::state::keys::watch::spawn(self.0.clone()) {
             log::error!("key store: changes made elsewhere are not watched: {e}");
         }
+        // Held until shutdown, so the service is not reported as ended.
+        let _ = shutdown.wait_for(|down| *down).await;
     }
 }
 
@@ -284,6 +286,14 @@ fn run(cli: &Cli) -> Result<(), String> {
             .build()
             .map_err(|e| format!("cannot start: {e}"))?
             .block_on(db.load())
+            .inspect(|s| {
+                log::info!(
+                    "key store: {}, {} keys and {} teams made through the admin API",
+                    db.describe(),
+                    s.keys.len(),
+                    s.teams.len()
+                )
+            })
             .unwrap_or_else(|e| {
                 log::error!("key store: {e}: serving the keys file's keys until it can be read");
                 Arc::default()
