@@ -101,6 +101,21 @@ impl pingora_core::services::background::BackgroundService for DrainService {
     }
 }
 
+/// Starts the key store's watch (docs/keys.md "Propagation") once the
+/// server runs: after a `--daemon` fork, which keeps no thread.
+struct KeyWatch(Arc<switchboard::state::keys::KeyDb>);
+
+#[async_trait::async_trait]
+impl pingora_core::services::background::BackgroundService for KeyWatch {
+    async fn start(&self, mut shutdown: pingora_core::server::ShutdownWatch) {
+        if let Err(e) = switchboard::state::keys::watch::spawn(self.0.clone()) {
+            log::error!("key store: changes made elsewhere are not watched: {e}");
+        }
+        // Held until shutdown, so the service is not reported as ended.
+        let _ = shutdown.wait_for(|down| *down).await;
+    }
+}
+
 /// Pingora's configuration: the file's when given, with our defaults for what it leaves unset.
 fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -256,7 +271,48 @@ fn run(cli: &Cli) -> Result<(), String> {
         catalog: catalog.clone(),
         keys: keys.clone(),
     };
-    let rt = Arc::new(Runtime::new(snapshot, paths));
+    let data = std::path::Path::new(&cli.state.data);
+    let database = cli.database();
+    // The keys and teams made through the admin API, merged with the file's
+    // (docs/keys.md); a stored id the file also has stops the start here. A
+    // store that cannot be opened or read (a full disk, PostgreSQL down) is
+    // logged and the gateway serves the file's keys: an unreachable database
+    // is read once it answers (the watch), an unopenable file after a restart.
+    let key_db = match switchboard::state::keys::KeyDb::open(data, database.as_deref()) {
+        Ok(db) => Some(Arc::new(db)),
+        Err(e) => {
+            log::error!("key store: {e}: serving the keys file's keys only; keys and teams cannot be changed through the API until a restart");
+            None
+        }
+    };
+    let stored = match &key_db {
+        Some(db) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start: {e}"))?
+            .block_on(db.load())
+            .inspect(|s| {
+                log::info!(
+                    "key store: {}, {} keys and {} teams made through the admin API",
+                    db.describe(),
+                    s.keys.len(),
+                    s.teams.len()
+                )
+            })
+            .unwrap_or_else(|e| {
+                log::error!("key store: {e}: serving the keys file's keys until it can be read");
+                Arc::default()
+            }),
+        None => Arc::default(),
+    };
+    let rt = Arc::new(
+        Runtime::with_stored(snapshot, paths, stored)
+            .map_err(|e| format!("invalid configuration: {e}"))?,
+    );
+    if let Some(db) = &key_db {
+        let rt = rt.clone();
+        db.on_change(Box::new(move |stored| rt.set_stored(stored)));
+    }
     if let Err(e) = switchboard::runtime::reload::spawn(rt.clone()) {
         log::error!("hot reload disabled: {e}");
     }
@@ -281,8 +337,6 @@ fn run(cli: &Cli) -> Result<(), String> {
         ));
         gateway.identity = Some(oidc.clone());
     }
-    let data = std::path::Path::new(&cli.state.data);
-    let database = cli.database();
     let (usage_ledger, ledger_reader) = ledger::open(
         data,
         database.as_deref(),
@@ -292,6 +346,12 @@ fn run(cli: &Cli) -> Result<(), String> {
     .map_err(|e| format!("cannot open the usage ledger: {e}"))?;
     let usage_ledger = Arc::new(usage_ledger);
     gateway.ledger = Some(usage_ledger.clone());
+    if let Some(db) = &key_db {
+        server.add_service(pingora_core::services::background::background_service(
+            "key store watch",
+            KeyWatch(db.clone()),
+        ));
+    }
     server.add_service(pingora_core::services::background::background_service(
         "usage ledger",
         ledger::LedgerService(usage_ledger.clone()),
@@ -310,6 +370,9 @@ fn run(cli: &Cli) -> Result<(), String> {
         .with_limits(gateway.limits.clone(), rt.clone());
     if let Some(oidc) = oidc {
         admin = admin.with_identity(oidc, rt.clone());
+    }
+    if let Some(db) = key_db {
+        admin = admin.with_key_db(db);
     }
     let metrics_app = switchboard::admin::server::MetricsApp {
         metrics: gateway.metrics.clone(),

@@ -1,5 +1,5 @@
-//! The admin API (docs/operations.md "Usage ledger"), served on the metrics listener under
-//! `/admin/*`, guarded by `--admin-key` and, with OIDC configured, by the identity
+//! The admin API (docs/operations.md "Usage ledger", docs/keys.md), served on the metrics listener
+//! under `/admin/*`, guarded by `--admin-key` and, with OIDC configured, by the identity
 //! provider's tokens (docs/configuration.md "JWT clients (OIDC)"): without either every admin
 //! route answers 404; else a request must carry `Authorization: Bearer KEY` (compared in
 //! constant time) or a bearer JWT whose keys.json `jwt.admin_claim` holds `admin_value`,
@@ -14,23 +14,34 @@
 //!   as JSON or CSV (`csv`).
 //! - `GET /admin/usage/series`: the console's charts (`series`).
 //! - `GET /admin/requests`: the latest requests, with their attempts (`requests`).
-//! - `GET /admin/keys/{id}`: spend in the current period, remaining budget,
-//!   rpm / tpm use, from the limits state (`admin_keys`).
-//! - `GET /admin/teams/{id}`: the same for a team, across its keys
-//!   (`admin_teams`).
+//! - `GET /admin/keys`, `GET /admin/keys/{id}`: keys (file and API) and one
+//!   key with its spend in the current period, remaining budget, rpm / tpm
+//!   use, from the limits state (`keys`); `POST /admin/keys`, `PATCH` and
+//!   `DELETE /admin/keys/{id}`, `POST /admin/keys/{id}/rotate`: changes
+//!   through the key store (`key_changes`, docs/keys.md);
+//! - `/admin/teams[/{id}]`: teams, the same way (`teams`); what both share
+//!   in `writes`, the bodies and query parameters read in `body`;
+//! - `GET /admin/audit`: the changes made, newest first (`audit`);
 //! - `GET /admin/upstreams`: every provider's pool, each upstream's weight,
-//!   health, recent failures and load (`admin_upstreams`).
+//!   health, recent failures and load (`upstreams`).
 //! - `GET /admin/ui/`: the web console (`console`), served without the key
 //!   (its assets hold no data; every figure comes from the routes above).
+//!
+//! Every handler takes the actor's name (`admin-key`, `jwt:...`) as a plain
+//! string, written into the audit log.
 
+pub mod audit;
+pub mod body;
 pub mod console;
 pub mod csv;
+pub mod key_changes;
 pub mod keys;
 pub mod requests;
 pub mod series;
 pub mod server;
 pub mod teams;
 pub mod upstreams;
+pub mod writes;
 
 use crate::error::quote;
 use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};
@@ -52,6 +63,8 @@ pub struct Admin {
         std::sync::Arc<crate::state::limits::Limits>,
         std::sync::Arc<crate::runtime::Runtime>,
     )>,
+    /// Where keys and teams made through the API are kept; `None`: read only.
+    key_db: Option<std::sync::Arc<crate::state::keys::KeyDb>>,
     /// The identity provider's verifier and the snapshot whose keys.json says
     /// which claim grants admin; `None`: only the admin key.
     identity: Option<(
@@ -70,10 +83,10 @@ pub enum Actor {
 }
 
 impl Actor {
-    /// The actor's name: `admin-key` or `jwt:<email or sub>`.
+    /// The actor's name: [`ADMIN_KEY_ACTOR`] or `jwt:<email or sub>`.
     pub fn name(&self) -> &str {
         match self {
-            Actor::AdminKey => "admin-key",
+            Actor::AdminKey => ADMIN_KEY_ACTOR,
             Actor::Jwt(who) => who,
         }
     }
@@ -82,24 +95,38 @@ impl Actor {
 /// An admin answer.
 pub type Reply = Response<Vec<u8>>;
 
-/// The query string's parameters, percent-decoded (an empty value is `""`);
-/// `Err` names one that is not valid percent-encoded UTF-8.
-pub fn params(query: Option<&str>) -> Result<Vec<(&str, String)>, String> {
-    query
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (name, raw) = pair.split_once('=').unwrap_or((pair, ""));
-            crate::util::percent::decode_strict(raw, crate::util::percent::Component::Query)
-                .map(|v| (name, v))
-                .ok_or_else(|| format!("{}: not valid percent-encoded UTF-8", quote(name)))
-        })
-        .collect()
+/// An answer that ends a handler early (an error), boxed: it is carried
+/// through `Result`s.
+pub type Fail = Box<Reply>;
+
+/// [`error`] as a [`Fail`].
+pub fn fail(status: u16, kind: &str, message: impl Into<String>) -> Fail {
+    Box::new(error(status, kind, message))
+}
+
+/// The actor of a request authenticated with the admin key.
+pub const ADMIN_KEY_ACTOR: &str = "admin-key";
+
+/// What a route handler is given.
+pub struct Ctx<'a> {
+    pub limits: &'a crate::state::limits::Limits,
+    pub rt: &'a crate::runtime::Runtime,
+    /// `None`: no key store (changes answer 503).
+    pub db: Option<&'a crate::state::keys::KeyDb>,
+    /// Who is asking, for the audit log.
+    pub actor: &'a str,
+}
+
+impl Ctx<'_> {
+    /// The key store, or the 503 that says there is none.
+    pub fn db(&self) -> Result<&crate::state::keys::KeyDb, Fail> {
+        self.db
+            .ok_or_else(|| fail(503, "unavailable", "the key store is not open"))
+    }
 }
 
 /// A JSON response.
-fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
+pub fn reply(status: u16, body: &Value) -> Response<Vec<u8>> {
     let mut resp = Response::new(body.to_string().into_bytes());
     *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
     resp.headers_mut().insert(
@@ -123,7 +150,8 @@ fn ledger_failed(what: &str, e: &str) -> Reply {
     )
 }
 
-fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8>> {
+/// An error answer: `{"error": {"type", "message"}}`.
+pub fn error(status: u16, kind: &str, message: impl Into<String>) -> Response<Vec<u8>> {
     reply(
         status,
         &json!({"error": {"type": kind, "message": message.into()}}),
@@ -231,6 +259,7 @@ impl Admin {
                 .map(|k| Sha256::digest(k.as_bytes()).into()),
             ledger,
             limits: None,
+            key_db: None,
             identity: None,
         }
     }
@@ -244,6 +273,13 @@ impl Admin {
         rt: std::sync::Arc<crate::runtime::Runtime>,
     ) -> Admin {
         self.identity = Some((oidc, rt));
+        self
+    }
+
+    /// Adds the key store the key and team changes are written to.
+    #[must_use]
+    pub fn with_key_db(mut self, db: std::sync::Arc<crate::state::keys::KeyDb>) -> Admin {
+        self.key_db = Some(db);
         self
     }
 
@@ -336,7 +372,7 @@ impl Admin {
     }
 
     /// Answers an `/admin/*` request.
-    pub async fn respond(&self, session: &ServerSession) -> Response<Vec<u8>> {
+    pub async fn respond(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         if self.key_digest.is_none() && self.identity.is_none() {
             return error(404, "not_found", "not found");
         }
@@ -347,63 +383,94 @@ impl Admin {
             return console::respond(&req.method, req.uri.path(), req.uri.query());
         }
         match self.authenticate(session).await {
-            Ok(actor) => self.route(session, &actor).await,
+            Ok(actor) => self.route(session, actor.name()).await,
             Err(answer) => answer,
         }
     }
 
-    /// The admin routes, after authentication, for `actor`.
-    async fn route(&self, session: &ServerSession, actor: &Actor) -> Response<Vec<u8>> {
+    /// The admin routes, after authentication; `actor` made the request.
+    async fn route(&self, session: &mut ServerSession, actor: &str) -> Response<Vec<u8>> {
         let req = session.req_header();
-        let path = req.uri.path().trim_end_matches('/');
-        let get = req.method == http::Method::GET;
-        match path {
-            "/admin/whoami" if get => reply(200, &json!({"actor": actor.name()})),
-            "/admin/whoami" => error(405, "method_not_allowed", "use GET"),
-            "/admin/usage" if get => self.usage(req.uri.query()).await,
-            "/admin/usage" => error(405, "method_not_allowed", "use GET"),
-            "/admin/usage/series" if get => {
-                series::respond(self.ledger.as_ref(), req.uri.query()).await
+        let method = req.method.clone();
+        let path = req.uri.path().trim_end_matches('/').to_string();
+        let query = req.uri.query().map(str::to_string);
+        let get = method == http::Method::GET;
+        let (post, patch, delete) = (
+            method == http::Method::POST,
+            method == http::Method::PATCH,
+            method == http::Method::DELETE,
+        );
+        let Some((limits, rt)) = &self.limits else {
+            return match path.as_str() {
+                "/admin/usage" if get => self.usage(query.as_deref()).await,
+                _ => error(503, "unavailable", "the runtime is not attached"),
+            };
+        };
+        let cx = Ctx {
+            limits,
+            rt,
+            db: self.key_db.as_deref(),
+            actor,
+        };
+        let q = query.as_deref();
+        // `/admin/{area}[/{id}[/{action}]]`, the id percent-decoded.
+        let mut parts = path.trim_start_matches("/admin/").splitn(3, '/');
+        let area = parts.next().unwrap_or("");
+        let id = match parts.next().map(|raw| {
+            crate::util::percent::decode_strict(raw, crate::util::percent::Component::Path)
+        }) {
+            Some(None) => {
+                return error(
+                    400,
+                    "invalid_request",
+                    "the id is not valid percent-encoded UTF-8",
+                )
             }
-            "/admin/requests" if get => {
-                requests::respond(self.ledger.as_ref(), req.uri.query()).await
+            Some(Some(id)) => Some(id),
+            None => None,
+        };
+        let action = parts.next();
+        let not_allowed = |allow: &str| {
+            let mut r = error(405, "method_not_allowed", format!("use {allow}"));
+            if let Ok(v) = http::HeaderValue::from_str(allow) {
+                r.headers_mut().insert(http::header::ALLOW, v);
             }
-            "/admin/usage/series" | "/admin/requests" => {
-                error(405, "method_not_allowed", "use GET")
+            r
+        };
+        match (area, id.as_deref(), action) {
+            ("whoami", None, None) if get => reply(200, &json!({"actor": actor})),
+            ("whoami", None, None) => not_allowed("GET"),
+            ("usage", None, None) if get => self.usage(q).await,
+            ("usage", None, None) => not_allowed("GET"),
+            ("usage", Some("series"), None) if get => {
+                series::respond(self.ledger.as_ref(), q).await
             }
-            "/admin/upstreams" if get => match &self.limits {
-                Some((_, rt)) => reply(200, &crate::admin::upstreams::render(&rt.snapshot())),
-                None => error(503, "unavailable", "the runtime is not attached"),
-            },
-            "/admin/upstreams" => error(405, "method_not_allowed", "use GET"),
-            p if (p.starts_with("/admin/keys/") || p.starts_with("/admin/teams/")) && get => {
-                let Some((limits, rt)) = &self.limits else {
-                    return error(503, "unavailable", "the limits state is not open");
-                };
-                let (status, body) = match p.strip_prefix("/admin/keys/") {
-                    Some(id) => crate::admin::keys::respond(limits, &rt.snapshot(), id).await,
-                    None => {
-                        let id = &p["/admin/teams/".len()..];
-                        crate::admin::teams::respond(limits, &rt.snapshot(), id).await
-                    }
-                };
-                let mut r = Response::new(body);
-                *r.status_mut() =
-                    http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
-                r.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
-                );
-                r.headers_mut().insert(
-                    http::header::CACHE_CONTROL,
-                    http::HeaderValue::from_static("no-store"),
-                );
-                r
+            ("usage", Some("series"), None) => not_allowed("GET"),
+            ("requests", None, None) if get => requests::respond(self.ledger.as_ref(), q).await,
+            ("requests", None, None) => not_allowed("GET"),
+            ("upstreams", None, None) if get => reply(200, &upstreams::render(&rt.snapshot())),
+            ("upstreams", None, None) => not_allowed("GET"),
+            ("keys", None, None) if get => keys::list(&cx, q),
+            ("keys", None, None) if post => key_changes::create(&cx, session).await,
+            ("keys", None, None) => not_allowed("GET, POST"),
+            ("keys", Some(id), None) if get => keys::one(&cx, id).await,
+            ("keys", Some(id), None) if patch => key_changes::update(&cx, session, id).await,
+            ("keys", Some(id), None) if delete => key_changes::revoke(&cx, id).await,
+            ("keys", Some(_), None) => not_allowed("GET, PATCH, DELETE"),
+            ("keys", Some(id), Some("rotate")) if post => {
+                key_changes::rotate(&cx, session, id).await
             }
-            p if p.starts_with("/admin/keys/") || p.starts_with("/admin/teams/") => {
-                error(405, "method_not_allowed", "use GET")
-            }
-            _ => error(404, "not_found", format!("no admin route {}", quote(path))),
+            ("keys", Some(_), Some("rotate")) => not_allowed("POST"),
+            ("teams", None, None) if get => teams::list(&cx),
+            ("teams", None, None) if post => teams::create(&cx, session).await,
+            ("teams", None, None) => not_allowed("GET, POST"),
+            ("teams", Some(id), None) if get => teams::one(&cx, id).await,
+            ("teams", Some(id), None) if patch => teams::update(&cx, session, id).await,
+            ("teams", Some(id), None) if delete => teams::delete(&cx, id).await,
+            ("teams", Some(_), None) => not_allowed("GET, PATCH, DELETE"),
+            ("audit", None, None) if get => audit::list(&cx, q).await,
+            ("audit", None, None) => not_allowed("GET"),
+            _ => error(404, "not_found", format!("no admin route {}", quote(&path))),
         }
     }
 

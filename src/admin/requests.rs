@@ -5,63 +5,46 @@
 //! gateway changed (`adjusted`) and the error it answered. `next` is the
 //! cursor of the following page (`before=`), null on the last one.
 
-use super::{params, Reply};
+use super::{Fail, Reply};
 use crate::state::ledger::{Cursor, Reader, RequestRow, RequestsQuery, StatusFilter};
 use crate::util::rfc3339::Rfc3339;
 use serde_json::{json, Value};
 
-/// Parses the query; `Err` names the bad parameter.
-pub fn parse(query: Option<&str>) -> Result<RequestsQuery, String> {
-    let mut q = RequestsQuery::default();
+/// The parameters `GET /admin/requests` knows.
+const KNOWN: [&str; 5] = ["limit", "before", "key", "model", "status"];
+
+/// Parses the query; `Err`: the 400 naming the bad parameter.
+pub fn parse(query: Option<&str>) -> Result<RequestsQuery, Fail> {
+    use crate::state::ledger::recent::{DEFAULT_LIMIT, MAX_LIMIT};
+    let bad = |m: String| super::fail(400, "invalid_request", m);
     let quote = crate::error::quote;
-    for (name, value) in params(query)? {
-        let value_or_none = Some(value.clone()).filter(|v| !v.is_empty());
-        match name {
-            "limit" => {
-                q.limit = value
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=crate::state::ledger::recent::MAX_LIMIT).contains(n))
-                    .ok_or_else(|| {
-                        format!(
-                            "limit: expected 1 to {}, got {}",
-                            crate::state::ledger::recent::MAX_LIMIT,
-                            quote(&value)
-                        )
-                    })?
-            }
-            "before" => {
-                q.before = value_or_none
-                    .map(|v| {
-                        Cursor::parse(&v).ok_or_else(|| {
-                            format!("before: expected a page's next cursor, got {}", quote(&v))
-                        })
-                    })
-                    .transpose()?
-            }
-            "key" => q.key = value_or_none,
-            "model" => q.model = value_or_none,
-            "status" => {
-                q.status = value_or_none
-                    .map(|v| {
-                        StatusFilter::parse(&v).ok_or_else(|| {
-                            format!(
-                                "status: expected ok, error or a status code, got {}",
-                                quote(&v)
-                            )
-                        })
-                    })
-                    .transpose()?
-            }
-            other => {
-                return Err(format!(
-                    "unknown parameter {} (known: limit, before, key, model, status)",
-                    quote(other)
-                ))
-            }
-        }
-    }
-    Ok(q)
+    let params = super::body::query(query, &KNOWN)?;
+    let param = |name| super::body::param(&params, name);
+    Ok(RequestsQuery {
+        limit: super::body::limit(param("limit"), DEFAULT_LIMIT, MAX_LIMIT)?,
+        before: param("before")
+            .map(|v| {
+                Cursor::parse(v).ok_or_else(|| {
+                    bad(format!(
+                        "before: expected a page's next cursor, got {}",
+                        quote(v)
+                    ))
+                })
+            })
+            .transpose()?,
+        key: param("key").map(str::to_string),
+        model: param("model").map(str::to_string),
+        status: param("status")
+            .map(|v| {
+                StatusFilter::parse(v).ok_or_else(|| {
+                    bad(format!(
+                        "status: expected ok, error or a status code, got {}",
+                        quote(v)
+                    ))
+                })
+            })
+            .transpose()?,
+    })
 }
 
 /// One request as the API answers it.
@@ -104,7 +87,7 @@ pub fn render(r: &RequestRow) -> Value {
 pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Reply {
     let q = match parse(query) {
         Ok(q) => q,
-        Err(e) => return super::error(400, "invalid_request", e),
+        Err(e) => return *e,
     };
     let Some(ledger) = ledger else {
         return super::error(503, "unavailable", "the usage ledger is not open");
@@ -154,6 +137,7 @@ mod tests {
             ("since=1", "since"),
         ] {
             let e = parse(Some(bad)).unwrap_err();
+            let e = String::from_utf8_lossy(e.body());
             assert!(e.contains(name), "{bad}: {e}");
         }
     }

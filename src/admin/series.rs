@@ -4,16 +4,20 @@
 //! (default 5, at most 20) and "other", as columns (one array per figure,
 //! one entry per bucket), so the answer's size is bounded by buckets × (N+1).
 
-use super::{params, Reply};
+use super::{Fail, Reply};
 use crate::state::ledger::{Bound, Bucket, Reader, Series, SeriesBy, SeriesQuery, Sums};
 use crate::util::rfc3339::Rfc3339;
 use serde_json::{json, Value};
 
-/// Parses the query; `Err` names the bad parameter.
-pub fn parse(query: Option<&str>, now_ms: i64) -> Result<SeriesQuery, String> {
+/// The parameters `GET /admin/usage/series` knows.
+const KNOWN: [&str; 5] = ["from", "to", "bucket", "by", "top"];
+
+/// Parses the query; `Err`: the 400 naming the bad parameter.
+pub fn parse(query: Option<&str>, now_ms: i64) -> Result<SeriesQuery, Fail> {
+    let bad = |m: String| super::fail(400, "invalid_request", m);
     let (mut from, mut to, mut bucket, mut by, mut top) =
         (None, None, Bucket::Hour, SeriesBy::Model, 5usize);
-    for (name, value) in params(query)? {
+    for (name, value) in super::body::query(query, &KNOWN)? {
         let bound = |v: &str| {
             Bound::parse(v).ok_or_else(|| {
                 format!(
@@ -22,42 +26,44 @@ pub fn parse(query: Option<&str>, now_ms: i64) -> Result<SeriesQuery, String> {
                 )
             })
         };
-        match name {
-            "from" => from = Some(bound(&value)?),
-            "to" => to = Some(bound(&value)?),
+        match name.as_str() {
+            "from" => from = Some(bound(&value).map_err(bad)?),
+            "to" => to = Some(bound(&value).map_err(bad)?),
             "bucket" => {
-                bucket = Bucket::parse(&value).ok_or_else(|| {
-                    format!(
-                        "bucket: expected hour or day, got {}",
-                        crate::error::quote(&value)
-                    )
-                })?
+                bucket = Bucket::parse(&value)
+                    .ok_or_else(|| {
+                        format!(
+                            "bucket: expected hour or day, got {}",
+                            crate::error::quote(&value)
+                        )
+                    })
+                    .map_err(bad)?
             }
             "by" => {
-                by = SeriesBy::parse(&value).ok_or_else(|| {
-                    format!(
-                        "by: expected model or key, got {}",
-                        crate::error::quote(&value)
-                    )
-                })?
+                by = SeriesBy::parse(&value)
+                    .ok_or_else(|| {
+                        format!(
+                            "by: expected model, key or team, got {}",
+                            crate::error::quote(&value)
+                        )
+                    })
+                    .map_err(bad)?
             }
             "top" => {
-                top = value.parse().map_err(|_| {
-                    format!(
-                        "top: expected a number, got {}",
-                        crate::error::quote(&value)
-                    )
-                })?
+                top = value
+                    .parse()
+                    .map_err(|_| {
+                        format!(
+                            "top: expected a number, got {}",
+                            crate::error::quote(&value)
+                        )
+                    })
+                    .map_err(bad)?
             }
-            other => {
-                return Err(format!(
-                    "unknown parameter {} (known: from, to, bucket, by, top)",
-                    crate::error::quote(other)
-                ))
-            }
+            _ => {}
         }
     }
-    SeriesQuery::new(from, to, bucket, by, top, now_ms)
+    SeriesQuery::new(from, to, bucket, by, top, now_ms).map_err(bad)
 }
 
 /// `ms` as RFC 3339 (whole seconds: buckets start on them).
@@ -117,7 +123,7 @@ pub fn render(q: &SeriesQuery, s: &Series) -> Value {
 pub async fn respond(ledger: Option<&Reader>, query: Option<&str>) -> Reply {
     let q = match parse(query, crate::state::ledger::now_ms()) {
         Ok(q) => q,
-        Err(e) => return super::error(400, "invalid_request", e),
+        Err(e) => return *e,
     };
     let Some(ledger) = ledger else {
         return super::error(503, "unavailable", "the usage ledger is not open");
@@ -152,6 +158,7 @@ mod tests {
             ("nope=1", "nope"),
         ] {
             let e = parse(Some(bad), 0).unwrap_err();
+            let e = String::from_utf8_lossy(e.body());
             assert!(e.contains(name), "{bad}: {e}");
         }
     }

@@ -1,5 +1,6 @@
 //! The metrics listener's HTTP app (`--metrics`): `/admin/*` is the admin
-//! API (`super::Admin`), every other path the Prometheus text exposition: the
+//! API (`super::Admin`; the bodies of its writes are read there, bounded:
+//! `super::body`), every other path the Prometheus text exposition: the
 //! registry's series (`obs::metrics`), each upstream's live state from the
 //! runtime snapshot's pools, and the reload counters.
 

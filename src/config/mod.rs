@@ -21,7 +21,9 @@ pub use cloud::{
 };
 pub use error::ConfigError;
 pub use keys::{
-    parse_usd_nanos, ApiKey, Budget, BudgetPeriod, JwtMapping, KeyStore, ModelPattern, Team,
+    now_secs, parse_usd_nanos, stored_key, stored_team, ApiKey, Budget, BudgetPeriod, Conflict,
+    JwtMapping, KeyStore, ModelPattern, Source, Status, StoredKey, StoredKeys, Team,
+    STORED_KEY_FIELDS,
 };
 pub use pricing::{Nanos, Price, Pricing, Rates, Tier, Tokens};
 pub use url::{BaseUrl, Scheme};

@@ -1,12 +1,15 @@
 //! The live configuration snapshot (catalog, keys, pre-rendered listings) behind
 //! an atomic pointer: requests load it once and keep it to the end, reloads swap
-//! in a complete new one, so no request ever sees a half-applied change.
+//! in a complete new one, so no request ever sees a half-applied change. The
+//! keys are the file's merged with the key store's (docs/keys.md): a change to
+//! either builds a new snapshot ([`Runtime::reload`], [`Runtime::set_stored`]);
+//! a change of keys alone shares the catalog, its listings and pools.
 
 pub mod drain;
 pub mod reload;
 pub mod upgrade;
 
-use crate::config::{Catalog, ConfigError, KeyStore, Model};
+use crate::config::{Catalog, ConfigError, KeyStore, Model, StoredKeys};
 use crate::family::Family;
 use crate::protocol::{anthropic, gemini, openai};
 use crate::upstream::pool::{ProviderPool, Registry};
@@ -14,7 +17,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// One family's listings, rendered once per snapshot.
 #[derive(Debug, Default)]
@@ -30,9 +33,9 @@ pub struct Listings {
 /// An immutable view of the configuration.
 #[derive(Debug)]
 pub struct Snapshot {
-    pub catalog: Catalog,
+    pub catalog: Arc<Catalog>,
     pub keys: KeyStore,
-    listings: [Listings; 3],
+    listings: Arc<[Listings; 3]>,
     /// Each provider's upstream pool, parallel to `catalog.providers`.
     pools: Vec<Arc<ProviderPool>>,
 }
@@ -61,10 +64,20 @@ impl Snapshot {
         let listings = Family::LISTED.map(|f| render(&catalog, f));
         let pools = registry.pools(&catalog);
         Snapshot {
-            catalog,
+            catalog: Arc::new(catalog),
             keys,
-            listings,
+            listings: Arc::new(listings),
             pools,
+        }
+    }
+
+    /// This snapshot with other keys: the catalog, listings and pools shared.
+    pub fn with_keys(&self, keys: KeyStore) -> Snapshot {
+        Snapshot {
+            catalog: self.catalog.clone(),
+            keys,
+            listings: self.listings.clone(),
+            pools: self.pools.clone(),
         }
     }
 
@@ -179,21 +192,67 @@ pub struct Runtime {
     pub reloads: AtomicU64,
     /// Failed reload attempts since start.
     pub reload_failures: AtomicU64,
+    /// The keys file's keys and the key store's, as last loaded; held while
+    /// a new snapshot is built, so a file reload and a store change never
+    /// build from each other's stale half.
+    sources: Mutex<(KeyStore, Arc<StoredKeys>)>,
+}
+
+/// Why a keys file cannot be served with the store's keys: the first stored
+/// entry they disagree on (docs/configuration.md "Keys from the file and
+/// from the API").
+fn refuse_clashes(file: &str, conflicts: &[crate::config::Conflict]) -> Result<(), ConfigError> {
+    match conflicts.first() {
+        Some(c) => Err(ConfigError::new(
+            file,
+            "$",
+            format!("the key store's {c}: change the file, or the store through the admin API"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn log_left_out(conflicts: &[crate::config::Conflict]) {
+    for c in conflicts {
+        log::error!("key store: {c}: left out of the live keys");
+    }
 }
 
 impl Runtime {
-    /// Wraps an initial snapshot.
+    /// Wraps an initial snapshot (its keys: the file's alone).
     pub fn new(snapshot: Snapshot, paths: ConfigPaths) -> Runtime {
         let registry = Registry::default();
         registry.remember(&snapshot.pools);
         crate::secrets::install_config(&snapshot.catalog, &snapshot.keys);
+        let file_keys = snapshot.keys.clone();
         Runtime {
             registry,
             snapshot: ArcSwap::from_pointee(snapshot),
             paths,
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
+            sources: Mutex::new((file_keys, Arc::default())),
         }
+    }
+
+    /// As [`Runtime::new`] with the key store's keys and teams merged in;
+    /// refused when the store defines an id the keys file also has.
+    pub fn with_stored(
+        snapshot: Snapshot,
+        paths: ConfigPaths,
+        stored: Arc<StoredKeys>,
+    ) -> Result<Runtime, ConfigError> {
+        let (keys, conflicts) = snapshot.keys.merged(&stored);
+        refuse_clashes(&paths.keys, &conflicts)?;
+        log_left_out(&conflicts);
+        let rt = Runtime::new(snapshot, paths);
+        {
+            let mut sources = rt.sources.lock().unwrap_or_else(PoisonError::into_inner);
+            sources.1 = stored;
+            let next = rt.snapshot().with_keys(keys);
+            rt.install(next);
+        }
+        Ok(rt)
     }
 
     /// The current snapshot; hold it for the whole request.
@@ -201,17 +260,21 @@ impl Runtime {
         self.snapshot.load_full()
     }
 
-    /// Reloads both files: on success swaps the snapshot in, on failure keeps the old one.
+    /// Reloads both files: on success swaps the snapshot in (the file's keys
+    /// merged with the store's), on failure keeps the old one.
     pub fn reload(&self) -> Result<(), ConfigError> {
+        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
         let loaded = Catalog::load(&self.paths.catalog).and_then(|c| {
-            KeyStore::load(&self.paths.keys).map(|k| Snapshot::with_registry(c, k, &self.registry))
+            let file = KeyStore::load(&self.paths.keys)?;
+            let (keys, conflicts) = file.merged(&sources.1);
+            refuse_clashes(&self.paths.keys, &conflicts)?;
+            log_left_out(&conflicts);
+            Ok((file, Snapshot::with_registry(c, keys, &self.registry)))
         });
         match loaded {
-            Ok(s) => {
-                // The scrubber first: a request on the new snapshot may
-                // already meet a new key.
-                crate::secrets::install_config(&s.catalog, &s.keys);
-                self.snapshot.store(Arc::new(s));
+            Ok((file, s)) => {
+                sources.0 = file;
+                self.install(s);
                 self.reloads.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
@@ -220,5 +283,24 @@ impl Runtime {
                 Err(e)
             }
         }
+    }
+
+    /// Puts the key store's keys and teams in force: a new snapshot with the
+    /// same catalog and the file's keys merged with `stored`. A stored entry
+    /// that cannot be merged is logged and left out.
+    pub fn set_stored(&self, stored: Arc<StoredKeys>) {
+        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        let (keys, conflicts) = sources.0.merged(&stored);
+        log_left_out(&conflicts);
+        sources.1 = stored;
+        let next = self.snapshot().with_keys(keys);
+        self.install(next);
+    }
+
+    fn install(&self, s: Snapshot) {
+        // The scrubber first: a request on the new snapshot may already
+        // meet a new key. Keys made through the API are never held in plain.
+        crate::secrets::install_config(&s.catalog, &s.keys);
+        self.snapshot.store(Arc::new(s));
     }
 }

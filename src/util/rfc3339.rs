@@ -1,6 +1,6 @@
 //! RFC 3339 UTC timestamps (`2026-01-01T00:00:00Z`, optionally with milliseconds)
-//! from unix time, without a date crate: the model listings' `created_at` and
-//! the access log's `time`.
+//! from unix time and back, without a date crate: the model listings' `created_at`,
+//! the access log's `time`, the usage query's bounds and a key's `expires_at`.
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -58,6 +58,75 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// What [`parse`] read: a whole UTC day or an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed {
+    /// `YYYY-MM-DD`: days since 1970-01-01.
+    Day(i64),
+    /// `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`: unix milliseconds.
+    Millis(i64),
+}
+
+/// Parses `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`; `None` for
+/// anything else, a date that does not exist (2026-02-30) included.
+pub fn parse(s: &str) -> Option<Parsed> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let (mo, d) = (u32::try_from(mo).ok()?, u32::try_from(d).ok()?);
+    let days = days_from_civil(y, mo, d);
+    if civil_from_days(days) != (y, mo, d) {
+        return None;
+    }
+    if b.len() == 10 {
+        return Some(Parsed::Day(days));
+    }
+    if !matches!(b[10], b'T' | b't' | b' ') || b.len() < 20 || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut ms = 0i64;
+    if b[i] == b'.' {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let frac = &s[start..i.min(start + 3)];
+        ms = frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32);
+    }
+    let offset_min = match &s[i..] {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let oh = num(i + 1..i + 3)?;
+            let om = num(i + 4..i + 6)?;
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 60 + om)
+        }
+        _ => return None,
+    };
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+    Some(Parsed::Millis(secs * 1000 + ms))
 }
 
 /// Unix seconds of an HTTP date in the IMF-fixdate form

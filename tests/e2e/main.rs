@@ -11,6 +11,7 @@
 mod common;
 
 mod access_log;
+mod admin_keys;
 mod affinity;
 mod agent_requests;
 mod aliases;

@@ -7,7 +7,7 @@ use super::calendar::{day_string, DAY_MS};
 use super::recent::{RequestRow, RequestsQuery};
 use super::series::{Series, SeriesQuery};
 use super::{pg, sqlite, Sums};
-use crate::util::rfc3339::days_from_civil;
+use crate::util::rfc3339::Parsed;
 
 /// What `GET /admin/usage` groups by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,61 +53,10 @@ pub enum Bound {
 impl Bound {
     /// Parses `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`.
     pub fn parse(s: &str) -> Option<Bound> {
-        let b = s.as_bytes();
-        let num = |r: std::ops::Range<usize>| -> Option<i64> {
-            let t = s.get(r)?;
-            t.bytes()
-                .all(|c| c.is_ascii_digit())
-                .then(|| t.parse().ok())?
-        };
-        if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
-            return None;
-        }
-        let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-            return None;
-        }
-        let days = days_from_civil(y, u32::try_from(mo).ok()?, u32::try_from(d).ok()?);
-        // Reject dates that do not exist (2026-02-30).
-        if day_string(days) != s[..10] {
-            return None;
-        }
-        if b.len() == 10 {
-            return Some(Bound::Day(days));
-        }
-        if !matches!(b[10], b'T' | b't' | b' ') || b.len() < 20 || b[13] != b':' || b[16] != b':' {
-            return None;
-        }
-        let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if h > 23 || mi > 59 || sec > 60 {
-            return None;
-        }
-        let mut i = 19;
-        let mut ms = 0i64;
-        if b[i] == b'.' {
-            let start = i + 1;
-            i = start;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == start {
-                return None;
-            }
-            let frac = &s[start..i.min(start + 3)];
-            ms = frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32);
-        }
-        let offset_min = match &s[i..] {
-            "Z" | "z" => 0,
-            o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-                let oh = num(i + 1..i + 3)?;
-                let om = num(i + 4..i + 6)?;
-                let sign = if o.starts_with('-') { -1 } else { 1 };
-                sign * (oh * 60 + om)
-            }
-            _ => return None,
-        };
-        let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
-        Some(Bound::Instant(secs * 1000 + ms))
+        Some(match crate::util::rfc3339::parse(s)? {
+            Parsed::Day(d) => Bound::Day(d),
+            Parsed::Millis(ms) => Bound::Instant(ms),
+        })
     }
 
     /// The first millisecond this bound admits (as `from`).
