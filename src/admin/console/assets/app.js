@@ -485,7 +485,6 @@
         el('td', { class: 'num', text: limitText(k.rpm) }),
         el('td', { class: 'num', text: limitText(k.tpm) }),
         el('td', { text: budgetText(k.budget) }),
-        el('td', { class: 'num', text: spentText(k.budget) }),
         el('td', { text: k.expires_at ? time(k.expires_at) : '–' }),
         actions);
       if (editable && st === 'active') {
@@ -502,7 +501,7 @@
       return tr;
     });
     return el('table', { id: 'keys' },
-      el('thead', {}, el('tr', {}, ['id', 'team', 'state', 'source', 'models', 'rpm', 'tpm', 'budget', 'spent', 'expires', ''].map((h) => el('th', { text: h })))),
+      el('thead', {}, el('tr', {}, ['id', 'team', 'state', 'source', 'models', 'rpm', 'tpm', 'budget', 'expires', ''].map((h) => el('th', { text: h })))),
       el('tbody', {}, rows));
   }
 
@@ -591,7 +590,7 @@
           el('td', { class: 'num', text: limitText(t.rpm) }),
           el('td', { class: 'num', text: limitText(t.tpm) }),
           el('td', { text: budgetText(t.budget) }),
-          el('td', { class: 'num', text: spentText(t.budget) }),
+          el('td', { class: 'num spent', text: spentText(t.budget) }),
           el('td', { class: 'actions' },
             t.source === 'file' ? el('span', { class: 'muted', text: 'keys.json' }) : [
               el('button', { type: 'button', class: 'secondary', text: 'Edit', onclick: () => editRow(tr, t, `/admin/teams/${encodeURIComponent(t.id)}`, reload, false) }),
@@ -607,6 +606,13 @@
           el('thead', {}, el('tr', {}, ['id', 'source', 'keys', 'rpm', 'tpm', 'budget', 'spent', ''].map((h) => el('th', { text: h })))),
           el('tbody', {}, rows)),
         teams.length ? null : el('p', { class: 'empty', text: 'No teams.' }));
+      // The list holds the limits; each team's spend is its own answer (the
+      // first 50 teams, fetched side by side).
+      await Promise.all(teams.filter((t) => t.budget).slice(0, 50).map(async (t) => {
+        const one = await api(`/admin/teams/${encodeURIComponent(t.id)}`).catch(() => null);
+        const cell = table.querySelector(`tr[data-team="${CSS.escape(t.id)}"] td.spent`);
+        if (one && cell) cell.textContent = spentText(one.budget);
+      }));
     });
     const id = el('input', { id: 'new-team-id', required: true });
     const lim = limitInputs('new-team');
