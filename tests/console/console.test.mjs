@@ -12,7 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startStack, launch, newPage, artifacts, ADMIN_KEY, MODEL } from './stack.mjs';
+import { startStack, launch, newPage, artifacts, shown, visit, ADMIN_KEY, MODEL } from './stack.mjs';
 
 let stack;
 let browser;
@@ -31,18 +31,6 @@ after(async () => {
 });
 
 const IDS = { ok: 'console-ui-ok', stream: 'console-ui-stream', error: 'console-ui-error' };
-
-/// Clicks the nav link named `name` and waits for its page.
-/// Fails when the page shows a value the script failed to format.
-async function shown(page) {
-  const text = await page.locator('main').innerText();
-  for (const bad of ['null', 'undefined', 'NaN', '[object Object]']) assert.ok(!text.includes(bad), `"${bad}" on the page:\n${text}`);
-}
-
-async function visit(page, name) {
-  await page.getByRole('link', { name, exact: true }).click();
-  await page.waitForSelector(`main[data-page="${name.toLowerCase()}"]`);
-}
 
 test('traffic reaches the ledger', async () => {
   const ok = await stack.chat(IDS.ok, 'hello console');

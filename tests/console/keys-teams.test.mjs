@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { startStack, launch, newPage, artifacts, ADMIN_KEY } from './stack.mjs';
+import { startStack, launch, newPage, artifacts, shown, visit, ADMIN_KEY } from './stack.mjs';
 
 let stack;
 let browser;
@@ -33,17 +33,6 @@ after(async () => {
   await browser?.close();
   await stack?.stop();
 });
-
-/// Fails when the page shows a value the script failed to format.
-async function shown(page) {
-  const text = await page.locator('main').innerText();
-  for (const bad of ['null', 'undefined', 'NaN', '[object Object]']) assert.ok(!text.includes(bad), `"${bad}" on the page:\n${text}`);
-}
-
-async function visit(page, name) {
-  await page.getByRole('link', { name, exact: true }).click();
-  await page.waitForSelector(`main[data-page="${name.toLowerCase()}"]`);
-}
 
 const status = async (r) => {
   await r.text();

@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, openSync, closeSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, isAbsolute } from 'node:path';
+import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 import { catalog, PROVIDER_ENV, freePort, waitLine, REPO } from '../clients/harness.mjs';
 
@@ -129,3 +130,14 @@ export async function newPage(browser) {
   return { context, page, seen };
 }
 
+/// Fails when the page shows a value the script failed to format.
+export async function shown(page) {
+  const text = await page.locator('main').innerText();
+  for (const bad of ['null', 'undefined', 'NaN', '[object Object]']) assert.ok(!text.includes(bad), `"${bad}" on the page:\n${text}`);
+}
+
+/// Clicks the nav link named `name` and waits for its page.
+export async function visit(page, name) {
+  await page.getByRole('link', { name, exact: true }).click();
+  await page.waitForSelector(`main[data-page="${name.toLowerCase()}"]`);
+}
