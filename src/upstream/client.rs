@@ -534,6 +534,21 @@ impl UpstreamClient {
         })
     }
 
+    /// The next body chunk among the bytes already read, without reading:
+    /// `Some(Some(data))`, `Some(None)` when the body is complete, `None`
+    /// when the next chunk is still to be read. The relay gathers what one
+    /// read brought (a burst of frames) into one write to the client.
+    pub fn buffered_chunk(ex: &mut Exchange) -> Result<Option<Option<Bytes>>, ReadFault> {
+        if let Some(data) = ex
+            .body
+            .decode(&mut ex.buf)
+            .map_err(|e| ReadFault::Transport(wire_error(e)))?
+        {
+            return Ok(Some(Some(data)));
+        }
+        Ok(ex.body.is_done().then_some(None))
+    }
+
     /// Reads the next body chunk, waiting at most `idle` for it (and never
     /// longer than the gateway's read timeout) and never past `deadline`.
     /// `None`: the body is complete.
@@ -543,15 +558,8 @@ impl UpstreamClient {
         deadline: Option<Instant>,
     ) -> Result<Option<Bytes>, ReadFault> {
         loop {
-            if let Some(data) = ex
-                .body
-                .decode(&mut ex.buf)
-                .map_err(|e| ReadFault::Transport(wire_error(e)))?
-            {
-                return Ok(Some(data));
-            }
-            if ex.body.is_done() {
-                return Ok(None);
+            if let Some(ready) = Self::buffered_chunk(ex)? {
+                return Ok(ready);
             }
             let want = match ex.body {
                 Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
