@@ -524,9 +524,12 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         let deadline = Instant::now() + self.limits.header_timeout;
         let stream = match &self.tls {
             Some(tls) => {
-                let stream = self.handshake(tls, stream, deadline).await?;
+                // Boxed, like the HTTP/2 loop: a connection's task holds
+                // the state of the branch it is in, not the largest one's
+                // (an HTTP/1 stream's task would carry the handshake's).
+                let stream = Box::pin(self.handshake(tls, stream, deadline)).await?;
                 if matches!(stream.alpn(), Some(ALPN::H2)) {
-                    self.serve_h2(Box::new(stream), shutdown, deadline).await;
+                    Box::pin(self.serve_h2(Box::new(stream), shutdown, deadline)).await;
                     return None;
                 }
                 Box::new(stream)
@@ -538,7 +541,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 let mut probe = [0u8; 3];
                 match tokio::time::timeout_at(deadline, stream.try_peek(&mut probe)).await {
                     Ok(Ok(true)) if &probe == b"PRI" => {
-                        self.serve_h2(stream, shutdown, deadline).await;
+                        Box::pin(self.serve_h2(stream, shutdown, deadline)).await;
                         return None;
                     }
                     Ok(Ok(_)) => stream,

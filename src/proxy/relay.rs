@@ -366,7 +366,9 @@ pub async fn relay_stream(
         });
         // The client's stream ends in the same write as its last bytes,
         // unless a continuation is to go on with it.
-        let closes = end.as_ref().is_some_and(|e| !matches!(e, StreamEnd::Cut(..)));
+        let closes = end
+            .as_ref()
+            .is_some_and(|e| !matches!(e, StreamEnd::Cut(..)));
         let head = if std::mem::take(&mut head_due) {
             Some(head(session, ctx, framing)?)
         } else {

@@ -314,7 +314,8 @@ fn as_chunks(frames: &[String]) -> String {
 async fn next_chunk(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
     loop {
         if let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") {
-            let size = usize::from_str_radix(std::str::from_utf8(&buf[..eol]).unwrap(), 16).unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&buf[..eol]).unwrap(), 16).unwrap();
             if buf.len() >= eol + 2 + size + 2 {
                 let data = buf[eol + 2..eol + 2 + size].to_vec();
                 buf.drain(..eol + 2 + size + 2);
@@ -334,7 +335,9 @@ async fn next_chunk(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
 /// so a gateway that waited for more would never finish the stream.
 #[tokio::test]
 async fn a_burst_of_frames_reaches_the_client_as_one_chunk_without_waiting_for_more() {
-    let first: Vec<String> = (0..6).map(|i| chunk_frame(&format!("a{i} "), None)).collect();
+    let first: Vec<String> = (0..6)
+        .map(|i| chunk_frame(&format!("a{i} "), None))
+        .collect();
     let second = vec![
         chunk_frame("b0 ", None),
         chunk_frame("b1", None),
@@ -354,9 +357,13 @@ async fn a_burst_of_frames_reaches_the_client_as_one_chunk_without_waiting_for_m
         let (mut s, _) = listener.accept().await.unwrap();
         assert!(read_request(&mut s).await);
         let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-        s.write_all(format!("{head}{burst1}").as_bytes()).await.unwrap();
+        s.write_all(format!("{head}{burst1}").as_bytes())
+            .await
+            .unwrap();
         wait.notified().await;
-        s.write_all(format!("{burst2}0\r\n\r\n").as_bytes()).await.unwrap();
+        s.write_all(format!("{burst2}0\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
         // Kept open: the stream's end is its terminator, not a close.
         let _ = s.read(&mut [0u8; 1]).await;
     });
@@ -392,7 +399,10 @@ async fn a_burst_of_frames_reaches_the_client_as_one_chunk_without_waiting_for_m
                     return d.to_string();
                 }
                 let v: Value = serde_json::from_str(d).unwrap();
-                assert_eq!(v["model"], "scripted/wire", "the model is renamed in each frame");
+                assert_eq!(
+                    v["model"], "scripted/wire",
+                    "the model is renamed in each frame"
+                );
                 format!(
                     "{}|{}",
                     v["choices"][0]["delta"]["content"].as_str().unwrap_or(""),
@@ -414,6 +424,10 @@ async fn a_burst_of_frames_reaches_the_client_as_one_chunk_without_waiting_for_m
         ["b0 |", "b1|", "|stop", "[DONE]"],
         "the second burst is one chunk"
     );
-    assert_eq!(next_chunk(&mut s, &mut buf).await, None, "then the terminator");
+    assert_eq!(
+        next_chunk(&mut s, &mut buf).await,
+        None,
+        "then the terminator"
+    );
     assert!(buf.is_empty(), "nothing after the terminator");
 }

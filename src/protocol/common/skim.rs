@@ -236,7 +236,12 @@ mod tests {
 
     fn spans(doc: &str) -> Option<Vec<Option<String>>> {
         let found = members(doc.as_bytes(), [b"model", b"usage"])?;
-        Some(found.iter().map(|r| r.clone().map(|r| doc[r].to_string())).collect())
+        Some(
+            found
+                .iter()
+                .map(|r| r.clone().map(|r| doc[r].to_string()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -286,7 +291,8 @@ mod tests {
         ];
         let value = atom.prop_recursive(4, 24, 4, |inner| {
             prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
                 prop::collection::vec(
                     (
                         prop_oneof![
@@ -301,11 +307,17 @@ mod tests {
                 )
                 .prop_map(|m| format!(
                     "{{{}}}",
-                    m.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(",")
+                    m.iter()
+                        .map(|(k, v)| format!("{k}:{v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
                 )),
             ]
         });
-        (value, prop_oneof![Just(""), Just(" "), Just(","), Just("}")])
+        (
+            value,
+            prop_oneof![Just(""), Just(" "), Just(","), Just("}")],
+        )
             .prop_map(|(v, tail)| format!("{v}{tail}"))
     }
 

@@ -252,7 +252,10 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
 fn skimmed(doc: &[u8]) -> Option<Peeked> {
     let [model, usage, choices, error] =
         skim::members(doc, [b"model", b"usage", b"choices", b"error"])?;
-    let value = |r: Option<Range<usize>>| r.map(|r| (&doc[r.clone()], r)).filter(|(v, _)| *v != b"null");
+    let value = |r: Option<Range<usize>>| {
+        r.map(|r| (&doc[r.clone()], r))
+            .filter(|(v, _)| *v != b"null")
+    };
     if value(usage.clone()).is_some() || value(error).is_some() {
         return None;
     }
@@ -312,16 +315,19 @@ mod tests {
             prop_oneof![Just(r#""error":null"#), Just(r#""error":{"message":"m"}"#)]
                 .prop_map(str::to_string),
         ];
-        (prop::collection::vec(member, 0..7), any::<prop::sample::Index>(), any::<bool>()).prop_map(
-            |(members, cut, whole)| {
+        (
+            prop::collection::vec(member, 0..7),
+            any::<prop::sample::Index>(),
+            any::<bool>(),
+        )
+            .prop_map(|(members, cut, whole)| {
                 let doc = format!("{{{}}}", members.join(","));
                 if whole {
                     doc
                 } else {
                     doc[..cut.index(doc.len() + 1)].to_string()
                 }
-            },
-        )
+            })
     }
 
     proptest! {
