@@ -228,6 +228,29 @@ pub fn members<const N: usize>(
     (s.i == doc.len()).then_some(found)
 }
 
+/// Object documents of up to six `member`s (`"key":value` texts, in any
+/// order, repeats allowed), some cut short: what the peeks' property tests
+/// compare the skim and serde on.
+#[cfg(test)]
+pub(crate) fn objects(
+    member: impl proptest::strategy::Strategy<Value = String>,
+) -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    (
+        prop::collection::vec(member, 0..7),
+        any::<prop::sample::Index>(),
+        any::<bool>(),
+    )
+        .prop_map(|(members, cut, whole)| {
+            let doc = format!("{{{}}}", members.join(","));
+            if whole {
+                doc
+            } else {
+                doc[..cut.index(doc.len() + 1)].to_string()
+            }
+        })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -315,19 +315,7 @@ mod tests {
             prop_oneof![Just(r#""error":null"#), Just(r#""error":{"message":"m"}"#)]
                 .prop_map(str::to_string),
         ];
-        (
-            prop::collection::vec(member, 0..7),
-            any::<prop::sample::Index>(),
-            any::<bool>(),
-        )
-            .prop_map(|(members, cut, whole)| {
-                let doc = format!("{{{}}}", members.join(","));
-                if whole {
-                    doc
-                } else {
-                    doc[..cut.index(doc.len() + 1)].to_string()
-                }
-            })
+        skim::objects(member)
     }
 
     proptest! {

@@ -334,19 +334,7 @@ mod tests {
             .prop_map(str::to_string),
             "[a-z \\\\\"]{0,4}".prop_map(|d| format!(r#""delta":"{d}""#)),
         ];
-        (
-            prop::collection::vec(member, 0..7),
-            any::<prop::sample::Index>(),
-            any::<bool>(),
-        )
-            .prop_map(|(members, cut, whole)| {
-                let doc = format!("{{{}}}", members.join(","));
-                if whole {
-                    doc
-                } else {
-                    doc[..cut.index(doc.len() + 1)].to_string()
-                }
-            })
+        skim::objects(member)
     }
 
     proptest! {
