@@ -33,13 +33,15 @@ static GLOBAL: switchboard::obs::alloc_count::Counting = switchboard::obs::alloc
 /// straight into its own 4 KiB head buffer and the body into the body
 /// reader's, so nothing is lost but a copy.
 ///
-/// Write: 4 KiB, so a whole answer's head and body (most JSON answers) leave
-/// in one write; Pingora's default (1460 bytes) splits any answer longer
-/// than one segment into two. Larger answers go out in two writes; a
-/// bigger buffer would be held by every open stream.
+/// Write: none here. The listener batches each connection's writes above
+/// this layer, TLS included (`listener::batch`): a buffer that grows to
+/// what is written between two flushes, so a whole answer, or a burst of
+/// stream frames with its chunk framing, leaves in one send (up to 64 KiB;
+/// past that, larger writes go straight out), and an idle connection keeps
+/// at most 4 KiB of it.
 fn client_listener(addr: &str) -> pingora_core::listeners::ListenerConfig {
     use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
-    ListenerConfig::tcp(addr).l4_buffer(L4BufferSettings::new(0, 4 * 1024))
+    ListenerConfig::tcp(addr).l4_buffer(L4BufferSettings::new(0, 0))
 }
 
 /// How long a graceful shutdown waits for the requests in flight (streams

@@ -102,6 +102,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
             proxy_digest: stream.get_proxy_digest(),
             socket_digest: stream.get_socket_digest(),
         });
+        // h2 writes its frames and flushes: they leave in one send.
+        let stream: Stream = Box::new(super::batch::Batched::new(stream));
         let mut conn =
             match tokio::time::timeout_at(deadline, server::handshake(stream, None)).await {
                 Ok(Ok(c)) => c,

@@ -42,6 +42,10 @@
 //!   HTTP/2 if the client chose `h2` by ALPN; without TLS,
 //!   [`Guarded::with_h2c`] serves a connection that opens with the HTTP/2
 //!   preface as HTTP/2 (`http2.rs`: how each limit applies there).
+//! - **batched writes**: each connection's writes wait in one buffer for
+//!   Pingora's flush, and a flush can be held so a head and its first
+//!   bytes, or a stream's last frames and its end, go out in one send
+//!   ([`hold_flushes`], `batch.rs`).
 //!
 //! [`Served`] is the metrics listener's HTTP application: Pingora's
 //! `HttpServer` without its error lines that print the whole request head
@@ -64,8 +68,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+mod batch;
 mod http2;
 pub mod tls;
+
+pub use batch::hold_flushes;
 
 pub use tls::{CertFiles, Tls};
 
@@ -471,7 +478,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     /// An HTTP/1 connection: one request after another, each head within
     /// its deadline, the keep-alive waits between them bounded.
     async fn serve_h1(&self, stream: Stream, shutdown: &ShutdownWatch, mut deadline: Instant) {
-        let mut session = ServerSession::new_http1(stream);
+        let mut session = ServerSession::new_http1(Box::new(batch::Batched::new(stream)));
         loop {
             // Pingora's own per-read keep-alive timeout is off: the idle wait
             // and the head deadline here bound the reads between requests.
@@ -517,9 +524,12 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         let deadline = Instant::now() + self.limits.header_timeout;
         let stream = match &self.tls {
             Some(tls) => {
-                let stream = self.handshake(tls, stream, deadline).await?;
+                // Boxed, like the HTTP/2 loop: a connection's task holds
+                // the state of the branch it is in, not the largest one's
+                // (an HTTP/1 stream's task would carry the handshake's).
+                let stream = Box::pin(self.handshake(tls, stream, deadline)).await?;
                 if matches!(stream.alpn(), Some(ALPN::H2)) {
-                    self.serve_h2(Box::new(stream), shutdown, deadline).await;
+                    Box::pin(self.serve_h2(Box::new(stream), shutdown, deadline)).await;
                     return None;
                 }
                 Box::new(stream)
@@ -531,7 +541,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 let mut probe = [0u8; 3];
                 match tokio::time::timeout_at(deadline, stream.try_peek(&mut probe)).await {
                     Ok(Ok(true)) if &probe == b"PRI" => {
-                        self.serve_h2(stream, shutdown, deadline).await;
+                        Box::pin(self.serve_h2(stream, shutdown, deadline)).await;
                         return None;
                     }
                     Ok(Ok(_)) => stream,

@@ -1,8 +1,11 @@
-//! Relaying an upstream stream to the client frame by frame: each upstream
-//! chunk goes through the stream translator and is written at once, while the
-//! client connection is watched so a client that goes away drops the upstream
-//! request immediately. Failures end the client's stream with its family's
-//! error event, or (with `Relay::rescue`) leave it open for a continuation
+//! Relaying an upstream stream to the client: what each upstream read
+//! brought (one chunk or a burst of them) goes through the stream translator
+//! and is written at once, in one send with the response head before it or
+//! the stream's end after it when they are due (docs/performance.md "Writes
+//! per stream"), while the client connection is watched so a client that
+//! goes away drops the upstream request immediately. Failures end the
+//! client's stream with its family's error event, or (with `Relay::rescue`)
+//! leave it open for a continuation
 //! (`StreamEnd::Cut`, `super::inference`'s rescue). Writes to the client are
 //! bounded too: each by the send timeout (set on the session,
 //! `--write-timeout-ms`) and all of them by the provider's `total` deadline,
@@ -24,6 +27,7 @@ use crate::upstream::client::{ReadFault, UpstreamClient};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
 use pingora_core::{Error, ErrorType};
+use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 use std::time::Instant;
 
@@ -36,19 +40,39 @@ const HAND_OVER: usize = 2048;
 /// write to it could not finish within the write timeout (`--write-timeout-ms`) or the deadline.
 pub type RelayError = Box<pingora_core::Error>;
 
-/// Writes `data` (None with `end`: the body's end) to the client, bounded
-/// by `deadline` (the session's own write timeout bounds each write too).
+/// Writes to the client, bounded by `deadline` (the session's own write
+/// timeout bounds each write too): the response head when given, then
+/// `data`, then the body's end when `end`. On HTTP/1 what one call writes
+/// leaves in one send: the flushes Pingora makes between its parts are
+/// held (`listener::hold_flushes`; on HTTP/2 the data and the end are one
+/// DATA frame with END_STREAM).
 async fn write(
     session: &mut Session,
+    head: Option<ResponseHeader>,
     data: Option<Bytes>,
     end: bool,
     deadline: Option<Instant>,
 ) -> Result<(), RelayError> {
+    // Pingora flushes after a chunked head, after each chunk, and after the
+    // terminator: all but the last are held.
+    let flushes = u8::from(head.is_some()) + u8::from(data.is_some()) + u8::from(end);
+    if flushes > 1 {
+        crate::listener::hold_flushes(session.as_downstream(), flushes - 1);
+    }
+    let writes = async {
+        if let Some(h) = head {
+            session.write_response_header(Box::new(h), false).await?;
+        }
+        if data.is_some() || end {
+            session.write_response_body(data, end).await?;
+        }
+        Ok(())
+    };
     let Some(deadline) = deadline else {
-        return session.write_response_body(data, end).await;
+        return writes.await;
     };
     let left = deadline.saturating_duration_since(Instant::now());
-    match tokio::time::timeout(left, session.write_response_body(data, end)).await {
+    match tokio::time::timeout(left, writes).await {
         Ok(r) => r,
         Err(_) => Error::e_explain(
             ErrorType::WriteTimedout,
@@ -84,12 +108,12 @@ enum Next {
     Shutdown,
 }
 
-/// Sends the stream's response head (SSE, or a Gemini JSON array).
-async fn start(
+/// The stream's response head (SSE, or a Gemini JSON array).
+fn head(
     session: &mut Session,
     ctx: &mut RequestCtx,
     framing: Framing,
-) -> Result<(), RelayError> {
+) -> Result<ResponseHeader, RelayError> {
     let mut h = respond::header(ctx, 200, framing.content_type(), None)?;
     h.insert_header("cache-control", "no-cache")?;
     if session.as_downstream().is_http2() {
@@ -97,7 +121,7 @@ async fn start(
     }
     respond::close_if_draining(session, &mut h)?;
     ctx.outcome.status = 200;
-    session.write_response_header(Box::new(h), false).await
+    Ok(h)
 }
 
 /// Puts what the upstream sent (a chunk, its end, or a read fault) through
@@ -169,8 +193,8 @@ pub async fn fail(
     pass.fail(&crate::protocol::error_body(relay.family, e), &mut out);
     let mut chunks = Rechunk::new(relay.framing);
     chunks.frame(&mut out);
-    write(session, Some(Bytes::from(out)), false, deadline).await?;
-    write(session, None, true, deadline).await
+    let data = (!out.is_empty()).then(|| Bytes::from(out));
+    write(session, None, data, true, deadline).await
 }
 
 /// What a stream fault says of the upstream: a continuation that differs
@@ -240,10 +264,12 @@ pub struct Relay {
     pub rescue: bool,
 }
 
-/// Relays an upstream stream to the client frame by frame, starting with
-/// the chunk the attempt read before committing to this upstream; each later
-/// chunk waits at most the provider's `idle` and never past the `total`
-/// deadline.
+/// Relays an upstream stream to the client, starting with the chunk the
+/// attempt read before committing to this upstream; each later read waits
+/// at most the provider's `idle` and never past the `total` deadline.
+/// Whatever one read brought (a burst of frames, the stream's end with
+/// them) goes to the client in one write as soon as it is translated:
+/// nothing waits for more.
 pub async fn relay_stream(
     gw: &Gateway,
     session: &mut Session,
@@ -267,9 +293,8 @@ pub async fn relay_stream(
         in_flight: _in_flight,
         ..
     } = answer;
-    if !resumed {
-        start(session, ctx, framing).await?;
-    }
+    // Sent with the first batch (a continuation has its head already).
+    let mut head_due = !resumed;
     let mut out = Vec::with_capacity(OUT_START);
     let mut chunks = Rechunk::new(framing);
     // The first chunk was read before the response started (None: the
@@ -296,7 +321,17 @@ pub async fn relay_stream(
                 } else {
                     frames.as_mut()
                 };
-                translate(pass, read, decode, (family, rescue), &mut out)
+                let mut end = translate(pass, read, decode, (family, rescue), &mut out);
+                // The chunks that read brought with it join the batch.
+                while end.is_none() {
+                    let read = match UpstreamClient::buffered_chunk(&mut ex) {
+                        Ok(None) => break,
+                        Ok(Some(chunk)) => Ok(chunk),
+                        Err(fault) => Err(fault),
+                    };
+                    end = translate(pass, read, frames.as_mut(), (family, rescue), &mut out);
+                }
+                end
             }
             Next::ClientGone => {
                 ctx.client_gone = true;
@@ -317,28 +352,35 @@ pub async fn relay_stream(
             }
         };
         chunks.frame(&mut out);
-        if !out.is_empty() {
+        let data = (!out.is_empty()).then(|| {
             if ctx.outcome.ttft.is_none() {
                 ctx.outcome.ttft = Some(ctx.started.elapsed());
             }
             // A large piece is handed over with its buffer (no copy); a
             // small one is copied, and the buffer kept for the next.
-            let data = if out.len() >= HAND_OVER {
+            if out.len() >= HAND_OVER {
                 Bytes::from(std::mem::replace(&mut out, Vec::with_capacity(OUT_START)))
             } else {
                 Bytes::copy_from_slice(&out)
-            };
-            write(session, Some(data), false, deadline).await?;
+            }
+        });
+        // The client's stream ends in the same write as its last bytes,
+        // unless a continuation is to go on with it.
+        let closes = end
+            .as_ref()
+            .is_some_and(|e| !matches!(e, StreamEnd::Cut(..)));
+        let head = if std::mem::take(&mut head_due) {
+            Some(head(session, ctx, framing)?)
+        } else {
+            None
+        };
+        if head.is_some() || data.is_some() || closes {
+            write(session, head, data, closes, deadline).await?;
         }
         if let Some(end) = end {
             break end;
         }
     };
-    if matches!(end, StreamEnd::Cut(..)) {
-        // Left open: a continuation goes on where this one stopped.
-        return Ok(end);
-    }
-    write(session, None, true, deadline).await?;
     if matches!(end, StreamEnd::Complete) {
         // Closed instead when its body was not read to the end.
         gw.upstream.release(ex);

@@ -46,6 +46,8 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 /// Room for each read: a response head and a small body, or a few frames;
 /// held by every open stream, so small.
 const READ_CHUNK: usize = 4 * 1024;
+/// The read after a head that came with more body than its read held.
+const BURST_READ: usize = 16 * 1024;
 /// The most one read asks for while a long body with a known length comes.
 const READ_LARGE: usize = 64 * 1024;
 /// A body up to this size goes out in the same write as its head.
@@ -499,6 +501,8 @@ impl UpstreamClient {
             Ok(Ok(())) => {}
         }
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        // Whether the last read filled its room: more is waiting.
+        let mut filled = false;
         let head = loop {
             if let Some(head) =
                 h1::take_response_head(&mut buf).map_err(|e| Fault::Other(wire_error(e)))?
@@ -506,6 +510,7 @@ impl UpstreamClient {
                 break head;
             }
             buf.reserve(READ_CHUNK);
+            let room = buf.capacity() - buf.len();
             let n = match tokio::time::timeout(self.read_timeout, stream.read_buf(&mut buf)).await {
                 Err(_) => return Err(Fault::Other(read_timed_out())),
                 Ok(Err(e)) => return Err(fault(io_error("response", &e), buf.is_empty())),
@@ -518,6 +523,7 @@ impl UpstreamClient {
                 );
                 return Err(fault(e, buf.is_empty()));
             }
+            filled = n == room;
         };
         let body = head.body().map_err(|e| Fault::Other(wire_error(e)))?;
         let reusable = head.reusable() && body != Body::UntilClose;
@@ -530,8 +536,26 @@ impl UpstreamClient {
             uses,
             reusable,
             read_timeout: self.read_timeout,
-            read_size: READ_CHUNK,
+            // A head read that filled its room came with a burst of body
+            // (a stream's first frames): the next read takes the rest of
+            // it at once, so it reaches the client in one write.
+            read_size: if filled { BURST_READ } else { READ_CHUNK },
         })
+    }
+
+    /// The next body chunk among the bytes already read, without reading:
+    /// `Some(Some(data))`, `Some(None)` when the body is complete, `None`
+    /// when the next chunk is still to be read. The relay gathers what one
+    /// read brought (a burst of frames) into one write to the client.
+    pub fn buffered_chunk(ex: &mut Exchange) -> Result<Option<Option<Bytes>>, ReadFault> {
+        if let Some(data) = ex
+            .body
+            .decode(&mut ex.buf)
+            .map_err(|e| ReadFault::Transport(wire_error(e)))?
+        {
+            return Ok(Some(Some(data)));
+        }
+        Ok(ex.body.is_done().then_some(None))
     }
 
     /// Reads the next body chunk, waiting at most `idle` for it (and never
@@ -543,15 +567,8 @@ impl UpstreamClient {
         deadline: Option<Instant>,
     ) -> Result<Option<Bytes>, ReadFault> {
         loop {
-            if let Some(data) = ex
-                .body
-                .decode(&mut ex.buf)
-                .map_err(|e| ReadFault::Transport(wire_error(e)))?
-            {
-                return Ok(Some(data));
-            }
-            if ex.body.is_done() {
-                return Ok(None);
+            if let Some(ready) = Self::buffered_chunk(ex)? {
+                return Ok(ready);
             }
             let want = match ex.body {
                 Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),

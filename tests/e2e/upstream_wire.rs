@@ -293,3 +293,141 @@ async fn a_head_cut_short_on_a_new_connection_is_a_502_and_not_sent_again() {
         "a request on a new connection was sent again"
     );
 }
+
+/// An OpenAI chunk carrying `text`, as an SSE frame.
+fn chunk_frame(text: &str, finish: Option<&str>) -> String {
+    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "up-model",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]});
+    format!("data: {v}\n\n")
+}
+
+/// Frames as OpenAI sends them: each its own HTTP chunk.
+fn as_chunks(frames: &[String]) -> String {
+    frames
+        .iter()
+        .map(|f| format!("{:x}\r\n{f}\r\n", f.len()))
+        .collect()
+}
+
+/// Reads one chunk of a chunked body from `buf` (refilled from `s`):
+/// its data, or None at the terminator.
+async fn next_chunk(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    loop {
+        if let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") {
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&buf[..eol]).unwrap(), 16).unwrap();
+            if buf.len() >= eol + 2 + size + 2 {
+                let data = buf[eol + 2..eol + 2 + size].to_vec();
+                buf.drain(..eol + 2 + size + 2);
+                return (size > 0).then_some(data);
+            }
+        }
+        let mut more = [0u8; 16384];
+        let n = s.read(&mut more).await.unwrap();
+        assert!(n > 0, "the stream ended before its terminator");
+        buf.extend_from_slice(&more[..n]);
+    }
+}
+
+/// What one upstream read brings (a burst of frames, each its own HTTP
+/// chunk, sent in one write) reaches the client as one chunk, and at once:
+/// the upstream sends its second burst only once the client has the first,
+/// so a gateway that waited for more would never finish the stream.
+#[tokio::test]
+async fn a_burst_of_frames_reaches_the_client_as_one_chunk_without_waiting_for_more() {
+    let first: Vec<String> = (0..6)
+        .map(|i| chunk_frame(&format!("a{i} "), None))
+        .collect();
+    let second = vec![
+        chunk_frame("b0 ", None),
+        chunk_frame("b1", None),
+        chunk_frame("", Some("stop")),
+        "data: [DONE]\n\n".to_string(),
+    ];
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = Upstream {
+        port: listener.local_addr().unwrap().port(),
+        connections: Arc::default(),
+        requests: Arc::default(),
+    };
+    let client_has_first = Arc::new(tokio::sync::Notify::new());
+    let wait = client_has_first.clone();
+    let (burst1, burst2) = (as_chunks(&first), as_chunks(&second));
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        assert!(read_request(&mut s).await);
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        s.write_all(format!("{head}{burst1}").as_bytes())
+            .await
+            .unwrap();
+        wait.notified().await;
+        s.write_all(format!("{burst2}0\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        // Kept open: the stream's end is its terminator, not a close.
+        let _ = s.read(&mut [0u8; 1]).await;
+    });
+    let gw = gateway(&up).await;
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    let body = ask(true).to_string();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer {KEY}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let head_end = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        let mut more = [0u8; 4096];
+        let n = s.read(&mut more).await.unwrap();
+        assert!(n > 0, "no response head");
+        buf.extend_from_slice(&more[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    buf.drain(..head_end + 4);
+    let text = |data: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(data)
+            .split("\n\n")
+            .filter(|f| !f.is_empty())
+            .map(|f| {
+                let d = f.strip_prefix("data: ").unwrap();
+                if d == "[DONE]" {
+                    return d.to_string();
+                }
+                let v: Value = serde_json::from_str(d).unwrap();
+                assert_eq!(
+                    v["model"], "scripted/wire",
+                    "the model is renamed in each frame"
+                );
+                format!(
+                    "{}|{}",
+                    v["choices"][0]["delta"]["content"].as_str().unwrap_or(""),
+                    v["choices"][0]["finish_reason"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    let one = next_chunk(&mut s, &mut buf).await.unwrap();
+    assert_eq!(
+        text(&one),
+        ["a0 |", "a1 |", "a2 |", "a3 |", "a4 |", "a5 |"],
+        "the first burst is one chunk"
+    );
+    client_has_first.notify_one();
+    let two = next_chunk(&mut s, &mut buf).await.unwrap();
+    assert_eq!(
+        text(&two),
+        ["b0 |", "b1|", "|stop", "[DONE]"],
+        "the second burst is one chunk"
+    );
+    assert_eq!(
+        next_chunk(&mut s, &mut buf).await,
+        None,
+        "then the terminator"
+    );
+    assert!(buf.is_empty(), "nothing after the terminator");
+}

@@ -2,7 +2,8 @@
 //! the [`Spoke`](spoke::Spoke) table type, the codec inputs
 //! ([`DecodeContext`], [`EncodeOptions`]) and the one error type
 //! ([`TranslateError`]), serde helpers for wire types (`json`), request and
-//! response peeks ([`peek`]), HTTP addressing ([`http`]), stream framing and
+//! response peeks ([`peek`], with the validating [`skim`] of a stream frame's
+//! top-level members), HTTP addressing ([`http`]), stream framing and
 //! faults ([`framing`]), stream codec helpers ([`support`]), OpenAI's strict-schema rules
 //! ([`strict`]) and the report of what a translation could not carry (`report`).
 //!
@@ -15,6 +16,7 @@ pub mod options;
 pub mod peek;
 pub mod prefill;
 pub(crate) mod report;
+pub mod skim;
 pub mod spoke;
 pub mod strict;
 pub mod support;

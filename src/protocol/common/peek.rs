@@ -380,7 +380,7 @@ impl Usage {
 }
 
 /// What one JSON document says, for rewriting and accounting.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Peeked {
     /// Byte range of the model value to replace.
     pub span: Option<Range<usize>>,

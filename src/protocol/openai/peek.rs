@@ -9,8 +9,10 @@ use crate::protocol::common::peek::{
     nonempty_string_member, number, positive_int, present, span_of, AffinitySource, Inspected,
     Peeked, Raw, Usage,
 };
+use crate::protocol::common::skim;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::ops::Range;
 
 #[derive(Deserialize)]
 struct RequestPeek<'a> {
@@ -203,8 +205,21 @@ struct ResponsePeek<'a> {
     error: Option<&'a RawValue>,
 }
 
-/// Reads the model span, usage and end-of-stream markers of a response body or stream frame.
+static FINISH_REASON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"finish_reason\":"));
+
+/// Reads the model span, usage and end-of-stream markers of a response body
+/// or stream frame. A frame without usage or an error (a stream's usual
+/// chunk, `"usage":null` included) is read by a skim of its members
+/// ([`skim::members`]); the others, and whatever the skim does not vouch
+/// for, are parsed, with the same answers (docs/performance.md "Peeking at
+/// stream frames").
 pub fn response(doc: &[u8]) -> Option<Peeked> {
+    skimmed(doc).or_else(|| parsed(doc))
+}
+
+/// [`response`] by serde.
+fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
     out.span = p.model.and_then(|m| span_of(m, doc));
@@ -225,12 +240,30 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
         };
     }
     out.error = p.error.is_some_and(|e| e.get() != "null");
-    static FINISH_REASON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"finish_reason\":"));
     out.finished = p
         .choices
         .is_some_and(|c| nonempty_string_after(c.get().as_bytes(), &FINISH_REASON));
     Some(out)
+}
+
+/// [`response`] of a document whose `usage` and `error` are absent or
+/// null, from its members' spans alone; None for any other (or one the
+/// skim does not vouch for).
+fn skimmed(doc: &[u8]) -> Option<Peeked> {
+    let [model, usage, choices, error] =
+        skim::members(doc, [b"model", b"usage", b"choices", b"error"])?;
+    let value = |r: Option<Range<usize>>| {
+        r.map(|r| (&doc[r.clone()], r))
+            .filter(|(v, _)| *v != b"null")
+    };
+    if value(usage.clone()).is_some() || value(error).is_some() {
+        return None;
+    }
+    Some(Peeked {
+        span: value(model).map(|(_, r)| r),
+        finished: value(choices).is_some_and(|(c, _)| nonempty_string_after(c, &FINISH_REASON)),
+        ..Peeked::default()
+    })
 }
 
 /// Whether the first bytes of a chat-completions stream carry the answer's
@@ -244,4 +277,68 @@ pub fn stream_started(bytes: &[u8]) -> bool {
         || contains(bytes, b"\"tool_calls\":[")
         || contains(bytes, b"[DONE]")
         || contains(bytes, b"\"error\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Chunks as upstreams send them, and broken ones: members in any
+    /// order, present or not, null or not, some of them twice, cut short.
+    fn frame() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            Just(r#""id":"chatcmpl-1""#.to_string()),
+            Just(r#""object":"chat.completion.chunk""#.to_string()),
+            prop_oneof![
+                Just(r#""model":"gpt-4o""#),
+                Just(r#""model":null"#),
+                Just(r#""model":"g\"pt""#),
+                Just(r#""model":7"#)
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""usage":null"#),
+                Just(r#""usage":{"prompt_tokens":3,"completion_tokens":2}"#),
+                Just(r#""usage":"x""#),
+                Just(r#""us\u0061ge":{"prompt_tokens":1}"#)
+            ]
+            .prop_map(str::to_string),
+            (
+                prop_oneof![Just("null"), Just("\"stop\""), Just("\"\"")],
+                "[a-z \\\\\"]{0,4}"
+            )
+                .prop_map(|(f, c)| format!(
+                    r#""choices":[{{"index":0,"delta":{{"content":"{c}"}},"finish_reason":{f}}}]"#
+                )),
+            Just(r#""choices":[]"#.to_string()),
+            prop_oneof![Just(r#""error":null"#), Just(r#""error":{"message":"m"}"#)]
+                .prop_map(str::to_string),
+        ];
+        skim::objects(member)
+    }
+
+    proptest! {
+        /// The skim answers as serde does, or leaves the frame to it.
+        #[test]
+        fn skimmed_frames_read_as_parsed_ones(doc in frame()) {
+            if let Some(p) = skimmed(doc.as_bytes()) {
+                prop_assert_eq!(Some(p), parsed(doc.as_bytes()), "{}", doc);
+            }
+        }
+    }
+
+    #[test]
+    fn a_usual_chunk_is_skimmed() {
+        let doc = br#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"hi"},"logprobs":null,"finish_reason":null}],"usage":null}"#;
+        let p = skimmed(doc).unwrap_or_default();
+        assert_eq!(p.span.clone().map(|r| &doc[r]), Some(&b"\"gpt-4o\""[..]));
+        assert_eq!(Some(p), parsed(doc));
+        let last = br#"{"model":"m","choices":[{"delta":{},"finish_reason":"stop"}]}"#;
+        assert!(skimmed(last).is_some_and(|p| p.finished));
+        // Usage is parsed.
+        let usage = br#"{"model":"m","choices":[],"usage":{"prompt_tokens":1}}"#;
+        assert!(skimmed(usage).is_none());
+        assert!(response(usage).is_some_and(|p| p.usage_only && p.usage.input == Some(1)));
+    }
 }

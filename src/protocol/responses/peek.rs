@@ -12,8 +12,10 @@ use crate::protocol::common::peek::{
     bad, body_error, contains, model_of, positive_int, present, span_of, AffinitySource, Inspected,
     Peeked, Raw, Usage,
 };
+use crate::protocol::common::skim;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::ops::Range;
 
 #[derive(Deserialize)]
 struct RequestPeek<'a> {
@@ -192,8 +194,17 @@ struct ResponsePeek<'a> {
 }
 
 /// Reads the model span, usage, sequence number and end-of-stream markers of
-/// a response object or stream event.
+/// a response object or stream event. An event without a `response` object
+/// or usage (the deltas, most of a stream) is read by a skim of its members
+/// ([`skim::members`]); the others, and whatever the skim does not vouch
+/// for, are parsed, with the same answers (docs/performance.md "Peeking at
+/// stream frames").
 pub fn response(doc: &[u8]) -> Option<Peeked> {
+    skimmed(doc).or_else(|| parsed(doc))
+}
+
+/// [`response`] by serde.
+fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
     let (model, usage) = match p.response {
@@ -227,6 +238,52 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
     Some(out)
 }
 
+/// [`response`] of a document whose `response` and `usage` are absent or
+/// null, from its members' spans alone; None for any other, and for one
+/// serde would refuse that the skim lets through: a `type` that is no
+/// plain string (serde borrows it, so an escape fails), a `sequence_number`
+/// that is no u64.
+fn skimmed(doc: &[u8]) -> Option<Peeked> {
+    let [kind, sequence, model, usage, response] = skim::members(
+        doc,
+        [b"type", b"sequence_number", b"model", b"usage", b"response"],
+    )?;
+    let value = |r: Option<Range<usize>>| {
+        r.map(|r| (&doc[r.clone()], r))
+            .filter(|(v, _)| *v != b"null")
+    };
+    if value(usage).is_some() || value(response).is_some() {
+        return None;
+    }
+    let kind = match value(kind) {
+        None => None,
+        Some((k, _)) => {
+            let text = k.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+            if text.contains(&b'\\') {
+                return None;
+            }
+            Some(text)
+        }
+    };
+    let sequence = match value(sequence) {
+        None => None,
+        Some((n, _)) if n.iter().all(u8::is_ascii_digit) => {
+            Some(std::str::from_utf8(n).ok()?.parse::<u64>().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some(Peeked {
+        span: value(model).map(|(_, r)| r),
+        sequence,
+        terminal: matches!(
+            kind,
+            Some(b"response.completed" | b"response.incomplete" | b"response.failed")
+        ),
+        error: kind == Some(b"error"),
+        ..Peeked::default()
+    })
+}
+
 /// Whether the first bytes of a Responses stream carry the answer's first
 /// token (any `*.delta` event: text, arguments, reasoning) or its end;
 /// `response.created`, `response.in_progress` and item announcements do not.
@@ -236,4 +293,68 @@ pub fn stream_started(bytes: &[u8]) -> bool {
         || contains(bytes, b"response.incomplete")
         || contains(bytes, b"response.failed")
         || contains(bytes, b"\"type\":\"error\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Events as upstreams send them, and broken ones: members in any
+    /// order, present or not, null or not, some of them twice, cut short.
+    fn event() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            prop_oneof![
+                Just(r#""type":"response.output_text.delta""#),
+                Just(r#""type":"response.completed""#),
+                Just(r#""type":"error""#),
+                Just(r#""type":"resp\u006fnse.failed""#),
+                Just(r#""type":5"#),
+                Just(r#""type":null"#)
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""sequence_number":4"#),
+                Just(r#""sequence_number":-1"#),
+                Just(r#""sequence_number":4.5"#),
+                Just(r#""sequence_number":99999999999999999999999"#),
+                Just(r#""sequence_number":null"#)
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![Just(r#""model":"gpt""#), Just(r#""model":null"#)].prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""usage":null"#),
+                Just(r#""usage":{"input_tokens":3}"#)
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""response":null"#),
+                Just(r#""response":{"id":"r","model":"m"}"#)
+            ]
+            .prop_map(str::to_string),
+            "[a-z \\\\\"]{0,4}".prop_map(|d| format!(r#""delta":"{d}""#)),
+        ];
+        skim::objects(member)
+    }
+
+    proptest! {
+        /// The skim answers as serde does, or leaves the event to it.
+        #[test]
+        fn skimmed_events_read_as_parsed_ones(doc in event()) {
+            if let Some(p) = skimmed(doc.as_bytes()) {
+                prop_assert_eq!(Some(p), parsed(doc.as_bytes()), "{}", doc);
+            }
+        }
+    }
+
+    #[test]
+    fn a_delta_is_skimmed() {
+        let doc = br#"{"type":"response.output_text.delta","sequence_number":5,"item_id":"m","output_index":0,"content_index":0,"delta":"hi","logprobs":[]}"#;
+        let p = skimmed(doc).unwrap_or_default();
+        assert_eq!(p.sequence, Some(5));
+        assert_eq!(Some(p), parsed(doc));
+        let created = br#"{"type":"response.created","sequence_number":0,"response":{"id":"r"}}"#;
+        assert!(skimmed(created).is_none());
+        assert!(response(created).is_some_and(|p| p.response_id.as_deref() == Some("r")));
+    }
 }

@@ -1,0 +1,294 @@
+//! A client connection's writes, batched: what Pingora writes to the
+//! connection stays in one buffer until it flushes, and the application may
+//! hold a flush ([`hold_flushes`]) so a response head and its first body
+//! bytes, or a stream's last frames and the chunked terminator, leave in
+//! one send (docs/performance.md "Writes per stream").
+//!
+//! Pingora 0.9.1's HTTP/1 server flushes after a head without a
+//! content-length (`protocols/http/v1/server.rs` lines 666–672, decided at
+//! 917–923), after every chunk of a chunked body
+//! (`protocols/http/v1/body.rs` lines 1379–1398) and after writing the last
+//! chunk on its own (`body.rs` 1458–1470, `server.rs` 1085–1091); a body's
+//! end with data is a chunk and then the terminator
+//! (`protocols/http/server.rs` 234–241): each flush a send. Its L4 write
+//! buffer (`protocols/l4/stream.rs`, `BufWriter`) is of a fixed size set
+//! at the listener and sends whatever it holds at each flush. This buffer
+//! grows to what is written between flushes (up to [`MAX`]), so one flush
+//! is one send; the client listener's L4 write buffer is off (`main.rs`).
+//!
+//! A held flush leaves the bytes in the buffer for the next one: the caller
+//! holds only flushes that a later write of the same response follows.
+
+use async_trait::async_trait;
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::protocols::raw_connect::ProxyDigest;
+use pingora_core::protocols::tls::{SslDigest, TlsRef};
+use pingora_core::protocols::{
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl, Stream,
+    TimingDigest, UniqueID, UniqueIDType, ALPN,
+};
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+/// Writes at least this large go straight to the connection (after what
+/// the buffer holds): copying them would cost more than the send saved.
+const MAX: usize = 64 * 1024;
+/// Capacity the buffer keeps between responses; a larger one (a burst, a
+/// whole answer) is given back once sent, so an idle or trickling
+/// connection holds little.
+const KEEP: usize = 4 * 1024;
+
+/// A client connection whose writes wait in one buffer for the flush.
+#[derive(Debug)]
+pub struct Batched {
+    inner: Stream,
+    buf: Vec<u8>,
+    /// Bytes of `buf` already written to `inner`.
+    sent: usize,
+    /// Flushes still to be held ([`hold_flushes`]).
+    held: AtomicU8,
+}
+
+impl Batched {
+    /// `inner` with its writes batched.
+    pub fn new(inner: Stream) -> Batched {
+        Batched {
+            inner,
+            buf: Vec::new(),
+            sent: 0,
+            held: AtomicU8::new(0),
+        }
+    }
+
+    /// Writes out what the buffer holds.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.buf.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.buf[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.sent = 0;
+        if self.buf.capacity() > KEEP {
+            self.buf = Vec::new();
+        } else {
+            self.buf.clear();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Holds the next `n` flushes of `session`'s connection (HTTP/1 only):
+/// what is written until then leaves with the flush after them. False
+/// (nothing held) for HTTP/2, whose codec batches its own frames, and for a
+/// connection that is not [`Batched`].
+pub fn hold_flushes(session: &ServerSession, n: u8) -> bool {
+    let batched = session
+        .stream()
+        .and_then(|s| s.as_any().downcast_ref::<Batched>());
+    match batched {
+        Some(b) => {
+            b.held.store(n, Ordering::Release);
+            true
+        }
+        None => false,
+    }
+}
+
+impl AsyncRead for Batched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Batched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.buf.len() + data.len() > MAX {
+            ready!(this.poll_send(cx))?;
+        }
+        if data.len() >= MAX {
+            return Pin::new(&mut this.inner).poll_write(cx, data);
+        }
+        this.buf.extend_from_slice(data);
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if this.buf.len() + total > MAX {
+            ready!(this.poll_send(cx))?;
+        }
+        if total >= MAX {
+            return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        }
+        this.buf.reserve(total);
+        for b in bufs {
+            this.buf.extend_from_slice(b);
+        }
+        Poll::Ready(Ok(total))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let held = this
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if held.is_ok() {
+            return Poll::Ready(Ok(()));
+        }
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[async_trait]
+impl Peek for Batched {
+    async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
+        self.inner.try_peek(buf).await
+    }
+}
+
+#[async_trait]
+impl Shutdown for Batched {
+    async fn shutdown(&mut self) {
+        // What is buffered goes out first, held or not.
+        self.held.store(0, Ordering::Release);
+        let _ = self.flush().await;
+        Shutdown::shutdown(&mut *self.inner).await;
+    }
+}
+
+impl UniqueID for Batched {
+    fn id(&self) -> UniqueIDType {
+        self.inner.id()
+    }
+}
+
+impl Ssl for Batched {
+    fn get_ssl(&self) -> Option<&TlsRef> {
+        self.inner.get_ssl()
+    }
+
+    fn get_ssl_digest(&self) -> Option<Arc<SslDigest>> {
+        self.inner.get_ssl_digest()
+    }
+
+    fn selected_alpn_proto(&self) -> Option<ALPN> {
+        self.inner.selected_alpn_proto()
+    }
+}
+
+impl GetTimingDigest for Batched {
+    fn get_timing_digest(&self) -> Vec<Option<TimingDigest>> {
+        self.inner.get_timing_digest()
+    }
+
+    fn get_read_pending_time(&self) -> Duration {
+        self.inner.get_read_pending_time()
+    }
+
+    fn get_write_pending_time(&self) -> Duration {
+        self.inner.get_write_pending_time()
+    }
+}
+
+impl GetProxyDigest for Batched {
+    fn get_proxy_digest(&self) -> Option<Arc<ProxyDigest>> {
+        self.inner.get_proxy_digest()
+    }
+
+    fn set_proxy_digest(&mut self, digest: ProxyDigest) {
+        self.inner.set_proxy_digest(digest);
+    }
+}
+
+impl GetSocketDigest for Batched {
+    fn get_socket_digest(&self) -> Option<Arc<SocketDigest>> {
+        self.inner.get_socket_digest()
+    }
+
+    fn set_socket_digest(&mut self, digest: SocketDigest) {
+        self.inner.set_socket_digest(digest);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// A TCP pair: the Batched server end and the client end.
+    async fn pair() -> (Batched, tokio::net::TcpStream) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        let s: pingora_core::protocols::l4::stream::Stream = server.into();
+        (Batched::new(Box::new(s)), client)
+    }
+
+    #[tokio::test]
+    async fn nothing_leaves_before_the_flush_and_a_held_flush_waits_for_the_next() {
+        let (mut b, mut client) = pair().await;
+        b.write_all(b"head ").await.unwrap();
+        b.held.store(1, Ordering::Release);
+        b.flush().await.unwrap();
+        b.write_all(b"body").await.unwrap();
+        assert_eq!(b.buf, b"head body");
+        b.flush().await.unwrap();
+        assert!(b.buf.is_empty());
+        let mut got = [0u8; 9];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"head body");
+    }
+
+    #[tokio::test]
+    async fn a_large_write_goes_straight_out_after_what_is_buffered() {
+        let (mut b, mut client) = pair().await;
+        b.write_all(b"small").await.unwrap();
+        let big = vec![b'x'; MAX];
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0u8; 5 + MAX];
+            client.read_exact(&mut got).await.unwrap();
+            got
+        });
+        b.write_all(&big).await.unwrap();
+        b.flush().await.unwrap();
+        let got = reader.await.unwrap();
+        assert_eq!(&got[..5], b"small");
+        assert!(got[5..].iter().all(|&c| c == b'x'));
+        // A large buffer is not kept.
+        assert!(b.buf.capacity() <= KEEP);
+    }
+}
