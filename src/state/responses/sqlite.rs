@@ -3,7 +3,8 @@
 //! size). Writes go to one writer thread, which inserts every record waiting
 //! in one transaction (a Responses client stores each answer by default: one
 //! commit and one blocking-pool task per answer cost 15-20% of a stream's CPU,
-//! docs/performance.md); each caller learns its own record's outcome. Reads run on
+//! docs/performance.md); each caller learns the outcome of the transaction
+//! that held its record (all of a batch are written, or none). Reads run on
 //! the blocking pool; expired rows are skipped by reads and purged by a
 //! background thread. A key's usage is the sum of its live
 //! rows' sizes, read from a covering index (`key_id, expires_at_ms, bytes`),
