@@ -215,7 +215,6 @@ fn main() {
     // (a Gemini `?key=`, an Authorization header): never above info.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .filter_module("pingora_core", log::LevelFilter::Info)
-        .filter_module("pingora_proxy", log::LevelFilter::Info)
         .init();
     // A parse error, `--help` and `--version` exit here (2 on an error).
     let cli = Cli::parse();
@@ -390,8 +389,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         pingora_core::services::listening::Service::new("metrics".to_string(), metrics_listener);
     metrics_service.add_tcp(&cli.listeners.metrics);
     server.add_service(metrics_service);
-    let proxy = pingora_proxy::http_proxy(&server.configuration, gateway);
-    let client_listener_app = Guarded::new("client listener", proxy, cli.clients());
+    let client_listener_app = Guarded::new("client listener", gateway, cli.clients());
     // HTTPS (ALPN h2 or http/1.1), the certificate reloaded when its files
     // change; else HTTP/1.1 and h2c.
     let client_listener_app = match tls {

@@ -163,6 +163,26 @@ pub fn head_received(session: &mut ServerSession) {
     });
 }
 
+/// Reads a request head, unless the listener's shutdown linger window
+/// ends first (`None`: the connection is to be closed). Pingora's own
+/// applications do the same at their `http_cleanup`; a connection that is
+/// waiting for its client's first request then would otherwise hold the
+/// shutdown until its head deadline.
+pub async fn read_head(session: &mut ServerSession) -> Option<pingora_core::Result<bool>> {
+    tokio::select! {
+        // Biased: a head already buffered is read, and the wait for the
+        // cleanup is polled (and registered) only while the head is on its way.
+        biased;
+        r = session.read_request() => Some(r),
+        () = async {
+            match CONN.try_with(|c| c.gate.clone()) {
+                Ok(g) => g.heads_cut().await,
+                Err(_) => std::future::pending().await,
+            }
+        } => None,
+    }
+}
+
 /// True once a graceful shutdown has started (SIGTERM, or SIGQUIT once the
 /// listeners went to the successor) and the listener has stopped accepting:
 /// an answer written now should close its connection. False outside a
@@ -171,17 +191,15 @@ pub fn head_received(session: &mut ServerSession) {
 /// Not before the listener has stopped: a client told to close reconnects
 /// at once, and a connection that lands in the listen queue of a listener
 /// about to close (Pingora ends its accept loop without emptying the queue)
-/// is reset with its request. Pingora's `Session::is_process_shutting_down`
-/// turns true only when [`Guarded`] lets its application's `http_cleanup`
-/// run, `drain_linger` later.
+/// is reset with its request.
 pub fn draining() -> bool {
     CONN.try_with(|c| c.gate.stopped.load(Ordering::Acquire))
         .unwrap_or(false)
 }
 
 /// True between the shutdown signal and the listener's stop (see
-/// [`draining`]): pingora-proxy turns keep-alive off for a request it
-/// starts now, though the listener is still open.
+/// [`draining`]): the listener turns keep-alive off for a request it
+/// starts now (`serve_h1`), though it is still open.
 pub fn stopping() -> bool {
     CONN.try_with(|c| *c.shutdown.borrow() && !c.gate.stopped.load(Ordering::Acquire))
         .unwrap_or(false)
@@ -292,6 +310,20 @@ impl Gate {
     fn unpark(&self, id: u64) {
         if let Ok(mut m) = self.idle.lock() {
             m.remove(&id);
+        }
+    }
+
+    /// Returns once the listener's `cleanup` has finished (see
+    /// [`Connections::wait_closed`]).
+    async fn heads_cut(&self) {
+        loop {
+            let woken = self.closed.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.finished.load(Ordering::Acquire) {
+                return;
+            }
+            woken.await;
         }
     }
 
@@ -555,12 +587,12 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     }
 
     /// Called by Pingora once the listener stopped accepting (the drain
-    /// started). The application's `http_cleanup` (pingora-proxy: raise the
-    /// shutdown flag and drop every connection waiting for a request head)
-    /// waits until the linger window has passed, and a second more for a
-    /// head already on its way: a request sent on a kept connection just
-    /// as the drain began, or on a connection accepted just before it, is
-    /// served rather than dropped.
+    /// started). Every connection still waiting for a request head is
+    /// closed ([`read_head`]), and the application's `http_cleanup` runs,
+    /// once the linger window has passed and a second more for a head
+    /// already on its way:
+    /// a request sent on a kept connection just as the drain began, or on a
+    /// connection accepted just before it, is served rather than dropped.
     async fn cleanup(&self) {
         // Every accept loop of this listener has ended (its sockets closed, or
         // open only in the successor).
@@ -590,7 +622,7 @@ impl<S: ServeHttp + Send + Sync> HttpServerApp for Served<S> {
         mut http: ServerSession,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        match http.read_request().await {
+        match read_head(&mut http).await? {
             Ok(true) => {}
             Ok(false) => return None,
             Err(e) => {

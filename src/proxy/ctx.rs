@@ -36,7 +36,7 @@ pub struct RequestCtx {
 }
 
 impl RequestCtx {
-    /// A fresh context; the request id is filled in by `request_filter`.
+    /// A fresh context; the request id is filled in by `Gateway::request`.
     pub fn new() -> Self {
         RequestCtx {
             request_id: String::new(),

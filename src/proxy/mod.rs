@@ -1,8 +1,7 @@
-//! The Pingora `ProxyHttp` service. Every request is answered from
-//! `request_filter`: listings from the snapshot, inference by running the
-//! upstream exchange ourselves with pingora-core's pooled connector (this works
-//! for bodies of any size on stock Pingora, whose replay buffer for a consumed
-//! body is capped at 64 KiB). Each phase is a short delegation.
+//! The gateway's HTTP application on pingora-core's server sessions: every
+//! request is answered here, listings from the snapshot, inference by
+//! running the upstream exchange ourselves with pingora-core's pooled
+//! connector. Each phase is a short delegation.
 
 pub mod access;
 pub mod attempt;
@@ -23,9 +22,10 @@ use crate::runtime::Runtime;
 use async_trait::async_trait;
 use bytes::Bytes;
 use ctx::RequestCtx;
-use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::server::ShutdownWatch;
 use pingora_core::{Error, ErrorType, Result};
-use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 use route::Endpoint;
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +132,7 @@ impl Gateway {
         }
     }
 
-    async fn serve(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+    async fn serve(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<()> {
         let req = session.req_header();
         let routed = route::route(req.method.as_str(), req.uri.path(), req.uri.query());
         if !crate::listener::host_ok(req) {
@@ -217,15 +217,73 @@ impl Gateway {
     }
 }
 
+/// The client listener's HTTP application (served by `listener::Guarded`,
+/// which owns the connection: its deadlines, keep-alive waits, TLS and
+/// HTTP/2): reads one request's head, answers it, logs it, and hands the
+/// connection back for the next request. pingora-proxy's pipeline is not
+/// used: every request is answered by the gateway itself, and that
+/// pipeline's per-request state (its cache, retry and upstream phases)
+/// cost about 15 KB per open stream (docs/performance.md "Memory per open
+/// stream").
 #[async_trait]
-impl ProxyHttp for Gateway {
-    type CTX = RequestCtx;
-
-    fn new_ctx(&self) -> RequestCtx {
-        RequestCtx::new()
+impl HttpServerApp for Gateway {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut session: ServerSession,
+        _shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        match crate::listener::read_head(&mut session).await? {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                // Only the kind: the error's text may quote the head
+                // (an Authorization header, a 1 MiB URI).
+                log::debug!("unreadable request head ({})", e.etype().as_str());
+                if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
+                    let _ = session.respond_error(400).await;
+                }
+                session.shutdown().await;
+                return None;
+            }
+        }
+        if session.req_header().method == http::Method::CONNECT {
+            // No tunnels here, and a CONNECT request's framing differs
+            // (RFC 9112 6.3): answered (404 in the family's shape) and closed.
+            session.set_keepalive(None);
+        }
+        let mut ctx = RequestCtx::new();
+        let failure = self.request(&mut session, &mut ctx).await.err();
+        if let Some(e) = &failure {
+            self.fail(&mut session, e, &mut ctx).await;
+        }
+        self.logging(&session, failure.as_deref(), &mut ctx);
+        match failure {
+            Some(e) => {
+                // The connection is not reused after a failure (on HTTP/2
+                // the stream is reset when no answer was written).
+                session.on_proxy_failure(e);
+                None
+            }
+            None => {
+                let settings = HttpPersistentSettings::for_session(&session);
+                match session.finish().await {
+                    Ok(reused) => {
+                        reused.map(|s| ReusedHttpStream::from_reusable_stream(s, settings))
+                    }
+                    Err(e) => {
+                        log::debug!("connection not reusable ({})", e.etype().as_str());
+                        None
+                    }
+                }
+            }
+        }
     }
+}
 
-    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+impl Gateway {
+    /// One request, its head read: the drain counts it, it gets its id and
+    /// the write timeout, and it is answered.
+    async fn request(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<()> {
         crate::listener::head_received(session);
         ctx.in_flight = Some(self.drain.enter());
         ctx.request_id = session
@@ -236,31 +294,15 @@ impl ProxyHttp for Gateway {
             .unwrap_or_else(ctx::new_request_id);
         // Every write to the client (answers, stream frames, errors) must
         // make progress within the write timeout (nginx's `send_timeout`).
-        session
-            .as_downstream_mut()
-            .set_write_timeout(Some(self.settings.write_timeout));
-        self.serve(session, ctx).await?;
-        Ok(true)
+        session.set_write_timeout(Some(self.settings.write_timeout));
+        self.serve(session, ctx).await
     }
 
-    async fn upstream_peer(
-        &self,
-        _session: &mut Session,
-        _ctx: &mut RequestCtx,
-    ) -> Result<Box<HttpPeer>> {
-        // Every request is answered in request_filter; reaching here is a bug.
-        Err(Error::explain(
-            ErrorType::InternalError,
-            "no upstream phase in switchboard",
-        ))
-    }
-
-    async fn fail_to_proxy(
-        &self,
-        session: &mut Session,
-        e: &Error,
-        ctx: &mut RequestCtx,
-    ) -> FailToProxy {
+    /// A request that failed before its answer was complete: the client
+    /// gets an error in its family's shape when nothing was sent yet (none
+    /// when its connection failed), and the operator an ERROR line unless
+    /// the fault was the client's.
+    async fn fail(&self, session: &mut ServerSession, e: &Error, ctx: &mut RequestCtx) {
         let code = match e.etype() {
             ErrorType::HTTPStatus(c) => *c,
             ErrorType::ReadError | ErrorType::WriteError | ErrorType::ConnectionClosed => 0,
@@ -278,40 +320,16 @@ impl ProxyHttp for Gateway {
                 log::debug!("cannot send error response: {we}");
             }
         }
-        FailToProxy {
-            error_code: code,
-            can_reuse_downstream: false,
+        if !client_fault(e) {
+            log::error!(
+                "request failed: {e}, status: {code}, {}",
+                summary(session.req_header(), ctx)
+            );
         }
     }
 
-    /// What Pingora's own log lines name the request by: the method and the
-    /// path, cut short (a long URI must not make a long line), without the
-    /// query (Gemini's `?key=`) and without the Host header.
-    fn request_summary(&self, session: &Session, ctx: &RequestCtx) -> String {
-        let req = session.req_header();
-        format!(
-            "{} {}, request {}",
-            crate::error::cut(req.method.as_str(), crate::error::LOGGED_CHARS),
-            crate::error::cut(req.uri.path(), crate::error::LOGGED_CHARS),
-            ctx.request_id
-        )
-    }
-
-    /// A client's own fault (it went away, stopped sending, sent a broken
-    /// head) is in the access log line; it is no ERROR for the operator.
-    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
-        matches!(
-            e.etype(),
-            ErrorType::ReadError
-                | ErrorType::ReadTimedout
-                | ErrorType::WriteError
-                | ErrorType::WriteTimedout
-                | ErrorType::ConnectionClosed
-                | ErrorType::InvalidHTTPHeader
-        )
-    }
-
-    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+    /// The request's access log line, trace, metrics and ledger row.
+    fn logging(&self, session: &ServerSession, e: Option<&Error>, ctx: &mut RequestCtx) {
         if log::log_enabled!(target: "access", log::Level::Info) {
             let req = session.req_header();
             let failure = e.map(|e| {
@@ -334,4 +352,30 @@ impl ProxyHttp for Gateway {
             }
         }
     }
+}
+
+/// What an ERROR line names the request by: the method and the path, cut
+/// short (a long URI must not make a long line), without the query
+/// (Gemini's `?key=`) and without the Host header.
+fn summary(req: &pingora_http::RequestHeader, ctx: &RequestCtx) -> String {
+    format!(
+        "{} {}, request {}",
+        crate::error::cut(req.method.as_str(), crate::error::LOGGED_CHARS),
+        crate::error::cut(req.uri.path(), crate::error::LOGGED_CHARS),
+        ctx.request_id
+    )
+}
+
+/// A client's own fault (it went away, stopped reading or sending, sent a
+/// broken head) is in the access log line; it is no ERROR for the operator.
+fn client_fault(e: &Error) -> bool {
+    matches!(
+        e.etype(),
+        ErrorType::ReadError
+            | ErrorType::ReadTimedout
+            | ErrorType::WriteError
+            | ErrorType::WriteTimedout
+            | ErrorType::ConnectionClosed
+            | ErrorType::InvalidHTTPHeader
+    )
 }

@@ -26,9 +26,9 @@ use crate::translate::stream::ClientStream;
 use crate::upstream::client::{ReadFault, UpstreamClient};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
+use pingora_core::protocols::http::ServerSession;
 use pingora_core::{Error, ErrorType};
 use pingora_http::ResponseHeader;
-use pingora_proxy::Session;
 use std::time::Instant;
 
 /// The client-bound buffer's first size (a few frames; it grows as needed).
@@ -47,7 +47,7 @@ pub type RelayError = Box<pingora_core::Error>;
 /// held (`listener::hold_flushes`; on HTTP/2 the data and the end are one
 /// DATA frame with END_STREAM).
 async fn write(
-    session: &mut Session,
+    session: &mut ServerSession,
     head: Option<ResponseHeader>,
     data: Option<Bytes>,
     end: bool,
@@ -57,14 +57,16 @@ async fn write(
     // terminator: all but the last are held.
     let flushes = u8::from(head.is_some()) + u8::from(data.is_some()) + u8::from(end);
     if flushes > 1 {
-        crate::listener::hold_flushes(session.as_downstream(), flushes - 1);
+        crate::listener::hold_flushes(session, flushes - 1);
     }
     let writes = async {
         if let Some(h) = head {
-            session.write_response_header(Box::new(h), false).await?;
+            session.write_response_header(Box::new(h)).await?;
         }
         if data.is_some() || end {
-            session.write_response_body(data, end).await?;
+            session
+                .write_response_body(data.unwrap_or_default(), end)
+                .await?;
         }
         Ok(())
     };
@@ -110,13 +112,13 @@ enum Next {
 
 /// The stream's response head (SSE, or a Gemini JSON array).
 fn head(
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     framing: Framing,
 ) -> Result<ResponseHeader, RelayError> {
     let mut h = respond::header(ctx, 200, framing.content_type(), None)?;
     h.insert_header("cache-control", "no-cache")?;
-    if session.as_downstream().is_http2() {
+    if session.is_http2() {
         h.remove_header("transfer-encoding");
     }
     respond::close_if_draining(session, &mut h)?;
@@ -183,7 +185,7 @@ fn translate(
 /// event carrying `e` (or the upstream's own error event, when one was held
 /// back for the continuation that did not come).
 pub async fn fail(
-    session: &mut Session,
+    session: &mut ServerSession,
     pass: &mut ClientStream,
     relay: Relay,
     e: &GatewayError,
@@ -272,7 +274,7 @@ pub struct Relay {
 /// nothing waits for more.
 pub async fn relay_stream(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     answer: Answer<'_>,
     pass: &mut ClientStream,
@@ -309,7 +311,7 @@ pub async fn relay_stream(
             Some(r) => Next::Upstream(r),
             None => tokio::select! {
                 r = UpstreamClient::read_chunk(&mut ex, idle, deadline) => Next::Upstream(r),
-                _ = session.as_downstream_mut().read_body_or_idle(true) => Next::ClientGone,
+                _ = session.read_body_or_idle(true) => Next::ClientGone,
                 _ = shutdown.wait_for(|cut| *cut) => Next::Shutdown,
             },
         };

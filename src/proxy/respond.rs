@@ -4,8 +4,8 @@ use super::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::family::Family;
 use bytes::Bytes;
+use pingora_core::protocols::http::ServerSession;
 use pingora_http::ResponseHeader;
-use pingora_proxy::Session;
 
 /// Renders `e` in `family`'s error shape (the one renderer, in `protocol`).
 pub use crate::protocol::error_body;
@@ -45,21 +45,21 @@ pub fn header(
 /// kept: the client sends its next request on a new connection, to the
 /// successor or elsewhere, instead of racing the drain on this one. The
 /// listener says when (`listener::draining`: once it has stopped
-/// accepting); Pingora's own flag is raised only after its linger window.
+/// accepting).
 pub fn close_if_draining(
-    session: &mut Session,
+    session: &mut ServerSession,
     h: &mut ResponseHeader,
 ) -> pingora_core::Result<()> {
-    if crate::listener::draining() || session.is_process_shutting_down() {
+    if crate::listener::draining() {
         session.set_keepalive(None);
-        if !session.as_downstream().is_http2() {
+        if !session.is_http2() {
             h.insert_header("connection", "close")?;
         }
     } else if crate::listener::stopping() && session.req_header().version == http::Version::HTTP_11
     {
-        // pingora-proxy turned keep-alive off when it saw the shutdown at
-        // this request's start (`process_new_http`), while the listener was
-        // still open: a client told to close now would reconnect into a
+        // The listener turned keep-alive off when it saw the shutdown at
+        // this request's start (`Guarded::serve_h1`), while it was still
+        // open: a client told to close now would reconnect into a
         // listen queue about to be dropped. Kept (unless the client asked
         // to close), its next request is served within the listener's
         // linger window and answered with `connection: close`.
@@ -70,7 +70,7 @@ pub fn close_if_draining(
 
 /// Sends a complete JSON response.
 pub async fn json(
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     status: u16,
     body: Bytes,
@@ -81,7 +81,7 @@ pub async fn json(
 
 /// Sends `e` in `family`'s shape, with `retry-after` when it carries one.
 pub async fn error(
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     family: Family,
     e: &GatewayError,
@@ -103,7 +103,7 @@ pub async fn error(
 }
 
 async fn send(
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     mut h: ResponseHeader,
     body: Bytes,
@@ -111,9 +111,9 @@ async fn send(
     close_if_draining(session, &mut h)?;
     ctx.outcome.status = h.status.as_u16();
     let head = session.req_header().method == http::Method::HEAD;
-    session.write_response_header(Box::new(h), head).await?;
+    session.write_response_header(Box::new(h)).await?;
     if !head {
-        session.write_response_body(Some(body), true).await?;
+        session.write_response_body(body, true).await?;
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ use crate::state::responses::{
 };
 use crate::util::jsonedit::{self, Edit};
 use bytes::Bytes;
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -233,7 +233,7 @@ fn not_found(id: &str) -> GatewayError {
 /// of the key `key_id` (another key's response is not found).
 pub async fn serve(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     key_id: &str,
     id: &str,

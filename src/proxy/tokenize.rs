@@ -6,7 +6,7 @@
 use super::Gateway;
 use crate::admit::tokens::Cancel;
 use crate::error::{ErrorKind, GatewayError};
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -73,7 +73,7 @@ pub enum Counted<T> {
 /// thread, while watching the client connection.
 pub async fn run<T, F>(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     work: F,
 ) -> Result<Counted<T>, GatewayError>
 where
@@ -106,7 +106,7 @@ where
     };
     tokio::select! {
         r = job => r.map(Counted::Done),
-        _ = session.as_downstream_mut().read_body_or_idle(true) => {
+        _ = session.read_body_or_idle(true) => {
             cancel.cancel();
             gw.metrics.token_count_cancelled();
             Ok(Counted::ClientGone)

@@ -22,7 +22,7 @@ use crate::proxy::Gateway;
 use crate::runtime::Snapshot;
 use crate::state::limits::{Ask, Reservation};
 use bytes::Bytes;
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession;
 use std::time::{Duration, Instant};
 
 /// What the chain needs to know of the request.
@@ -59,7 +59,7 @@ struct Progress<'s> {
 /// by the caller when the request fails).
 pub(super) async fn call<'s>(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     ch: &Chain<'_, 's>,
     (body, req): (Bytes, Inspected),
@@ -216,7 +216,7 @@ fn short_wait(e: &GatewayError, deadline: Option<Instant>) -> Option<Duration> {
 /// the client's answer.
 async fn plan_own(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     ch: &Chain<'_, '_>,
     (body, req): (Bytes, Inspected),
@@ -237,7 +237,7 @@ async fn plan_own(
 /// skip the fallback.
 async fn plan_fallback(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     ch: &Chain<'_, '_>,
     fb: &Model,

@@ -30,7 +30,7 @@ use crate::translate::passthrough::{self, Framing, Usage};
 use crate::translate::stream::{ClientStream, Resume};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession;
 
 /// What delivering needs besides the answer.
 pub(super) struct Delivery<'a, 's> {
@@ -51,7 +51,7 @@ pub(super) struct Delivery<'a, 's> {
 /// the reservation settled, then answered.
 pub(super) async fn whole(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     answered: Answered<'_>,
     d: Delivery<'_, '_>,
@@ -113,7 +113,7 @@ pub(super) async fn whole(
 /// ends with its protocol's error event.
 pub(super) async fn stream(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     answered: Answered<'_>,
     d: Delivery<'_, '_>,
@@ -200,7 +200,7 @@ struct Relayed<'s> {
 /// continuation taking over the client's stream while there may be one.
 async fn relay_segments<'s>(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     d: &Delivery<'_, 's>,
     pass: &mut ClientStream,
@@ -299,7 +299,7 @@ async fn relay_segments<'s>(
 /// be had (the caller ends the stream with the error event).
 async fn take_over<'s>(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     pass: &mut ClientStream,
     cut: &Cut<'_, 's>,

@@ -1,4 +1,4 @@
-//! The inference exchange, run from `request_filter` for an authenticated
+//! The inference exchange, run from `Gateway::serve` for an authenticated
 //! inference route. `run` is the list of its steps, each in its own file:
 //! 1. `body`: read the client's body (any size up to the limit), refuse deep nesting;
 //! 2. Responses routes: the stored turn (`proxy::stored`);
@@ -33,7 +33,7 @@ use crate::runtime::Snapshot;
 use crate::state::limits::Reservation;
 use crate::translate::passthrough::Framing;
 use bytes::Bytes;
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession;
 
 /// Why the exchange stopped early.
 pub enum Stop {
@@ -52,7 +52,7 @@ impl From<GatewayError> for Stop {
 /// Handles an authenticated inference request.
 pub async fn handle(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     route: &Route,
     snap: &Snapshot,
@@ -89,7 +89,7 @@ pub async fn handle(
 
 async fn run(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     route: &Route,
     snap: &Snapshot,
@@ -191,7 +191,7 @@ const SESSION_HEADERS: [&str; 3] = ["x-claude-code-session-id", "session_id", "s
 /// affinity"): a session header's value, else what the peek found in the
 /// body (the client's cache key, else the stable prefix, hashed only if a
 /// pick compares upstreams by it). Never logged.
-fn affinity(session: &Session, req: &validate::Inspected, body: &Bytes) -> SessionKey {
+fn affinity(session: &ServerSession, req: &validate::Inspected, body: &Bytes) -> SessionKey {
     let headers = &session.req_header().headers;
     SESSION_HEADERS
         .iter()
@@ -232,7 +232,7 @@ fn invoke_envelope(route: &Route, body: Bytes) -> Result<(Bytes, Option<String>)
 }
 
 /// A header the client's protocol requires (Anthropic's `anthropic-version`).
-fn require_header(session: &Session, family: Family) -> Result<(), GatewayError> {
+fn require_header(session: &ServerSession, family: Family) -> Result<(), GatewayError> {
     match spoke(family).required_header {
         Some(h) if session.req_header().headers.get(h).is_none() => Err(
             GatewayError::invalid_param(h, format!("{h}: header is required")),
@@ -262,7 +262,7 @@ async fn stored_turn(
 /// client's trace; without telemetry, keeps the client's `traceparent` to
 /// forward when it is a valid W3C value (re-written in version 00's form;
 /// anything else is dropped and the upstream starts its own trace).
-fn start_trace(gw: &Gateway, session: &Session, ctx: &mut RequestCtx, model: &str) {
+fn start_trace(gw: &Gateway, session: &ServerSession, ctx: &mut RequestCtx, model: &str) {
     let client_traceparent = session
         .req_header()
         .headers
@@ -289,7 +289,7 @@ fn start_trace(gw: &Gateway, session: &Session, ctx: &mut RequestCtx, model: &st
 
 /// The client's Anthropic beta surface (the `anthropic-beta` header, and
 /// `?beta=true`), forwarded to Anthropic upstreams of Anthropic requests.
-fn anthropic_beta(session: &Session) -> (Option<String>, bool) {
+fn anthropic_beta(session: &ServerSession) -> (Option<String>, bool) {
     let req = session.req_header();
     let header = req
         .headers

@@ -21,13 +21,13 @@ use crate::proxy::{respond, Gateway};
 use crate::runtime::Snapshot;
 use crate::state::limits::Reservation;
 use bytes::Bytes;
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession;
 use std::sync::Arc;
 
 /// Answers a rerank request.
 pub(super) async fn run(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     snap: &Snapshot,
     key: &ApiKey,

@@ -20,7 +20,7 @@ use crate::proxy::ctx::RequestCtx;
 use crate::proxy::Gateway;
 use crate::translate::continuation::{Partial, Splice};
 use bytes::Bytes;
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession;
 use std::time::Instant;
 
 /// The most continuations one stream gets.
@@ -58,7 +58,7 @@ pub(super) struct Cut<'a, 's> {
 /// None when none could be had before the deadline.
 pub(super) async fn continue_answer<'s>(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     ctx: &mut RequestCtx,
     cut: &Cut<'_, 's>,
     partial: &Partial,
@@ -160,7 +160,7 @@ pub(super) async fn continue_answer<'s>(
 /// request to plan, the key may not use `m`, or `m` cannot take it).
 async fn fallback_plan(
     gw: &Gateway,
-    session: &mut Session,
+    session: &mut ServerSession,
     cut: &Cut<'_, '_>,
     m: &Model,
 ) -> Option<Planned> {
