@@ -27,17 +27,35 @@ pub const DEFAULT_KEY_QUOTA_BYTES: u64 = 64 << 20;
 /// How long a key's usage read from the backend serves `admit`: within it
 /// the store adds the records it saves and forgets the entry when one is
 /// deleted or a write fails; records that expire meanwhile are freed at the
-/// next read.
+/// next read. Past it, one request reads the backend again while the
+/// others are admitted on the last reading (the read is a sum over the key's
+/// records: 64 requests each waiting on their own, once a second, made
+/// p99s of a second under load).
 const USAGE_FRESH: Duration = Duration::from_secs(1);
 
 impl ResponseStore {
-    /// `key_id`'s usage when read from the backend less than
-    /// [`USAGE_FRESH`] ago.
-    pub(super) fn usage_cached(&self, key_id: &str) -> Option<u64> {
-        let m = self.usage.lock().ok()?;
-        m.get(key_id)
-            .filter(|(_, at)| at.elapsed() < USAGE_FRESH)
-            .map(|(n, _)| *n)
+    /// `key_id`'s usage from this instance's last reading: when it was
+    /// read less than [`USAGE_FRESH`] ago, or when it is older but another
+    /// request is reading it again now. `None`: the caller reads it, and
+    /// holds the returned [`Reading`] meanwhile when one was started.
+    pub(super) fn usage_cached(&self, key_id: &str) -> Result<u64, Option<Reading<'_>>> {
+        let last = self.usage.lock().ok().and_then(|m| m.get(key_id).copied());
+        if let Some((n, at)) = last {
+            if at.elapsed() < USAGE_FRESH {
+                return Ok(n);
+            }
+        }
+        let Ok(mut reading) = self.reading.lock() else {
+            return Err(None);
+        };
+        if !reading.insert(key_id.to_string()) {
+            // Another request is reading: the last reading serves, if any.
+            return last.map(|(n, _)| n).ok_or(None);
+        }
+        Err(Some(Reading {
+            store: self,
+            key_id: key_id.to_string(),
+        }))
     }
 
     /// Applies `f` to the usage entries (a poisoned lock skips it: the next
@@ -93,13 +111,14 @@ impl ResponseStore {
         }
         let shared = self.backend.shared();
         let cached = if shared {
-            None
+            Err(None)
         } else {
             self.usage_cached(key_id)
         };
         let used = match cached {
-            Some(n) => Ok(n),
-            None => self.backend.usage(key_id).await.inspect(|n| {
+            Ok(n) => Ok(n),
+            // `_reading` is held until the reading is in the map.
+            Err(_reading) => self.backend.usage(key_id).await.inspect(|n| {
                 if shared {
                     return;
                 }
@@ -135,10 +154,26 @@ impl ResponseStore {
     }
 }
 
+/// A read of one key's usage from the backend under way (others meanwhile
+/// use the last reading); over when dropped, finished or abandoned.
+pub(super) struct Reading<'a> {
+    store: &'a ResponseStore,
+    key_id: String,
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut reading) = self.store.reading.lock() {
+            reading.remove(&self.key_id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::state::responses::store::tests::{rawv, rec};
+    use crate::state::responses::{Backend, Memory, StoreError, StoredResponse};
     use std::sync::Arc;
 
     #[tokio::test]
@@ -167,5 +202,105 @@ mod tests {
         store.admit("other", 500).await.unwrap();
         assert!(store.delete("k", &ids[0]).await.unwrap());
         store.admit("k", 500).await.unwrap();
+    }
+
+    /// A backend whose usage reads are counted and wait for a permit.
+    #[derive(Debug)]
+    struct SlowSum {
+        inner: Memory,
+        reads: std::sync::atomic::AtomicUsize,
+        gate: tokio::sync::Semaphore,
+    }
+
+    impl SlowSum {
+        fn new() -> Arc<SlowSum> {
+            Arc::new(SlowSum {
+                inner: Memory::default(),
+                reads: Default::default(),
+                gate: tokio::sync::Semaphore::new(0),
+            })
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for SlowSum {
+        async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError> {
+            self.inner.put(rec).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+            self.inner.get(id).await
+        }
+        async fn delete(&self, key_id: &str, id: &str) -> Result<bool, StoreError> {
+            self.inner.delete(key_id, id).await
+        }
+        async fn usage(&self, key_id: &str) -> Result<u64, StoreError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.gate.acquire().await.expect("open").forget();
+            self.inner.usage(key_id).await
+        }
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stale_usage_is_read_again_by_one_request_while_the_others_go_on() {
+        let backend = SlowSum::new();
+        let store = Arc::new(ResponseStore::new(backend.clone(), Duration::from_secs(60)));
+        backend.gate.add_permits(1);
+        store.admit("k", 10).await.unwrap();
+        assert_eq!(backend.reads.load(Ordering::SeqCst), 1);
+        // The reading ages past USAGE_FRESH.
+        store.usage_edit(|m| {
+            let e = m.get_mut("k").unwrap();
+            e.1 = e.1.checked_sub(USAGE_FRESH * 2).unwrap();
+        });
+        let reader = tokio::spawn({
+            let store = store.clone();
+            async move { store.admit("k", 10).await }
+        });
+        while backend.reads.load(Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+        // While that read waits, every other request is admitted on the
+        // last reading, without a read of its own.
+        let others: Vec<_> = (0..20)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { store.admit("k", 10).await })
+            })
+            .collect();
+        while !others.iter().all(|h| h.is_finished()) && backend.reads.load(Ordering::SeqCst) == 2 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(backend.reads.load(Ordering::SeqCst), 2);
+        for h in others {
+            h.await.unwrap().unwrap();
+        }
+        assert!(!reader.is_finished());
+        backend.gate.add_permits(1);
+        reader.await.unwrap().unwrap();
+        assert!(store.reading.lock().unwrap().is_empty());
+        // Fresh again: no read.
+        store.admit("k", 10).await.unwrap();
+        assert_eq!(backend.reads.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_read_lets_the_next_request_read() {
+        let backend = SlowSum::new();
+        let store = Arc::new(ResponseStore::new(backend.clone(), Duration::from_secs(60)));
+        let reader = tokio::spawn({
+            let store = store.clone();
+            async move { store.admit("k", 10).await }
+        });
+        while backend.reads.load(Ordering::SeqCst) < 1 {
+            tokio::task::yield_now().await;
+        }
+        reader.abort();
+        assert!(reader.await.unwrap_err().is_cancelled());
+        backend.gate.add_permits(1);
+        store.admit("k", 10).await.unwrap();
+        assert_eq!(backend.reads.load(Ordering::SeqCst), 2);
     }
 }

@@ -41,6 +41,9 @@ pub struct ResponseStore {
     /// over the key's records, which must not run on every request). A
     /// shared backend (Redis) keeps a total and is asked every time.
     pub(super) usage: Mutex<HashMap<String, (u64, std::time::Instant)>>,
+    /// The keys whose usage one request is reading from the backend now:
+    /// the others go on with the last reading meanwhile.
+    pub(super) reading: Mutex<std::collections::HashSet<String>>,
 }
 
 /// `'id'` (OpenAI quotes ids in single quotes), cut to a sane length.
@@ -68,6 +71,7 @@ impl ResponseStore {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             key_quota_bytes: DEFAULT_KEY_QUOTA_BYTES,
             usage: Mutex::new(HashMap::new()),
+            reading: Mutex::default(),
         }
     }
 
