@@ -43,9 +43,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a resolved address is reused.
 const DNS_TTL: Duration = Duration::from_secs(30);
-/// Room for each read: a response head and a small body, or a few frames;
-/// held by every open stream, so small.
+/// Room for each read: a response head and a small body, or a few frames.
 const READ_CHUNK: usize = 4 * 1024;
+/// The least room a read asks for: a trickling stream's reads (a frame or
+/// two each) come down to it, and it is what such a stream holds between
+/// them, for as long as it is open.
+const READ_TRICKLE: usize = 1024;
 /// The read after a head that came with more body than its read held.
 const BURST_READ: usize = 16 * 1024;
 /// The most one read asks for while a long body with a known length comes.
@@ -127,7 +130,7 @@ pub struct Exchange {
     read_timeout: Duration,
     /// How much the next read asks for: doubled after a read that filled
     /// its room (a fast upstream, a burst of frames), halved after one that
-    /// used little of it (a trickle), between `READ_CHUNK` and `READ_LARGE`.
+    /// used little of it (a trickle), between `READ_TRICKLE` and `READ_LARGE`.
     read_size: usize,
 }
 
@@ -574,7 +577,7 @@ impl UpstreamClient {
                 Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
                 _ => ex.read_size,
             };
-            if ex.buf.is_empty() && ex.buf.capacity() > 2 * want.max(READ_CHUNK) {
+            if ex.buf.is_empty() && ex.buf.capacity() > 2 * want {
                 // A burst is over: an idle stream does not keep its large buffer.
                 ex.buf = BytesMut::with_capacity(want);
             } else if ex.buf.capacity() - ex.buf.len() < want / 2 {
@@ -585,7 +588,7 @@ impl UpstreamClient {
             ex.read_size = if n == room {
                 (ex.read_size * 2).min(READ_LARGE)
             } else if n < ex.read_size / 4 {
-                (ex.read_size / 2).max(READ_CHUNK)
+                (ex.read_size / 2).max(READ_TRICKLE)
             } else {
                 ex.read_size
             };
