@@ -1,6 +1,7 @@
 //! Leaf helpers, each written once and used across the gateway: byte-preserving
 //! JSON edits, the nesting-depth scan, RFC 3339 and HTTP dates, body pieces
-//! gathered into one buffer, base64 and percent-decoding, the affinity hash.
+//! gathered into one buffer, base64 and percent-decoding, the affinity hash,
+//! word-at-a-time byte search.
 //!
 //! May import: nothing of ours.
 
@@ -11,3 +12,4 @@ pub mod json_depth;
 pub mod jsonedit;
 pub mod percent;
 pub mod rfc3339;
+pub mod words;

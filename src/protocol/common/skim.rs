@@ -13,27 +13,16 @@
 //! [`MAX_DEPTH`]. Invalid UTF-8 is not its business: the callers check the
 //! whole document first (`framing::check_utf8`, `from_utf8`).
 
+use crate::util::words;
 use std::ops::Range;
 
 /// Deeper nesting is left to serde (its own limit is 128).
 const MAX_DEPTH: usize = 64;
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGH: u64 = 0x8080_8080_8080_8080;
-
-/// Where in the 8 bytes of `w` (little-endian) the first one that ends or
-/// escapes a string or is a control character (`"`, `\`, or below 0x20)
-/// is: its index, 8 when there is none. The "has a byte less than n" and
-/// "has a zero byte" word tests: a byte can be flagged wrongly only above
-/// a byte flagged rightly (a borrow runs upwards, and only out of a byte
-/// below the bound), so the lowest flag is exact.
+/// Where in the 8 bytes of `w` the first one that ends or escapes a
+/// string or is a control character (`"`, `\\`, or below 0x20) is; 8: none.
 fn first_special(w: u64) -> usize {
-    let ctrl = w.wrapping_sub(ONES * 0x20) & !w;
-    let q = w ^ (ONES * u64::from(b'"'));
-    let q = q.wrapping_sub(ONES) & !q;
-    let bs = w ^ (ONES * u64::from(b'\\'));
-    let bs = bs.wrapping_sub(ONES) & !bs;
-    ((ctrl | q | bs) & HIGH).trailing_zeros() as usize / 8
+    words::first(words::eq(w, b'"') | words::eq(w, b'\\') | words::below(w, 0x20))
 }
 
 struct Skim<'a> {
@@ -63,10 +52,8 @@ impl Skim<'_> {
         loop {
             // Eight bytes at a time up to the next special byte (a short
             // string's end is found in one step, not one byte per step).
-            while let Some(word) = self.b.get(self.i..self.i + 8) {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(word);
-                let at = first_special(u64::from_le_bytes(w));
+            while let Some(w) = words::word(self.b, self.i) {
+                let at = first_special(w);
                 self.i += at;
                 if at < 8 {
                     break;
@@ -271,26 +258,6 @@ mod tests {
                 .map(|r| r.clone().map(|r| doc[r].to_string()))
                 .collect(),
         )
-    }
-
-    /// The word test against a byte-by-byte scan: every byte value at
-    /// every place, with every other byte before and after it.
-    #[test]
-    fn first_special_is_the_first_special_byte() {
-        let special = |c: u8| c == b'"' || c == b'\\' || c < 0x20;
-        for at in 0..8 {
-            for b in 0..=255u8 {
-                for other in [b'a', 0x7f, 0x80, 0xff, 0x1f, b'"', 0x20, 0x00] {
-                    let mut w = [b'a'; 8];
-                    w[at] = b;
-                    for x in &mut w[at + 1..] {
-                        *x = other;
-                    }
-                    let want = w.iter().position(|&c| special(c)).unwrap_or(8);
-                    assert_eq!(first_special(u64::from_le_bytes(w)), want, "{w:?}");
-                }
-            }
-        }
     }
 
     #[test]

@@ -1,0 +1,68 @@
+//! Eight bytes at a time: where the first byte of a set is in a word read
+//! little-endian, for the JSON scans that skip strings and values
+//! (`jsonedit`, the stream peeks' skim). The "has a zero byte" and "has a
+//! byte less than n" tests flag a byte wrongly only above one flagged
+//! rightly (a borrow runs upwards, and only out of a flagged byte), so the
+//! lowest flag is exact.
+
+/// 0x01 in every byte.
+pub const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The 8 bytes at `at` as a word, if there are 8.
+#[inline]
+pub fn word(b: &[u8], at: usize) -> Option<u64> {
+    let w: [u8; 8] = b.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(w))
+}
+
+/// Flags (the high bit) the bytes of `w` equal to `c`.
+#[inline]
+pub fn eq(w: u64, c: u8) -> u64 {
+    let x = w ^ (ONES * u64::from(c));
+    x.wrapping_sub(ONES) & !x & HIGH
+}
+
+/// Flags the bytes of `w` below `n` (`n` at most 0x80).
+#[inline]
+pub fn below(w: u64, n: u8) -> u64 {
+    w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH
+}
+
+/// The index of the lowest flagged byte of `flags` (8: none).
+#[inline]
+pub fn first(flags: u64) -> usize {
+    flags.trailing_zeros() as usize / 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every byte value at every place, with every kind of byte above it,
+    /// against a byte-by-byte scan.
+    #[test]
+    fn the_lowest_flag_is_the_first_matching_byte() {
+        let tests: [(&str, fn(u64) -> u64, fn(u8) -> bool); 3] = [
+            ("eq '\"'", |w| eq(w, b'"'), |c| c == b'"'),
+            ("eq 0", |w| eq(w, 0), |c| c == 0),
+            ("below 0x20", |w| below(w, 0x20), |c| c < 0x20),
+        ];
+        for (name, flags, wanted) in tests {
+            for at in 0..8 {
+                for b in 0..=255u8 {
+                    for above in [b'a', 0x00, 0x1f, 0x20, b'"', 0x7f, 0x80, 0xff] {
+                        let mut w = [b'a'; 8];
+                        w[at] = b;
+                        for x in &mut w[at + 1..] {
+                            *x = above;
+                        }
+                        let want = w.iter().position(|&c| wanted(c)).unwrap_or(8);
+                        let got = first(flags(u64::from_le_bytes(w)));
+                        assert_eq!(got, want, "{name} {w:?}");
+                    }
+                }
+            }
+        }
+    }
+}
