@@ -43,7 +43,8 @@ mod tests {
     /// against a byte-by-byte scan.
     #[test]
     fn the_lowest_flag_is_the_first_matching_byte() {
-        let tests: [(&str, fn(u64) -> u64, fn(u8) -> bool); 3] = [
+        type Case = (&'static str, fn(u64) -> u64, fn(u8) -> bool);
+        let tests: [Case; 3] = [
             ("eq '\"'", |w| eq(w, b'"'), |c| c == b'"'),
             ("eq 0", |w| eq(w, 0), |c| c == 0),
             ("below 0x20", |w| below(w, 0x20), |c| c < 0x20),
