@@ -3,7 +3,6 @@
 //! spelling, unknown fields) is copied through unchanged. Used to adapt
 //! same-protocol request bodies (docs/api.md "Adapt or refuse") without re-serialising them.
 
-use super::words;
 use std::ops::Range;
 
 /// What to do at the end of a path.
@@ -54,18 +53,7 @@ fn ws(b: &[u8], mut i: usize) -> usize {
 fn skip_string(b: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
     while j < b.len() {
-        // Eight bytes at a time to the next quote or backslash.
-        while let Some(w) = words::word(b, j) {
-            let at = words::first(words::eq(w, b'"') | words::eq(w, b'\\'));
-            j += at;
-            if at < 8 {
-                break;
-            }
-        }
-        let Some(&c) = b.get(j) else {
-            break;
-        };
-        match c {
+        match b[j] {
             b'\\' => j += 2,
             b'"' => return Some(j + 1),
             _ => j += 1,
@@ -82,22 +70,7 @@ fn skip_value(b: &[u8], i: usize) -> Option<usize> {
             let mut depth = 0usize;
             let mut j = i;
             while j < b.len() {
-                // Eight bytes at a time to the next quote, bracket or
-                // brace (`[` and `]` are `{` and `}` without bit 5).
-                while let Some(w) = words::word(b, j) {
-                    let folded = w | (words::ONES * 0x20);
-                    let at = words::first(
-                        words::eq(w, b'"') | words::eq(folded, b'{') | words::eq(folded, b'}'),
-                    );
-                    j += at;
-                    if at < 8 {
-                        break;
-                    }
-                }
-                let Some(&c) = b.get(j) else {
-                    break;
-                };
-                match c {
+                match b[j] {
                     b'"' => {
                         j = skip_string(b, j)?;
                         continue;

@@ -1,12 +1,12 @@
 //! Eight bytes at a time: where the first byte of a set is in a word read
-//! little-endian, for the JSON scans that skip strings and values
-//! (`jsonedit`, the stream peeks' skim). The "has a zero byte" and "has a
+//! little-endian, for the stream peeks' skim of a JSON string (tried in
+//! `jsonedit`'s skips too, where it was slower: there the next quote or
+//! brace is a few bytes away, docs/performance.md "Peeking at stream frames"). The "has a zero byte" and "has a
 //! byte less than n" tests flag a byte wrongly only above one flagged
 //! rightly (a borrow runs upwards, and only out of a flagged byte), so the
 //! lowest flag is exact.
 
-/// 0x01 in every byte.
-pub const ONES: u64 = 0x0101_0101_0101_0101;
+const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
 /// The 8 bytes at `at` as a word, if there are 8.
