@@ -33,8 +33,6 @@ use std::time::Instant;
 
 /// The client-bound buffer's first size (a few frames; it grows as needed).
 const OUT_START: usize = 1024;
-/// Output at least this large is handed over rather than copied.
-const HAND_OVER: usize = 2048;
 
 /// Why the relay stopped early: the downstream connection failed, or a
 /// write to it could not finish within the write timeout (`--write-timeout-ms`) or the deadline.
@@ -297,7 +295,7 @@ pub async fn relay_stream(
     } = answer;
     // Sent with the first batch (a continuation has its head already).
     let mut head_due = !resumed;
-    let mut out = Vec::with_capacity(OUT_START);
+    let mut out = Vec::new();
     let mut chunks = Rechunk::new(framing);
     // The first chunk was read before the response started (None: the
     // upstream ended the stream at once).
@@ -316,6 +314,7 @@ pub async fn relay_stream(
             },
         };
         out.clear();
+        out.reserve(OUT_START);
         let end = match next {
             Next::Upstream(read) => {
                 let decode = if std::mem::take(&mut first_read) {
@@ -358,13 +357,9 @@ pub async fn relay_stream(
             if ctx.outcome.ttft.is_none() {
                 ctx.outcome.ttft = Some(ctx.started.elapsed());
             }
-            // A large piece is handed over with its buffer (no copy); a
-            // small one is copied, and the buffer kept for the next.
-            if out.len() >= HAND_OVER {
-                Bytes::from(std::mem::replace(&mut out, Vec::with_capacity(OUT_START)))
-            } else {
-                Bytes::copy_from_slice(&out)
-            }
+            // Handed over with its buffer (no copy): between reads an open
+            // stream holds no output buffer; the next read takes a new one.
+            Bytes::from(std::mem::take(&mut out))
         });
         // The client's stream ends in the same write as its last bytes,
         // unless a continuation is to go on with it.
