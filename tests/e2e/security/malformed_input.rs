@@ -105,6 +105,25 @@ async fn http11_needs_exactly_one_host() {
     }
 }
 
+/// No tunnels: CONNECT is answered in the family's shape and its
+/// connection closed; a request pipelined behind it is not served.
+#[tokio::test]
+async fn connect_is_answered_and_its_connection_closed() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
+    let req = b"CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\nGET /healthz HTTP/1.1\r\nhost: x\r\n\r\n";
+    let (status, answer) = exchange(gw.addr, req).await;
+    assert_eq!(status, 404, "{answer}");
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+    assert!(
+        !answer.contains("HTTP/1."),
+        "the pipelined request was served: {answer}"
+    );
+    assert!(!gw.log().contains("ERROR"), "{}", gw.log());
+    assert!(mock.requests().is_empty());
+}
+
 #[tokio::test]
 async fn only_a_valid_traceparent_goes_upstream() {
     let mock = MockUpstream::start().await;
