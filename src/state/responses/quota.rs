@@ -36,8 +36,10 @@ const USAGE_FRESH: Duration = Duration::from_secs(1);
 impl ResponseStore {
     /// `key_id`'s usage from this instance's last reading: when it was
     /// read less than [`USAGE_FRESH`] ago, or when it is older but another
-    /// request is reading it again now. `None`: the caller reads it, and
-    /// holds the returned [`Reading`] meanwhile when one was started.
+    /// request is reading it again now. `Err`: the caller reads it, holding
+    /// the [`Reading`] meanwhile when one was started (none when another
+    /// read is under way but there is no earlier reading to use, or the
+    /// lock is poisoned).
     pub(super) fn usage_cached(&self, key_id: &str) -> Result<u64, Option<Reading<'_>>> {
         let last = self.usage.lock().ok().and_then(|m| m.get(key_id).copied());
         if let Some((n, at)) = last {
