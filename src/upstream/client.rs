@@ -578,8 +578,10 @@ impl UpstreamClient {
                 _ => ex.read_size,
             };
             if ex.buf.is_empty() && ex.buf.capacity() > 2 * want {
-                // A burst is over: an idle stream does not keep its large buffer.
+                // A burst is over: an idle stream does not keep its large
+                // buffer, nor the head that shares its allocation.
                 ex.buf = BytesMut::with_capacity(want);
+                ex.head.detach();
             } else if ex.buf.capacity() - ex.buf.len() < want / 2 {
                 ex.buf.reserve(want);
             }

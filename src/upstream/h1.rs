@@ -111,6 +111,14 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
+    /// Moves the head's bytes into an allocation of their own: the head
+    /// is read into the connection's read buffer and keeps all of it
+    /// alive while it shares it (a trickling stream that shrinks its
+    /// buffer calls this, so the first buffer is freed).
+    pub fn detach(&mut self) {
+        self.raw = Bytes::copy_from_slice(&self.raw);
+    }
+
     /// The first value of header `name` (any case), as text.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers()
@@ -473,6 +481,25 @@ mod tests {
             h.finish(b"abc", false),
             b"POST /p HTTP/1.1\r\ncontent-length: 3\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn a_detached_head_keeps_its_headers_and_leaves_the_read_buffer() {
+        let mut buf = BytesMut::with_capacity(4096);
+        buf.extend_from_slice(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: 1\n\n",
+        );
+        let mut h = take_response_head(&mut buf).unwrap().unwrap();
+        // The head is the start of the buffer's allocation, still live.
+        let start = h.raw.as_ptr() as usize;
+        assert_eq!(buf.as_ptr() as usize, start + h.raw.len());
+        let region = start..start + 4096;
+        h.detach();
+        // Its bytes are elsewhere now: dropping the buffer frees it.
+        assert!(!region.contains(&(h.raw.as_ptr() as usize)));
+        assert_eq!(h.raw.len(), 52);
+        assert_eq!(h.header("Content-Type"), Some("text/event-stream"));
+        assert_eq!(&buf[..], b"data: 1\n\n");
     }
 
     #[test]
