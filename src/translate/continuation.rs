@@ -25,8 +25,9 @@ use crate::protocol::stream_codec::Parser;
 use crate::sse::{SseDecoder, SseItem};
 use std::collections::VecDeque;
 
-/// The most upstream bytes a passed-through stream keeps to rebuild its
-/// [`Partial`] after a cut; a longer answer is not continued.
+/// The most upstream bytes a stream's transcript takes in to rebuild its
+/// [`Partial`] after a cut (`super::transcript`: it keeps far fewer); a
+/// longer answer is not continued.
 pub const MAX_TRANSCRIPT: usize = 1 << 20;
 
 /// One block the client received, as far as it got.

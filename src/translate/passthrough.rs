@@ -11,6 +11,7 @@
 //! broken answer. SSE comments carry no JSON: their invalid bytes are
 //! replaced by U+FFFD, as a client's SSE decoder would.
 
+use super::transcript::Transcript;
 use crate::family::Family;
 pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault, MAX_SKIPPED_FRAMES};
 pub use crate::protocol::common::peek::Usage;
@@ -76,7 +77,7 @@ pub struct PassthroughStream {
     /// The upstream bytes passed so far, kept (up to
     /// `continuation::MAX_TRANSCRIPT`) when the stream may be continued
     /// after a cut; None when not kept or past the limit.
-    transcript: Option<Vec<u8>>,
+    transcript: Option<Transcript>,
     /// An upstream error event held back for a continuation, as the client
     /// would have got it.
     held: Option<Vec<u8>>,
@@ -135,12 +136,12 @@ impl PassthroughStream {
     /// Keeps the upstream bytes passed, so what the client received can be
     /// rebuilt after a cut (`continuation::Partial::replay`).
     pub fn keep_transcript(&mut self) {
-        self.transcript = Some(Vec::new());
+        self.transcript = Some(Transcript::default());
     }
 
     /// The upstream bytes passed so far (None: not kept, or too long to keep).
-    pub fn transcript(&self) -> Option<&[u8]> {
-        self.transcript.as_deref()
+    pub fn transcript(&self) -> Option<&Transcript> {
+        self.transcript.as_ref()
     }
 
     /// Responses: the response id the client was given, and the next
@@ -191,12 +192,8 @@ impl PassthroughStream {
             held,
             usage,
         } = self;
-        if let Some(t) = transcript {
-            if t.len() + chunk.len() <= super::continuation::MAX_TRANSCRIPT {
-                t.extend_from_slice(chunk);
-            } else {
-                *transcript = None;
-            }
+        if transcript.as_mut().is_some_and(|t| !t.push(chunk)) {
+            *transcript = None;
         }
         let mut fault = None;
         let r = decoder.push(chunk, |item| {

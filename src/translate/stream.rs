@@ -34,6 +34,7 @@ pub use crate::protocol::stream_codec::{Encoder, Parser};
 use crate::sse::{SseDecoder, SseError, SseItem};
 use crate::translate::continuation::{Partial, Splice};
 use crate::translate::passthrough::{self, skip, Framing, PassthroughStream, StreamFault, Usage};
+use crate::translate::transcript::Transcript;
 
 /// Translates one upstream stream of one family into the client's family.
 #[derive(Debug)]
@@ -50,11 +51,12 @@ pub struct StreamTranslator {
     skipped: u32,
     /// What the client has received, recorded when the stream may be
     /// continued after a cut (`translate::continuation`): the upstream bytes
-    /// read (`transcript`, replayed at a cut: a copy per chunk, no work per
-    /// event), or, once continued, the events the client was given (its
-    /// answer then has more than one upstream).
+    /// read (`transcript`, each frame kept as its difference from the one
+    /// before, replayed at a cut: nothing parsed per event), or, once
+    /// continued, the events the client was given (its answer then has more
+    /// than one upstream).
     record: Option<Box<Partial>>,
-    transcript: Option<Vec<u8>>,
+    transcript: Option<Transcript>,
     /// A continuation's events on their way into the client's stream.
     splice: Option<Box<Splice>>,
     /// The client was given the answer's stop reason.
@@ -103,7 +105,7 @@ impl StreamTranslator {
     /// after a cut ([`StreamTranslator::partial`]).
     #[must_use]
     pub fn recording(mut self) -> Self {
-        self.transcript = Some(Vec::new());
+        self.transcript = Some(Transcript::default());
         self
     }
 
@@ -144,7 +146,7 @@ impl StreamTranslator {
     pub fn partial(&self, upstream: Family, max_frame_bytes: usize) -> Option<Partial> {
         match (&self.record, &self.transcript) {
             (Some(r), _) => Some(Partial::clone(r)),
-            (None, Some(t)) => Some(Partial::replay(upstream, t, max_frame_bytes)),
+            (None, Some(t)) => Some(Partial::replay(upstream, &t.bytes(), max_frame_bytes)),
             (None, None) => None,
         }
     }
@@ -239,12 +241,8 @@ impl StreamTranslator {
             finished,
             held: _,
         } = self;
-        if let Some(t) = transcript {
-            if t.len() + chunk.len() <= super::continuation::MAX_TRANSCRIPT {
-                t.extend_from_slice(chunk);
-            } else {
-                *transcript = None;
-            }
+        if transcript.as_mut().is_some_and(|t| !t.push(chunk)) {
+            *transcript = None;
         }
         let rescue = record.is_some() || transcript.is_some();
         let mut fault = None;
@@ -547,7 +545,7 @@ impl ClientStream {
     pub fn record(&mut self) {
         match self {
             ClientStream::Passthrough(p) => p.keep_transcript(),
-            ClientStream::Translate(t) => t.transcript = Some(Vec::new()),
+            ClientStream::Translate(t) => t.transcript = Some(Transcript::default()),
         }
     }
 
@@ -558,7 +556,7 @@ impl ClientStream {
         match self {
             ClientStream::Passthrough(p) => p
                 .transcript()
-                .map(|t| Partial::replay(upstream, t, max_frame_bytes)),
+                .map(|t| Partial::replay(upstream, &t.bytes(), max_frame_bytes)),
             ClientStream::Translate(t) => t.partial(upstream, max_frame_bytes),
         }
     }

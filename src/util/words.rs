@@ -1,7 +1,9 @@
 //! Eight bytes at a time: where the first byte of a set is in a word read
-//! little-endian, for the stream peeks' skim of a JSON string (tried in
+//! little-endian, for the stream peeks' skim of a JSON string, and how many
+//! bytes two slices share at their start or end, for a stream transcript's
+//! frames (`translate::transcript`). The set tests were tried in
 //! `jsonedit`'s skips too, without a measured gain: there the next quote or
-//! brace is mostly a few bytes away). The "has a zero byte" and "has a
+//! brace is mostly a few bytes away. The "has a zero byte" and "has a
 //! byte less than n" tests flag a byte wrongly only above one flagged
 //! rightly (a borrow runs upwards, and only out of a flagged byte), so the
 //! lowest flag is exact.
@@ -35,9 +37,85 @@ pub fn first(flags: u64) -> usize {
     flags.trailing_zeros() as usize / 8
 }
 
+/// How many bytes `a` and `b` share at their start, compared a word at a
+/// time (the lowest differing byte of the first unequal word ends it).
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while let (Some(x), Some(y)) = (word(a, i), word(b, i)) {
+        if x != y {
+            return i + first(x ^ y);
+        }
+        i += 8;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// How many bytes `a` and `b` share at their end, compared a word at a
+/// time from the back (in a word read little-endian the last byte is the
+/// highest, so the equal bytes at the end are its leading zero bytes).
+pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = word(a, a.len() - i - 8).unwrap_or_default();
+        let y = word(b, b.len() - i - 8).unwrap_or_default();
+        if x != y {
+            return i + (x ^ y).leading_zeros() as usize / 8;
+        }
+        i += 8;
+    }
+    let (a, b) = (&a[..a.len() - i], &b[..b.len() - i]);
+    i + a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every length pair up to 20 and every place of a difference (or
+    /// none), against a byte-by-byte count.
+    #[test]
+    fn shared_starts_and_ends_are_counted_exactly() {
+        for la in 0..20usize {
+            for lb in 0..20usize {
+                for diff in 0..=la.max(lb) {
+                    let a: Vec<u8> = (0..la).map(|i| i as u8).collect();
+                    let mut b: Vec<u8> = (0..lb).map(|i| i as u8).collect();
+                    if diff < lb {
+                        b[diff] ^= 0x40;
+                    }
+                    let naive = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+                    assert_eq!(common_prefix(&a, &b), naive, "{a:?} {b:?}");
+                    // The same from the end: compare reversed copies.
+                    let (ra, rb): (Vec<u8>, Vec<u8>) = (
+                        a.iter().rev().copied().collect(),
+                        b.iter().rev().copied().collect(),
+                    );
+                    let naive = a
+                        .iter()
+                        .rev()
+                        .zip(b.iter().rev())
+                        .take_while(|(x, y)| x == y);
+                    assert_eq!(
+                        common_suffix(&ra, &rb),
+                        common_prefix(&a, &b),
+                        "{a:?} {b:?}"
+                    );
+                    assert_eq!(common_suffix(&a, &b), naive.count(), "{a:?} {b:?}");
+                }
+            }
+        }
+    }
 
     /// Every byte value at every place, with every kind of byte above it,
     /// against a byte-by-byte scan.

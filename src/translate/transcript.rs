@@ -1,0 +1,202 @@
+//! The upstream bytes of a stream that may be continued after a cut, kept
+//! for the replay that rebuilds what the client received
+//! (`continuation::Partial::replay`), held compactly: an open stream keeps
+//! its transcript for as long as it runs.
+//!
+//! Each SSE frame (up to and including its blank line) is stored as its
+//! difference from the frame before it: how many bytes they share at the
+//! start and at the end, and the bytes in between. Consecutive frames of one
+//! answer differ in a token, a counter or an index, so an OpenAI chunk of
+//! about 190 bytes costs about 10, where the raw copy kept all of them (and
+//! a long answer's copy grew to the limit, 1 MiB). Nothing is parsed: a
+//! frame is what ends at a blank line (`\n\n` or `\n\r\n`), and bytes that
+//! are no frame are kept as they came, so the bytes rebuilt are always
+//! exactly the bytes read.
+
+use super::continuation::MAX_TRANSCRIPT;
+use crate::util::words::{common_prefix, common_suffix};
+
+/// A stream's upstream bytes, frame by frame as differences.
+#[derive(Debug, Default, Clone)]
+pub struct Transcript {
+    /// Per complete frame: the shared start's length, the shared end's
+    /// length and the new bytes' length (LEB128), then the new bytes.
+    log: Vec<u8>,
+    /// The last complete frame, which the next one is compared with.
+    last: Vec<u8>,
+    /// Bytes read after the last complete frame (its end not read yet).
+    open: Vec<u8>,
+    /// Upstream bytes taken in.
+    len: usize,
+}
+
+impl Transcript {
+    /// Takes in the next upstream bytes. False when the transcript would
+    /// pass [`MAX_TRANSCRIPT`] bytes: the caller drops it (such a long
+    /// answer is not continued).
+    pub fn push(&mut self, chunk: &[u8]) -> bool {
+        if self.len + chunk.len() > MAX_TRANSCRIPT {
+            return false;
+        }
+        self.len += chunk.len();
+        let Self {
+            log, last, open, ..
+        } = self;
+        // Only the new bytes can end a frame (the blank-line test of a
+        // line end looks back into the bytes before it, read or new).
+        let from = open.len();
+        open.extend_from_slice(chunk);
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', &open[from..]).map(|i| from + i) {
+            let blank = nl > start
+                && (open[nl - 1] == b'\n'
+                    || (open[nl - 1] == b'\r' && nl - 1 > start && open[nl - 2] == b'\n'));
+            if blank {
+                add(log, last, &open[start..=nl]);
+                start = nl + 1;
+            }
+        }
+        open.drain(..start);
+        true
+    }
+
+    /// Upstream bytes taken in.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was taken in.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held (for the memory a stream keeps).
+    pub fn held(&self) -> usize {
+        self.log.capacity() + self.last.capacity() + self.open.capacity()
+    }
+
+    /// The bytes taken in, rebuilt.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        let mut last = 0..0;
+        let mut at = 0;
+        while at < self.log.len() {
+            let shared_start = leb128(&self.log, &mut at);
+            let shared_end = leb128(&self.log, &mut at);
+            let new = leb128(&self.log, &mut at);
+            let frame = out.len();
+            out.extend_from_within(last.start..last.start + shared_start);
+            out.extend_from_slice(&self.log[at..at + new]);
+            out.extend_from_within(last.end - shared_end..last.end);
+            at += new;
+            last = frame..out.len();
+        }
+        out.extend_from_slice(&self.open);
+        out
+    }
+}
+
+/// Appends `frame` to `log` as its difference from `last`, and makes it the last.
+fn add(log: &mut Vec<u8>, last: &mut Vec<u8>, frame: &[u8]) {
+    let start = common_prefix(last, frame);
+    // The shared end is looked for after the shared start, in both.
+    let end = common_suffix(&last[start..], &frame[start..]);
+    let new = &frame[start..frame.len() - end];
+    for n in [start, end, new.len()] {
+        put_leb128(log, n);
+    }
+    log.extend_from_slice(new);
+    last.clear();
+    last.extend_from_slice(frame);
+}
+
+fn put_leb128(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn leb128(b: &[u8], at: &mut usize) -> usize {
+    let mut n = 0;
+    let mut shift = 0;
+    loop {
+        let byte = b[*at];
+        *at += 1;
+        n |= usize::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return n;
+        }
+        shift += 7;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(i: usize) -> String {
+        format!(
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tok{i} \"}},\"finish_reason\":null}}]}}\n\n"
+        )
+    }
+
+    /// Takes `raw` in pieces of `step` bytes and rebuilds it.
+    fn round_trip(raw: &[u8], step: usize) -> Transcript {
+        let mut t = Transcript::default();
+        for piece in raw.chunks(step.max(1)) {
+            assert!(t.push(piece));
+        }
+        assert_eq!(t.bytes(), raw, "step {step}");
+        assert_eq!(t.len(), raw.len());
+        t
+    }
+
+    #[test]
+    fn a_stream_is_rebuilt_exactly_however_it_was_read() {
+        let mut anthropic = String::new();
+        for i in 0..40 {
+            anthropic.push_str(&format!("event: content_block_delta\r\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"w{i}\"}}}}\r\n\r\n"));
+        }
+        let openai: String = (0..60).map(chunk).collect::<String>() + "data: [DONE]\n\n";
+        let odd = "\n\n\n: comment\n\ndata: x\r\rdata: y\n\r\n\n\ndata: partial";
+        for raw in [
+            openai.as_str(),
+            anthropic.as_str(),
+            odd,
+            "",
+            "\n",
+            "data: z",
+        ] {
+            for step in [1, 2, 3, 7, 64, 190, 191, 1000, raw.len()] {
+                round_trip(raw.as_bytes(), step);
+            }
+        }
+    }
+
+    #[test]
+    fn a_token_stream_keeps_a_few_bytes_per_frame() {
+        let raw: String = (0..500).map(chunk).collect();
+        let t = round_trip(raw.as_bytes(), 190);
+        // 500 frames of about 150 bytes; each differs from the last in a
+        // token of a few bytes.
+        assert!(raw.len() > 70_000);
+        assert!(
+            t.held() < 8_000,
+            "{} bytes held for {}",
+            t.held(),
+            raw.len()
+        );
+    }
+
+    #[test]
+    fn the_limit_stops_the_transcript() {
+        let mut t = Transcript::default();
+        let big = vec![b'x'; MAX_TRANSCRIPT / 2];
+        assert!(t.push(&big));
+        assert!(t.push(&big));
+        assert!(!t.push(b"y"));
+        assert_eq!(t.len(), MAX_TRANSCRIPT);
+    }
+}
