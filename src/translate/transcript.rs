@@ -42,21 +42,38 @@ impl Transcript {
         let Self {
             log, last, open, ..
         } = self;
-        // Only the new bytes can end a frame (the blank-line test of a
-        // line end looks back into the bytes before it, read or new).
-        let from = open.len();
-        open.extend_from_slice(chunk);
+        let mut rest = chunk;
+        if !open.is_empty() {
+            // A frame begun in an earlier read ends in this one, or not yet.
+            let Some(end) = memchr::memchr_iter(b'\n', chunk).find(|&i| ends(open, chunk, i))
+            else {
+                open.extend_from_slice(chunk);
+                return true;
+            };
+            open.extend_from_slice(&chunk[..=end]);
+            add(log, last, open);
+            last.clear();
+            last.extend_from_slice(open);
+            open.clear();
+            rest = &chunk[end + 1..];
+        }
+        // The frames whole in this read, each compared with the one before
+        // it where it is (only the last one is copied, for the next read).
         let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', &open[from..]).map(|i| from + i) {
-            let blank = nl > start
-                && (open[nl - 1] == b'\n'
-                    || (open[nl - 1] == b'\r' && nl - 1 > start && open[nl - 2] == b'\n'));
-            if blank {
-                add(log, last, &open[start..=nl]);
+        let mut before: Option<(usize, usize)> = None;
+        for nl in memchr::memchr_iter(b'\n', rest) {
+            if ends(&[], &rest[start..], nl - start) {
+                let prev = before.map_or(&last[..], |(a, b)| &rest[a..b]);
+                add(log, prev, &rest[start..=nl]);
+                before = Some((start, nl + 1));
                 start = nl + 1;
             }
         }
-        open.drain(..start);
+        if let Some((a, b)) = before {
+            last.clear();
+            last.extend_from_slice(&rest[a..b]);
+        }
+        open.extend_from_slice(&rest[start..]);
         true
     }
 
@@ -96,8 +113,23 @@ impl Transcript {
     }
 }
 
-/// Appends `frame` to `log` as its difference from `last`, and makes it the last.
-fn add(log: &mut Vec<u8>, last: &mut Vec<u8>, frame: &[u8]) {
+/// Whether the line end at `at` in `next` ends a frame (a blank line),
+/// `next` following `open`, the frame's bytes read before it.
+fn ends(open: &[u8], next: &[u8], at: usize) -> bool {
+    // The byte `k` places before the line end, within the frame.
+    let back = |k: usize| match at.checked_sub(k) {
+        Some(i) => Some(next[i]),
+        None => open.len().checked_sub(k - at).map(|i| open[i]),
+    };
+    match back(1) {
+        Some(b'\n') => true,
+        Some(b'\r') => back(2) == Some(b'\n'),
+        _ => false,
+    }
+}
+
+/// Appends `frame` to `log` as its difference from `last`.
+fn add(log: &mut Vec<u8>, last: &[u8], frame: &[u8]) {
     let start = common_prefix(last, frame);
     // The shared end is looked for after the shared start, in both.
     let end = common_suffix(&last[start..], &frame[start..]);
@@ -106,8 +138,6 @@ fn add(log: &mut Vec<u8>, last: &mut Vec<u8>, frame: &[u8]) {
         put_leb128(log, n);
     }
     log.extend_from_slice(new);
-    last.clear();
-    last.extend_from_slice(frame);
 }
 
 fn put_leb128(out: &mut Vec<u8>, mut n: usize) {
