@@ -266,7 +266,10 @@ impl HttpServerApp for Gateway {
             }
             None => {
                 let settings = HttpPersistentSettings::for_session(&session);
-                match session.finish().await {
+                // Boxed: Pingora's `finish` future (3.7 KB, its HTTP/2 arm
+                // included) would otherwise size this request's state for
+                // the whole request, a stream's whole life included.
+                match Box::pin(session.finish()).await {
                     Ok(reused) => {
                         reused.map(|s| ReusedHttpStream::from_reusable_stream(s, settings))
                     }

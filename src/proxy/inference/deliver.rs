@@ -53,7 +53,7 @@ pub(super) async fn whole(
     gw: &Gateway,
     session: &mut ServerSession,
     ctx: &mut RequestCtx,
-    answered: Answered<'_>,
+    answered: Box<Answered<'_>>,
     d: Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
@@ -61,7 +61,7 @@ pub(super) async fn whole(
         mut answer,
         model,
         plan,
-    } = answered;
+    } = *answered;
     let client_model = client_model_name(d.family, model);
     // An answer that quotes the answering upstream's own key loses it
     // (one memmem pass, no copy when absent; `crate::secrets`).
@@ -110,12 +110,14 @@ pub(super) async fn whole(
 /// or translated). An upstream that fails after the first byte is cooled;
 /// its cut answer is continued (`super::rescue`, at most
 /// `MAX_CONTINUATIONS` times) in the same client stream, or the stream
-/// ends with its protocol's error event.
+/// ends with its protocol's error event. The answer comes boxed: each
+/// async level keeps its own slot for a by-value argument for as long as it
+/// runs, a stream's whole life (`Answered` is about 700 bytes).
 pub(super) async fn stream(
     gw: &Gateway,
     session: &mut ServerSession,
     ctx: &mut RequestCtx,
-    answered: Answered<'_>,
+    answered: Box<Answered<'_>>,
     d: Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
@@ -205,13 +207,13 @@ async fn relay_segments<'s>(
     d: &Delivery<'_, 's>,
     pass: &mut ClientStream,
     resume: &Resume<'_>,
-    answered: Answered<'s>,
+    answered: Box<Answered<'s>>,
 ) -> Result<Relayed<'s>, Stop> {
     let Answered {
         mut answer,
         mut model,
         mut plan,
-    } = answered;
+    } = *answered;
     let provider = d.chain.snap.catalog.provider(&model.provider);
     let rescue = provider.is_some_and(|p| p.continuation != Continuation::Off);
     if rescue {

@@ -175,6 +175,7 @@ async fn run(
         chain: &ch,
         original,
     };
+    let answered = Box::new(answered);
     if answered.plan.req.stream {
         deliver::stream(gw, session, ctx, answered, d, held).await
     } else {
