@@ -541,8 +541,12 @@ impl UpstreamClient {
             read_timeout: self.read_timeout,
             // A head read that filled its room came with a burst of body
             // (a stream's first frames): the next read takes the rest of
-            // it at once, so it reaches the client in one write.
-            read_size: if filled { BURST_READ } else { READ_CHUNK },
+            // it at once, so it reaches the client in one write. One that
+            // did not got all the upstream had: the rest comes as it is
+            // made (a stream's frames), so reads start at the trickle's
+            // size and the first one gives back the head's buffer (a body
+            // of known length sizes its reads by its length instead).
+            read_size: if filled { BURST_READ } else { READ_TRICKLE },
         })
     }
 
