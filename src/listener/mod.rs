@@ -163,23 +163,41 @@ pub fn head_received(session: &mut ServerSession) {
     });
 }
 
-/// Reads a request head, unless the listener's shutdown linger window
-/// ends first (`None`: the connection is to be closed). Pingora's own
-/// applications do the same at their `http_cleanup`; a connection that is
-/// waiting for its client's first request then would otherwise hold the
-/// shutdown until its head deadline.
-pub async fn read_head(session: &mut ServerSession) -> Option<pingora_core::Result<bool>> {
-    tokio::select! {
+/// Reads a request head; true when there is one to answer. False when the
+/// connection is to be closed: the client closed it before a head, the
+/// listener's shutdown linger window ended first (Pingora's own
+/// applications do the same at their `http_cleanup`; a connection waiting
+/// for its client's first request would otherwise hold the shutdown until
+/// its head deadline), or the head could not be read: a head that is no
+/// HTTP gets a 400 first, and the connection is shut down. `listener` names
+/// the listener in the debug line, which gives the error's kind only: its
+/// text may quote the head (an Authorization header, a 1 MiB URI).
+pub async fn read_head(session: &mut ServerSession, listener: &str) -> bool {
+    let read = tokio::select! {
         // Biased: a head already buffered is read, and the wait for the
         // cleanup is polled (and registered) only while the head is on its way.
         biased;
-        r = session.read_request() => Some(r),
+        r = session.read_request() => r,
         () = async {
             match CONN.try_with(|c| c.gate.clone()) {
                 Ok(g) => g.heads_cut().await,
                 Err(_) => std::future::pending().await,
             }
-        } => None,
+        } => return false,
+    };
+    match read {
+        Ok(read) => read,
+        Err(e) => {
+            log::debug!(
+                "{listener}: unreadable request head ({})",
+                e.etype().as_str()
+            );
+            if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
+                let _ = session.respond_error(400).await;
+            }
+            session.shutdown().await;
+            false
+        }
     }
 }
 
@@ -622,20 +640,8 @@ impl<S: ServeHttp + Send + Sync> HttpServerApp for Served<S> {
         mut http: ServerSession,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        match read_head(&mut http).await? {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(e) => {
-                // The error's text may quote the head (Authorization included).
-                log::debug!(
-                    "metrics listener: unreadable request head ({})",
-                    e.etype().as_str()
-                );
-                if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
-                    let _ = http.respond_error(400).await;
-                }
-                return None;
-            }
+        if !read_head(&mut http, "metrics listener").await {
+            return None;
         }
         head_received(&mut http);
         if !host_ok(http.req_header()) {

@@ -232,19 +232,8 @@ impl HttpServerApp for Gateway {
         mut session: ServerSession,
         _shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        match crate::listener::read_head(&mut session).await? {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(e) => {
-                // Only the kind: the error's text may quote the head
-                // (an Authorization header, a 1 MiB URI).
-                log::debug!("unreadable request head ({})", e.etype().as_str());
-                if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
-                    let _ = session.respond_error(400).await;
-                }
-                session.shutdown().await;
-                return None;
-            }
+        if !crate::listener::read_head(&mut session, "client listener").await {
+            return None;
         }
         if session.req_header().method == http::Method::CONNECT {
             // No tunnels here, and a CONNECT request's framing differs
