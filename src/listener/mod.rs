@@ -502,14 +502,16 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         tls: &Tls,
         stream: Stream,
         deadline: Instant,
-    ) -> Option<tls::Peekable<pingora_core::protocols::tls::TlsStream<L4Stream>>> {
+    ) -> Option<Box<tls::Peekable<pingora_core::protocols::tls::TlsStream<L4Stream>>>> {
         // The listener is plain TCP (tls.rs says why): its streams are L4.
         let Ok(l4) = stream.into_any().downcast::<L4Stream>() else {
             log::error!("{}: not a TCP connection; closing", self.name);
             return None;
         };
         match tokio::time::timeout_at(deadline, tls.handshake(*l4)).await {
-            Ok(Ok(s)) => Some(s),
+            // Boxed here: a TLS stream by value is about 3 KB, and a slot
+            // for it would be in every connection's state (plain ones too).
+            Ok(Ok(s)) => Some(Box::new(s)),
             Ok(Err(e)) => {
                 log::debug!("{}: TLS handshake failed: {}", self.name, bounded(&e));
                 None
@@ -579,10 +581,10 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 // (an HTTP/1 stream's task would carry the handshake's).
                 let stream = Box::pin(self.handshake(tls, stream, deadline)).await?;
                 if matches!(stream.alpn(), Some(ALPN::H2)) {
-                    Box::pin(self.serve_h2(Box::new(stream), shutdown, deadline)).await;
+                    Box::pin(self.serve_h2(stream, shutdown, deadline)).await;
                     return None;
                 }
-                Box::new(stream)
+                stream
             }
             None if self.h2c => {
                 // HTTP/2 with prior knowledge: its preface starts `PRI`, which
