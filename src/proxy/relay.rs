@@ -46,7 +46,7 @@ pub type RelayError = Box<pingora_core::Error>;
 /// DATA frame with END_STREAM).
 async fn write(
     session: &mut ServerSession,
-    head: Option<ResponseHeader>,
+    head: Option<Box<ResponseHeader>>,
     data: Option<Bytes>,
     end: bool,
     deadline: Option<Instant>,
@@ -59,7 +59,7 @@ async fn write(
     }
     let writes = async {
         if let Some(h) = head {
-            session.write_response_header(Box::new(h)).await?;
+            session.write_response_header(h).await?;
         }
         if data.is_some() || end {
             session
@@ -108,12 +108,14 @@ enum Next {
     Shutdown,
 }
 
-/// The stream's response head (SSE, or a Gemini JSON array).
+/// The stream's response head (SSE, or a Gemini JSON array), boxed as
+/// Pingora takes it: by value (232 B) it would take a slot in `write`'s
+/// future and another in the block that writes it, for the stream's life.
 fn head(
     session: &mut ServerSession,
     ctx: &mut RequestCtx,
     framing: Framing,
-) -> Result<ResponseHeader, RelayError> {
+) -> Result<Box<ResponseHeader>, RelayError> {
     let mut h = respond::header(ctx, 200, framing.content_type(), None)?;
     h.insert_header("cache-control", "no-cache")?;
     if session.is_http2() {
@@ -121,7 +123,7 @@ fn head(
     }
     respond::close_if_draining(session, &mut h)?;
     ctx.outcome.status = 200;
-    Ok(h)
+    Ok(Box::new(h))
 }
 
 /// Puts what the upstream sent (a chunk, its end, or a read fault) through
