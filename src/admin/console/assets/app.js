@@ -432,8 +432,13 @@
         el('div', { class: 'pager' }, more, el('span', { class: 'muted', text: `${keys.length} loaded${next ? ', more on the server' : ''}` })));
     };
     // Pages of the API (in id order, `next` the cursor), the filters applied there.
+    // A load started later wins: an earlier one that answers after it (a
+    // filter changed while it was on its way) is dropped.
+    let loads = 0;
     const load = guard(async (append) => {
+      const seq = ++loads;
       const r = await api('/admin/keys' + query({ state: state.value, team: team.value.trim(), limit: 1000, after: append ? next : undefined }));
+      if (seq !== loads) return;
       keys = append ? keys.concat((r && r.data) || []) : (r && r.data) || [];
       next = (r && r.next) || null;
       draw();
