@@ -52,8 +52,8 @@ impl Transcript {
             };
             open.extend_from_slice(&chunk[..=end]);
             add(log, last, open);
-            last.clear();
-            last.extend_from_slice(open);
+            // The completed frame becomes the last one: swapped, not copied.
+            std::mem::swap(last, open);
             open.clear();
             rest = &chunk[end + 1..];
         }
