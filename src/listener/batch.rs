@@ -18,6 +18,15 @@
 //!
 //! A held flush leaves the bytes in the buffer for the next one: the caller
 //! holds only flushes that a later write of the same response follows.
+//!
+//! Reads: the listener waits for a keep-alive connection's next request by
+//! peeking ([`Peek::try_peek`]). The peek reads what the connection has (up
+//! to [`READ_AHEAD`]) and keeps it for the session, which reads it first:
+//! the next request's head is read once, where Pingora's peek (a read of
+//! exactly the bytes asked for, handed back) costs a second read for the
+//! rest of the head. TLS connections peek the same way (pingora-core's TLS
+//! stream cannot peek: `protocols/tls/rustls/stream.rs`, `impl Peek for
+//! TlsStream {}` answers "unsupported").
 
 use async_trait::async_trait;
 use pingora_core::protocols::http::ServerSession;
@@ -42,8 +51,12 @@ const MAX: usize = 64 * 1024;
 /// whole answer) is given back once sent, so an idle or trickling
 /// connection holds little.
 const KEEP: usize = 4 * 1024;
+/// The most one peek reads ahead: Pingora's request-head buffer starts at
+/// this size (`protocols/http/v1/server.rs`, `INIT_HEADER_BUF_SIZE`).
+const READ_AHEAD: usize = 4 * 1024;
 
-/// A client connection whose writes wait in one buffer for the flush.
+/// A client connection whose writes wait in one buffer for the flush, and
+/// whose peeks read ahead.
 #[derive(Debug)]
 pub struct Batched {
     inner: Stream,
@@ -52,6 +65,10 @@ pub struct Batched {
     sent: usize,
     /// Flushes still to be held ([`hold_flushes`]).
     held: AtomicU8,
+    /// Bytes a peek read from `inner` that no read has taken yet (from
+    /// `at` on); freed once taken.
+    ahead: Vec<u8>,
+    at: usize,
 }
 
 impl Batched {
@@ -62,7 +79,23 @@ impl Batched {
             buf: Vec::new(),
             sent: 0,
             held: AtomicU8::new(0),
+            ahead: Vec::new(),
+            at: 0,
         }
+    }
+
+    /// One read of what `inner` has (up to [`READ_AHEAD`], through a stack
+    /// buffer: a connection waiting for its next request holds none), added
+    /// to the bytes read ahead. End of input is an error: no request comes.
+    fn poll_read_ahead(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut room = [std::mem::MaybeUninit::<u8>::uninit(); READ_AHEAD];
+        let mut room = ReadBuf::uninit(&mut room);
+        ready!(Pin::new(&mut self.inner).poll_read(cx, &mut room))?;
+        if room.filled().is_empty() {
+            return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
+        }
+        self.ahead.extend_from_slice(room.filled());
+        Poll::Ready(Ok(()))
     }
 
     /// Writes out what the buffer holds.
@@ -107,7 +140,18 @@ impl AsyncRead for Batched {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let this = &mut *self;
+        if this.at < this.ahead.len() {
+            let n = (this.ahead.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.ahead[this.at..this.at + n]);
+            this.at += n;
+            if this.at == this.ahead.len() {
+                this.ahead = Vec::new();
+                this.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
     }
 }
 
@@ -173,8 +217,14 @@ impl AsyncWrite for Batched {
 
 #[async_trait]
 impl Peek for Batched {
+    /// Fills `buf` with the next bytes without consuming them, reading
+    /// ahead as much as the connection has.
     async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
-        self.inner.try_peek(buf).await
+        while self.ahead.len() - self.at < buf.len() {
+            std::future::poll_fn(|cx| self.poll_read_ahead(cx)).await?;
+        }
+        buf.copy_from_slice(&self.ahead[self.at..self.at + buf.len()]);
+        Ok(true)
     }
 }
 
@@ -290,5 +340,42 @@ mod tests {
         assert!(got[5..].iter().all(|&c| c == b'x'));
         // A large buffer is not kept.
         assert!(b.buf.capacity() <= KEEP);
+    }
+
+    #[tokio::test]
+    async fn a_peek_reads_what_came_and_the_session_reads_it_first() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut b, mut client) = pair().await;
+        let head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\n\r\n";
+        client.write_all(head).await.unwrap();
+        // The head arrived whole: one peek takes all of it off the socket.
+        let mut probe = [0u8; 1];
+        assert!(b.try_peek(&mut probe).await.unwrap());
+        assert_eq!(&probe, b"P");
+        while b.ahead.len() < head.len() {
+            // Only if the kernel split the bytes: peeking for more reads on.
+            let mut more = vec![0u8; b.ahead.len() + 1];
+            b.try_peek(&mut more).await.unwrap();
+        }
+        assert_eq!(b.ahead, head);
+        // A second peek reads nothing new; reads take the bytes in order,
+        // in pieces of any size, then read from the connection again.
+        let mut again = [0u8; 4];
+        b.try_peek(&mut again).await.unwrap();
+        assert_eq!(&again, b"POST");
+        let mut got = vec![0u8; 7];
+        b.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, b"POST /v");
+        let mut rest = vec![0u8; head.len() - 7];
+        b.read_exact(&mut rest).await.unwrap();
+        assert_eq!(rest, head[7..]);
+        assert_eq!((b.ahead.capacity(), b.at), (0, 0), "taken bytes are freed");
+        client.write_all(b"next").await.unwrap();
+        let mut next = [0u8; 4];
+        b.read_exact(&mut next).await.unwrap();
+        assert_eq!(&next, b"next");
+        // A client that closes instead of sending is no request.
+        drop(client);
+        assert!(b.try_peek(&mut probe).await.is_err());
     }
 }

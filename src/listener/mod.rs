@@ -56,7 +56,7 @@ use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream, ServerApp};
 use pingora_core::protocols::http::{HttpTask, ServerSession};
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
-use pingora_core::protocols::{Stream, ALPN};
+use pingora_core::protocols::{Ssl, Stream, ALPN};
 use pingora_core::server::ShutdownWatch;
 use pingora_core::ErrorType;
 use pingora_http::ResponseHeader;
@@ -502,7 +502,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         tls: &Tls,
         stream: Stream,
         deadline: Instant,
-    ) -> Option<Box<tls::Peekable<pingora_core::protocols::tls::TlsStream<L4Stream>>>> {
+    ) -> Option<Box<pingora_core::protocols::tls::TlsStream<L4Stream>>> {
         // The listener is plain TCP (tls.rs says why): its streams are L4.
         let Ok(l4) = stream.into_any().downcast::<L4Stream>() else {
             log::error!("{}: not a TCP connection; closing", self.name);
@@ -580,7 +580,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 // the state of the branch it is in, not the largest one's
                 // (an HTTP/1 stream's task would carry the handshake's).
                 let stream = Box::pin(self.handshake(tls, stream, deadline)).await?;
-                if matches!(stream.alpn(), Some(ALPN::H2)) {
+                if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
                     Box::pin(self.serve_h2(stream, shutdown, deadline)).await;
                     return None;
                 }

@@ -24,24 +24,16 @@
 //! comes from [`Reloading`], a `ResolvesServerCert` over an `ArcSwap`.
 
 use arc_swap::ArcSwap;
-use async_trait::async_trait;
 use pingora_core::listeners::tls::Acceptor;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::tls::TlsStream;
-use pingora_core::protocols::{
-    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, UniqueID, UniqueIDType,
-    ALPN,
-};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 /// How often the certificate files are checked for changes (new
 /// connections get a new certificate within this, well under 10 s).
@@ -133,8 +125,8 @@ impl Tls {
     pub(super) async fn handshake(
         &self,
         l4: L4Stream,
-    ) -> pingora_core::Result<Peekable<TlsStream<L4Stream>>> {
-        Ok(Peekable::new(self.acceptor.tls_handshake(l4).await?))
+    ) -> pingora_core::Result<TlsStream<L4Stream>> {
+        self.acceptor.tls_handshake(l4).await
     }
 }
 
@@ -182,165 +174,6 @@ struct Reloading {
 impl ResolvesServerCert for Reloading {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current.load_full())
-    }
-}
-
-/// A stream whose next bytes can be peeked at: pingora-core's TLS stream
-/// cannot (`protocols/tls/rustls/stream.rs`, `impl Peek for TlsStream {}`
-/// answers "unsupported"), and the listener waits for a keep-alive
-/// connection's next request by peeking. The peeked bytes are read first.
-#[derive(Debug)]
-pub(super) struct Peekable<S> {
-    inner: S,
-    ahead: Vec<u8>,
-    at: usize,
-}
-
-impl<S> Peekable<S> {
-    fn new(inner: S) -> Self {
-        Peekable {
-            inner,
-            ahead: Vec::new(),
-            at: 0,
-        }
-    }
-
-    /// The protocol the client chose by ALPN.
-    pub(super) fn alpn(&self) -> Option<ALPN>
-    where
-        S: Ssl,
-    {
-        self.inner.selected_alpn_proto()
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Peekable<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        if this.at < this.ahead.len() {
-            let n = (this.ahead.len() - this.at).min(buf.remaining());
-            buf.put_slice(&this.ahead[this.at..this.at + n]);
-            this.at += n;
-            if this.at == this.ahead.len() {
-                this.ahead.clear();
-                this.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Peekable<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
-#[async_trait]
-impl<S: AsyncRead + Unpin + Send> Peek for Peekable<S> {
-    /// Fills `buf` with the next bytes without consuming them.
-    async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
-        while self.ahead.len() - self.at < buf.len() {
-            let mut more = [0u8; 64];
-            let want = (buf.len() - (self.ahead.len() - self.at)).min(more.len());
-            let n = self.inner.read(&mut more[..want]).await?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            self.ahead.extend_from_slice(&more[..n]);
-        }
-        buf.copy_from_slice(&self.ahead[self.at..self.at + buf.len()]);
-        Ok(true)
-    }
-}
-
-#[async_trait]
-impl<S: Shutdown + Send> Shutdown for Peekable<S> {
-    async fn shutdown(&mut self) {
-        self.inner.shutdown().await;
-    }
-}
-
-impl<S: UniqueID> UniqueID for Peekable<S> {
-    fn id(&self) -> UniqueIDType {
-        self.inner.id()
-    }
-}
-
-impl<S: Ssl> Ssl for Peekable<S> {
-    fn get_ssl(&self) -> Option<&pingora_core::protocols::tls::TlsRef> {
-        self.inner.get_ssl()
-    }
-
-    fn get_ssl_digest(&self) -> Option<Arc<pingora_core::protocols::tls::SslDigest>> {
-        self.inner.get_ssl_digest()
-    }
-
-    fn selected_alpn_proto(&self) -> Option<ALPN> {
-        self.inner.selected_alpn_proto()
-    }
-}
-
-impl<S: GetTimingDigest> GetTimingDigest for Peekable<S> {
-    fn get_timing_digest(&self) -> Vec<Option<pingora_core::protocols::TimingDigest>> {
-        self.inner.get_timing_digest()
-    }
-
-    fn get_read_pending_time(&self) -> Duration {
-        self.inner.get_read_pending_time()
-    }
-
-    fn get_write_pending_time(&self) -> Duration {
-        self.inner.get_write_pending_time()
-    }
-}
-
-impl<S: GetProxyDigest> GetProxyDigest for Peekable<S> {
-    fn get_proxy_digest(&self) -> Option<Arc<pingora_core::protocols::raw_connect::ProxyDigest>> {
-        self.inner.get_proxy_digest()
-    }
-
-    fn set_proxy_digest(&mut self, digest: pingora_core::protocols::raw_connect::ProxyDigest) {
-        self.inner.set_proxy_digest(digest);
-    }
-}
-
-impl<S: GetSocketDigest> GetSocketDigest for Peekable<S> {
-    fn get_socket_digest(&self) -> Option<Arc<pingora_core::protocols::SocketDigest>> {
-        self.inner.get_socket_digest()
-    }
-
-    fn set_socket_digest(&mut self, digest: pingora_core::protocols::SocketDigest) {
-        self.inner.set_socket_digest(digest);
     }
 }
 

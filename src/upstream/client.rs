@@ -665,15 +665,16 @@ impl UpstreamClient {
 
     /// Returns a finished exchange's connection to the pool when it can
     /// carry another request: a clean answer (keep-alive, no framing
-    /// anomaly), its body read to its declared end and not a byte more (in
-    /// the buffer or already on the socket), fewer than `keepalive_requests`
-    /// carried. Otherwise the connection is closed.
+    /// anomaly), its body read to its declared end and not a byte more in
+    /// the buffer, fewer than `keepalive_requests` carried. Otherwise the
+    /// connection is closed. A byte more still on the socket is found when
+    /// the connection is taken ([`still_open`] looks at the socket itself):
+    /// one look per reuse, not one here and one there.
     pub fn release(&self, ex: Exchange) {
         if !ex.reusable
             || !ex.body.is_done()
             || !ex.buf.is_empty()
             || ex.uses >= self.keepalive_requests
-            || !socket_quiet(&ex.stream)
         {
             return;
         }
