@@ -33,6 +33,10 @@ use std::time::Instant;
 
 /// The client-bound buffer's first size (a few frames; it grows as needed).
 const OUT_START: usize = 1024;
+/// A batch stops taking chunks that are already waiting once it is this
+/// large (the client connection's write buffer sends larger writes
+/// straight through: `listener::batch`).
+const BATCH: usize = 64 * 1024;
 
 /// Why the relay stopped early: the downstream connection failed, or a
 /// write to it could not finish within the write timeout (`--write-timeout-ms`) or the deadline.
@@ -270,8 +274,9 @@ pub struct Relay {
 /// attempt read before committing to this upstream; each later read waits
 /// at most the provider's `idle` and never past the `total` deadline.
 /// Whatever one read brought (a burst of frames, the stream's end with
-/// them) goes to the client in one write as soon as it is translated:
-/// nothing waits for more.
+/// them), and what was already waiting after a read that filled its room,
+/// goes to the client in one write as soon as it is translated: nothing
+/// waits for more.
 pub async fn relay_stream(
     gw: &Gateway,
     session: &mut ServerSession,
@@ -325,12 +330,19 @@ pub async fn relay_stream(
                     frames.as_mut()
                 };
                 let mut end = translate(pass, read, decode, (family, rescue), &mut out);
-                // The chunks that read brought with it join the batch.
+                // The chunks that read brought with it join the batch, and
+                // those already waiting when it filled its room.
                 while end.is_none() {
                     let read = match UpstreamClient::buffered_chunk(&mut ex) {
-                        Ok(None) => break,
                         Ok(Some(chunk)) => Ok(chunk),
                         Err(fault) => Err(fault),
+                        Ok(None) if out.len() < BATCH => {
+                            match UpstreamClient::chunk_at_once(&mut ex).await {
+                                Some(read) => read,
+                                None => break,
+                            }
+                        }
+                        Ok(None) => break,
                     };
                     end = translate(pass, read, frames.as_mut(), (family, rescue), &mut out);
                 }

@@ -132,6 +132,9 @@ pub struct Exchange {
     /// its room (a fast upstream, a burst of frames), halved after one that
     /// used little of it (a trickle), between `READ_TRICKLE` and `READ_LARGE`.
     read_size: usize,
+    /// The last read filled its room: more was likely on the socket
+    /// already ([`UpstreamClient::chunk_at_once`]).
+    filled: bool,
 }
 
 impl Exchange {
@@ -547,6 +550,7 @@ impl UpstreamClient {
             // size and the first one gives back the head's buffer (a body
             // of known length sizes its reads by its length instead).
             read_size: if filled { BURST_READ } else { READ_TRICKLE },
+            filled,
         })
     }
 
@@ -577,38 +581,87 @@ impl UpstreamClient {
             if let Some(ready) = Self::buffered_chunk(ex)? {
                 return Ok(ready);
             }
-            let want = match ex.body {
-                Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
-                _ => ex.read_size,
-            };
-            if ex.buf.is_empty() && ex.buf.capacity() > 2 * want {
-                // A burst is over: an idle stream does not keep its large
-                // buffer, nor the head that shares its allocation.
-                ex.buf = BytesMut::with_capacity(want);
-                ex.head.detach();
-            } else if ex.buf.capacity() - ex.buf.len() < want / 2 {
-                ex.buf.reserve(want);
-            }
-            let room = ex.buf.capacity() - ex.buf.len();
+            let room = Self::make_room(ex);
             let n = Self::fill(ex, idle, deadline).await?;
-            ex.read_size = if n == room {
-                (ex.read_size * 2).min(READ_LARGE)
-            } else if n < ex.read_size / 4 {
-                (ex.read_size / 2).max(READ_TRICKLE)
-            } else {
-                ex.read_size
-            };
-            if n == 0 {
-                if ex.body == Body::UntilClose {
-                    ex.body = Body::Done;
-                    return Ok(None);
-                }
-                return Err(ReadFault::Transport(GatewayError::new(
-                    ErrorKind::BadGateway,
-                    "upstream response unreachable: the connection closed mid-body",
-                )));
+            if let Some(end) = Self::count_read(ex, n, room) {
+                return end;
             }
         }
+    }
+
+    /// The next body chunk, when the last read filled its room (so more
+    /// was likely waiting on the socket) and the connection has it now:
+    /// one read that does not wait. `None` when there is nothing to take
+    /// at once (the bytes a read brought that end no chunk stay for the
+    /// next read). The relay adds what it finds to the batch it is about
+    /// to write: a burst larger than one read leaves in one write.
+    pub async fn chunk_at_once(ex: &mut Exchange) -> Option<Result<Option<Bytes>, ReadFault>> {
+        use std::future::Future;
+        use std::task::Poll;
+        if !std::mem::take(&mut ex.filled) {
+            return None;
+        }
+        let room = Self::make_room(ex);
+        let n = {
+            let mut read = std::pin::pin!(ex.stream.read_buf(&mut ex.buf));
+            match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
+                Poll::Pending => return None,
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => {
+                    return Some(Err(ReadFault::Transport(io_error("response", &e))))
+                }
+            }
+        };
+        if let Some(end) = Self::count_read(ex, n, room) {
+            return Some(end);
+        }
+        Self::buffered_chunk(ex).transpose()
+    }
+
+    /// Room in the exchange's buffer for the next body read; the room.
+    fn make_room(ex: &mut Exchange) -> usize {
+        let want = match ex.body {
+            Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
+            _ => ex.read_size,
+        };
+        if ex.buf.is_empty() && ex.buf.capacity() > 2 * want {
+            // A burst is over: an idle stream does not keep its large
+            // buffer, nor the head that shares its allocation.
+            ex.buf = BytesMut::with_capacity(want);
+            ex.head.detach();
+        } else if ex.buf.capacity() - ex.buf.len() < want / 2 {
+            ex.buf.reserve(want);
+        }
+        ex.buf.capacity() - ex.buf.len()
+    }
+
+    /// A body read of `n` bytes into `room`: the next read's size follows
+    /// it; at end of input, the body's end (delimited by close) or the
+    /// fault of a body cut short.
+    fn count_read(
+        ex: &mut Exchange,
+        n: usize,
+        room: usize,
+    ) -> Option<Result<Option<Bytes>, ReadFault>> {
+        ex.filled = n == room;
+        ex.read_size = if ex.filled {
+            (ex.read_size * 2).min(READ_LARGE)
+        } else if n < ex.read_size / 4 {
+            (ex.read_size / 2).max(READ_TRICKLE)
+        } else {
+            ex.read_size
+        };
+        if n > 0 {
+            return None;
+        }
+        if ex.body == Body::UntilClose {
+            ex.body = Body::Done;
+            return Some(Ok(None));
+        }
+        Some(Err(ReadFault::Transport(GatewayError::new(
+            ErrorKind::BadGateway,
+            "upstream response unreachable: the connection closed mid-body",
+        ))))
     }
 
     /// Reads a body of declared length (content-length) whole into one
@@ -737,5 +790,57 @@ mod tests {
         assert!(still_open(&mut stream));
         drop(server);
         assert!(!still_open(&mut stream));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_burst_larger_than_a_read_is_taken_at_once_and_nothing_more_is_waited_for() {
+        let (stream, mut server) = pair().await;
+        let client = UpstreamClient::new(&ClientSettings {
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            keepalive_requests: 100,
+        });
+        // The head and twelve 1 KB frames in one write: three times the
+        // head read's room. The upstream then keeps the stream open.
+        let frame = format!("data: {}\n\n", "x".repeat(1000));
+        let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+            transfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+        for _ in 0..12 {
+            wire.extend(format!("{:x}\r\n{frame}\r\n", frame.len()).as_bytes());
+        }
+        server.write_all(&wire).unwrap();
+        let msg = Message {
+            bytes: b"POST /v1/chat/completions HTTP/1.1\r\nhost: a\r\n\r\n".to_vec(),
+            body: None,
+        };
+        let Ok(mut ex) = client.exchange(stream, &msg, 0, 1, false).await else {
+            panic!("the exchange failed");
+        };
+        // What the relay does before a write: the chunks read, then those
+        // waiting on the socket, until there are none to take at once.
+        let (mut from_head, mut at_once) = (0, 0);
+        let gathered = async {
+            loop {
+                match UpstreamClient::buffered_chunk(&mut ex).unwrap() {
+                    Some(Some(c)) if at_once == 0 => from_head += c.len(),
+                    Some(Some(c)) => at_once += c.len(),
+                    Some(None) => panic!("the body is not complete"),
+                    None => match UpstreamClient::chunk_at_once(&mut ex).await {
+                        Some(Ok(Some(c))) => at_once += c.len(),
+                        Some(other) => panic!("unexpected {:?}", other.map(|_| ())),
+                        None => break,
+                    },
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), gathered)
+            .await
+            .expect("waited for bytes the upstream never sent");
+        assert!(from_head > 0 && from_head < 4 * frame.len(), "{from_head}");
+        assert_eq!(from_head + at_once, 12 * frame.len());
+        // A read that did not fill its room: nothing is tried at once.
+        assert!(UpstreamClient::chunk_at_once(&mut ex).await.is_none());
     }
 }
