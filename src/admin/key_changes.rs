@@ -55,18 +55,10 @@ fn random(n: usize) -> Result<String, Fail> {
     Ok(crate::util::base64::standard_to_url_safe(&out))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 /// A new secret and its digest (hex).
 fn new_secret() -> Result<(String, String), Fail> {
     let secret = format!("{SECRET_PREFIX}{}", random(32)?);
-    let digest = hex(&Sha256::digest(secret.as_bytes()));
+    let digest = crate::util::hex::encode(&Sha256::digest(secret.as_bytes()));
     Ok((secret, digest))
 }
 
@@ -314,6 +306,6 @@ mod tests {
         let (s2, _) = new_secret().unwrap();
         assert!(s1.starts_with(SECRET_PREFIX) && s1.len() == SECRET_PREFIX.len() + 43);
         assert_ne!(s1, s2);
-        assert_eq!(d1, hex(&Sha256::digest(s1.as_bytes())));
+        assert_eq!(d1, crate::util::hex::encode(&Sha256::digest(s1.as_bytes())));
     }
 }

@@ -1048,10 +1048,7 @@ mod tests {
     }
 
     fn hex_of(secret: &str) -> String {
-        sha256(secret.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::util::hex::encode(&sha256(secret.as_bytes()))
     }
 
     #[test]

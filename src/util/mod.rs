@@ -1,6 +1,6 @@
 //! Leaf helpers, each written once and used across the gateway: byte-preserving
 //! JSON edits, the nesting-depth scan, RFC 3339 and HTTP dates, body pieces
-//! gathered into one buffer, base64 and percent-decoding, the affinity hash,
+//! gathered into one buffer, base64, hex and percent-decoding, the affinity hash,
 //! word-at-a-time byte search.
 //!
 //! May import: nothing of ours.
@@ -8,6 +8,7 @@
 pub mod base64;
 pub mod gather;
 pub mod hash;
+pub mod hex;
 pub mod json_depth;
 pub mod jsonedit;
 pub mod percent;

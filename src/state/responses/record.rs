@@ -77,9 +77,7 @@ pub fn new_response_id() -> String {
     }
     let mut s = String::with_capacity(53);
     s.push_str("resp_");
-    for x in b {
-        s.push_str(&format!("{x:02x}"));
-    }
+    crate::util::hex::push(&mut s, &b);
     s
 }
 

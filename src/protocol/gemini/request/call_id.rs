@@ -40,9 +40,7 @@ pub fn embed_signature(id: &str, signature: &str) -> String {
         format!("b{}", crate::util::base64::standard_to_url_safe(signature))
     } else {
         let mut s = String::from("h");
-        for b in signature.bytes() {
-            s.push_str(&format!("{b:02x}"));
-        }
+        crate::util::hex::push(&mut s, signature.as_bytes());
         s
     };
     format!("{id}{SIGNATURE_SEPARATOR}{payload}")

@@ -24,7 +24,6 @@ use crate::protocol::openai::wire::{
 };
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
 
 const F: Family = Family::OpenAi;
 
@@ -179,11 +178,7 @@ pub(crate) fn openai_user(user: &str) -> String {
     if user.chars().count() <= MAX_USER_CHARS {
         return user.to_string();
     }
-    let digest = Sha256::digest(user.as_bytes());
-    digest.iter().fold(String::with_capacity(64), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
+    crate::util::hex::encode(&Sha256::digest(user.as_bytes()))
 }
 
 /// Adds an IR object's OpenAI extra fields to its encoded wire value.
