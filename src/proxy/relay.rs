@@ -23,7 +23,7 @@ use crate::family::Family;
 use crate::protocol::bedrock::invoke::Chunks;
 use crate::translate::passthrough::{Framing, StreamFault};
 use crate::translate::stream::ClientStream;
-use crate::upstream::client::{ReadFault, UpstreamClient};
+use crate::upstream::client::{Exchange, ReadFault, UpstreamClient};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
 use pingora_core::protocols::http::ServerSession;
@@ -128,6 +128,35 @@ fn head(
     respond::close_if_draining(session, &mut h)?;
     ctx.outcome.status = 200;
     Ok(Box::new(h))
+}
+
+/// One read (`sse`: the first chunk, SSE already, else through the
+/// decoder), the chunks it brought with it, and those already waiting when
+/// it filled its room, translated into one batch (`out`, up to [`BATCH`]);
+/// `Some` when the stream is over.
+async fn gather(
+    ex: &mut Exchange,
+    pass: &mut ClientStream,
+    (read, sse): (Result<Option<Bytes>, ReadFault>, bool),
+    mut frames: Option<&mut (Box<EventStreamDecoder>, Vec<u8>)>,
+    how: (Family, bool),
+    out: &mut Vec<u8>,
+) -> Option<StreamEnd> {
+    let decode = if sse { None } else { frames.as_deref_mut() };
+    let mut end = translate(pass, read, decode, how, out);
+    while end.is_none() {
+        let read = match UpstreamClient::buffered_chunk(ex) {
+            Ok(Some(chunk)) => Ok(chunk),
+            Err(fault) => Err(fault),
+            Ok(None) if out.len() < BATCH => match UpstreamClient::chunk_at_once(ex).await {
+                Some(read) => read,
+                None => break,
+            },
+            Ok(None) => break,
+        };
+        end = translate(pass, read, frames.as_deref_mut(), how, out);
+    }
+    end
 }
 
 /// Puts what the upstream sent (a chunk, its end, or a read fault) through
@@ -324,29 +353,17 @@ pub async fn relay_stream(
         out.reserve(OUT_START);
         let end = match next {
             Next::Upstream(read) => {
-                let decode = if std::mem::take(&mut first_read) {
-                    None
-                } else {
-                    frames.as_mut()
-                };
-                let mut end = translate(pass, read, decode, (family, rescue), &mut out);
-                // The chunks that read brought with it join the batch, and
-                // those already waiting when it filled its room.
-                while end.is_none() {
-                    let read = match UpstreamClient::buffered_chunk(&mut ex) {
-                        Ok(Some(chunk)) => Ok(chunk),
-                        Err(fault) => Err(fault),
-                        Ok(None) if out.len() < BATCH => {
-                            match UpstreamClient::chunk_at_once(&mut ex).await {
-                                Some(read) => read,
-                                None => break,
-                            }
-                        }
-                        Ok(None) => break,
-                    };
-                    end = translate(pass, read, frames.as_mut(), (family, rescue), &mut out);
-                }
-                end
+                let sse = std::mem::take(&mut first_read);
+                let decode = frames.as_mut();
+                gather(
+                    &mut ex,
+                    pass,
+                    (read, sse),
+                    decode,
+                    (family, rescue),
+                    &mut out,
+                )
+                .await
             }
             Next::ClientGone => {
                 ctx.client_gone = true;
