@@ -339,6 +339,7 @@ pub async fn relay_stream(
     // The first chunk is SSE already; later ones go through the decoder.
     let mut frames = frames.map(|d| (d, Vec::new()));
     let mut first_read = true;
+    let how = (family, rescue);
     let mut shutdown = gw.drain.cut_signal();
     let end = loop {
         let next = match pending.take() {
@@ -353,17 +354,8 @@ pub async fn relay_stream(
         out.reserve(OUT_START);
         let end = match next {
             Next::Upstream(read) => {
-                let sse = std::mem::take(&mut first_read);
-                let decode = frames.as_mut();
-                gather(
-                    &mut ex,
-                    pass,
-                    (read, sse),
-                    decode,
-                    (family, rescue),
-                    &mut out,
-                )
-                .await
+                let read = (read, std::mem::take(&mut first_read));
+                gather(&mut ex, pass, read, frames.as_mut(), how, &mut out).await
             }
             Next::ClientGone => {
                 ctx.client_gone = true;
