@@ -24,26 +24,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[global_allocator]
 static GLOBAL: switchboard::obs::alloc_count::Counting = switchboard::obs::alloc_count::Counting;
 
-/// The client listener, with its per-connection buffers sized on purpose.
-///
-/// Read: none. Pingora's default puts a 64 KiB zero-filled read buffer in
-/// front of every client connection (pingora-core 0.9.1
-/// `protocols/l4/stream.rs`, `DEFAULT_L4_READ_BUFFER_SIZE`), most of a
-/// stream's memory. Without it the HTTP/1 parser reads the request head
-/// straight into its own 4 KiB head buffer and the body into the body
-/// reader's, so nothing is lost but a copy.
-///
-/// Write: none here. The listener batches each connection's writes above
-/// this layer, TLS included (`listener::batch`): a buffer that grows to
-/// what is written between two flushes, so a whole answer, or a burst of
-/// stream frames with its chunk framing, leaves in one send (up to 64 KiB;
-/// past that, larger writes go straight out), and an idle connection keeps
-/// at most 4 KiB of it.
-fn client_listener(addr: &str) -> pingora_core::listeners::ListenerConfig {
-    use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
-    ListenerConfig::tcp(addr).l4_buffer(L4BufferSettings::new(0, 0))
-}
-
 /// How long a graceful shutdown waits for the requests in flight (streams
 /// included) before it ends what is left with each protocol's error event;
 /// a shutdown with nothing in flight ends at once (`DrainService`).
@@ -385,10 +365,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         Served(metrics_app),
         cli.metrics_clients(),
     );
-    let mut metrics_service =
-        pingora_core::services::listening::Service::new("metrics".to_string(), metrics_listener);
-    metrics_service.add_tcp(&cli.listeners.metrics);
-    server.add_service(metrics_service);
+    server.add_service(metrics_listener.listening("metrics", &cli.listeners.metrics));
     let client_listener_app = Guarded::new("client listener", gateway, cli.clients());
     // HTTPS (ALPN h2 or http/1.1), the certificate reloaded when its files
     // change; else HTTP/1.1 and h2c.
@@ -410,12 +387,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             telemetry: telemetry.clone(),
         },
     ));
-    let mut service = pingora_core::services::listening::Service::new(
-        "switchboard".to_string(),
-        client_listener_app,
-    );
-    service.add_listener(client_listener(&cli.listeners.listen));
-    server.add_service(service);
+    server.add_service(client_listener_app.listening("switchboard", &cli.listeners.listen));
     // Last, once everything that can fail has been opened: with `-u` this
     // takes the running instance's listening sockets, and a new process
     // that failed after taking them would leave nobody on the port.

@@ -53,7 +53,7 @@
 
 use async_trait::async_trait;
 use pingora_core::apps::http_app::ServeHttp;
-use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream, ServerApp};
+use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
 use pingora_core::protocols::http::{HttpTask, ServerSession};
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::{Ssl, Stream, ALPN};
@@ -68,10 +68,12 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+mod accept;
 mod batch;
 mod http2;
 pub mod tls;
 
+pub use accept::Listening;
 pub use batch::hold_flushes;
 
 pub use tls::{CertFiles, Tls};
@@ -551,13 +553,9 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     }
 }
 
-#[async_trait]
-impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
-    async fn process_new(
-        self: &Arc<Self>,
-        mut stream: Stream,
-        shutdown: &ShutdownWatch,
-    ) -> Option<Stream> {
+impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+    /// One accepted connection, until it closes ([`accept`] spawns it).
+    async fn serve(self: &Arc<Self>, mut stream: Stream, shutdown: &ShutdownWatch) {
         let Some(_slot) = self.gate.admit() else {
             self.gate.warn_refused(self.name);
             let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -569,7 +567,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 let _ = stream.shutdown().await;
             })
             .await;
-            return None;
+            return;
         };
         // The first request's head (after the TLS handshake, the HTTP/2
         // preface and settings) is due within header_timeout of the accept.
@@ -579,10 +577,12 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 // Boxed, like the HTTP/2 loop: a connection's task holds
                 // the state of the branch it is in, not the largest one's
                 // (an HTTP/1 stream's task would carry the handshake's).
-                let stream = Box::pin(self.handshake(tls, stream, deadline)).await?;
+                let Some(stream) = Box::pin(self.handshake(tls, stream, deadline)).await else {
+                    return;
+                };
                 if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
                     Box::pin(self.serve_h2(stream, shutdown, deadline)).await;
-                    return None;
+                    return;
                 }
                 stream
             }
@@ -594,19 +594,18 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 match tokio::time::timeout_at(deadline, stream.try_peek(&mut probe)).await {
                     Ok(Ok(true)) if &probe == b"PRI" => {
                         Box::pin(self.serve_h2(stream, shutdown, deadline)).await;
-                        return None;
+                        return;
                     }
                     Ok(Ok(_)) => stream,
-                    _ => return None,
+                    _ => return,
                 }
             }
             None => stream,
         };
         self.serve_h1(stream, shutdown, deadline).await;
-        None
     }
 
-    /// Called by Pingora once the listener stopped accepting (the drain
+    /// Called once the listener stopped accepting (the drain
     /// started). Every connection still waiting for a request head is
     /// closed ([`read_head`]), and the application's `http_cleanup` runs,
     /// once the linger window has passed and a second more for a head
