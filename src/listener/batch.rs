@@ -19,16 +19,22 @@
 //! A held flush leaves the bytes in the buffer for the next one: the caller
 //! holds only flushes that a later write of the same response follows.
 //!
-//! Reads: the listener waits for a keep-alive connection's next request by
-//! peeking ([`Peek::try_peek`]). The peek reads what the connection has (up
-//! to [`READ_AHEAD`]) and keeps it for the session, which reads it first:
-//! the next request's head is read once, where Pingora's peek (a read of
-//! exactly the bytes asked for, handed back) costs a second read for the
-//! rest of the head. TLS connections peek the same way (pingora-core's TLS
-//! stream cannot peek: `protocols/tls/rustls/stream.rs`, `impl Peek for
-//! TlsStream {}` answers "unsupported").
+//! Reads: the listener waits for a connection's first request, and a
+//! keep-alive connection's next one, by reading ahead ([`Batched::read_ahead`]:
+//! one read of what the connection has, up to [`READ_AHEAD`]). The bytes
+//! go to the next session as the start of its request
+//! ([`Batched::take_ahead`], Pingora's `set_pipelined_prefix`), so the head
+//! is read once, and the buffer Pingora parses and keeps for the whole
+//! request (its header values point into it) is exactly what arrived, not
+//! its own 4 KiB head buffer (`protocols/http/v1/server.rs`,
+//! `INIT_HEADER_BUF_SIZE`). Peeks ([`Peek::try_peek`]) read ahead the same
+//! way, and reads take what was read ahead first. TLS connections do the
+//! same (pingora-core's TLS stream cannot peek:
+//! `protocols/tls/rustls/stream.rs`, `impl Peek for TlsStream {}` answers
+//! "unsupported").
 
 use async_trait::async_trait;
+use bytes::{Buf, BytesMut};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::raw_connect::ProxyDigest;
 use pingora_core::protocols::tls::{SslDigest, TlsRef};
@@ -65,10 +71,9 @@ pub struct Batched {
     sent: usize,
     /// Flushes still to be held ([`hold_flushes`]).
     held: AtomicU8,
-    /// Bytes a peek read from `inner` that no read has taken yet (from
-    /// `at` on); freed once taken.
-    ahead: Vec<u8>,
-    at: usize,
+    /// Bytes a peek read from `inner` that no read has taken yet; freed
+    /// once taken.
+    ahead: BytesMut,
 }
 
 impl Batched {
@@ -79,9 +84,26 @@ impl Batched {
             buf: Vec::new(),
             sent: 0,
             held: AtomicU8::new(0),
-            ahead: Vec::new(),
-            at: 0,
+            ahead: BytesMut::new(),
         }
+    }
+
+    /// Waits until at least `n` bytes (at most [`READ_AHEAD`]) have been
+    /// read ahead, and gives the first `n`. End of input is an error.
+    pub async fn read_ahead(&mut self, n: usize) -> io::Result<&[u8]> {
+        while self.ahead.len() < n {
+            std::future::poll_fn(|cx| self.poll_read_ahead(cx)).await?;
+        }
+        Ok(&self.ahead[..n])
+    }
+
+    /// The bytes read ahead, for the next session to parse as its request's
+    /// start (`ServerSession::set_pipelined_prefix`): a buffer of exactly
+    /// what arrived, where Pingora's head buffer is 4 KiB however short the
+    /// head, and is kept as long as the request (its header values point
+    /// into it).
+    pub fn take_ahead(&mut self) -> BytesMut {
+        std::mem::take(&mut self.ahead)
     }
 
     /// One read of what `inner` has (up to [`READ_AHEAD`], through a stack
@@ -94,7 +116,12 @@ impl Batched {
         if room.filled().is_empty() {
             return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
         }
-        self.ahead.extend_from_slice(room.filled());
+        if self.ahead.is_empty() {
+            // One allocation of exactly what came.
+            self.ahead = BytesMut::from(room.filled());
+        } else {
+            self.ahead.extend_from_slice(room.filled());
+        }
         Poll::Ready(Ok(()))
     }
 
@@ -141,13 +168,12 @@ impl AsyncRead for Batched {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.at < this.ahead.len() {
-            let n = (this.ahead.len() - this.at).min(buf.remaining());
-            buf.put_slice(&this.ahead[this.at..this.at + n]);
-            this.at += n;
-            if this.at == this.ahead.len() {
-                this.ahead = Vec::new();
-                this.at = 0;
+        if !this.ahead.is_empty() {
+            let n = this.ahead.len().min(buf.remaining());
+            buf.put_slice(&this.ahead[..n]);
+            this.ahead.advance(n);
+            if this.ahead.is_empty() {
+                this.ahead = BytesMut::new();
             }
             return Poll::Ready(Ok(()));
         }
@@ -220,10 +246,7 @@ impl Peek for Batched {
     /// Fills `buf` with the next bytes without consuming them, reading
     /// ahead as much as the connection has.
     async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
-        while self.ahead.len() - self.at < buf.len() {
-            std::future::poll_fn(|cx| self.poll_read_ahead(cx)).await?;
-        }
-        buf.copy_from_slice(&self.ahead[self.at..self.at + buf.len()]);
+        buf.copy_from_slice(self.read_ahead(buf.len()).await?);
         Ok(true)
     }
 }
@@ -343,6 +366,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn what_was_read_ahead_is_taken_whole_in_a_buffer_of_its_size() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut b, mut client) = pair().await;
+        let head = b"GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n";
+        client.write_all(head).await.unwrap();
+        assert_eq!(b.read_ahead(head.len()).await.unwrap(), head);
+        let taken = b.take_ahead();
+        assert_eq!(&taken[..], head);
+        // Not a 4 KiB head buffer: what came (in one read, or a few).
+        assert!(taken.capacity() < 2 * head.len(), "{}", taken.capacity());
+        assert!(b.ahead.is_empty());
+        // Taken is gone from the connection: the next read is the socket's.
+        client.write_all(b"next").await.unwrap();
+        let mut next = [0u8; 4];
+        b.read_exact(&mut next).await.unwrap();
+        assert_eq!(&next, b"next");
+    }
+
+    #[tokio::test]
     async fn a_peek_reads_what_came_and_the_session_reads_it_first() {
         use tokio::io::AsyncWriteExt as _;
         let (mut b, mut client) = pair().await;
@@ -357,7 +399,7 @@ mod tests {
             let mut more = vec![0u8; b.ahead.len() + 1];
             b.try_peek(&mut more).await.unwrap();
         }
-        assert_eq!(b.ahead, head);
+        assert_eq!(&b.ahead[..], head);
         // A second peek reads nothing new; reads take the bytes in order,
         // in pieces of any size, then read from the connection again.
         let mut again = [0u8; 4];
@@ -369,7 +411,7 @@ mod tests {
         let mut rest = vec![0u8; head.len() - 7];
         b.read_exact(&mut rest).await.unwrap();
         assert_eq!(rest, head[7..]);
-        assert_eq!((b.ahead.capacity(), b.at), (0, 0), "taken bytes are freed");
+        assert_eq!(b.ahead.capacity(), 0, "taken bytes are freed");
         client.write_all(b"next").await.unwrap();
         let mut next = [0u8; 4];
         b.read_exact(&mut next).await.unwrap();

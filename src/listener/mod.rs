@@ -462,16 +462,15 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     }
 
     /// Waits between requests for the next one's first byte.
-    async fn idle(&self, stream: &mut Stream, shutdown: &ShutdownWatch) -> Idle {
+    async fn idle(&self, conn: &mut batch::Batched, shutdown: &ShutdownWatch) -> Idle {
         if *shutdown.borrow() {
-            return self.linger(stream).await;
+            return self.linger(conn).await;
         }
         let wake = Arc::new(Notify::new());
         let id = self.gate.park(wake.clone());
         let mut shutdown = shutdown.clone();
-        let mut probe = [0u8; 1];
         let outcome = tokio::select! {
-            r = stream.try_peek(&mut probe) => if r.is_ok() { Some(Idle::Request) } else { Some(Idle::Close) },
+            r = conn.read_ahead(1) => if r.is_ok() { Some(Idle::Request) } else { Some(Idle::Close) },
             () = tokio::time::sleep(self.limits.keepalive_timeout) => Some(Idle::Close),
             () = wake.notified() => Some(Idle::Close),
             _ = shutdown.changed() => None,
@@ -479,7 +478,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         self.gate.unpark(id);
         match outcome {
             Some(o) => o,
-            None => self.linger(stream).await,
+            None => self.linger(conn).await,
         }
     }
 
@@ -488,9 +487,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     /// keep-alive). It is served if its first byte arrives within
     /// `drain_linger` (and answered with `Connection: close`); else the
     /// connection is closed.
-    async fn linger(&self, stream: &mut Stream) -> Idle {
-        let mut probe = [0u8; 1];
-        match tokio::time::timeout(self.limits.drain_linger, stream.try_peek(&mut probe)).await {
+    async fn linger(&self, conn: &mut batch::Batched) -> Idle {
+        match tokio::time::timeout(self.limits.drain_linger, conn.read_ahead(1)).await {
             Ok(Ok(_)) => Idle::Request,
             _ => Idle::Close,
         }
@@ -529,25 +527,61 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         }
     }
 
-    /// An HTTP/1 connection: one request after another, each head within
-    /// its deadline, the keep-alive waits between them bounded.
-    async fn serve_h1(&self, stream: Stream, shutdown: &ShutdownWatch, mut deadline: Instant) {
-        let mut session = ServerSession::new_http1(Box::new(batch::Batched::new(stream)));
+    /// An HTTP/1 connection whose first bytes have been read ahead: one
+    /// request after another, each head within its deadline, the
+    /// keep-alive waits between them bounded. Each session starts with
+    /// the bytes read ahead as its request's start.
+    async fn serve_h1(
+        &self,
+        mut conn: Box<batch::Batched>,
+        shutdown: &ShutdownWatch,
+        mut deadline: Instant,
+    ) {
+        let mut settings: Option<HttpPersistentSettings> = None;
         loop {
+            let prefix = conn.take_ahead();
+            let mut session = ServerSession::new_http1(conn);
+            session.set_pipelined_prefix(prefix);
+            if let Some(s) = settings {
+                s.apply_to_session(&mut session);
+            }
             // Pingora's own per-read keep-alive timeout is off: the idle wait
             // and the head deadline here bound the reads between requests.
             session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
             let Some(reused) = self.one(session, shutdown, deadline).await else {
                 return;
             };
-            let (mut stream, settings) = reused.consume();
-            if let Idle::Close = self.idle(&mut stream, shutdown).await {
+            let stream;
+            (stream, settings) = reused.consume();
+            // The stream given to the session, handed back.
+            let Ok(batched) = stream.into_any().downcast::<batch::Batched>() else {
+                return;
+            };
+            conn = batched;
+            if let Idle::Close = self.idle(&mut conn, shutdown).await {
                 return;
             }
             deadline = Instant::now() + self.limits.header_timeout;
-            session = ServerSession::new_http1(stream);
-            if let Some(s) = settings {
-                s.apply_to_session(&mut session);
+        }
+    }
+
+    /// Waits for a new connection's first `n` bytes, read ahead: until the
+    /// head deadline, or the listener's cleanup (as [`read_head`] does).
+    async fn first_bytes(&self, conn: &mut batch::Batched, n: usize, deadline: Instant) -> bool {
+        let arrived = tokio::select! {
+            biased;
+            r = tokio::time::timeout_at(deadline, conn.read_ahead(n)) => r,
+            () = self.gate.heads_cut() => return false,
+        };
+        match arrived {
+            Ok(r) => r.is_ok(),
+            Err(_) => {
+                log::debug!(
+                    "{}: request head not received within {:?}; closing",
+                    self.name,
+                    self.limits.header_timeout
+                );
+                false
             }
         }
     }
@@ -586,23 +620,24 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
                 }
                 stream
             }
-            None if self.h2c => {
-                // HTTP/2 with prior knowledge: its preface starts `PRI`, which
-                // no HTTP/1 request line does (Pingora's own check waits for
-                // the whole 24-byte preface, longer than a short HTTP/1.0 request).
-                let mut probe = [0u8; 3];
-                match tokio::time::timeout_at(deadline, stream.try_peek(&mut probe)).await {
-                    Ok(Ok(true)) if &probe == b"PRI" => {
-                        Box::pin(self.serve_h2(stream, shutdown, deadline)).await;
-                        return;
-                    }
-                    Ok(Ok(_)) => stream,
-                    _ => return,
-                }
-            }
             None => stream,
         };
-        self.serve_h1(stream, shutdown, deadline).await;
+        let mut conn = Box::new(batch::Batched::new(stream));
+        // HTTP/2 with prior knowledge: its preface starts `PRI`, which no
+        // HTTP/1 request line does (Pingora's own check waits for the
+        // whole 24-byte preface, longer than a short HTTP/1.0 request).
+        let h2c = self.tls.is_none() && self.h2c;
+        if !self
+            .first_bytes(&mut conn, if h2c { 3 } else { 1 }, deadline)
+            .await
+        {
+            return;
+        }
+        if h2c && conn.read_ahead(3).await.is_ok_and(|b| b == b"PRI") {
+            Box::pin(self.serve_h2(conn, shutdown, deadline)).await;
+            return;
+        }
+        self.serve_h1(conn, shutdown, deadline).await;
     }
 
     /// Called once the listener stopped accepting (the drain
