@@ -23,8 +23,7 @@
 //!
 //! May import: the parent module, Pingora's server and socket types.
 
-use super::Guarded;
-use pingora_core::apps::HttpServerApp;
+use super::{App, Guarded};
 use pingora_core::protocols::l4::listener::Listener;
 use pingora_core::server::{ListenFds, ShutdownWatch};
 use std::io::ErrorKind;
@@ -61,7 +60,7 @@ impl<A> Guarded<A> {
 }
 
 #[async_trait::async_trait]
-impl<A: HttpServerApp + Send + Sync + 'static> pingora_core::services::Service for Listening<A> {
+impl<A: App> pingora_core::services::Service for Listening<A> {
     async fn start_service(
         &mut self,
         fds: Option<ListenFds>,
@@ -78,7 +77,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> pingora_core::services::Service f
         };
         let loops: Vec<_> = (0..listeners_per_fd.max(1))
             .map(|_| {
-                let accepting = accept_loop(listener.clone(), self.guarded.clone(), shutdown.clone());
+                let accepting =
+                    accept_loop(listener.clone(), self.guarded.clone(), shutdown.clone());
                 pingora_runtime::current_handle().spawn(accepting)
             })
             .collect();
@@ -100,7 +100,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> pingora_core::services::Service f
 }
 
 /// Accepts until the shutdown, each connection on a task of its own.
-async fn accept_loop<A: HttpServerApp + Send + Sync + 'static>(
+async fn accept_loop<A: App>(
     listener: Arc<Listener>,
     guarded: Arc<Guarded<A>>,
     mut shutdown: ShutdownWatch,

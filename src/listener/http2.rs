@@ -25,8 +25,7 @@
 //!   flight finish, no new ones are taken), not the HTTP/1 linger for one
 //!   more request.
 
-use super::{bounded, Conn, Guarded, CONN};
-use pingora_core::apps::HttpServerApp;
+use super::{bounded, App, Conn, Guarded, CONN};
 use pingora_core::protocols::http::v2::server::{self, H2Accept, HttpSession};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::{Digest, Stream};
@@ -87,7 +86,7 @@ impl Drop for Parked<'_> {
     }
 }
 
-impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+impl<A: App> Guarded<A> {
     /// Serves an HTTP/2 connection until it closes; its preface and
     /// SETTINGS are due by `deadline`.
     pub(super) async fn serve_h2(
@@ -157,7 +156,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
                     tokio::spawn(CONN.scope(state.clone(), async move {
                         let _open = open;
                         let _ = app
-                            .process_new_http(ServerSession::new_http2(session), &shutdown)
+                            .serve_request(ServerSession::new_http2(session), &shutdown)
                             .await;
                     }));
                 }

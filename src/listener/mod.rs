@@ -51,9 +51,8 @@
 //! `HttpServer` without its error lines that print the whole request head
 //! (a 1 MiB URI made a 1 MiB ERROR line per request).
 
-use async_trait::async_trait;
 use pingora_core::apps::http_app::ServeHttp;
-use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream};
 use pingora_core::protocols::http::{HttpTask, ServerSession};
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::{Ssl, Stream, ALPN};
@@ -139,6 +138,25 @@ fn nofile_soft_limit() -> Option<u64> {
         "unlimited" => Some(1 << 20),
         n => n.parse().ok(),
     }
+}
+
+/// A listener's HTTP application: answers the request on `session` and
+/// hands the connection back for the next one (`None`: close it).
+///
+/// Pingora's `HttpServerApp` without its `async_trait` box: the request's
+/// future is a type of its own, boxed once where the connection holds it
+/// ([`Guarded`]'s `one`) or held inline by an HTTP/2 stream's task, and an
+/// implementation written as a function returning an `async move` block
+/// keeps its session once (an `async_trait` body, like an `async fn`,
+/// rebinds each argument, so a 680-byte session had two slots for the
+/// request's whole life, a stream's included).
+pub trait App: Send + Sync + 'static {
+    /// One request on `session`.
+    fn serve_request(
+        self: &Arc<Self>,
+        session: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send;
 }
 
 /// One connection's state, seen by the application through a task-local.
@@ -244,8 +262,7 @@ struct Gate {
     /// True once the listener stopped accepting (its `cleanup` began).
     stopped: AtomicBool,
     /// True once the listener's `cleanup` has run: it stopped accepting,
-    /// every connection it accepted has been counted in `live`, and the
-    /// application's `http_cleanup` has run.
+    /// and every connection it accepted has been counted in `live`.
     finished: AtomicBool,
     /// Woken each time the last open connection closes, and when `finished`
     /// turns true.
@@ -431,7 +448,7 @@ enum Idle {
     Close,
 }
 
-impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+impl<A: App> Guarded<A> {
     /// One request, its head bounded by `deadline`.
     async fn one(
         &self,
@@ -451,7 +468,12 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
                 std::future::pending::<()>().await;
             }
         };
-        let request = CONN.scope(conn.clone(), self.app.process_new_http(session, shutdown));
+        // Boxed: the connection's task, which an idle keep-alive connection
+        // keeps too, holds the request's state only while there is one.
+        let request = CONN.scope(
+            conn.clone(),
+            Box::pin(self.app.serve_request(session, shutdown)),
+        );
         tokio::select! {
             r = request => r,
             () = head_timer => {
@@ -495,7 +517,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     }
 }
 
-impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+impl<A: App> Guarded<A> {
     /// The TLS handshake, within `deadline`; `None` (closed) when it fails.
     async fn handshake(
         &self,
@@ -587,7 +609,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     }
 }
 
-impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+impl<A: App> Guarded<A> {
     /// One accepted connection, until it closes ([`accept`] spawns it).
     async fn serve(self: &Arc<Self>, mut stream: Stream, shutdown: &ShutdownWatch) {
         let Some(_slot) = self.gate.admit() else {
@@ -642,9 +664,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
 
     /// Called once the listener stopped accepting (the drain
     /// started). Every connection still waiting for a request head is
-    /// closed ([`read_head`]), and the application's `http_cleanup` runs,
-    /// once the linger window has passed and a second more for a head
-    /// already on its way:
+    /// closed ([`read_head`]) once the linger window has passed and a
+    /// second more for a head already on its way:
     /// a request sent on a kept connection just as the drain began, or on a
     /// connection accepted just before it, is served rather than dropped.
     async fn cleanup(&self) {
@@ -652,7 +673,6 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         // open only in the successor).
         self.gate.stopped.store(true, Ordering::Release);
         tokio::time::sleep(self.limits.drain_linger + Duration::from_secs(1)).await;
-        self.app.http_cleanup().await;
         self.gate.finished.store(true, Ordering::Release);
         self.gate.closed.notify_waiters();
     }
@@ -669,47 +689,48 @@ fn bounded(e: &pingora_core::Error) -> String {
 /// puts the head it could not parse, or a 1 MiB URI, into an ERROR line.
 pub struct Served<S>(pub S);
 
-#[async_trait]
-impl<S: ServeHttp + Send + Sync> HttpServerApp for Served<S> {
-    async fn process_new_http(
+impl<S: ServeHttp + Send + Sync + 'static> App for Served<S> {
+    fn serve_request(
         self: &Arc<Self>,
         mut http: ServerSession,
         shutdown: &ShutdownWatch,
-    ) -> Option<ReusedHttpStream> {
-        if !read_head(&mut http, "metrics listener").await {
-            return None;
-        }
-        head_received(&mut http);
-        if !host_ok(http.req_header()) {
-            let _ = http.respond_error(400).await;
-            return None;
-        }
-        if *shutdown.borrow() {
-            http.set_keepalive(None);
-        }
-        let (parts, body) = self.0.response(&mut http).await.into_parts();
-        let mut head: ResponseHeader = parts.into();
-        // A length, so the connection can be kept alive (without one the
-        // body is delimited by closing the connection).
-        if !head.headers.contains_key(http::header::CONTENT_LENGTH) {
-            let _ = head.insert_header(http::header::CONTENT_LENGTH, body.len());
-        }
-        // Head and body as Pingora's HttpServer writes them.
-        for task in [
-            HttpTask::Header(Box::new(head), body.is_empty()),
-            HttpTask::Body(Some(body.into()), true),
-        ] {
-            if let Err(e) = http.response_duplex_vec(vec![task]).await {
-                log::debug!("metrics listener: answer not written: {}", bounded(&e));
+    ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send {
+        async move {
+            if !read_head(&mut http, "metrics listener").await {
                 return None;
             }
-        }
-        let settings = HttpPersistentSettings::for_session(&http);
-        match http.finish().await {
-            Ok(s) => s.map(|s| ReusedHttpStream::from_reusable_stream(s, settings)),
-            Err(e) => {
-                log::debug!("metrics listener: connection not reusable: {}", bounded(&e));
-                None
+            head_received(&mut http);
+            if !host_ok(http.req_header()) {
+                let _ = http.respond_error(400).await;
+                return None;
+            }
+            if *shutdown.borrow() {
+                http.set_keepalive(None);
+            }
+            let (parts, body) = self.0.response(&mut http).await.into_parts();
+            let mut head: ResponseHeader = parts.into();
+            // A length, so the connection can be kept alive (without one the
+            // body is delimited by closing the connection).
+            if !head.headers.contains_key(http::header::CONTENT_LENGTH) {
+                let _ = head.insert_header(http::header::CONTENT_LENGTH, body.len());
+            }
+            // Head and body as Pingora's HttpServer writes them.
+            for task in [
+                HttpTask::Header(Box::new(head), body.is_empty()),
+                HttpTask::Body(Some(body.into()), true),
+            ] {
+                if let Err(e) = http.response_duplex_vec(vec![task]).await {
+                    log::debug!("metrics listener: answer not written: {}", bounded(&e));
+                    return None;
+                }
+            }
+            let settings = HttpPersistentSettings::for_session(&http);
+            match http.finish().await {
+                Ok(s) => s.map(|s| ReusedHttpStream::from_reusable_stream(s, settings)),
+                Err(e) => {
+                    log::debug!("metrics listener: connection not reusable: {}", bounded(&e));
+                    None
+                }
             }
         }
     }

@@ -19,10 +19,9 @@ pub mod tokenize;
 use crate::error::{ErrorKind, GatewayError};
 use crate::obs::metrics::Metrics;
 use crate::runtime::Runtime;
-use async_trait::async_trait;
 use bytes::Bytes;
 use ctx::RequestCtx;
-use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::{Error, ErrorType, Result};
@@ -225,46 +224,49 @@ impl Gateway {
 /// pipeline's per-request state (its cache, retry and upstream phases)
 /// cost about 15 KB per open stream (docs/performance.md "Memory per open
 /// stream").
-#[async_trait]
-impl HttpServerApp for Gateway {
-    async fn process_new_http(
+impl crate::listener::App for Gateway {
+    // A function returning an `async move` block, not an `async fn`: the
+    // block captures the session once, for the request's whole life.
+    fn serve_request(
         self: &Arc<Self>,
         mut session: ServerSession,
         _shutdown: &ShutdownWatch,
-    ) -> Option<ReusedHttpStream> {
-        if !crate::listener::read_head(&mut session, "client listener").await {
-            return None;
-        }
-        if session.req_header().method == http::Method::CONNECT {
-            // No tunnels here, and a CONNECT request's framing differs
-            // (RFC 9112 6.3): answered (404 in the family's shape) and closed.
-            session.set_keepalive(None);
-        }
-        let mut ctx = RequestCtx::new();
-        let failure = self.request(&mut session, &mut ctx).await.err();
-        if let Some(e) = &failure {
-            self.fail(&mut session, e, &mut ctx).await;
-        }
-        self.logging(&session, failure.as_deref(), &mut ctx);
-        match failure {
-            Some(e) => {
-                // The connection is not reused after a failure (on HTTP/2
-                // the stream is reset when no answer was written).
-                session.on_proxy_failure(e);
-                None
+    ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send {
+        async move {
+            if !crate::listener::read_head(&mut session, "client listener").await {
+                return None;
             }
-            None => {
-                let settings = HttpPersistentSettings::for_session(&session);
-                // Boxed: Pingora's `finish` future (3.7 KB, its HTTP/2 arm
-                // included) would otherwise size this request's state for
-                // the whole request, a stream's whole life included.
-                match Box::pin(session.finish()).await {
-                    Ok(reused) => {
-                        reused.map(|s| ReusedHttpStream::from_reusable_stream(s, settings))
-                    }
-                    Err(e) => {
-                        log::debug!("connection not reusable ({})", e.etype().as_str());
-                        None
+            if session.req_header().method == http::Method::CONNECT {
+                // No tunnels here, and a CONNECT request's framing differs
+                // (RFC 9112 6.3): answered (404 in the family's shape) and closed.
+                session.set_keepalive(None);
+            }
+            let mut ctx = RequestCtx::new();
+            let failure = self.request(&mut session, &mut ctx).await.err();
+            if let Some(e) = &failure {
+                self.fail(&mut session, e, &mut ctx).await;
+            }
+            self.logging(&session, failure.as_deref(), &mut ctx);
+            match failure {
+                Some(e) => {
+                    // The connection is not reused after a failure (on HTTP/2
+                    // the stream is reset when no answer was written).
+                    session.on_proxy_failure(e);
+                    None
+                }
+                None => {
+                    let settings = HttpPersistentSettings::for_session(&session);
+                    // Boxed: Pingora's `finish` future (3.7 KB, its HTTP/2 arm
+                    // included) would otherwise size this request's state for
+                    // the whole request, a stream's whole life included.
+                    match Box::pin(session.finish()).await {
+                        Ok(reused) => {
+                            reused.map(|s| ReusedHttpStream::from_reusable_stream(s, settings))
+                        }
+                        Err(e) => {
+                            log::debug!("connection not reusable ({})", e.etype().as_str());
+                            None
+                        }
                     }
                 }
             }
