@@ -306,104 +306,103 @@ pub struct Relay {
 /// them), and what was already waiting after a read that filled its room,
 /// goes to the client in one write as soon as it is translated: nothing
 /// waits for more.
-pub async fn relay_stream(
-    gw: &Gateway,
-    session: &mut ServerSession,
-    ctx: &mut RequestCtx,
-    answer: Answer<'_>,
-    pass: &mut ClientStream,
+///
+/// A function returning an `async move` block that uses the answer's
+/// fields in place: an `async fn` keeps a by-value argument twice for as
+/// long as it runs (the argument and its rebinding), and destructuring
+/// would add a third slot, each for a stream's whole life.
+pub fn relay_stream<'a>(
+    gw: &'a Gateway,
+    session: &'a mut ServerSession,
+    ctx: &'a mut RequestCtx,
+    mut answer: Answer<'a>,
+    pass: &'a mut ClientStream,
     relay: Relay,
-) -> Result<StreamEnd, RelayError> {
-    let Relay {
-        family,
-        framing,
-        resumed,
-        rescue,
-    } = relay;
-    let Answer {
-        mut ex,
-        first,
-        frames,
-        idle,
-        deadline,
-        in_flight: _in_flight,
-        ..
-    } = answer;
-    // Sent with the first batch (a continuation has its head already).
-    let mut head_due = !resumed;
-    let mut out = Vec::new();
-    let mut chunks = Rechunk::new(framing);
-    // The first chunk was read before the response started (None: the
-    // upstream ended the stream at once).
-    let mut pending = Some(Ok(first));
-    // The first chunk is SSE already; later ones go through the decoder.
-    let mut frames = frames.map(|d| (d, Vec::new()));
-    let mut first_read = true;
-    let how = (family, rescue);
-    let mut shutdown = gw.drain.cut_signal();
-    let end = loop {
-        let next = match pending.take() {
-            Some(r) => Next::Upstream(r),
-            None => tokio::select! {
-                r = UpstreamClient::read_chunk(&mut ex, idle, deadline) => Next::Upstream(r),
-                _ = session.read_body_or_idle(true) => Next::ClientGone,
-                _ = shutdown.wait_for(|cut| *cut) => Next::Shutdown,
-            },
-        };
-        out.clear();
-        out.reserve(OUT_START);
-        let end = match next {
-            Next::Upstream(read) => {
-                let read = (read, std::mem::take(&mut first_read));
-                gather(&mut ex, pass, read, frames.as_mut(), how, &mut out).await
-            }
-            Next::ClientGone => {
-                ctx.client_gone = true;
-                log::info!(
-                    "{}: client went away mid-stream; dropping the upstream request",
-                    ctx.request_id
-                );
-                drop(ex);
-                return Ok(StreamEnd::ClientGone);
-            }
-            Next::Shutdown => {
-                let e = GatewayError::new(
+) -> impl std::future::Future<Output = Result<StreamEnd, RelayError>> + Send + 'a {
+    async move {
+        let Relay {
+            family,
+            framing,
+            resumed,
+            rescue,
+        } = relay;
+        let (idle, deadline) = (answer.idle, answer.deadline);
+        // Sent with the first batch (a continuation has its head already).
+        let mut head_due = !resumed;
+        let mut out = Vec::new();
+        let mut chunks = Rechunk::new(framing);
+        // The first chunk was read before the response started (None: the
+        // upstream ended the stream at once).
+        let mut pending = Some(Ok(answer.first.take()));
+        // The first chunk is SSE already; later ones go through the decoder.
+        let mut frames = answer.frames.take().map(|d| (d, Vec::new()));
+        let mut first_read = true;
+        let how = (family, rescue);
+        let mut shutdown = gw.drain.cut_signal();
+        let end = loop {
+            let next = match pending.take() {
+                Some(r) => Next::Upstream(r),
+                None => tokio::select! {
+                    r = UpstreamClient::read_chunk(&mut answer.ex, idle, deadline) => Next::Upstream(r),
+                    _ = session.read_body_or_idle(true) => Next::ClientGone,
+                    _ = shutdown.wait_for(|cut| *cut) => Next::Shutdown,
+                },
+            };
+            out.clear();
+            out.reserve(OUT_START);
+            let end = match next {
+                Next::Upstream(read) => {
+                    let read = (read, std::mem::take(&mut first_read));
+                    gather(&mut answer.ex, pass, read, frames.as_mut(), how, &mut out).await
+                }
+                Next::ClientGone => {
+                    ctx.client_gone = true;
+                    log::info!(
+                        "{}: client went away mid-stream; dropping the upstream request",
+                        ctx.request_id
+                    );
+                    // The upstream request is dropped with the answer.
+                    return Ok(StreamEnd::ClientGone);
+                }
+                Next::Shutdown => {
+                    let e = GatewayError::new(
                     ErrorKind::Unavailable,
                     "the gateway is shutting down and its grace period ended before the stream did",
                 );
-                pass.fail(&crate::protocol::error_body(family, &e), &mut out);
-                Some(StreamEnd::Shutdown(e))
+                    pass.fail(&crate::protocol::error_body(family, &e), &mut out);
+                    Some(StreamEnd::Shutdown(e))
+                }
+            };
+            chunks.frame(&mut out);
+            let data = (!out.is_empty()).then(|| {
+                if ctx.outcome.ttft.is_none() {
+                    ctx.outcome.ttft = Some(ctx.started.elapsed());
+                }
+                // Handed over with its buffer (no copy): between reads an open
+                // stream holds no output buffer; the next read takes a new one.
+                Bytes::from(std::mem::take(&mut out))
+            });
+            // The client's stream ends in the same write as its last bytes,
+            // unless a continuation is to go on with it.
+            let closes = end
+                .as_ref()
+                .is_some_and(|e| !matches!(e, StreamEnd::Cut(..)));
+            let head = if std::mem::take(&mut head_due) {
+                Some(head(session, ctx, framing)?)
+            } else {
+                None
+            };
+            if head.is_some() || data.is_some() || closes {
+                write(session, head, data, closes, deadline).await?;
+            }
+            if let Some(end) = end {
+                break end;
             }
         };
-        chunks.frame(&mut out);
-        let data = (!out.is_empty()).then(|| {
-            if ctx.outcome.ttft.is_none() {
-                ctx.outcome.ttft = Some(ctx.started.elapsed());
-            }
-            // Handed over with its buffer (no copy): between reads an open
-            // stream holds no output buffer; the next read takes a new one.
-            Bytes::from(std::mem::take(&mut out))
-        });
-        // The client's stream ends in the same write as its last bytes,
-        // unless a continuation is to go on with it.
-        let closes = end
-            .as_ref()
-            .is_some_and(|e| !matches!(e, StreamEnd::Cut(..)));
-        let head = if std::mem::take(&mut head_due) {
-            Some(head(session, ctx, framing)?)
-        } else {
-            None
-        };
-        if head.is_some() || data.is_some() || closes {
-            write(session, head, data, closes, deadline).await?;
+        if matches!(end, StreamEnd::Complete) {
+            // Closed instead when its body was not read to the end.
+            gw.upstream.release(answer.ex);
         }
-        if let Some(end) = end {
-            break end;
-        }
-    };
-    if matches!(end, StreamEnd::Complete) {
-        // Closed instead when its body was not read to the end.
-        gw.upstream.release(ex);
+        Ok(end)
     }
-    Ok(end)
 }

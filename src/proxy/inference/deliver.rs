@@ -54,7 +54,7 @@ pub(super) async fn whole(
     session: &mut ServerSession,
     ctx: &mut RequestCtx,
     answered: Box<Answered<'_>>,
-    d: Delivery<'_, '_>,
+    d: &mut Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let Answered {
@@ -94,7 +94,7 @@ pub(super) async fn whole(
             cool(gw, &model.provider, answer.up, member, Cause::Invalid);
         }
     })?;
-    let out = match d.turn {
+    let out = match d.turn.take() {
         Some(t) => stored::finish_body(gw, &d.key.id, t, out),
         None => out,
     };
@@ -110,15 +110,16 @@ pub(super) async fn whole(
 /// or translated). An upstream that fails after the first byte is cooled;
 /// its cut answer is continued (`super::rescue`, at most
 /// `MAX_CONTINUATIONS` times) in the same client stream, or the stream
-/// ends with its protocol's error event. The answer comes boxed: each
-/// async level keeps its own slot for a by-value argument for as long as it
-/// runs, a stream's whole life (`Answered` is about 700 bytes).
+/// ends with its protocol's error event. The answer comes boxed and the
+/// delivery by reference: an `async fn` keeps a by-value argument twice
+/// (the argument and its rebinding) for as long as it runs, a stream's
+/// whole life (`Answered` is about 700 bytes, `Delivery` about 400).
 pub(super) async fn stream(
     gw: &Gateway,
     session: &mut ServerSession,
     ctx: &mut RequestCtx,
     answered: Box<Answered<'_>>,
-    d: Delivery<'_, '_>,
+    d: &mut Delivery<'_, '_>,
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     // E23's stream is written as SSE, then re-framed by the relay.
@@ -140,7 +141,7 @@ pub(super) async fn stream(
         pass.set_envelope(env);
     }
     let _active = gw.metrics.stream_started();
-    let relayed = relay_segments(gw, session, ctx, &d, &mut pass, &resume, answered).await?;
+    let relayed = relay_segments(gw, session, ctx, d, &mut pass, &resume, answered).await?;
     let Relayed {
         end,
         model,
@@ -170,7 +171,7 @@ pub(super) async fn stream(
         gw.metrics
             .frames_skipped(&model.provider, ctx.outcome.skipped_frames);
     }
-    if let (Some(t), Some(obj)) = (d.turn, pass.final_response()) {
+    if let (Some(t), Some(obj)) = (d.turn.take(), pass.final_response()) {
         stored::commit(gw, &d.key.id, t, obj);
     }
     let completed = clean && !ctx.client_gone;

@@ -167,7 +167,7 @@ async fn run(
     // the client's request as it came (a refcount and the peek's copy).
     let original = (req.stream && !model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
     let answered = Box::pin(chain::call(gw, session, ctx, &ch, (body, req), held)).await?;
-    let d = deliver::Delivery {
+    let mut d = deliver::Delivery {
         family,
         key,
         turn,
@@ -177,9 +177,9 @@ async fn run(
     };
     let answered = Box::new(answered);
     if answered.plan.req.stream {
-        deliver::stream(gw, session, ctx, answered, d, held).await
+        deliver::stream(gw, session, ctx, answered, &mut d, held).await
     } else {
-        deliver::whole(gw, session, ctx, answered, d, held).await
+        deliver::whole(gw, session, ctx, answered, &mut d, held).await
     }
 }
 
