@@ -37,14 +37,16 @@ pub(super) struct Delivery<'a, 's> {
     pub family: Family,
     pub key: &'a ApiKey,
     /// The Responses turn, when the answer is stored or continues one.
-    pub turn: Option<Turn>,
+    pub turn: Option<Box<Turn>>,
     /// How the client's stream is framed.
     pub framing: Framing,
     /// The chain that answered, for a cut stream's continuation.
     pub chain: &'a Chain<'a, 's>,
     /// The client's body and peek, for a fallback's continuation (None:
-    /// the model has no fallbacks, or the answer is whole).
-    pub original: Option<(Bytes, Inspected)>,
+    /// the model has no fallbacks, or the answer is whole). Boxed, like the
+    /// turn: the delivery is held for a stream's whole life, and these are
+    /// rare (280 and 104 bytes by value).
+    pub original: Option<Box<(Bytes, Inspected)>>,
 }
 
 /// A whole answer: rewritten or translated for the client, usage recorded,
@@ -95,7 +97,7 @@ pub(super) async fn whole(
         }
     })?;
     let out = match d.turn.take() {
-        Some(t) => stored::finish_body(gw, &d.key.id, t, out),
+        Some(t) => stored::finish_body(gw, &d.key.id, *t, out),
         None => out,
     };
     let nanos = record_usage(ctx, model, usage);
@@ -137,7 +139,7 @@ pub(super) async fn stream(
     if let ClientStream::Passthrough(p) = &mut pass {
         p.withhold_usage_chunk(answered.answer.usage_injected);
     }
-    if let Some(env) = d.turn.as_ref().and_then(Turn::envelope) {
+    if let Some(env) = d.turn.as_deref().and_then(Turn::envelope) {
         pass.set_envelope(env);
     }
     let _active = gw.metrics.stream_started();
@@ -172,7 +174,7 @@ pub(super) async fn stream(
             .frames_skipped(&model.provider, ctx.outcome.skipped_frames);
     }
     if let (Some(t), Some(obj)) = (d.turn.take(), pass.final_response()) {
-        stored::commit(gw, &d.key.id, t, obj);
+        stored::commit(gw, &d.key.id, *t, obj);
     }
     let completed = clean && !ctx.client_gone;
     settle_to(ctx, held.take(), usage, nanos, completed).await;
@@ -255,7 +257,7 @@ async fn relay_segments<'s>(
         }
         let cut = Cut {
             chain: d.chain,
-            original: d.original.as_ref(),
+            original: d.original.as_deref(),
             model,
             plan: &plan,
             deadline,

@@ -50,136 +50,145 @@ impl From<GatewayError> for Stop {
 }
 
 /// Handles an authenticated inference request.
-pub async fn handle(
-    gw: &Gateway,
-    session: &mut ServerSession,
-    ctx: &mut RequestCtx,
-    route: &Route,
-    snap: &Snapshot,
-    key: &ApiKey,
-) -> pingora_core::Result<()> {
-    let mut held = None;
-    let result = run(gw, session, ctx, route, snap, key, &mut held).await;
-    if let Some(r) = held.take() {
-        // The request failed after its reservation: give it back before the
-        // error goes out, so the budget header is the real remainder.
-        if let Some(left) = Box::pin(r.release()).await {
-            ctx.budget_remaining = Some(left);
+///
+/// `handle` and `run` are functions returning an `async move` block, not
+/// `async fn`s: an `async fn` keeps each argument twice (the argument and
+/// its rebinding), and these futures are held for a stream's whole life.
+pub fn handle<'a>(
+    gw: &'a Gateway,
+    session: &'a mut ServerSession,
+    ctx: &'a mut RequestCtx,
+    route: &'a Route,
+    snap: &'a Snapshot,
+    key: &'a ApiKey,
+) -> impl std::future::Future<Output = pingora_core::Result<()>> + Send + 'a {
+    async move {
+        let mut held = None;
+        let result = run(gw, session, ctx, route, snap, key, &mut held).await;
+        if let Some(r) = held.take() {
+            // The request failed after its reservation: give it back before the
+            // error goes out, so the budget header is the real remainder.
+            if let Some(left) = Box::pin(r.release()).await {
+                ctx.budget_remaining = Some(left);
+            }
         }
-    }
-    if !ctx.outcome.adjusted.is_empty() {
-        gw.metrics.adapted(
-            ctx.outcome.model.as_deref().unwrap_or(""),
-            ctx.outcome.adjusted.parameters(),
-        );
-    }
-    match result {
-        Ok(()) => Ok(()),
-        Err(Stop::Client(e)) if ctx.outcome.status == 0 => {
-            respond::error(session, ctx, route.family, &e).await
+        if !ctx.outcome.adjusted.is_empty() {
+            gw.metrics.adapted(
+                ctx.outcome.model.as_deref().unwrap_or(""),
+                ctx.outcome.adjusted.parameters(),
+            );
         }
-        Err(Stop::Client(e)) => {
-            log::warn!("{}: error after the response started: {e}", ctx.request_id);
-            ctx.outcome.error = Some((&e).into());
-            Ok(())
+        match result {
+            Ok(()) => Ok(()),
+            Err(Stop::Client(e)) if ctx.outcome.status == 0 => {
+                respond::error(session, ctx, route.family, &e).await
+            }
+            Err(Stop::Client(e)) => {
+                log::warn!("{}: error after the response started: {e}", ctx.request_id);
+                ctx.outcome.error = Some((&e).into());
+                Ok(())
+            }
+            Err(Stop::Io(e)) => Err(e),
         }
-        Err(Stop::Io(e)) => Err(e),
     }
 }
 
-async fn run(
-    gw: &Gateway,
-    session: &mut ServerSession,
-    ctx: &mut RequestCtx,
-    route: &Route,
-    snap: &Snapshot,
-    key: &ApiKey,
-    held: &mut Option<Reservation>,
-) -> Result<(), Stop> {
-    if route.endpoint == Endpoint::Rerank {
-        return Box::pin(rerank::run(gw, session, ctx, snap, key, held)).await;
-    }
-    if route.endpoint.embeds() {
-        return Box::pin(embed::run(gw, session, ctx, route, snap, key, held)).await;
-    }
-    // The protocol of the body: the route's, but Anthropic Messages in
-    // Bedrock's InvokeModel envelope on E22/E23 (errors stay in the
-    // route's shape, `route.family`).
-    let family = route.endpoint.body_family(route.family);
-    require_header(session, route.family)?;
-    let body = body::read_request_body(gw, session).await?;
-    body::check_depth(&body)?;
-    let (body, turn) = stored_turn(gw, route, key, body).await?;
-    let (body, invoke_beta) = invoke_envelope(route, body)?;
-    let gemini_stream = route.endpoint.gemini_model().1;
-    // The model the path names (Gemini, Bedrock Converse; an InvokeModel
-    // body carries it from here, unwrapped).
-    let path_model = route
-        .endpoint
-        .path_model()
-        .filter(|_| family == route.family);
-    let req = validate::inspect(family, &body, route.endpoint.path_stream())?;
-    let name = path_model
-        .or(req.model.as_deref())
-        .ok_or_else(|| GatewayError::invalid_param("model", "model is required"))?;
-    // Visibility is the route's: every model for Bedrock routes.
-    let (model, provider) = resolve::resolve(
-        snap,
-        route.family,
-        name,
-        path_model.is_some() && family == Family::Gemini,
-    )?;
-    ctx.outcome.provider = Some(provider.id.clone());
-    ctx.outcome.model = Some(model.id.clone());
-    start_trace(gw, session, ctx, &model.qualified_id);
-    embed::require_action(model, "complete")?;
-    super::auth::authorize(key, &model.qualified_id)?;
-    if route.endpoint.counts_tokens() {
-        return count::answer(gw, session, ctx, key, family, body).await;
-    }
-    let (beta, beta_query) = anthropic_beta(session);
-    let beta = invoke_beta.or(beta);
-    let (request_id, trace, telemetry) = (
-        ctx.request_id.clone(),
-        ctx.trace.clone(),
-        gw.telemetry.clone(),
-    );
-    let traceparent = ctx.traceparent.clone();
-    let client = super::attempt::Client {
-        family,
-        path_model,
-        anthropic_beta: beta.as_deref(),
-        beta_query,
-        request_id: &request_id,
-        trace: trace.as_deref().zip(telemetry.as_deref()),
-        traceparent: traceparent.as_deref(),
-        affinity: affinity(session, &req, &body),
-    };
-    let ch = chain::Chain {
-        client: &client,
-        key,
-        snap,
-        model,
-        provider,
-        policy: key.policy.unwrap_or(snap.catalog.policy),
-    };
-    // A stream cut mid-answer may be continued on a fallback, planned from
-    // the client's request as it came (a refcount and the peek's copy).
-    let original = (req.stream && !model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
-    let answered = Box::pin(chain::call(gw, session, ctx, &ch, (body, req), held)).await?;
-    let mut d = deliver::Delivery {
-        family,
-        key,
-        turn,
-        framing: framing(&route.endpoint, gemini_stream),
-        chain: &ch,
-        original,
-    };
-    let answered = Box::new(answered);
-    if answered.plan.req.stream {
-        deliver::stream(gw, session, ctx, answered, &mut d, held).await
-    } else {
-        deliver::whole(gw, session, ctx, answered, &mut d, held).await
+fn run<'a>(
+    gw: &'a Gateway,
+    session: &'a mut ServerSession,
+    ctx: &'a mut RequestCtx,
+    route: &'a Route,
+    snap: &'a Snapshot,
+    key: &'a ApiKey,
+    held: &'a mut Option<Reservation>,
+) -> impl std::future::Future<Output = Result<(), Stop>> + Send + 'a {
+    async move {
+        if route.endpoint == Endpoint::Rerank {
+            return Box::pin(rerank::run(gw, session, ctx, snap, key, held)).await;
+        }
+        if route.endpoint.embeds() {
+            return Box::pin(embed::run(gw, session, ctx, route, snap, key, held)).await;
+        }
+        // The protocol of the body: the route's, but Anthropic Messages in
+        // Bedrock's InvokeModel envelope on E22/E23 (errors stay in the
+        // route's shape, `route.family`).
+        let family = route.endpoint.body_family(route.family);
+        require_header(session, route.family)?;
+        let body = body::read_request_body(gw, session).await?;
+        body::check_depth(&body)?;
+        let (body, turn) = stored_turn(gw, route, key, body).await?;
+        let (body, invoke_beta) = invoke_envelope(route, body)?;
+        let gemini_stream = route.endpoint.gemini_model().1;
+        // The model the path names (Gemini, Bedrock Converse; an InvokeModel
+        // body carries it from here, unwrapped).
+        let path_model = route
+            .endpoint
+            .path_model()
+            .filter(|_| family == route.family);
+        let req = validate::inspect(family, &body, route.endpoint.path_stream())?;
+        let name = path_model
+            .or(req.model.as_deref())
+            .ok_or_else(|| GatewayError::invalid_param("model", "model is required"))?;
+        // Visibility is the route's: every model for Bedrock routes.
+        let (model, provider) = resolve::resolve(
+            snap,
+            route.family,
+            name,
+            path_model.is_some() && family == Family::Gemini,
+        )?;
+        ctx.outcome.provider = Some(provider.id.clone());
+        ctx.outcome.model = Some(model.id.clone());
+        start_trace(gw, session, ctx, &model.qualified_id);
+        embed::require_action(model, "complete")?;
+        super::auth::authorize(key, &model.qualified_id)?;
+        if route.endpoint.counts_tokens() {
+            return count::answer(gw, session, ctx, key, family, body).await;
+        }
+        let (beta, beta_query) = anthropic_beta(session);
+        let beta = invoke_beta.or(beta);
+        let (request_id, trace, telemetry) = (
+            ctx.request_id.clone(),
+            ctx.trace.clone(),
+            gw.telemetry.clone(),
+        );
+        let traceparent = ctx.traceparent.clone();
+        let client = super::attempt::Client {
+            family,
+            path_model,
+            anthropic_beta: beta.as_deref(),
+            beta_query,
+            request_id: &request_id,
+            trace: trace.as_deref().zip(telemetry.as_deref()),
+            traceparent: traceparent.as_deref(),
+            affinity: affinity(session, &req, &body),
+        };
+        let ch = chain::Chain {
+            client: &client,
+            key,
+            snap,
+            model,
+            provider,
+            policy: key.policy.unwrap_or(snap.catalog.policy),
+        };
+        // A stream cut mid-answer may be continued on a fallback, planned from
+        // the client's request as it came (a refcount and the peek's copy).
+        let original = (req.stream && !model.fallbacks.is_empty())
+            .then(|| Box::new((body.clone(), req.clone())));
+        let answered = Box::pin(chain::call(gw, session, ctx, &ch, (body, req), held)).await?;
+        let mut d = deliver::Delivery {
+            family,
+            key,
+            turn: turn.map(Box::new),
+            framing: framing(&route.endpoint, gemini_stream),
+            chain: &ch,
+            original,
+        };
+        let answered = Box::new(answered);
+        if answered.plan.req.stream {
+            deliver::stream(gw, session, ctx, answered, &mut d, held).await
+        } else {
+            deliver::whole(gw, session, ctx, answered, &mut d, held).await
+        }
     }
 }
 
