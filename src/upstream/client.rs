@@ -46,8 +46,9 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 /// Room for each read: a response head and a small body, or a few frames.
 const READ_CHUNK: usize = 4 * 1024;
 /// The least room a read asks for: a trickling stream's reads (a frame or
-/// two each) come down to it, and it is what such a stream holds between
-/// them, for as long as it is open.
+/// two each) come down to it. Such a read waits with no buffer of its own
+/// (it reads through one on the stack, [`UpstreamClient::read_some`]) and
+/// keeps exactly what came, so a stream between two frames holds none.
 const READ_TRICKLE: usize = 1024;
 /// The read after a head that came with more body than its read held.
 const BURST_READ: usize = 16 * 1024;
@@ -603,7 +604,7 @@ impl UpstreamClient {
         }
         let room = Self::make_room(ex);
         let n = {
-            let mut read = std::pin::pin!(ex.stream.read_buf(&mut ex.buf));
+            let mut read = std::pin::pin!(Self::read_some(ex));
             match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
                 Poll::Pending => return None,
                 Poll::Ready(Ok(n)) => n,
@@ -624,6 +625,15 @@ impl UpstreamClient {
             Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
             _ => ex.read_size,
         };
+        if ex.buf.is_empty() && want <= READ_TRICKLE {
+            // A trickle with nothing buffered: the next read waits with no
+            // buffer (`read_some`), and the head stops sharing the old one.
+            if ex.buf.capacity() > 0 {
+                ex.buf = BytesMut::new();
+                ex.head.detach();
+            }
+            return READ_TRICKLE;
+        }
         if ex.buf.is_empty() && ex.buf.capacity() > 2 * want {
             // A burst is over: an idle stream does not keep its large
             // buffer, nor the head that shares its allocation.
@@ -707,13 +717,32 @@ impl UpstreamClient {
         let per_read = idle.map_or(ex.read_timeout, |i| i.min(ex.read_timeout));
         let idle_rules = idle.is_some_and(|i| i <= ex.read_timeout);
         let (wait, by_deadline) = bound(Some(per_read), deadline).unwrap_or((per_read, false));
-        match tokio::time::timeout(wait, ex.stream.read_buf(&mut ex.buf)).await {
+        match tokio::time::timeout(wait, Self::read_some(ex)).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(e)) => Err(ReadFault::Transport(io_error("response", &e))),
             Err(_) if by_deadline => Err(ReadFault::Deadline),
             Err(_) if idle_rules => Err(ReadFault::Idle(wait)),
             Err(_) => Err(ReadFault::Transport(read_timed_out())),
         }
+    }
+
+    /// One read into the exchange's buffer; into a buffer of exactly what
+    /// came when it has none ([`make_room`](Self::make_room) took it from a
+    /// trickle), read through [`READ_TRICKLE`] bytes on the stack.
+    async fn read_some(ex: &mut Exchange) -> std::io::Result<usize> {
+        use std::task::Poll;
+        use tokio::io::AsyncRead;
+        if ex.buf.capacity() > 0 {
+            return ex.stream.read_buf(&mut ex.buf).await;
+        }
+        std::future::poll_fn(|cx| {
+            let mut room = [std::mem::MaybeUninit::<u8>::uninit(); READ_TRICKLE];
+            let mut room = tokio::io::ReadBuf::uninit(&mut room);
+            std::task::ready!(std::pin::Pin::new(&mut ex.stream).poll_read(cx, &mut room))?;
+            ex.buf = BytesMut::from(room.filled());
+            Poll::Ready(Ok(room.filled().len()))
+        })
+        .await
     }
 
     /// Returns a finished exchange's connection to the pool when it can
@@ -842,5 +871,52 @@ mod tests {
         assert_eq!(from_head + at_once, 12 * frame.len());
         // A read that did not fill its room: nothing is tried at once.
         assert!(UpstreamClient::chunk_at_once(&mut ex).await.is_none());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_trickling_stream_holds_no_read_buffer_between_frames() {
+        let (stream, mut server) = pair().await;
+        let client = UpstreamClient::new(&ClientSettings {
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            keepalive_requests: 100,
+        });
+        server
+            .write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                transfer-encoding: chunked\r\n\r\n",
+            )
+            .unwrap();
+        let msg = Message {
+            bytes: b"POST /v1/chat/completions HTTP/1.1\r\nhost: a\r\n\r\n".to_vec(),
+            body: None,
+        };
+        let Ok(mut ex) = client.exchange(stream, &msg, 0, 1, false).await else {
+            panic!("the exchange failed");
+        };
+        // One frame at a time, each read before the next is sent: every
+        // frame arrives whole, and once it is taken nothing is held.
+        for i in 0..4 {
+            let frame = format!("data: {{\"n\":{i}}}\n\n");
+            server
+                .write_all(format!("{:x}\r\n{frame}\r\n", frame.len()).as_bytes())
+                .unwrap();
+            let got = UpstreamClient::read_chunk(&mut ex, None, None)
+                .await
+                .unwrap();
+            assert_eq!(got.as_deref(), Some(frame.as_bytes()));
+            drop(got);
+            assert_eq!(ex.buf.capacity(), 0, "frame {i}: a buffer is held");
+        }
+        // The stream's end still reads as the end.
+        server.write_all(b"0\r\n\r\n").unwrap();
+        assert_eq!(
+            UpstreamClient::read_chunk(&mut ex, None, None)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(ex.status(), 200);
     }
 }

@@ -350,6 +350,19 @@ impl Body {
                     let data = take_data(left, buf);
                     if *left == 0 {
                         *self = Body::Chunked(Chunk::DataEnd);
+                        // The CRLF after the data, when it came with it, is
+                        // taken now: a stream waiting for its next frame keeps
+                        // no bytes for it (nor the read's buffer they share).
+                        // Anything else is left for the arm below to judge.
+                        let end = match (buf.first(), buf.get(1)) {
+                            (Some(b'\n'), _) => 1,
+                            (Some(b'\r'), Some(b'\n')) => 2,
+                            _ => 0,
+                        };
+                        if end > 0 {
+                            buf.advance(end);
+                            *self = Body::Chunked(Chunk::Size);
+                        }
                     }
                     return Ok(data);
                 }
