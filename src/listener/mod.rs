@@ -690,6 +690,10 @@ fn bounded(e: &pingora_core::Error) -> String {
 pub struct Served<S>(pub S);
 
 impl<S: ServeHttp + Send + Sync + 'static> App for Served<S> {
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps each argument twice"
+    )]
     fn serve_request(
         self: &Arc<Self>,
         mut http: ServerSession,

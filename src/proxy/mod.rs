@@ -227,6 +227,10 @@ impl Gateway {
 impl crate::listener::App for Gateway {
     // A function returning an `async move` block, not an `async fn`: the
     // block captures the session once, for the request's whole life.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps each argument twice"
+    )]
     fn serve_request(
         self: &Arc<Self>,
         mut session: ServerSession,

@@ -311,6 +311,10 @@ pub struct Relay {
 /// fields in place: an `async fn` keeps a by-value argument twice for as
 /// long as it runs (the argument and its rebinding), and destructuring
 /// would add a third slot, each for a stream's whole life.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps each argument twice"
+)]
 pub fn relay_stream<'a>(
     gw: &'a Gateway,
     session: &'a mut ServerSession,

@@ -54,6 +54,10 @@ impl From<GatewayError> for Stop {
 /// `handle` and `run` are functions returning an `async move` block, not
 /// `async fn`s: an `async fn` keeps each argument twice (the argument and
 /// its rebinding), and these futures are held for a stream's whole life.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps each argument twice"
+)]
 pub fn handle<'a>(
     gw: &'a Gateway,
     session: &'a mut ServerSession,
@@ -93,6 +97,10 @@ pub fn handle<'a>(
     }
 }
 
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps each argument twice"
+)]
 fn run<'a>(
     gw: &'a Gateway,
     session: &'a mut ServerSession,
