@@ -805,6 +805,15 @@ mod tests {
         (stream, server)
     }
 
+    fn test_client() -> UpstreamClient {
+        UpstreamClient::new(&ClientSettings {
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            keepalive_requests: 100,
+        })
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn bytes_or_a_close_while_idle_are_seen_without_the_reactor() {
         // No await between the upstream's write and the check: the reactor
@@ -824,12 +833,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_burst_larger_than_a_read_is_taken_at_once_and_nothing_more_is_waited_for() {
         let (stream, mut server) = pair().await;
-        let client = UpstreamClient::new(&ClientSettings {
-            connect_timeout: Duration::from_secs(5),
-            read_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(60),
-            keepalive_requests: 100,
-        });
+        let client = test_client();
         // The head and twelve 1 KB frames in one write: three times the
         // head read's room. The upstream then keeps the stream open.
         let frame = format!("data: {}\n\n", "x".repeat(1000));
@@ -876,12 +880,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_trickling_stream_holds_no_read_buffer_between_frames() {
         let (stream, mut server) = pair().await;
-        let client = UpstreamClient::new(&ClientSettings {
-            connect_timeout: Duration::from_secs(5),
-            read_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(60),
-            keepalive_requests: 100,
-        });
+        let client = test_client();
         server
             .write_all(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
