@@ -253,3 +253,58 @@ async fn connection_cap_closes_idle_ones_first_then_refuses() {
     cap_evicts_idle_then_refuses(gw.metrics, 2, "/metrics").await;
     assert!(gw.log().contains("connection(s) refused"), "{}", gw.log());
 }
+
+/// Descriptors the process `pid` has open.
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+#[tokio::test]
+async fn a_listener_out_of_descriptors_warns_once_a_second_and_recovers() {
+    // A cap above what the open-files limit allows, so accept() itself fails.
+    let (_mock, gw) = gateway(&["--max-connections", "1000"]).await;
+    let room = 3;
+    let limit = open_descriptors(gw.pid()) + room;
+    let status = std::process::Command::new("prlimit")
+        .arg(format!("--pid={}", gw.pid()))
+        .arg(format!("--nofile={limit}:{limit}"))
+        .status()
+        .expect("prlimit (util-linux)");
+    assert!(status.success(), "prlimit failed");
+    let mut held = Vec::new();
+    for _ in 0..room + 2 {
+        let mut s = connect(gw.addr).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\n").await.unwrap();
+        held.push(s);
+    }
+    // Every accept fails now (the loop pauses 100 ms after each): the
+    // second warning carries the failures of a whole second.
+    let deadline = Instant::now() + PATIENCE;
+    let warnings = loop {
+        let log = gw.log();
+        let warnings: Vec<String> = log
+            .lines()
+            .filter(|l| l.contains("accept(s) failed"))
+            .map(str::to_string)
+            .collect();
+        if warnings.len() >= 2 {
+            break warnings;
+        }
+        assert!(Instant::now() < deadline, "no second warning:\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let count: u64 = warnings[1]
+        .split(" accept(s) failed")
+        .next()
+        .and_then(|before| before.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {}", warnings[1]));
+    assert!(count >= 2, "one line per failure: {warnings:?}");
+    assert!(warnings[1].contains("Too many open files"), "{warnings:?}");
+    // Room again: the clients still queued are served.
+    held.drain(..room).for_each(drop);
+    let mut waiting = held.pop().unwrap();
+    waiting.write_all(b"host: x\r\n\r\n").await.unwrap();
+    assert_eq!(read_answer(&mut waiting).await.0, 200);
+}
