@@ -248,13 +248,22 @@ impl PassthroughStream {
                     }
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
-                    if let Some(env) = envelope.as_ref() {
-                        if let Some(edited) = env.apply_event(scratch) {
-                            *scratch = edited;
+                    // The envelope goes on the events that wrap the
+                    // response object (the peek found one): not on deltas.
+                    if let (Some(env), true) = (envelope.as_ref(), p.response) {
+                        let response = match env.apply_event(scratch) {
+                            Some((edited, response)) => {
+                                *scratch = edited;
+                                Some(response)
+                            }
+                            None => None,
+                        };
+                        if p.terminal && !p.error {
+                            *final_response = match response {
+                                Some(r) => Some(scratch[r].to_vec()),
+                                None => event_response(scratch).map(<[u8]>::to_vec),
+                            };
                         }
-                    }
-                    if envelope.is_some() && p.terminal && !p.error {
-                        *final_response = event_response(scratch).map(<[u8]>::to_vec);
                     }
                     match framing {
                         // A Bedrock framing is SSE here (E23 re-frames the

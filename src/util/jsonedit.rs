@@ -106,10 +106,11 @@ struct Member {
     value: Range<usize>,
 }
 
-/// The members of the object spanning `span` (`{` .. `}` inclusive).
-fn members(b: &[u8], span: &Range<usize>) -> Option<Vec<Member>> {
+/// The members of the object whose `{` is at `open`, read up to its
+/// closing `}` (`None`: not a well-formed object).
+fn members(b: &[u8], open: usize) -> Option<Vec<Member>> {
     let mut out = Vec::new();
-    let mut i = ws(b, span.start + 1);
+    let mut i = ws(b, open + 1);
     if b.get(i) == Some(&b'}') {
         return Some(out);
     }
@@ -170,11 +171,15 @@ fn key_is(b: &[u8], key: &Range<usize>, name: &str) -> bool {
 /// a key a raw `"name"` can only be a string value (quotes inside strings
 /// are escaped), so this never says no to a document that has the member;
 /// it lets most stream events skip the scan.
+///
+/// Found from the quotes and backslashes (`memchr`), not with a substring
+/// searcher: building one cost more than a stream event's whole scan.
 fn may_have_key(doc: &[u8], name: &str) -> bool {
     let n = name.as_bytes();
-    memchr::memmem::find_iter(doc, n)
-        .any(|i| i > 0 && doc[i - 1] == b'"' && doc.get(i + n.len()) == Some(&b'"'))
-        || memchr::memmem::find(doc, b"\\u").is_some()
+    memchr::memchr_iter(b'"', doc).any(|i| {
+        // The closing quote first: one byte rules out most places.
+        doc.get(i + 1 + n.len()) == Some(&b'"') && &doc[i + 1..i + 1 + n.len()] == n
+    }) || memchr::memchr_iter(b'\\', doc).any(|i| doc.get(i + 1) == Some(&b'u'))
 }
 
 /// Byte range of the top-level member `name`'s value, if the document is an object that has it.
@@ -192,11 +197,54 @@ fn member_span_scan(doc: &[u8], name: &str) -> Option<Range<usize>> {
     if doc.get(start) != Some(&b'{') {
         return None;
     }
-    let end = skip_value(doc, start)?;
-    members(doc, &(start..end))?
+    members(doc, start)?
         .into_iter()
         .find(|m| key_is(doc, &m.key, name))
         .map(|m| m.value)
+}
+
+/// The object `doc` with each member of `set` (name, JSON value) given its
+/// value: replaced wherever the object has that member, else added at the
+/// front in `set`'s order; every other byte is kept. One pass over the
+/// object, where an [`apply`] per name would take several. `None` when
+/// `doc` is not a well-formed object.
+pub fn set_members(doc: &[u8], set: &[(&str, &[u8])]) -> Option<Vec<u8>> {
+    let start = ws(doc, 0);
+    if doc.get(start) != Some(&b'{') {
+        return None;
+    }
+    let ms = members(doc, start)?;
+    let setting = |m: &Member| set.iter().find(|(n, _)| key_is(doc, &m.key, n));
+    let added: usize = set.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    let mut out = Vec::with_capacity(doc.len() + added);
+    out.extend_from_slice(&doc[..=start]);
+    let mut wrote = false;
+    for (name, value) in set {
+        if ms.iter().any(|m| key_is(doc, &m.key, name)) {
+            continue;
+        }
+        if wrote {
+            out.push(b',');
+        }
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        out.extend_from_slice(value);
+        wrote = true;
+    }
+    if wrote && !ms.is_empty() {
+        out.push(b',');
+    }
+    let mut at = start + 1;
+    for m in &ms {
+        if let Some((_, value)) = setting(m) {
+            out.extend_from_slice(&doc[at..m.value.start]);
+            out.extend_from_slice(value);
+            at = m.value.end;
+        }
+    }
+    out.extend_from_slice(&doc[at..]);
+    Some(out)
 }
 
 /// Result of rewriting one value.
@@ -220,7 +268,7 @@ fn rewrite(
     }
     match b.get(span.start) {
         Some(b'{') => {
-            let Some(ms) = members(b, &span) else {
+            let Some(ms) = members(b, span.start) else {
                 return Rewritten::Same;
             };
             let mut changed = false;
@@ -359,7 +407,7 @@ fn found(b: &[u8], span: Range<usize>, path: &[&str], depth: usize) -> bool {
         return false;
     }
     match b.get(span.start) {
-        Some(b'{') if *first != "*" => members(b, &span).is_some_and(|ms| {
+        Some(b'{') if *first != "*" => members(b, span.start).is_some_and(|ms| {
             ms.iter()
                 .any(|m| key_is(b, &m.key, first) && found(b, m.value.clone(), rest, depth + 1))
         }),
@@ -522,6 +570,65 @@ mod tests {
             }
             prop_assert_eq!(member_span(&text, name), member_span_scan(&text, name));
         }
+    }
+
+    proptest! {
+        #[test]
+        fn set_members_matches_the_value_level_reference(
+            mut fields in prop::collection::vec(("[abk]", json_value()), 0..6),
+            set in prop::collection::vec(("[abck]", json_value()), 0..4),
+            pretty in any::<bool>(),
+        ) {
+            fields.dedup_by(|x, y| x.0 == y.0);
+            let doc = Value::Object(fields.into_iter().collect());
+            let text = if pretty {
+                serde_json::to_vec_pretty(&doc).unwrap()
+            } else {
+                serde_json::to_vec(&doc).unwrap()
+            };
+            let mut set: Vec<(String, Vec<u8>)> = set
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::to_vec(&v).unwrap()))
+                .collect();
+            set.sort_by(|x, y| x.0.cmp(&y.0));
+            set.dedup_by(|x, y| x.0 == y.0);
+            let pairs: Vec<(&str, &[u8])> =
+                set.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+            let out = set_members(&text, &pairs).unwrap();
+            // compare parse with parse (float text round trips are not exact)
+            let mut want: Value = serde_json::from_slice(&text).unwrap();
+            for (k, v) in &set {
+                want[k.as_str()] = serde_json::from_slice(v).unwrap();
+            }
+            let got: Value = serde_json::from_slice(&out).unwrap();
+            prop_assert_eq!(got, want);
+            // Members it does not set keep their bytes: the original text
+            // is the output's tail once the added ones are taken off the front.
+            if pairs.iter().all(|(k, _)| !doc.as_object().unwrap().contains_key(*k)) {
+                let open = text.iter().position(|&b| b == b'{').unwrap();
+                prop_assert!(out.ends_with(&text[open + 1..]));
+            }
+        }
+    }
+
+    #[test]
+    fn set_members_replaces_in_place_and_adds_in_front() {
+        let doc = br#" { "id" : "up",
+  "x":[1, {"id":2}], "store":false }"#;
+        let out =
+            set_members(doc, &[("id", b"\"gw\""), ("store", b"true"), ("new", b"1")]).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#" {"new":1, "id" : "gw",
+  "x":[1, {"id":2}], "store":true }"#
+        );
+        assert_eq!(
+            set_members(b"{}", &[("a", b"1"), ("b", b"2")]).unwrap(),
+            br#"{"a":1,"b":2}"#
+        );
+        assert_eq!(set_members(b"{ }", &[]).unwrap(), b"{ }");
+        assert!(set_members(b"[1]", &[("a", b"1")]).is_none());
+        assert!(set_members(br#"{"a":1,"#, &[("a", b"2")]).is_none());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! these fields directly; a passed-through object or stream event is edited
 //! in place (every other byte kept).
 
-use crate::util::jsonedit::{self, Edit};
+use crate::util::jsonedit;
+use std::ops::Range;
 
 /// Members set on a response object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,16 +22,6 @@ impl Envelope {
         self.id.is_none() && self.fields.is_empty()
     }
 
-    /// Every member set, `id` first, as (name, JSON bytes).
-    pub fn members(&self) -> Vec<(&'static str, Vec<u8>)> {
-        let mut out = Vec::with_capacity(self.fields.len() + 1);
-        if let Some(id) = &self.id {
-            out.push(("id", serde_json::to_vec(id).unwrap_or_default()));
-        }
-        out.extend(self.fields.iter().cloned());
-        out
-    }
-
     /// The value set for `name`, if any (not `id`).
     pub fn field(&self, name: &str) -> Option<&[u8]> {
         self.fields
@@ -42,60 +33,29 @@ impl Envelope {
     /// `obj` (a response object) with the members set: replaced where present,
     /// added at the front where not. `None` when `obj` is not an object.
     pub fn apply(&self, obj: &[u8]) -> Option<Vec<u8>> {
-        let start = obj.iter().position(|b| !b.is_ascii_whitespace())?;
-        if obj[start] != b'{' {
-            return None;
+        let id = self
+            .id
+            .as_ref()
+            .map(|id| serde_json::to_vec(id).unwrap_or_default());
+        let mut set: Vec<(&str, &[u8])> = Vec::with_capacity(self.fields.len() + 1);
+        if let Some(id) = &id {
+            set.push(("id", id));
         }
-        let mut edits = Vec::new();
-        let mut missing = Vec::new();
-        for (name, value) in self.members() {
-            if jsonedit::member_span(obj, name).is_some() {
-                edits.push(Edit::set(name, value));
-            } else {
-                missing.push((name, value));
-            }
-        }
-        let edited = if edits.is_empty() {
-            obj.to_vec()
-        } else {
-            jsonedit::apply(obj, &edits).unwrap_or_else(|| obj.to_vec())
-        };
-        if missing.is_empty() {
-            return Some(edited);
-        }
-        let open = edited.iter().position(|&b| b == b'{')?;
-        let empty = edited[open + 1..]
-            .iter()
-            .find(|b| !b.is_ascii_whitespace())
-            .is_some_and(|&b| b == b'}');
-        let mut out = Vec::with_capacity(edited.len() + 64);
-        out.extend_from_slice(&edited[..=open]);
-        for (i, (name, value)) in missing.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.push(b'"');
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b"\":");
-            out.extend_from_slice(value);
-        }
-        if !empty {
-            out.push(b',');
-        }
-        out.extend_from_slice(&edited[open + 1..]);
-        Some(out)
+        set.extend(self.fields.iter().map(|(k, v)| (*k, v.as_slice())));
+        jsonedit::set_members(obj, &set)
     }
 
-    /// A stream event with its nested `response` object edited; `None` when
-    /// the event has none.
-    pub fn apply_event(&self, event: &[u8]) -> Option<Vec<u8>> {
+    /// A stream event with its nested `response` object edited, and where
+    /// that object now is in it; `None` when the event has none.
+    pub fn apply_event(&self, event: &[u8]) -> Option<(Vec<u8>, Range<usize>)> {
         let span = jsonedit::member_span(event, "response")?;
         let edited = self.apply(&event[span.clone()])?;
         let mut out = Vec::with_capacity(event.len() + edited.len() - span.len());
         out.extend_from_slice(&event[..span.start]);
         out.extend_from_slice(&edited);
+        let response = span.start..out.len();
         out.extend_from_slice(&event[span.end..]);
-        Some(out)
+        Some((out, response))
     }
 }
 
@@ -136,8 +96,9 @@ mod tests {
     #[test]
     fn edits_the_response_of_an_event() {
         let ev = br#"{"type":"response.completed","sequence_number":9,"response":{"id":"resp_up","previous_response_id":null}}"#;
-        let out = env().apply_event(ev).unwrap();
+        let (out, response) = env().apply_event(ev).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(Some(&out[response]), event_response(&out));
         assert_eq!(v["response"]["id"], "resp_new");
         assert_eq!(v["response"]["previous_response_id"], "resp_old");
         assert_eq!(v["response"]["store"], true);

@@ -207,6 +207,7 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
 fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
+    out.response = p.response.is_some();
     let (model, usage) = match p.response {
         Some(r) => {
             // Only the stream's first event carries a new id; read it there.

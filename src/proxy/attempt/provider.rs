@@ -18,15 +18,7 @@ use std::time::{Duration, Instant};
 /// for each attempt before it, at most 400 ms.
 fn backoff(n: u32) -> Duration {
     let cap_ms = (25u64 << n.saturating_sub(2).min(4)).min(400);
-    let mut b = [0u8; 4];
-    let r = if getrandom::getrandom(&mut b).is_ok() {
-        u32::from_le_bytes(b)
-    } else {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos())
-    };
-    Duration::from_millis(u64::from(r) % (cap_ms + 1))
+    Duration::from_millis(rand::Rng::gen_range(&mut rand::thread_rng(), 0..=cap_ms))
 }
 
 /// Calls the provider's upstreams until one answers: each pick is the pool's

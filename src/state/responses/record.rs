@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One stored response.
@@ -63,34 +62,16 @@ pub fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-/// A fresh response id: `resp_` and 48 hex digits from the OS generator
-/// (192 bits: unique and not guessable), the length of OpenAI's ids.
+/// A fresh response id: `resp_` and 48 hex digits from the thread's
+/// cryptographic generator (ChaCha12, seeded and reseeded from the OS; 192
+/// bits: unique and not guessable), the length of OpenAI's ids.
 pub fn new_response_id() -> String {
     let mut b = [0u8; 24];
-    if getrandom::getrandom(&mut b).is_err() {
-        // No OS randomness: still unique within the process (time and counter).
-        let fallback = process_unique_hex();
-        let h = fallback.as_bytes();
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = h.get(i).copied().unwrap_or(0);
-        }
-    }
+    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut b);
     let mut s = String::with_capacity(53);
     s.push_str("resp_");
     crate::util::hex::push(&mut s, &b);
     s
-}
-
-/// 16 hex digits unique within the process (the time and a counter, hashed):
-/// what a response id is made from when the OS gives no randomness.
-fn process_unique_hex() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    crate::ir::ids::stable_id("", &[&nanos.to_le_bytes(), &n.to_le_bytes()])
 }
 
 #[cfg(test)]
@@ -103,15 +84,5 @@ mod tests {
         let b = new_response_id();
         assert_ne!(a, b);
         assert!(a.starts_with("resp_") && a.len() == 53, "{a}");
-    }
-
-    #[test]
-    fn fallback_ids_are_unique_hex() {
-        let a = process_unique_hex();
-        assert_ne!(a, process_unique_hex());
-        assert!(
-            a.len() == 16 && a.bytes().all(|c| c.is_ascii_hexdigit()),
-            "{a}"
-        );
     }
 }
