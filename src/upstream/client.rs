@@ -310,12 +310,43 @@ fn socket_quiet(_stream: &Stream) -> bool {
     true
 }
 
-/// The pool's key for a connection of `identity` to `addr`.
+/// The pool's key for a connection of `identity` to `addr`, taken on the
+/// current thread's reactor ([`reactor`]).
 fn pool_key(identity: Identity, addr: SocketAddr) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     identity.hash(&mut h);
     addr.hash(&mut h);
+    reactor().hash(&mut h);
     h.finish()
+}
+
+/// Which I/O driver a connection made on this thread is registered with: 0
+/// for a multi-threaded runtime (its workers share one), else a number of
+/// this thread's own. On a single-threaded runtime (Pingora's `NoSteal`
+/// flavour with `work_stealing: false`, one per worker thread) a socket only
+/// becomes ready when its own runtime polls for events: a connection used
+/// by another thread's task would wait for that runtime and cost a
+/// cross-thread wake for every read. So each such thread keeps its own idle
+/// connections.
+fn reactor() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    thread_local! {
+        static REACTOR: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    }
+    REACTOR.with(|r| {
+        if let Some(n) = r.get() {
+            return n;
+        }
+        let own = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+        let n = if own {
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        } else {
+            0
+        };
+        r.set(Some(n));
+        n
+    })
 }
 
 /// What bounds the client's connections (from the command line).
@@ -792,6 +823,36 @@ impl UpstreamClient {
 mod tests {
     use super::*;
     use std::io::Write as _;
+
+    #[test]
+    fn each_single_threaded_runtime_pools_apart_and_a_shared_one_together() {
+        let on_own_runtime = || {
+            std::thread::spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                rt.block_on(async { (reactor(), reactor()) })
+            })
+            .join()
+            .unwrap()
+        };
+        let (a, a_again) = on_own_runtime();
+        let (b, _) = on_own_runtime();
+        assert_eq!(a, a_again);
+        assert!(a != 0 && b != 0 && a != b, "{a} {b}");
+        let shared = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let workers: Vec<u64> = (0..8)
+            .map(|_| shared.block_on(shared.spawn(async { reactor() })).unwrap())
+            .collect();
+        assert!(workers.iter().all(|&r| r == 0), "{workers:?}");
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let id = Identity(7);
+        let key_on = |rt: &tokio::runtime::Runtime| rt.block_on(async { pool_key(id, addr) });
+        assert_eq!(key_on(&shared), key_on(&shared));
+    }
 
     /// A connected pair: the gateway's side as pingora-core's stream, the
     /// upstream's as a blocking std socket (its writes need no reactor).
