@@ -237,7 +237,10 @@ impl crate::listener::App for Gateway {
         _shutdown: &ShutdownWatch,
     ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send {
         async move {
-            if !crate::listener::read_head(&mut session, "client listener").await {
+            // Boxed: the head read's state (1.4 KB: Pingora's parse and the
+            // select with the shutdown's cut) would otherwise size this
+            // request's state for its whole life, an open stream's included.
+            if !Box::pin(crate::listener::read_head(&mut session, "client listener")).await {
                 return None;
             }
             if session.req_header().method == http::Method::CONNECT {
