@@ -7,7 +7,8 @@
 //!
 //! Isolation: idle connections are pooled per upstream identity (provider,
 //! base URL, a keyed hash of the credential, resolved address), so two
-//! providers at one address never share a connection. A connection goes
+//! providers at one address never share a connection (and, on
+//! single-threaded runtimes, per thread: `reactor`). A connection goes
 //! back to the pool only after a clean answer (keep-alive, body read to its
 //! declared end and not a byte more, no framing anomaly: content-length
 //! with transfer-encoding, framing on a 204/304, a body delimited by close),
