@@ -23,21 +23,18 @@
 //!
 //! May import: the parent module, Pingora's server and socket types.
 
-use super::{App, Guarded};
+use super::{App, Guarded, Throttle};
 use pingora_core::protocols::l4::listener::Listener;
 use pingora_core::server::{ListenFds, ShutdownWatch};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpSocket;
 
 /// Pending connections the kernel queues for a listener (Pingora's).
 const BACKLOG: u32 = 65535;
-
-/// The least time between two warnings of failed accepts.
-const WARN_EVERY: Duration = Duration::from_secs(1);
 
 /// How long a bind retries an address still in use (a predecessor that
 /// has not let go yet), one try a second.
@@ -108,10 +105,8 @@ async fn accept_loop<A: App>(
     guarded: Arc<Guarded<A>>,
     mut shutdown: ShutdownWatch,
 ) {
-    // Failed accepts since the last warning, and when that was: at EMFILE
-    // every accept fails, so one warning a second carries the count.
-    let mut failed = 0u64;
-    let mut warned: Option<Instant> = None;
+    // At EMFILE every accept fails: one warning a second carries the count.
+    let mut failed = Throttle::default();
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -140,15 +135,11 @@ async fn accept_loop<A: App>(
                     e.raw_os_error(),
                     Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
                 );
-                failed += 1;
-                let now = Instant::now();
-                if warned.is_none_or(|t| now.duration_since(t) >= WARN_EVERY) {
+                if let Some(n) = failed.count() {
                     log::warn!(
-                        "{}: {failed} accept(s) failed since the last warning, the last: {e}",
+                        "{}: {n} accept(s) failed since the last warning, the last: {e}",
                         guarded.name
                     );
-                    warned = Some(now);
-                    failed = 0;
                 }
                 if pause {
                     tokio::time::sleep(Duration::from_millis(100)).await;

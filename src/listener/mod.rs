@@ -269,8 +269,34 @@ struct Gate {
     closed: Notify,
     idle: Mutex<BTreeMap<u64, Arc<Notify>>>,
     next_id: AtomicU64,
-    refused: AtomicU64,
-    last_warned: Mutex<Option<Instant>>,
+    /// Connections refused over the cap, warned of once a second.
+    refused: Mutex<Throttle>,
+}
+
+/// At most one warning a second for an event that, under overload, comes
+/// thousands of times a second (a connection refused, an `accept()` that
+/// failed): each warning carries how many it stands for.
+#[derive(Debug, Default)]
+struct Throttle {
+    /// Events since the last warning.
+    since: u64,
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    /// Counts one event; the count to warn with when a warning is due.
+    fn count(&mut self) -> Option<u64> {
+        self.since += 1;
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.since))
+    }
 }
 
 /// A place in the gate, given back when the connection ends.
@@ -332,7 +358,6 @@ impl Gate {
             return Some(slot);
         }
         drop(slot);
-        self.refused.fetch_add(1, Ordering::Relaxed);
         None
     }
 
@@ -364,17 +389,12 @@ impl Gate {
         }
     }
 
-    /// At most one warning a second, with the count since the last one.
+    /// Counts a refused connection; at most one warning a second, with
+    /// the count since the last one.
     fn warn_refused(&self, listener: &str) {
-        let Ok(mut last) = self.last_warned.lock() else {
+        let Some(n) = self.refused.lock().ok().and_then(|mut t| t.count()) else {
             return;
         };
-        let now = Instant::now();
-        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
-            return;
-        }
-        *last = Some(now);
-        let n = self.refused.swap(0, Ordering::Relaxed);
         log::warn!(
             "{listener}: {n} connection(s) refused with 503: {} open, none idle (the cap: \
              --max-connections or --metrics-max-connections, and the open-files limit)",
@@ -411,8 +431,7 @@ impl<A> Guarded<A> {
                 closed: Notify::new(),
                 idle: Mutex::new(BTreeMap::new()),
                 next_id: AtomicU64::new(0),
-                refused: AtomicU64::new(0),
-                last_warned: Mutex::new(None),
+                refused: Mutex::default(),
             }),
             limits,
             name,
@@ -753,6 +772,20 @@ pub fn host_ok(req: &pingora_http::RequestHeader) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_warns_once_a_second_with_the_count() {
+        let mut t = Throttle::default();
+        assert_eq!(t.count(), Some(1));
+        for _ in 0..4 {
+            assert_eq!(t.count(), None);
+        }
+        tokio::time::advance(Duration::from_millis(999)).await;
+        assert_eq!(t.count(), None);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(t.count(), Some(6));
+        assert_eq!(t.count(), None);
+    }
 
     #[test]
     fn connection_cap_follows_the_descriptor_limit() {

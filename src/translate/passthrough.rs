@@ -251,13 +251,10 @@ impl PassthroughStream {
                     // The envelope goes on the events that wrap the
                     // response object (the peek found one): not on deltas.
                     if let (Some(env), true) = (envelope.as_ref(), p.response) {
-                        let response = match env.apply_event(scratch) {
-                            Some((edited, response)) => {
-                                *scratch = edited;
-                                Some(response)
-                            }
-                            None => None,
-                        };
+                        let response = env.apply_event(scratch).map(|(edited, r)| {
+                            *scratch = edited;
+                            r
+                        });
                         if p.terminal && !p.error {
                             *final_response = match response {
                                 Some(r) => Some(scratch[r].to_vec()),
