@@ -10,14 +10,30 @@ use pingora_http::ResponseHeader;
 /// Renders `e` in `family`'s error shape (the one renderer, in `protocol`).
 pub use crate::protocol::error_body;
 
+/// Room a response head has for headers beyond [`header`]'s own:
+/// Pingora's `date` and `connection` (HTTP/1), and one of the caller's
+/// (a stream's `cache-control`, an error's `retry-after`).
+const ROOM_AFTER: usize = 3;
+
 /// A response header with the headers every response carries.
+///
+/// Pingora keeps a response's head for the request's whole life (a
+/// stream's too), so it is sized once for all its headers, and keeps no
+/// map of the names' case: every name here is lowercase already (HTTP/1
+/// names are case-insensitive; HTTP/2 and HTTP/3 ones are lowercase), so
+/// Pingora's `date` and `connection` go out lowercase as well. With the
+/// case map and the growth it had, a stream's head was about 2.4 KB
+/// (docs/performance.md "Issue 28, eighth pass").
 pub fn header(
     ctx: &RequestCtx,
     status: u16,
     content_type: &str,
     content_length: Option<usize>,
 ) -> pingora_core::Result<ResponseHeader> {
-    let mut h = ResponseHeader::build(status, Some(4))?;
+    let optional = usize::from(!ctx.outcome.adjusted.is_empty())
+        + usize::from(ctx.outcome.answered_by.is_some())
+        + usize::from(ctx.budget_remaining.is_some());
+    let mut h = ResponseHeader::build_no_case(status, Some(3 + optional + ROOM_AFTER))?;
     h.insert_header("content-type", content_type)?;
     match content_length {
         Some(n) => h.insert_header("content-length", n.to_string())?,
