@@ -144,17 +144,26 @@ impl Batched {
     }
 }
 
-/// Holds the next `n` flushes of `session`'s connection (HTTP/1 only):
-/// what is written until then leaves with the flush after them. False
-/// (nothing held) for HTTP/2, whose codec batches its own frames, and for a
-/// connection that is not [`Batched`].
-pub fn hold_flushes(session: &ServerSession, n: u8) -> bool {
+/// Set beside the held flushes' count: the flush that sends gives the
+/// buffer back ([`hold_flushes`]).
+const SHED: u8 = 0x80;
+
+/// Holds the next `n` flushes (at most 127) of `session`'s connection
+/// (HTTP/1 only): what is written until then leaves with the flush after
+/// them. With `shed`, that flush gives the buffer back once it is sent,
+/// whatever its size: a stream waits for its upstream between writes, and
+/// a buffer kept for the next one was 2 KB per open stream on a busy
+/// machine, where each write carries several frames (docs/performance.md
+/// "Issue 28, eighth pass"). False (nothing held) for HTTP/2, whose codec
+/// batches its own frames, and for a connection that is not [`Batched`].
+pub fn hold_flushes(session: &ServerSession, n: u8, shed: bool) -> bool {
     let batched = session
         .stream()
         .and_then(|s| s.as_any().downcast_ref::<Batched>());
     match batched {
         Some(b) => {
-            b.held.store(n, Ordering::Release);
+            let shed = if shed { SHED } else { 0 };
+            b.held.store(n.min(!SHED) | shed, Ordering::Release);
             true
         }
         None => false,
@@ -226,11 +235,16 @@ impl AsyncWrite for Batched {
         let this = &mut *self;
         let held = this
             .held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n & !SHED > 0).then(|| n - 1)
+            });
         if held.is_ok() {
             return Poll::Ready(Ok(()));
         }
         ready!(this.poll_send(cx))?;
+        if this.held.fetch_and(!SHED, Ordering::AcqRel) & SHED != 0 {
+            this.buf = Vec::new();
+        }
         Pin::new(&mut this.inner).poll_flush(cx)
     }
 
@@ -344,6 +358,29 @@ mod tests {
         let mut got = [0u8; 9];
         client.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"head body");
+    }
+
+    #[tokio::test]
+    async fn a_shed_flush_gives_the_buffer_back_once_sent_and_only_that_one() {
+        let (mut b, mut client) = pair().await;
+        // Held once and shed: the held flush keeps the bytes, the next one
+        // sends them and frees the buffer.
+        b.held.store(1 | SHED, Ordering::Release);
+        b.write_all(b"head ").await.unwrap();
+        b.flush().await.unwrap();
+        assert_eq!(b.buf, b"head ");
+        b.write_all(b"frame").await.unwrap();
+        b.flush().await.unwrap();
+        assert_eq!(b.buf.capacity(), 0);
+        let mut got = [0u8; 10];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"head frame");
+        // The next flush is a plain one again: a small buffer is kept.
+        b.write_all(b"next").await.unwrap();
+        b.flush().await.unwrap();
+        assert!(b.buf.is_empty() && b.buf.capacity() > 0);
+        client.read_exact(&mut got[..4]).await.unwrap();
+        assert_eq!(&got[..4], b"next");
     }
 
     #[tokio::test]

@@ -56,11 +56,10 @@ async fn write(
     deadline: Option<Instant>,
 ) -> Result<(), RelayError> {
     // Pingora flushes after a chunked head, after each chunk, and after the
-    // terminator: all but the last are held.
+    // terminator: all but the last are held, and the last gives the
+    // connection's write buffer back (the stream waits for its upstream).
     let flushes = u8::from(head.is_some()) + u8::from(data.is_some()) + u8::from(end);
-    if flushes > 1 {
-        crate::listener::hold_flushes(session, flushes - 1);
-    }
+    crate::listener::hold_flushes(session, flushes.saturating_sub(1), true);
     let writes = async {
         if let Some(h) = head {
             session.write_response_header(h).await?;

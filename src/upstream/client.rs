@@ -47,12 +47,14 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 /// Room for each read: a response head and a small body, or a few frames.
 const READ_CHUNK: usize = 4 * 1024;
 /// The least room a read asks for: a trickling stream's reads (a frame or
-/// two each) come down to it. Such a read waits with no buffer of its own
-/// (it reads through one on the stack, [`UpstreamClient::read_some`]) and
-/// keeps exactly what came, so a stream between two frames holds none.
+/// two each) come down to it.
 const READ_TRICKLE: usize = 1024;
 /// The read after a head that came with more body than its read held.
 const BURST_READ: usize = 16 * 1024;
+/// The most a stream's read takes through the stack when nothing is
+/// buffered: such a read waits with no buffer of its own and keeps exactly
+/// what came ([`UpstreamClient::read_some`]), however large its room.
+const STACK_READ: usize = BURST_READ;
 /// The most one read asks for while a long body with a known length comes.
 const READ_LARGE: usize = 64 * 1024;
 /// A body up to this size goes out in the same write as its head.
@@ -445,8 +447,10 @@ impl UpstreamClient {
         let connect = connect.unwrap_or(self.connect_timeout);
         peer.options.connection_timeout = Some(connect);
         peer.options.total_connection_timeout = Some(connect * 2);
-        self.connector
-            .new_stream(&peer)
+        // Boxed: Pingora's connect (its TLS handshake included) is an
+        // 8.3 KB future, which in place sized every upstream call for as
+        // long as it waits for the answer's head, pooled connection or not.
+        Box::pin(self.connector.new_stream(&peer))
             .await
             .map_err(|e| transport_error("connection", &e))
     }
@@ -657,14 +661,17 @@ impl UpstreamClient {
             Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
             _ => ex.read_size,
         };
-        if ex.buf.is_empty() && want <= READ_TRICKLE {
-            // A trickle with nothing buffered: the next read waits with no
+        if ex.buf.is_empty() && !matches!(ex.body, Body::Length(_)) && want <= STACK_READ {
+            // A stream with nothing buffered: the next read waits with no
             // buffer (`read_some`), and the head stops sharing the old one.
+            // On a busy machine a stream's reads find several frames each
+            // and grow; a buffer of that size kept between them was 2.3 KB
+            // per open stream (docs/performance.md "Issue 28, eighth pass").
             if ex.buf.capacity() > 0 {
                 ex.buf = BytesMut::new();
                 ex.head.detach();
             }
-            return READ_TRICKLE;
+            return want;
         }
         if ex.buf.is_empty() && ex.buf.capacity() > 2 * want {
             // A burst is over: an idle stream does not keep its large
@@ -760,16 +767,18 @@ impl UpstreamClient {
 
     /// One read into the exchange's buffer; into a buffer of exactly what
     /// came when it has none ([`make_room`](Self::make_room) took it from a
-    /// trickle), read through [`READ_TRICKLE`] bytes on the stack.
+    /// stream between reads), read through the read's room (at most
+    /// [`STACK_READ`] bytes) on the stack.
     async fn read_some(ex: &mut Exchange) -> std::io::Result<usize> {
         use std::task::Poll;
         use tokio::io::AsyncRead;
         if ex.buf.capacity() > 0 {
             return ex.stream.read_buf(&mut ex.buf).await;
         }
+        let size = ex.read_size.min(STACK_READ);
         std::future::poll_fn(|cx| {
-            let mut room = [std::mem::MaybeUninit::<u8>::uninit(); READ_TRICKLE];
-            let mut room = tokio::io::ReadBuf::uninit(&mut room);
+            let mut room = [std::mem::MaybeUninit::<u8>::uninit(); STACK_READ];
+            let mut room = tokio::io::ReadBuf::uninit(&mut room[..size]);
             std::task::ready!(std::pin::Pin::new(&mut ex.stream).poll_read(cx, &mut room))?;
             ex.buf = BytesMut::from(room.filled());
             Poll::Ready(Ok(room.filled().len()))
@@ -937,6 +946,22 @@ mod tests {
         assert_eq!(from_head + at_once, 12 * frame.len());
         // A read that did not fill its room: nothing is tried at once.
         assert!(UpstreamClient::chunk_at_once(&mut ex).await.is_none());
+        // The burst made the reads larger, but waiting for the next frame
+        // holds no buffer of that size: none at all.
+        assert!(ex.read_size > READ_TRICKLE, "{}", ex.read_size);
+        let wait = UpstreamClient::read_chunk(&mut ex, None, None);
+        assert!(tokio::time::timeout(Duration::from_millis(20), wait)
+            .await
+            .is_err());
+        assert_eq!(ex.buf.capacity(), 0);
+        let last = "data: {\"n\":1}\n\n";
+        server
+            .write_all(format!("{:x}\r\n{last}\r\n", last.len()).as_bytes())
+            .unwrap();
+        let got = UpstreamClient::read_chunk(&mut ex, None, None)
+            .await
+            .unwrap();
+        assert_eq!(got.as_deref(), Some(last.as_bytes()));
     }
 
     #[tokio::test(flavor = "current_thread")]

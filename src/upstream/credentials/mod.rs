@@ -117,20 +117,26 @@ impl Credentials {
             return cached(t);
         }
         let started = Instant::now();
-        let fetched = match &source {
-            Source::Entra(e) => entra::fetch(client, provider, e).await.map(|f| {
-                let what = format!("access token from {}", entra::describe(e));
-                (Secret::Token(Arc::from(f.value)), f.life, what)
-            }),
-            Source::Google(g) => google::fetch(client, provider, g).await.map(|f| {
-                let what = format!("access token from {}", google::describe(g));
-                (Secret::Token(Arc::from(f.value)), f.life, what)
-            }),
-            Source::Aws(a) => aws::fetch(client, provider, a).await.map(|f| {
-                let what = format!("AWS credentials from {}", f.source);
-                (Secret::Aws(Arc::new(f.keys)), f.life, what)
-            }),
-        };
+        // Boxed: a fetch (an HTTP exchange, TLS included: about 10 KB) is
+        // rare, and in place it sized every request's upstream call, which
+        // waits this whole future's room for the answer's head.
+        let fetched = Box::pin(async {
+            match &source {
+                Source::Entra(e) => entra::fetch(client, provider, e).await.map(|f| {
+                    let what = format!("access token from {}", entra::describe(e));
+                    (Secret::Token(Arc::from(f.value)), f.life, what)
+                }),
+                Source::Google(g) => google::fetch(client, provider, g).await.map(|f| {
+                    let what = format!("access token from {}", google::describe(g));
+                    (Secret::Token(Arc::from(f.value)), f.life, what)
+                }),
+                Source::Aws(a) => aws::fetch(client, provider, a).await.map(|f| {
+                    let what = format!("AWS credentials from {}", f.source);
+                    (Secret::Aws(Arc::new(f.keys)), f.life, what)
+                }),
+            }
+        })
+        .await;
         let (value, life, what) = match fetched {
             Ok(f) => f,
             Err(e) => {
