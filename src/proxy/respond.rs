@@ -10,30 +10,34 @@ use pingora_http::ResponseHeader;
 /// Renders `e` in `family`'s error shape (the one renderer, in `protocol`).
 pub use crate::protocol::error_body;
 
-/// Room a response head has for headers beyond [`header`]'s own:
-/// Pingora's `date` and `connection` (HTTP/1), and one of the caller's
-/// (a stream's `cache-control`, an error's `retry-after`).
-const ROOM_AFTER: usize = 3;
+/// The headers Pingora adds to a response head (HTTP/1): `date` and
+/// `connection`.
+const PINGORA_ADDS: usize = 2;
 
 /// A response header with the headers every response carries.
 ///
 /// Pingora keeps a response's head for the request's whole life (a
 /// stream's too), so it is sized once for all its headers, and keeps no
-/// map of the names' case: every name here is lowercase already (HTTP/1
-/// names are case-insensitive; HTTP/2 and HTTP/3 ones are lowercase), so
-/// Pingora's `date` and `connection` go out lowercase as well. With the
-/// case map and the growth it had, a stream's head was about 2.4 KB
-/// (docs/performance.md "Issue 28, eighth pass").
+/// map of the names' case (HTTP/1 names are case-insensitive): Pingora
+/// writes the standard names title-cased (`Content-Type`, `Date`) and
+/// the others as given (`x-request-id`). With the case map and the growth
+/// it had, a stream's head was about 2.4 KB (docs/performance.md "Issue
+/// 28, eighth pass").
 pub fn header(
     ctx: &RequestCtx,
     status: u16,
     content_type: &str,
     content_length: Option<usize>,
 ) -> pingora_core::Result<ResponseHeader> {
-    let optional = usize::from(!ctx.outcome.adjusted.is_empty())
+    // Ours, Pingora's, and a stream's `cache-control` (`relay::head`);
+    // an error's rare extras (`retry-after`, `allow`) grow the map.
+    let count = 3
+        + usize::from(!ctx.outcome.adjusted.is_empty())
         + usize::from(ctx.outcome.answered_by.is_some())
-        + usize::from(ctx.budget_remaining.is_some());
-    let mut h = ResponseHeader::build_no_case(status, Some(3 + optional + ROOM_AFTER))?;
+        + usize::from(ctx.budget_remaining.is_some())
+        + PINGORA_ADDS
+        + usize::from(content_length.is_none());
+    let mut h = ResponseHeader::build_no_case(status, Some(count))?;
     h.insert_header("content-type", content_type)?;
     match content_length {
         Some(n) => h.insert_header("content-length", n.to_string())?,
@@ -142,4 +146,42 @@ async fn send(
         Ok(())
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head holds every header it will carry without growing, and no
+    /// map of the names' case beside its headers.
+    #[test]
+    fn a_head_is_sized_once_for_its_headers_and_pingoras() {
+        let mut ctx = RequestCtx::new();
+        ctx.request_id = "req_1".into();
+        ctx.outcome.answered_by = Some("openai/gpt-5".into());
+        for stream in [false, true] {
+            let mut h = header(&ctx, 200, "text/event-stream", (!stream).then_some(2)).unwrap();
+            let room = h.headers.capacity();
+            if stream {
+                h.insert_header("cache-control", "no-cache").unwrap();
+            }
+            // What Pingora's HTTP/1 writer adds.
+            h.insert_header(http::header::DATE, "Sat, 28 Nov 2026 11:00:00 GMT")
+                .unwrap();
+            h.insert_header(http::header::CONNECTION, "keep-alive")
+                .unwrap();
+            assert_eq!(h.headers.capacity(), room, "stream {stream}: the map grew");
+            assert_eq!(h.headers.len(), 6 + usize::from(stream));
+            assert!(!h.has_case());
+            let mut wire = Vec::new();
+            h.header_to_h1_wire(&mut wire);
+            let wire = String::from_utf8(wire).unwrap();
+            assert!(
+                wire.starts_with("Content-Type: text/event-stream\r\n"),
+                "{wire}"
+            );
+            assert!(wire.contains("\r\nDate: Sat"), "{wire}");
+            assert!(wire.contains("x-switchboard-model: openai/gpt-5"), "{wire}");
+        }
+    }
 }
