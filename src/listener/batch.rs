@@ -150,20 +150,20 @@ const SHED: u8 = 0x80;
 
 /// Holds the next `n` flushes (at most 127) of `session`'s connection
 /// (HTTP/1 only): what is written until then leaves with the flush after
-/// them. With `shed`, that flush gives the buffer back once it is sent,
-/// whatever its size: a stream waits for its upstream between writes, and
-/// a buffer kept for the next one was 2 KB per open stream on a busy
-/// machine, where each write carries several frames (docs/performance.md
-/// "Issue 28, eighth pass"). False (nothing held) for HTTP/2, whose codec
-/// batches its own frames, and for a connection that is not [`Batched`].
-pub fn hold_flushes(session: &ServerSession, n: u8, shed: bool) -> bool {
+/// them, which then gives the buffer back, whatever its size. The stream
+/// relay, the one caller, waits for its upstream between writes: a buffer
+/// kept for the next one was 2 KB per open stream on a busy machine, where
+/// each write carries several frames (docs/performance.md "Issue 28,
+/// eighth pass"). Other answers keep a small buffer between responses.
+/// False (nothing held) for HTTP/2, whose codec batches its own frames,
+/// and for a connection that is not [`Batched`].
+pub fn hold_flushes(session: &ServerSession, n: u8) -> bool {
     let batched = session
         .stream()
         .and_then(|s| s.as_any().downcast_ref::<Batched>());
     match batched {
         Some(b) => {
-            let shed = if shed { SHED } else { 0 };
-            b.held.store(n.min(!SHED) | shed, Ordering::Release);
+            b.held.store(n.min(!SHED) | SHED, Ordering::Release);
             true
         }
         None => false,

@@ -59,7 +59,7 @@ async fn write(
     // terminator: all but the last are held, and the last gives the
     // connection's write buffer back (the stream waits for its upstream).
     let flushes = u8::from(head.is_some()) + u8::from(data.is_some()) + u8::from(end);
-    crate::listener::hold_flushes(session, flushes.saturating_sub(1), true);
+    crate::listener::hold_flushes(session, flushes.saturating_sub(1));
     let writes = async {
         if let Some(h) = head {
             session.write_response_header(h).await?;
