@@ -165,6 +165,7 @@ async fn upstream_main(args: &[String]) -> Res<()> {
         .map_err(|e| format!("--listen: {e}"))?;
     let interval = Duration::from_millis(o.num("interval-ms", 100)?);
     let tokens = o.num("tokens", 50)? as usize;
+    grow_fd_table(65_536);
     let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
     sock.set_reuseaddr(true).map_err(|e| e.to_string())?;
     sock.bind(listen)
@@ -553,6 +554,31 @@ async fn exchange(s: &mut TcpStream, req: &Request) -> Result<Outcome, (Fail, St
     })
 }
 
+/// Grows this process's descriptor table to `entries` up front: a
+/// multi-threaded process that grows it under load waits an RCU grace
+/// period (milliseconds) each time it doubles, and the streams measured
+/// would carry this tool's stalls (the gateway does the same,
+/// `src/listener/fdtable.rs`). Best effort: stops at the soft limit.
+#[allow(unsafe_code)]
+fn grow_fd_table(entries: usize) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct passed; fcntl and close touch only
+    // descriptors: stderr (read) and the duplicate it returns (closed at once).
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return;
+        }
+        let highest = entries.min(lim.rlim_cur as usize).saturating_sub(1);
+        let dup = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, highest as libc::c_int);
+        if dup >= 0 {
+            libc::close(dup);
+        }
+    }
+}
+
 fn proc_kb(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     text.lines()
@@ -591,6 +617,7 @@ async fn client_main(args: &[String]) -> Res<()> {
     let probes = o.num("probes", 0)? as usize;
     let probe_at = Duration::from_millis(o.num("probe-at-ms", ramp.as_millis() as u64 + 500)?);
     let probe_gap = Duration::from_millis(o.num("probe-gap-ms", 10)?);
+    grow_fd_table(streams + probes + 64);
     let mut head = format!(
         "POST {path} HTTP/1.1\r\nhost: {target}\r\ncontent-type: application/json\r\n\
 content-length: {}\r\n",
@@ -730,8 +757,16 @@ content-length: {}\r\n",
             format!("{:.3}", ms(pct(&probe_ttfb, 50.0))),
         ),
         (
+            "PROBE_TTFB_P90_MS",
+            format!("{:.3}", ms(pct(&probe_ttfb, 90.0))),
+        ),
+        (
             "PROBE_TTFB_P99_MS",
             format!("{:.3}", ms(pct(&probe_ttfb, 99.0))),
+        ),
+        (
+            "PROBE_TTFB_MAX_MS",
+            format!("{:.3}", ms(probe_ttfb.last().copied().unwrap_or(0))),
         ),
         (
             "PROBE_TTFF_P50_MS",

@@ -23,7 +23,7 @@
 //!
 //! May import: the parent module, Pingora's server and socket types.
 
-use super::{App, Guarded, Throttle};
+use super::{fdtable, App, Guarded, Throttle, RESERVED_FDS};
 use pingora_core::protocols::l4::listener::Listener;
 use pingora_core::server::{ListenFds, ShutdownWatch};
 use std::io::ErrorKind;
@@ -75,6 +75,12 @@ impl<A: App> pingora_core::services::Service for Listening<A> {
                 std::process::exit(1);
             }
         };
+        // Room for every connection the cap allows and its upstream, so
+        // no worker sleeps on the table's growth under load (fdtable.rs).
+        let entries = self.guarded.limits.max_connections.saturating_mul(2) + RESERVED_FDS as usize;
+        if let Some(size) = fdtable::reserve_once(listener.as_raw_fd(), entries) {
+            log::debug!("descriptor table: {size} entries");
+        }
         let loops: Vec<_> = (0..listeners_per_fd.max(1))
             .map(|_| {
                 let accepting =

@@ -69,6 +69,7 @@ use tokio::time::Instant;
 
 mod accept;
 mod batch;
+mod fdtable;
 mod http2;
 pub mod tls;
 
