@@ -78,7 +78,7 @@ impl<A: App> pingora_core::services::Service for Listening<A> {
         // Room for every connection the cap allows and its upstream, so
         // no worker sleeps on the table's growth under load (fdtable.rs).
         let entries = self.guarded.limits.max_connections.saturating_mul(2) + RESERVED_FDS as usize;
-        if let Some(size) = fdtable::reserve_once(listener.as_raw_fd(), entries) {
+        if let Some(size) = fdtable::reserve(listener.as_raw_fd(), entries) {
             log::debug!("descriptor table: {size} entries");
         }
         let loops: Vec<_> = (0..listeners_per_fd.max(1))

@@ -1,5 +1,5 @@
-//! The process's table of open descriptors, grown once when a listener
-//! starts instead of a doubling at a time under load.
+//! The process's table of open descriptors, grown up front when the
+//! listeners start instead of a doubling at a time under load.
 //!
 //! Linux grows a process's descriptor table by doubling it when a new
 //! descriptor does not fit (64, 128, 256, … entries), and in a process of
@@ -19,28 +19,20 @@
 //! May import: the parent module (the reserve), `libc`.
 
 use std::os::fd::RawFd;
-use std::sync::Once;
 
 /// Entries reserved at most; past this many open descriptors the table
 /// grows as before (65,536 covers 32,000 streams and their upstreams).
 pub const MOST: usize = 65_536;
 
-static RESERVED: Once = Once::new();
-
-/// Grows the descriptor table, once per process, to hold `entries`
-/// descriptors (at most [`MOST`], and at most the soft `RLIMIT_NOFILE`:
-/// none past it can be opened), by duplicating `fd`, any open descriptor.
-/// Returns the table's size afterwards, or `None` when this process
-/// reserved already or the kernel refused (nothing is lost then but the
-/// head start: the table grows as it would have).
-pub fn reserve_once(fd: RawFd, entries: usize) -> Option<usize> {
-    let mut size = None;
-    RESERVED.call_once(|| size = reserve(fd, entries));
-    size
-}
-
+/// Grows the descriptor table to hold `entries` descriptors (at most
+/// [`MOST`], and at most the soft `RLIMIT_NOFILE`: none past it can be
+/// opened) by duplicating `fd`, any open descriptor. Each listener asks
+/// for its own cap, in whatever order they start: a smaller reserve after
+/// a larger one finds the room made and changes nothing. Returns the
+/// table's size afterwards, or `None` when the kernel refused (nothing is
+/// lost then but the head start: the table grows as it would have).
 #[allow(unsafe_code)]
-fn reserve(fd: RawFd, entries: usize) -> Option<usize> {
+pub fn reserve(fd: RawFd, entries: usize) -> Option<usize> {
     let limit = super::nofile_soft_limit().map_or(1024, |n| usize::try_from(n).unwrap_or(MOST));
     let entries = entries.min(MOST).min(limit);
     let highest = libc::c_int::try_from(entries.checked_sub(1)?).ok()?;
