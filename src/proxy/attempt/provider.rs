@@ -9,6 +9,7 @@ use super::exchange::{attempt, Outcome};
 use super::{cool, Answer, AttemptNote, Call, Failed, Tried};
 use crate::config::{Affinity, Upstream};
 use crate::error::GatewayError;
+use crate::obs::telemetry::AttemptTrace;
 use crate::proxy::Gateway;
 use crate::upstream::client::{deadline_error, Resent};
 use crate::upstream::pool::{self, Cause, Member, SessionKey};
@@ -65,16 +66,7 @@ pub async fn call<'s>(
         tried.last = Some(up);
         let member = c.pool.member(i);
         let started = Instant::now();
-        let span = c.client.trace.map(|(t, tel)| {
-            t.attempt(
-                tel,
-                tried.attempts,
-                &c.provider.id,
-                &up.id,
-                up.protocol_name,
-                &up.url.authority,
-            )
-        });
+        let span = attempt_span(c, tried.attempts, up);
         let parent = span.as_ref().map(|s| s.traceparent());
         let traceparent = parent.as_deref().or(c.client.traceparent);
         let mut resent = None;
@@ -127,6 +119,20 @@ pub async fn call<'s>(
         }
     }
     Err(Failed::Exhausted(last))
+}
+
+/// The span of attempt `n` at `up`, when the request is traced.
+fn attempt_span(c: &Call<'_, '_>, n: u32, up: &Upstream) -> Option<AttemptTrace> {
+    c.client.trace.map(|(t, tel)| {
+        t.attempt(
+            tel,
+            n,
+            &c.provider.id,
+            &up.id,
+            up.protocol_name,
+            &up.url.authority,
+        )
+    })
 }
 
 /// The request went out twice: a pooled connection failed before any byte
