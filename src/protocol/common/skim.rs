@@ -221,6 +221,116 @@ pub fn members<const N: usize>(
     (s.i == doc.len()).then_some(found)
 }
 
+/// What a skim leaves for the next document of the same kind: the frames
+/// of one stream share their start (an OpenAI chunk's `id`, `object`,
+/// `created`, `model`), and what the skim found up to a top-level member
+/// boundary depends on the bytes before it alone (a string, a number or a
+/// literal ends at its own last byte). So a document that starts with the
+/// bytes of the last one up to a boundary is skimmed from there, with the
+/// members found before it, and only what differs is read.
+pub struct Resume<const N: usize> {
+    /// The last document up to its last boundary.
+    prefix: Vec<u8>,
+    /// Each boundary (just past a top-level comma) and what was found before it.
+    marks: Vec<(usize, [Option<Range<usize>>; N])>,
+}
+
+impl<const N: usize> Default for Resume<N> {
+    fn default() -> Self {
+        Resume {
+            prefix: Vec::new(),
+            marks: Vec::new(),
+        }
+    }
+}
+
+/// Longer shared starts are not kept (a frame's envelope is a few hundred
+/// bytes; a longer one is skimmed whole each time).
+const MAX_RESUME: usize = 4096;
+
+/// [`members`], resumed where `memo` (what the last document skimmed with
+/// it left) allows; the answer is the same as [`members`]'.
+pub fn members_resumed<const N: usize>(
+    doc: &[u8],
+    wanted: [&[u8]; N],
+    memo: &mut Resume<N>,
+) -> Option<[Option<Range<usize>>; N]> {
+    let shared = words::common_prefix(&memo.prefix, doc);
+    let keep = memo.marks.iter().rposition(|(at, _)| *at <= shared);
+    memo.marks.truncate(keep.map_or(0, |k| k + 1));
+    let marks_before = memo.marks.len();
+    let found = top_level(doc, wanted, &mut memo.marks);
+    if memo.marks.len() != marks_before || keep.is_none() {
+        let end = memo.marks.last().map_or(0, |(at, _)| *at);
+        memo.prefix.clear();
+        if end <= MAX_RESUME {
+            memo.prefix.extend_from_slice(&doc[..end]);
+        } else {
+            memo.marks.clear();
+        }
+    }
+    found
+}
+
+/// The top-level object of `doc`, from the last of `marks` (else from the
+/// start), each boundary passed pushed on `marks`.
+fn top_level<const N: usize>(
+    doc: &[u8],
+    wanted: [&[u8]; N],
+    marks: &mut Vec<(usize, [Option<Range<usize>>; N])>,
+) -> Option<[Option<Range<usize>>; N]> {
+    let mut s = Skim { b: doc, i: 0 };
+    let mut found = match marks.last() {
+        Some((at, found)) => {
+            s.i = *at;
+            found.clone()
+        }
+        None => {
+            s.ws();
+            s.eat(b'{')?;
+            s.ws();
+            if s.eat(b'}').is_some() {
+                s.ws();
+                return (s.i == doc.len()).then(|| std::array::from_fn(|_| None));
+            }
+            std::array::from_fn(|_| None)
+        }
+    };
+    loop {
+        s.ws();
+        let key_at = s.i;
+        // A key with escapes might spell a wanted name.
+        if s.string()? {
+            return None;
+        }
+        let key = &doc[key_at + 1..s.i - 1];
+        s.ws();
+        s.eat(b':')?;
+        s.ws();
+        let at = s.i;
+        s.value(1)?;
+        if let Some(k) = wanted.iter().position(|w| *w == key) {
+            if found[k].replace(at..s.i).is_some() {
+                return None;
+            }
+        }
+        s.ws();
+        match s.peek()? {
+            b',' => {
+                s.i += 1;
+                marks.push((s.i, found.clone()));
+            }
+            b'}' => {
+                s.i += 1;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    s.ws();
+    (s.i == doc.len()).then_some(found)
+}
+
 /// Object documents of up to six `member`s (`"key":value` texts, in any
 /// order, repeats allowed), some cut short: what the peeks' property tests
 /// compare the skim and serde on.
@@ -269,6 +379,42 @@ mod tests {
         );
         assert_eq!(spans(r#"{"a":{"model":"x"}}"#), Some(vec![None, None]));
         assert_eq!(spans("{}"), Some(vec![None, None]));
+    }
+
+    #[test]
+    fn a_stream_s_frames_resume_past_their_shared_start() {
+        let frame = |i: usize, model: &str| {
+            format!(
+                r#"{{"id":"c1","object":"chunk","model":"{model}","choices":[{{"delta":{{"content":"t{i}"}}}}],"usage":null}}"#
+            )
+        };
+        let mut memo = Resume::default();
+        for (i, model) in ["m", "m", "m", "other", "m"].iter().enumerate() {
+            let doc = frame(i, model);
+            let resumed = members_resumed(doc.as_bytes(), [b"model", b"usage"], &mut memo);
+            assert_eq!(
+                resumed,
+                members(doc.as_bytes(), [b"model", b"usage"]),
+                "{doc}"
+            );
+        }
+        // The last document is kept up to its last boundary (before
+        // `usage`); the next frame resumes at `choices`, where it differs.
+        let last = frame(4, "m");
+        let end = last.find(r#""usage""#).unwrap();
+        assert_eq!(memo.prefix, &last.as_bytes()[..end]);
+        let at = last.find(r#""choices""#).unwrap();
+        // A frame that breaks inside the shared start is still refused.
+        let broken = last.replace(r#""object":"chunk""#, r#""object":chunk""#);
+        assert_eq!(
+            members_resumed(broken.as_bytes(), [b"model", b"usage"], &mut memo),
+            None
+        );
+        let dup = format!("{}\"model\":\"x\"}}", &last[..at]);
+        assert_eq!(
+            members_resumed(dup.as_bytes(), [b"model", b"usage"], &mut memo),
+            None
+        );
     }
 
     #[test]
@@ -347,6 +493,31 @@ mod tests {
     }
 
     proptest! {
+        /// A resumed skim answers as a whole one, whatever came before:
+        /// documents that share a start with the last one (a stream's
+        /// frames, some cut or changed mid-way) and ones that do not.
+        #[test]
+        fn resumed_agrees_with_whole(
+            docs in prop::collection::vec((doc(), 0usize..64, doc()), 1..8),
+        ) {
+            let mut memo = Resume::default();
+            let mut last = String::new();
+            for (fresh, keep, tail) in docs {
+                // Half the time the last document's start, then another end.
+                let doc = if keep % 2 == 0 && !last.is_empty() {
+                    let cut = (keep * 7) % (last.len() + 1);
+                    let cut = (0..=cut).rev().find(|&c| last.is_char_boundary(c)).unwrap_or(0);
+                    format!("{}{}", &last[..cut], tail)
+                } else {
+                    fresh
+                };
+                let whole = members(doc.as_bytes(), [b"model", b"usage"]);
+                let resumed = members_resumed(doc.as_bytes(), [b"model", b"usage"], &mut memo);
+                prop_assert_eq!(&resumed, &whole, "{}", doc);
+                last = doc;
+            }
+        }
+
         /// Whatever the skim accepts, serde accepts, with the same members.
         #[test]
         fn agrees_with_serde(doc in doc()) {

@@ -246,12 +246,25 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
     Some(out)
 }
 
+thread_local! {
+    /// The last frame this thread skimmed: the next one of the same stream
+    /// (most often the next in the same read) is skimmed from where the two
+    /// differ (`skim::Resume`). Frames of other streams in between only
+    /// make the next skim a whole one; the answer never depends on it.
+    static SKIMMED: std::cell::RefCell<skim::Resume<4>> = std::cell::RefCell::default();
+}
+
 /// [`response`] of a document whose `usage` and `error` are absent or
 /// null, from its members' spans alone; None for any other (or one the
 /// skim does not vouch for).
 fn skimmed(doc: &[u8]) -> Option<Peeked> {
-    let [model, usage, choices, error] =
-        skim::members(doc, [b"model", b"usage", b"choices", b"error"])?;
+    let [model, usage, choices, error] = SKIMMED.with(|memo| {
+        let wanted = [&b"model"[..], b"usage", b"choices", b"error"];
+        match memo.try_borrow_mut() {
+            Ok(mut memo) => skim::members_resumed(doc, wanted, &mut memo),
+            Err(_) => skim::members(doc, wanted),
+        }
+    })?;
     let value = |r: Option<Range<usize>>| {
         r.map(|r| (&doc[r.clone()], r))
             .filter(|(v, _)| *v != b"null")
