@@ -204,21 +204,7 @@ pub fn members<const N: usize>(
     doc: &[u8],
     wanted: [&[u8]; N],
 ) -> Option<[Option<Range<usize>>; N]> {
-    let mut found: [Option<Range<usize>>; N] = std::array::from_fn(|_| None);
-    let mut s = Skim { b: doc, i: 0 };
-    s.ws();
-    s.object(1, |key, span| {
-        // A key with escapes might spell a wanted name.
-        let key = key?;
-        if let Some(k) = wanted.iter().position(|w| *w == key) {
-            if found[k].replace(span).is_some() {
-                return None;
-            }
-        }
-        Some(())
-    })?;
-    s.ws();
-    (s.i == doc.len()).then_some(found)
+    top_level(doc, wanted, None, |_, _| {})
 }
 
 /// What a skim leaves for the next document of the same kind: the frames
@@ -259,7 +245,11 @@ pub fn members_resumed<const N: usize>(
     let keep = memo.marks.iter().rposition(|(at, _)| *at <= shared);
     memo.marks.truncate(keep.map_or(0, |k| k + 1));
     let marks_before = memo.marks.len();
-    let found = top_level(doc, wanted, &mut memo.marks);
+    let from = memo.marks.last().cloned();
+    let marks = &mut memo.marks;
+    let found = top_level(doc, wanted, from, |at, found| {
+        marks.push((at, found.clone()))
+    });
     if memo.marks.len() != marks_before || keep.is_none() {
         let end = memo.marks.last().map_or(0, |(at, _)| *at);
         memo.prefix.clear();
@@ -272,18 +262,21 @@ pub fn members_resumed<const N: usize>(
     found
 }
 
-/// The top-level object of `doc`, from the last of `marks` (else from the
-/// start), each boundary passed pushed on `marks`.
+/// The spans of the wanted top-level members of the object `doc`, skimmed
+/// from its start or `from` a boundary (an offset just past a top-level
+/// comma, with what was found before it); `mark` is told each boundary
+/// passed.
 fn top_level<const N: usize>(
     doc: &[u8],
     wanted: [&[u8]; N],
-    marks: &mut Vec<(usize, [Option<Range<usize>>; N])>,
+    from: Option<(usize, [Option<Range<usize>>; N])>,
+    mut mark: impl FnMut(usize, &[Option<Range<usize>>; N]),
 ) -> Option<[Option<Range<usize>>; N]> {
     let mut s = Skim { b: doc, i: 0 };
-    let mut found = match marks.last() {
+    let mut found = match from {
         Some((at, found)) => {
-            s.i = *at;
-            found.clone()
+            s.i = at;
+            found
         }
         None => {
             s.ws();
@@ -318,7 +311,7 @@ fn top_level<const N: usize>(
         match s.peek()? {
             b',' => {
                 s.i += 1;
-                marks.push((s.i, found.clone()));
+                mark(s.i, &found);
             }
             b'}' => {
                 s.i += 1;
