@@ -123,7 +123,7 @@ impl Skim<'_> {
 
     fn value(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
-            b'{' => self.object(depth + 1, |_, _| Some(())),
+            b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
             b'"' => self.string().map(|_| ()),
             b't' => self.literal(b"true"),
@@ -158,13 +158,9 @@ impl Skim<'_> {
         }
     }
 
-    /// An object; `member` is told each key (without its quotes, None when
-    /// it holds escapes) and its value's span.
-    fn object(
-        &mut self,
-        depth: usize,
-        mut member: impl FnMut(Option<&[u8]>, Range<usize>) -> Option<()>,
-    ) -> Option<()> {
+    /// An object nested in the document (the top-level one is
+    /// [`top_level`]'s, which reads its keys).
+    fn object(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
@@ -175,15 +171,11 @@ impl Skim<'_> {
         }
         loop {
             self.ws();
-            let key_at = self.i;
-            let escaped = self.string()?;
-            let key = (!escaped).then(|| &self.b[key_at + 1..self.i - 1]);
+            self.string()?;
             self.ws();
             self.eat(b':')?;
             self.ws();
-            let at = self.i;
             self.value(depth)?;
-            member(key, at..self.i)?;
             self.ws();
             match self.peek()? {
                 b',' => self.i += 1,
