@@ -554,29 +554,13 @@ async fn exchange(s: &mut TcpStream, req: &Request) -> Result<Outcome, (Fail, St
     })
 }
 
-/// Grows this process's descriptor table to `entries` up front: a
-/// multi-threaded process that grows it under load waits an RCU grace
-/// period (milliseconds) each time it doubles, and the streams measured
-/// would carry this tool's stalls (the gateway does the same,
-/// `src/listener/fdtable.rs`). Best effort: stops at the soft limit.
-#[allow(unsafe_code)]
+/// Grows this process's descriptor table to `entries` up front, as the
+/// gateway does (`src/listener/fdtable.rs`): a multi-threaded process that
+/// grows it under load waits milliseconds each time it doubles, and the
+/// streams measured would carry this tool's stalls. Best effort.
 fn grow_fd_table(entries: usize) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct passed; fcntl and close touch only
-    // descriptors: stderr (read) and the duplicate it returns (closed at once).
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return;
-        }
-        let highest = entries.min(lim.rlim_cur as usize).saturating_sub(1);
-        let dup = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, highest as libc::c_int);
-        if dup >= 0 {
-            libc::close(dup);
-        }
-    }
+    // Any open descriptor serves to duplicate: stderr.
+    let _ = switchboard::listener::fdtable::reserve(2, entries);
 }
 
 fn proc_kb(pid: u32, field: &str) -> Option<u64> {

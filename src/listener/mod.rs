@@ -69,7 +69,7 @@ use tokio::time::Instant;
 
 mod accept;
 mod batch;
-mod fdtable;
+pub mod fdtable;
 mod http2;
 pub mod tls;
 

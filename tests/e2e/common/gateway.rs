@@ -361,6 +361,19 @@ impl Gateway {
         self.child.id()
     }
 
+    /// The number the process's `/proc/{pid}/{file}` shows first after
+    /// `label` (`("status", "VmHWM:")` in kB, `("limits", "Max open files")`).
+    pub fn proc_number(&self, file: &str, label: &str) -> u64 {
+        let path = format!("/proc/{}/{file}", self.pid());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text.lines().find(|l| l.starts_with(label)).unwrap();
+        line[label.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no number in {path}: {line:?}"))
+    }
+
     /// Waits up to `within` for the process to exit (after a signal): its status.
     pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + within;

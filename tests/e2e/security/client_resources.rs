@@ -309,26 +309,15 @@ async fn a_listener_out_of_descriptors_warns_once_a_second_and_recovers() {
     assert_eq!(read_answer(&mut waiting).await.0, 200);
 }
 
-/// A field of `/proc/{pid}/{file}`: the first number after `label`.
-fn proc_number(pid: u32, file: &str, label: &str) -> usize {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap();
-    let line = text.lines().find(|l| l.starts_with(label)).unwrap();
-    line[label.len()..]
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no number in {line:?}"))
-}
-
 #[tokio::test]
 async fn the_descriptor_table_holds_the_connection_cap_from_the_start() {
     // Room for 1,000 clients, each with an upstream, and 256 more: the
     // table is grown once when the listener starts, not a doubling at a
     // time under load (src/listener/fdtable.rs), up to the soft limit.
     let (_mock, gw) = gateway(&["--max-connections", "1000"]).await;
-    let soft = proc_number(gw.pid(), "limits", "Max open files");
+    let soft = gw.proc_number("limits", "Max open files");
     let want = (2 * 1000 + 256).min(soft);
-    let size = proc_number(gw.pid(), "status", "FDSize:");
+    let size = gw.proc_number("status", "FDSize:");
     assert!(
         size >= want,
         "FDSize {size}, want {want} (soft limit {soft})"

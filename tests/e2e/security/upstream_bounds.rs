@@ -265,14 +265,8 @@ async fn an_answer_over_the_response_limit_is_a_502_naming_the_limit() {
 }
 
 /// The process's peak resident set (VmHWM), in bytes.
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap()
-        * 1024
+fn peak_rss(gw: &Gateway) -> u64 {
+    gw.proc_number("status", "VmHWM:") * 1024
 }
 
 #[tokio::test]
@@ -280,7 +274,7 @@ async fn oversized_answers_at_once_keep_the_gateway_s_memory_flat() {
     let up = upstream().await;
     let gw = Arc::new(gateway(&up, json!({}), &["--max-response-bytes", "1048576"]).await);
     assert_eq!(ask(&gw, "openai", "small").await.status, 200);
-    let before = peak_rss(gw.pid());
+    let before = peak_rss(&gw);
     let mut set = tokio::task::JoinSet::new();
     for i in 0..8 {
         let gw = gw.clone();
@@ -294,7 +288,7 @@ async fn oversized_answers_at_once_keep_the_gateway_s_memory_flat() {
     while let Some(status) = set.join_next().await {
         assert_eq!(status.unwrap(), 502);
     }
-    let grown = peak_rss(gw.pid()).saturating_sub(before);
+    let grown = peak_rss(&gw).saturating_sub(before);
     let total = 8 * BIG as u64;
     assert!(
         grown < total / 6,
