@@ -18,7 +18,7 @@ use crate::protocol::anthropic::response::{decode_stop_reason, decode_usage};
 use crate::protocol::anthropic::wire::Usage as WireUsage;
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
+    error_kind, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
 };
 use crate::sse::SseEvent;
 use serde::Deserialize;
@@ -30,7 +30,7 @@ const F: Family = Family::Anthropic;
 
 #[derive(Deserialize)]
 struct Event<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(borrow, rename = "type", default, deserialize_with = "opt_str")]
     kind: Option<Cow<'a, str>>,
     #[serde(default)]
     index: Option<usize>,
@@ -48,9 +48,9 @@ struct Event<'a> {
 
 #[derive(Deserialize)]
 struct StartMessage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     model: Option<Cow<'a, str>>,
     #[serde(default)]
     usage: Option<EventUsage>,
@@ -60,17 +60,17 @@ struct StartMessage<'a> {
 struct BlockWire<'a> {
     #[serde(borrow, rename = "type")]
     kind: Cow<'a, str>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     signature: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     data: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     input: Option<&'a RawValue>,
@@ -78,19 +78,19 @@ struct BlockWire<'a> {
 
 #[derive(Deserialize)]
 struct Delta<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(borrow, rename = "type", default, deserialize_with = "opt_str")]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     signature: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     partial_json: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     stop_reason: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     stop_sequence: Option<Cow<'a, str>>,
 }
 
@@ -127,9 +127,9 @@ impl EventUsage {
 
 #[derive(Deserialize)]
 struct ErrorObject<'a> {
-    #[serde(borrow, rename = "type", default)]
+    #[serde(borrow, rename = "type", default, deserialize_with = "opt_str")]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     message: Option<Cow<'a, str>>,
 }
 

@@ -19,7 +19,7 @@ use crate::ir::stream::{
 };
 use crate::ir::Opaque;
 use crate::protocol::common::framing::StreamFault;
-use crate::protocol::common::support::{malformed, unreadable, DeltaBuf, DeltaKind, Emit};
+use crate::protocol::common::support::{malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit};
 use crate::sse::SseEvent;
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -44,7 +44,7 @@ struct OpenBlock {
 
 #[derive(Deserialize)]
 struct ExceptionPayload<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     message: Option<Cow<'a, str>>,
 }
 

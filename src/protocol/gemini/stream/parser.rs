@@ -21,8 +21,8 @@ use crate::ir::Extra;
 use crate::ir::{ImageBlock, ImageSource, Opaque, StopReason, Usage};
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
-    Indexed,
+    error_kind, error_kind_for_status, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
+    First, Indexed,
 };
 use crate::protocol::gemini::request::{embed_signature, synthetic_call_id};
 use crate::protocol::gemini::response::{decode_finish_reason, decode_usage};
@@ -42,9 +42,9 @@ struct Chunk<'a> {
     candidates: First<Candidate<'a>>,
     #[serde(borrow, default)]
     usage_metadata: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     model_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     response_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     prompt_feedback: Option<PromptFeedback<'a>>,
@@ -59,7 +59,7 @@ struct Candidate<'a> {
     index: Option<u64>,
     #[serde(borrow, default)]
     content: Option<Content<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
@@ -127,11 +127,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for Parts<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct PartWire<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     text: Option<Cow<'a, str>>,
     #[serde(default)]
     thought: Option<bool>,
-    #[serde(borrow, default, alias = "thought_signature")]
+    #[serde(
+        borrow,
+        default,
+        alias = "thought_signature",
+        deserialize_with = "opt_str"
+    )]
     thought_signature: Option<Cow<'a, str>>,
     #[serde(borrow, default, alias = "function_call")]
     function_call: Option<FunctionCallWire<'a>>,
@@ -141,9 +146,9 @@ struct PartWire<'a> {
 
 #[derive(Deserialize)]
 struct FunctionCallWire<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     name: Option<Cow<'a, str>>,
     #[serde(default)]
     args: Option<Value>,
@@ -152,16 +157,16 @@ struct FunctionCallWire<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct BlobWire<'a> {
-    #[serde(borrow, default, alias = "mime_type")]
+    #[serde(borrow, default, alias = "mime_type", deserialize_with = "opt_str")]
     mime_type: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     data: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct PromptFeedback<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     block_reason: Option<Cow<'a, str>>,
 }
 
@@ -169,9 +174,9 @@ struct PromptFeedback<'a> {
 struct ErrorObject<'a> {
     #[serde(default)]
     code: Option<u64>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     message: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     status: Option<Cow<'a, str>>,
 }
 

@@ -20,8 +20,8 @@ use crate::ir::stream::{
 use crate::ir::{ids, StopReason, Usage};
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
-    Indexed,
+    error_kind, error_kind_for_status, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
+    First, Indexed,
 };
 use crate::protocol::openai::response::{decode_finish_reason, decode_usage};
 use crate::protocol::openai::wire::{
@@ -38,9 +38,9 @@ const F: Family = Family::OpenAi;
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     model: Option<Cow<'a, str>>,
     #[serde(default)]
     created: Option<u64>,
@@ -58,7 +58,7 @@ struct Choice<'a> {
     index: Option<u64>,
     #[serde(borrow, default)]
     delta: Option<Delta<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
@@ -70,13 +70,13 @@ impl Indexed for Choice<'_> {
 
 #[derive(Deserialize)]
 struct Delta<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     reasoning: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     refusal: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
@@ -86,7 +86,7 @@ struct Delta<'a> {
 struct ToolCallDelta<'a> {
     #[serde(default)]
     index: Option<u64>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     function: Option<FunctionDelta<'a>>,
@@ -94,9 +94,9 @@ struct ToolCallDelta<'a> {
 
 #[derive(Deserialize)]
 struct FunctionDelta<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     arguments: Option<Cow<'a, str>>,
 }
 
@@ -132,9 +132,9 @@ impl ChunkUsage {
 
 #[derive(Deserialize)]
 struct ErrorObject<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     message: Option<Cow<'a, str>>,
-    #[serde(borrow, rename = "type", default)]
+    #[serde(borrow, rename = "type", default, deserialize_with = "opt_str")]
     kind: Option<Cow<'a, str>>,
     #[serde(default)]
     code: Option<Value>,

@@ -21,7 +21,7 @@ use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, Str
 use crate::ir::Opaque;
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
+    error_kind, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
 };
 use crate::protocol::responses::request::{carried, Carried, CUSTOM_INPUT_KEY};
 use crate::protocol::responses::response::{decode_status, decode_usage, failure_message};
@@ -36,28 +36,28 @@ const F: Family = Family::Responses;
 
 #[derive(Deserialize)]
 struct Event<'a> {
-    #[serde(rename = "type", borrow, default)]
+    #[serde(rename = "type", borrow, default, deserialize_with = "opt_str")]
     kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     response: Option<ResponsePeek<'a>>,
     #[serde(borrow, default)]
     item: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     delta: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     part: Option<PartPeek<'a>>,
     #[serde(default)]
     summary_index: Option<u64>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     refusal: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     arguments: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     input: Option<Cow<'a, str>>,
     // `error` events.
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     message: Option<Cow<'a, str>>,
     #[serde(default)]
     code: Option<Value>,
@@ -67,13 +67,13 @@ struct Event<'a> {
 
 #[derive(Deserialize)]
 struct ResponsePeek<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     model: Option<Cow<'a, str>>,
     #[serde(default)]
     created_at: Option<f64>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "opt_str")]
     status: Option<Cow<'a, str>>,
     #[serde(default)]
     incomplete_details: Option<Value>,
@@ -85,7 +85,7 @@ struct ResponsePeek<'a> {
 
 #[derive(Deserialize)]
 struct PartPeek<'a> {
-    #[serde(rename = "type", borrow, default)]
+    #[serde(rename = "type", borrow, default, deserialize_with = "opt_str")]
     kind: Option<Cow<'a, str>>,
 }
 
