@@ -320,6 +320,13 @@ pub struct State {
     #[arg(long, value_name = "N", env = "SWITCHBOARD_RESPONSES_TTL_SECS",
           value_parser = positive::<u64>, allow_negative_numbers = true, hide = true)]
     pub responses_ttl_secs: Option<u64>,
+    /// How long the embedded store's writer gathers stored responses before
+    /// it commits them, in milliseconds (tests; each is served from memory
+    /// meanwhile, and a graceful shutdown writes what it holds).
+    #[arg(long, value_name = "N", env = "SWITCHBOARD_RESPONSES_FLUSH_MS",
+          value_parser = positive::<u64>, allow_negative_numbers = true, hide = true,
+          default_value_t = ms(responses::sqlite::GATHER))]
+    pub responses_flush_ms: u64,
     /// Largest stored response (input, instructions and answer), in bytes.
     ///
     /// A request whose input alone is larger is refused with 400 unless it

@@ -37,13 +37,14 @@ const GRACE_PERIOD_SECONDS: u64 = 30;
 /// second later) with every connection closed, and for the requests in
 /// flight, up to the grace period less a second, then ends the
 /// streams still open with their protocol's error event (each still gets
-/// its access line and ledger row), writes the access log, the ledger and
+/// its access line and ledger row), writes the access log, the stored responses, the ledger and
 /// the traces out, and exits.
 struct DrainService {
     drain: Arc<switchboard::runtime::drain::Drain>,
     connections: switchboard::listener::Connections,
     grace: Duration,
     ledger: Arc<ledger::Ledger>,
+    responses: Arc<switchboard::state::responses::ResponseStore>,
     telemetry: Option<Arc<switchboard::obs::telemetry::Telemetry>>,
 }
 
@@ -74,6 +75,7 @@ impl pingora_core::services::background::BackgroundService for DrainService {
             self.drain.wait_idle(settle).await;
         }
         switchboard::proxy::access::flush();
+        self.responses.close(true, Duration::from_secs(5));
         self.ledger.close(Duration::from_secs(10));
         if let Some(t) = &self.telemetry {
             t.shutdown();
@@ -140,7 +142,10 @@ fn responses_store(
     );
     let backend: Arc<dyn responses::Backend> = match cli.redis() {
         Some(url) => Arc::new(responses::redis::Redis::new(&url, &cli.state.redis_prefix)?),
-        None => match responses::sqlite::Sqlite::open_unless_full(std::path::Path::new(data))? {
+        None => match responses::sqlite::Sqlite::open_unless_full(
+            std::path::Path::new(data),
+            Duration::from_millis(cli.state.responses_flush_ms),
+        )? {
             Some(db) => {
                 db.spawn_purger((ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(600)));
                 Arc::new(db)
@@ -347,6 +352,7 @@ fn run(cli: &Cli) -> Result<(), String> {
     let telemetry = gateway.telemetry.clone();
     let drain = gateway.drain.clone();
     gateway.responses = Arc::new(responses_store(cli, &gateway)?);
+    let responses = gateway.responses.clone();
     let mut admin = switchboard::admin::Admin::new(admin_key.as_deref(), Some(ledger_reader))
         .with_limits(gateway.limits.clone(), rt.clone());
     if let Some(oidc) = oidc {
@@ -384,6 +390,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             connections: client_listener_app.connections(),
             grace,
             ledger: usage_ledger.clone(),
+            responses: responses.clone(),
             telemetry: telemetry.clone(),
         },
     ));
@@ -409,6 +416,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         shutdown_signal: Box::new(upgrade),
     });
     switchboard::proxy::access::flush();
+    responses.close(false, Duration::from_secs(5));
     usage_ledger.close(Duration::from_secs(10));
     if let Some(t) = telemetry {
         t.shutdown();

@@ -440,6 +440,63 @@ async fn a_restart_keeps_stored_responses() {
 }
 
 #[tokio::test]
+async fn a_graceful_shutdown_writes_the_responses_it_holds() {
+    // The writer is told to gather records for an hour before it commits:
+    // what it holds is written at shutdown, SIGTERM (the drain) or SIGINT.
+    let mock = MockUpstream::start().await;
+    for signal in ["-TERM", "-INT"] {
+        let data = TempDir::new();
+        let dir = data.file("store");
+        let dir = dir.to_str().unwrap();
+        let args = ["--data", dir, "--responses-flush-ms", "3600000"];
+        let mut gw = start_with(&mock, &args).await;
+        let mut answers = Vec::new();
+        for i in 0..20 {
+            let r = gw
+                .send(&post(
+                    KEY,
+                    &json!({"model": "oa/m-oa", "input": format!("note {i}")}),
+                ))
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            answers.push(r.json());
+        }
+        // Served from memory while the writer holds them.
+        let id = answers[19]["id"].as_str().unwrap();
+        let r = gw
+            .send(&d3("GET", &format!("/v1/responses/{id}"), KEY))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let status = std::process::Command::new("kill")
+            .arg(signal)
+            .arg(gw.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = gw.wait_exit(Duration::from_secs(30));
+        assert!(
+            exit.is_some_and(|s| s.success()),
+            "{signal}: {exit:?}\n{}",
+            gw.log()
+        );
+        assert!(
+            !gw.log().contains("may not all have been written"),
+            "{}",
+            gw.log()
+        );
+        let gw = start_with(&mock, &["--data", dir]).await;
+        for v in &answers {
+            let id = v["id"].as_str().unwrap();
+            let r = gw
+                .send(&d3("GET", &format!("/v1/responses/{id}"), KEY))
+                .await;
+            assert_eq!(r.status, 200, "{signal} {id}: {}", r.text());
+            assert_eq!(&r.json(), v);
+        }
+    }
+}
+
+#[tokio::test]
 async fn stored_responses_expire() {
     let mock = MockUpstream::start().await;
     let gw = start_with(&mock, &["--responses-ttl-secs", "1"]).await;

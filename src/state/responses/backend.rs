@@ -32,6 +32,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn shared(&self) -> bool {
         false
     }
+    /// Waits, at most `within`, until every record handed to `put` so far
+    /// is written (a backend that writes as `put` runs has nothing to wait
+    /// for); whether it is.
+    fn flush(&self, within: std::time::Duration) -> bool {
+        let _ = within;
+        true
+    }
     /// A short name for logs (`memory`, `sqlite`, `redis`).
     fn name(&self) -> &'static str;
 }

@@ -1,10 +1,13 @@
 //! Stored responses in the data directory: `DIR/responses.sqlite` (SQLite,
 //! WAL), one row per response (the record as JSON, its owner, expiry and
-//! size). Writes go to one writer thread, which inserts every record waiting
-//! in one transaction (a Responses client stores each answer by default: one
-//! commit and one blocking-pool task per answer cost 15-20% of a stream's CPU,
-//! docs/performance.md); each caller learns the outcome of the transaction
-//! that held its record (all of a batch are written, or none). Reads run on
+//! size). Writes go to one writer thread, which gathers the records that
+//! come within [`GATHER`] of the first (`--responses-flush-ms`) and inserts them in one transaction (a
+//! Responses client stores each answer by default: one commit and one
+//! blocking-pool task per answer cost 15-20% of a stream's CPU, and commits
+//! of a few records each still 18%, docs/performance.md); each caller learns
+//! the outcome of the transaction that held its record (all of a batch are
+//! written, or none), and the store serves the record from memory until then.
+//! [`Backend::flush`] waits for what was handed over to land (shutdown). Reads run on
 //! the blocking pool; expired rows are skipped by reads and purged by a
 //! background thread. A key's usage is the sum of its live
 //! rows' sizes, read from a covering index (`key_id, expires_at_ms, bytes`),
@@ -17,7 +20,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// The file name under the data directory.
@@ -26,13 +29,27 @@ pub const FILE: &str = "responses.sqlite";
 /// The most records one write transaction takes.
 const BATCH: usize = 256;
 
+/// How long the writer gathers records after the first before it writes
+/// them: a record is served from memory meanwhile, and a commit's cost
+/// (its WAL frames, and the checkpoints they lead to) is shared by all.
+pub const GATHER: Duration = Duration::from_millis(5);
+
 /// The SQLite backend.
 #[derive(Debug, Clone)]
 pub struct Sqlite {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     /// The writer thread's queue.
-    writes: mpsc::Sender<Put>,
+    writes: mpsc::Sender<Job>,
+}
+
+/// What the writer thread is asked to do.
+#[derive(Debug)]
+enum Job {
+    /// Insert a record.
+    Put(Put),
+    /// Write what is gathered now and say so (what came before has landed).
+    Flush(mpsc::SyncSender<()>),
 }
 
 /// One record for the writer, and where its outcome goes.
@@ -47,27 +64,47 @@ struct Put {
     done: oneshot::Sender<Result<(), StoreError>>,
 }
 
-/// The writer thread: waits for a record, takes every other one already
-/// waiting (up to [`BATCH`]), writes them in one transaction, answers each.
-/// It ends when the last [`Sqlite`] handle is dropped.
-fn write_loop(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Put>) {
-    while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match queue.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
+/// The writer thread: waits for a record, gathers what comes within
+/// `gather` (up to [`BATCH`]; a flush ends the gathering at once), writes
+/// them in one transaction, answers each. It ends when the last [`Sqlite`]
+/// handle is dropped, after writing what it holds.
+fn write_loop(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, gather: Duration) {
+    let mut open = true;
+    while open {
+        let Ok(mut job) = queue.recv() else { break };
+        let (mut batch, mut flushes) = (Vec::new(), Vec::new());
+        let until = Instant::now() + gather;
+        loop {
+            match job {
+                Job::Put(p) => batch.push(p),
+                Job::Flush(done) => flushes.push(done),
+            }
+            if batch.len() >= BATCH || !flushes.is_empty() {
+                break;
+            }
+            match queue.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(next) => job = next,
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    open = false;
+                    break;
+                }
             }
         }
-        let result = {
-            let g = match conn.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
+        if !batch.is_empty() {
+            let result = {
+                let g = match conn.lock() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                insert_all(&g, &batch)
             };
-            insert_all(&g, &batch)
-        };
-        for p in batch {
-            let _ = p.done.send(result.clone());
+            for p in batch {
+                let _ = p.done.send(result.clone());
+            }
+        }
+        for done in flushes {
+            let _ = done.send(());
         }
     }
 }
@@ -99,13 +136,14 @@ fn err(e: impl std::fmt::Display) -> StoreError {
 impl Sqlite {
     /// Opens (creating) `dir/responses.sqlite` and its table.
     pub fn open(dir: &Path) -> Result<Sqlite, String> {
-        Sqlite::open_unless_full(dir)?
+        Sqlite::open_unless_full(dir, GATHER)?
             .ok_or_else(|| format!("{}: database or disk is full", dir.join(FILE).display()))
     }
 
     /// [`Sqlite::open`], but `None` when the disk is full (the file cannot
-    /// be made or brought up to date).
-    pub fn open_unless_full(dir: &Path) -> Result<Option<Sqlite>, String> {
+    /// be made or brought up to date); the writer gathers records for
+    /// `gather` before each commit.
+    pub fn open_unless_full(dir: &Path, gather: Duration) -> Result<Option<Sqlite>, String> {
         match std::fs::create_dir_all(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::StorageFull => return Ok(None),
@@ -124,7 +162,7 @@ impl Sqlite {
                 let writer = conn.clone();
                 std::thread::Builder::new()
                     .name("responses-write".into())
-                    .spawn(move || write_loop(&writer, &queue))
+                    .spawn(move || write_loop(&writer, &queue, gather))
                     .map_err(|e| format!("{}: no writer thread: {e}", path.display()))?;
                 Ok(Some(Sqlite { conn, path, writes }))
             }
@@ -237,7 +275,7 @@ impl Backend for Sqlite {
             done,
         };
         self.writes
-            .send(put)
+            .send(Job::Put(put))
             .map_err(|_| err("the writer thread has stopped"))?;
         outcome
             .await
@@ -287,6 +325,11 @@ impl Backend for Sqlite {
             })
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn flush(&self, within: Duration) -> bool {
+        let (done, landed) = mpsc::sync_channel(1);
+        self.writes.send(Job::Flush(done)).is_ok() && landed.recv_timeout(within).is_ok()
     }
 
     fn name(&self) -> &'static str {

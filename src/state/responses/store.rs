@@ -206,6 +206,28 @@ impl ResponseStore {
         }
     }
 
+    /// At shutdown: writes what the backend holds and waits, at most
+    /// `within`, for the writes in flight to land; with `settle`, until none
+    /// is left in flight (their tasks hand records over as they run: a
+    /// runtime that has stopped runs them no more, `settle` false then). What
+    /// may be left unwritten is logged. Blocks the calling thread.
+    pub fn close(&self, settle: bool, within: Duration) {
+        let until = std::time::Instant::now() + within;
+        let left = || until.saturating_duration_since(std::time::Instant::now());
+        let mut landed = self.backend.flush(left());
+        while settle && self.pending(|p| !p.is_empty()) && !left().is_zero() {
+            std::thread::sleep(Duration::from_millis(2));
+            landed = self.backend.flush(left());
+        }
+        let unwritten = if settle { self.pending(|p| p.len()) } else { 0 };
+        if !landed || unwritten > 0 {
+            log::warn!(
+                "shutting down: stored responses may not all have been written to {} ({unwritten} still in flight)",
+                self.backend.name()
+            );
+        }
+    }
+
     /// The record `id` if it exists, has not expired and belongs to `key_id`.
     pub async fn lookup(
         &self,
