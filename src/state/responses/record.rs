@@ -62,12 +62,17 @@ pub fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-/// A fresh response id: `resp_` and 48 hex digits from the thread's
-/// cryptographic generator (ChaCha12, seeded and reseeded from the OS; 192
-/// bits: unique and not guessable), the length of OpenAI's ids.
+/// A fresh response id: `resp_` and 48 hex digits, the length of OpenAI's
+/// ids (which also start with the time): 12 of the Unix time in
+/// milliseconds, then 36 from the thread's cryptographic generator
+/// (ChaCha12, seeded and reseeded from the OS; 144 bits: unique and not
+/// guessable). Ids made later sort after, so the embedded store's id index
+/// grows at its end: a commit of many records rewrites a page or two of it
+/// instead of a page per record at random.
 pub fn new_response_id() -> String {
     let mut b = [0u8; 24];
-    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut b);
+    b[..6].copy_from_slice(&now_ms().to_be_bytes()[2..]);
+    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut b[6..]);
     let mut s = String::with_capacity(53);
     s.push_str("resp_");
     crate::util::hex::push(&mut s, &b);
@@ -84,5 +89,12 @@ mod tests {
         let b = new_response_id();
         assert_ne!(a, b);
         assert!(a.starts_with("resp_") && a.len() == 53, "{a}");
+        // The time first: a later id sorts after (the clock moved on).
+        let before = now_ms();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let c = new_response_id();
+        let stamp = u64::from_str_radix(&c[5..17], 16).unwrap();
+        assert!(stamp > before && stamp <= now_ms(), "{c}");
+        assert!(c > a, "{c} {a}");
     }
 }
