@@ -37,8 +37,8 @@ const GRACE_PERIOD_SECONDS: u64 = 30;
 /// second later) with every connection closed, and for the requests in
 /// flight, up to the grace period less a second, then ends the
 /// streams still open with their protocol's error event (each still gets
-/// its access line and ledger row), writes the access log, the stored responses, the ledger and
-/// the traces out, and exits.
+/// its access line and ledger row), writes the access log, the stored
+/// responses, the ledger and the traces out, and exits.
 struct DrainService {
     drain: Arc<switchboard::runtime::drain::Drain>,
     connections: switchboard::listener::Connections,

@@ -1,7 +1,8 @@
 //! Pieces shared by the families' stream parsers and encoders: the event
 //! sink type, a recycled buffer for delta text, small JSON writers that append
 //! to the output without intermediate values, serde helpers that keep only the
-//! first choice / candidate without allocating, and error rendering.
+//! first choice / candidate and borrow optional strings without allocating,
+//! and error rendering.
 
 use super::framing::StreamFault;
 use crate::error::{ErrorKind, GatewayError};
