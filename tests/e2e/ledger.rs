@@ -490,7 +490,7 @@ fn sqlite_counts(path: &std::path::Path) -> (i64, i64) {
 #[tokio::test]
 async fn a_graceful_shutdown_writes_what_is_queued() {
     let mock = MockUpstream::start().await;
-    for signal in ["-TERM", "-INT"] {
+    for signal in ["TERM", "INT"] {
         // Nothing is written before shutdown: batches wait an hour.
         let mut gw = start_with(
             &mock,
@@ -520,18 +520,7 @@ async fn a_graceful_shutdown_writes_what_is_queued() {
             },
         )
         .await;
-        let status = std::process::Command::new("kill")
-            .arg(signal)
-            .arg(gw.pid().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let exit = gw.wait_exit(Duration::from_secs(30));
-        assert!(
-            exit.is_some_and(|s| s.success()),
-            "{signal}: {exit:?}\n{}",
-            gw.log()
-        );
+        gw.stop(signal);
         let path = gw.dir.file("data").join("ledger.sqlite");
         assert_eq!(sqlite_counts(&path), (n, n), "{signal}\n{}", gw.log());
         assert!(gw.log().contains("ledger: queue flushed"), "{}", gw.log());
@@ -553,11 +542,7 @@ async fn retention_deletes_old_rows_and_keeps_the_rollups() {
         (ledger_metric(&gw, "switchboard_ledger_rows_written_total").await == 1.0).then_some(())
     })
     .await;
-    std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(gw.pid().to_string())
-        .status()
-        .unwrap();
+    gw.signal("TERM");
     assert!(gw.wait_exit(Duration::from_secs(30)).is_some());
     // A row and its rollup from 2020, as an earlier run would have left them.
     let data = gw.dir.file("data");
@@ -1135,21 +1120,11 @@ async fn bytes_per_request() {
             ),
         }
     };
-    let stop = |gw: &mut Gateway| {
-        std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(gw.pid().to_string())
-            .status()
-            .unwrap();
-        assert!(gw
-            .wait_exit(Duration::from_secs(30))
-            .is_some_and(|s| s.success()));
-    };
     let data_dir = crate::common::gateway::TempDir::new();
     let data = data_dir.0.display().to_string();
     let file = data_dir.0.join("ledger.sqlite");
     let mut gw = start_with(&mock, &["--data", &data]).await;
-    stop(&mut gw);
+    gw.stop("TERM");
     let empty = std::fs::metadata(&file).unwrap().len();
 
     let db = PgDb::create("size").await;
@@ -1197,10 +1172,10 @@ async fn bytes_per_request() {
                 "postgres, {n} requests: ledger_requests {rows} bytes ({:.0} B/request, index included), ledger_daily {daily} bytes ({count} rollup rows)",
                 rows as f64 / n as f64
             );
-            stop(&mut gw);
+            gw.stop("TERM");
             continue;
         }
-        stop(&mut gw);
+        gw.stop("TERM");
         let full = std::fs::metadata(&file).unwrap().len();
         let copy = data_dir.0.join("copy.sqlite");
         let measure = |sql: &str| {

@@ -452,11 +452,7 @@ async fn an_upgrade_keeps_one_budget_across_the_old_and_the_new_process() {
     .await;
     // Pingora's new process listens on the upgrade socket; the old one
     // connects to it on SIGQUIT (retrying a while if it is not there yet).
-    let quit = std::process::Command::new("kill")
-        .args(["-QUIT", &old.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(quit.success());
+    old.signal("QUIT");
     eventually(
         Duration::from_secs(30),
         "the new process to start",

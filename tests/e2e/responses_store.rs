@@ -444,7 +444,7 @@ async fn a_graceful_shutdown_writes_the_responses_it_holds() {
     // The writer is told to gather records for an hour before it commits:
     // what it holds is written at shutdown, SIGTERM (the drain) or SIGINT.
     let mock = MockUpstream::start().await;
-    for signal in ["-TERM", "-INT"] {
+    for signal in ["TERM", "INT"] {
         let data = TempDir::new();
         let dir = data.file("store");
         let dir = dir.to_str().unwrap();
@@ -467,18 +467,7 @@ async fn a_graceful_shutdown_writes_the_responses_it_holds() {
             .send(&d3("GET", &format!("/v1/responses/{id}"), KEY))
             .await;
         assert_eq!(r.status, 200, "{}", r.text());
-        let status = std::process::Command::new("kill")
-            .arg(signal)
-            .arg(gw.pid().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let exit = gw.wait_exit(Duration::from_secs(30));
-        assert!(
-            exit.is_some_and(|s| s.success()),
-            "{signal}: {exit:?}\n{}",
-            gw.log()
-        );
+        gw.stop(signal);
         assert!(
             !gw.log().contains("may not all have been written"),
             "{}",

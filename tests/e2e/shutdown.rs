@@ -46,19 +46,6 @@ fn upgrade_conf(dir: &std::path::Path) -> String {
     path.display().to_string()
 }
 
-fn signal(gw: &Gateway, name: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(gw.pid().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn sigterm(gw: &Gateway) {
-    signal(gw, "TERM");
-}
-
 /// The access lines of inference requests (the harness's own health probe left out).
 fn lines(gw: &Gateway) -> Vec<Value> {
     gw.access_log()
@@ -100,7 +87,7 @@ async fn a_sigterm_lets_streams_finish_and_ends_the_rest_with_the_error_event() 
         async move { (n == 3).then_some(()) }
     })
     .await;
-    sigterm(&gw);
+    gw.signal("TERM");
 
     // Answered during the drain: whole, and its connection is not kept.
     let slow = slow.await.unwrap();
@@ -155,7 +142,7 @@ async fn a_sigterm_with_nothing_in_flight_does_not_wait_the_grace_period_out() {
         ))
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    sigterm(&gw);
+    gw.signal("TERM");
     let status = gw
         .wait_exit(Duration::from_secs(120))
         .expect("the gateway waited its whole grace period with nothing in flight");
@@ -186,7 +173,7 @@ async fn a_request_sent_on_a_kept_alive_connection_as_the_drain_begins_is_served
     // Connected before the drain, its first request never sent.
     let mut silent = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
 
-    sigterm(&gw);
+    gw.signal("TERM");
     eventually(Duration::from_secs(30), "the drain to start", || {
         let started = gw.log().contains("shutting down: waiting");
         async move { started.then_some(()) }
@@ -239,7 +226,7 @@ async fn an_upgrade_hands_the_port_to_the_new_process() {
     // The new process waits for the sockets; the old one, told to hand
     // them over, waits for it.
     let new = old.spawn_successor(&["--conf", &conf]);
-    signal(&old, "QUIT");
+    old.signal("QUIT");
     eventually(Duration::from_secs(60), "the new process to listen", || {
         let listening = new.log().contains("switchboard listening");
         async move { listening.then_some(()) }
@@ -274,7 +261,7 @@ async fn a_sigquit_with_no_new_process_waiting_keeps_serving() {
     let dir = crate::common::gateway::TempDir::new();
     let conf = upgrade_conf(&dir.0);
     let mut gw = Gateway::start_with(&catalog(&mock), &keys(), &["--conf", &conf]).await;
-    signal(&gw, "QUIT");
+    gw.signal("QUIT");
     // Pingora alone would try to send the sockets, give up, and close the
     // port all the same.
     eventually(Duration::from_secs(60), "the refusal", || {
@@ -303,7 +290,7 @@ async fn a_sigquit_with_no_new_process_waiting_keeps_serving() {
     );
     // An upgrade still works afterwards.
     let new = gw.spawn_successor(&["--conf", &conf]);
-    signal(&gw, "QUIT");
+    gw.signal("QUIT");
     let status = gw
         .wait_exit(Duration::from_secs(120))
         .expect("the old process did not exit");

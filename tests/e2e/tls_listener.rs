@@ -645,10 +645,7 @@ async fn a_graceful_shutdown_ends_http2_connections_with_goaway_after_their_stre
     while mock.requests().is_empty() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    std::process::Command::new("kill")
-        .args(["-TERM", &gw.pid().to_string()])
-        .status()
-        .unwrap();
+    gw.signal("TERM");
     assert!(goaway_seen(&mut idle).await, "{}", gw.log());
     // (A real client acks the server's PING and closes; this one just goes.)
     drop(idle);

@@ -374,6 +374,28 @@ impl Gateway {
             .unwrap_or_else(|| panic!("no number in {path}: {line:?}"))
     }
 
+    /// Sends the process `SIG{name}` (`TERM`, `INT`, `QUIT`, `HUP`).
+    pub fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name}");
+    }
+
+    /// Sends `SIG{name}` and waits (up to 30 s) for the process to exit
+    /// cleanly.
+    pub fn stop(&mut self, name: &str) {
+        self.signal(name);
+        let exit = self.wait_exit(Duration::from_secs(30));
+        assert!(
+            exit.is_some_and(|s| s.success()),
+            "SIG{name}: {exit:?}\n{}",
+            self.log()
+        );
+    }
+
     /// Waits up to `within` for the process to exit (after a signal): its status.
     pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + within;
