@@ -183,7 +183,12 @@ impl EventStreamDecoder {
         }
         #[derive(serde::Deserialize)]
         struct Typed<'a> {
-            #[serde(borrow, rename = "type")]
+            #[serde(
+                borrow,
+                rename = "type",
+                default,
+                deserialize_with = "crate::util::serde_str::opt_str"
+            )]
             kind: Option<std::borrow::Cow<'a, str>>,
         }
         let chunk: Chunk<'_> = serde_json::from_slice(payload)
@@ -195,7 +200,7 @@ impl EventStreamDecoder {
         // that is not such an object goes on unnamed, for the parser to judge.
         let name = serde_json::from_slice::<Typed<'_>>(&self.scratch)
             .ok()
-            .and_then(|t| t.kind.map(std::borrow::Cow::into_owned));
+            .and_then(|t| t.kind);
         encode_event(out, name.as_deref(), &self.scratch);
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Leaf helpers, each written once and used across the gateway: byte-preserving
 //! JSON edits, the nesting-depth scan, RFC 3339 and HTTP dates, body pieces
 //! gathered into one buffer, base64, hex and percent-decoding, the affinity hash,
-//! word-at-a-time byte search.
+//! word-at-a-time byte search, optional strings serde borrows.
 //!
 //! May import: nothing of ours.
 
@@ -13,4 +13,5 @@ pub mod json_depth;
 pub mod jsonedit;
 pub mod percent;
 pub mod rfc3339;
+pub mod serde_str;
 pub mod words;

@@ -118,7 +118,7 @@ struct ErrorPeek<'a> {
 struct ErrorInner<'a> {
     #[serde(borrow, rename = "type")]
     kind: Option<&'a str>,
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "crate::util::serde_str::opt_str")]
     message: Option<std::borrow::Cow<'a, str>>,
 }
 

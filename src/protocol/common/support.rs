@@ -1,8 +1,7 @@
 //! Pieces shared by the families' stream parsers and encoders: the event
 //! sink type, a recycled buffer for delta text, small JSON writers that append
 //! to the output without intermediate values, serde helpers that keep only the
-//! first choice / candidate and borrow optional strings without allocating,
-//! and error rendering.
+//! first choice / candidate without allocating, and error rendering.
 
 use super::framing::StreamFault;
 use crate::error::{ErrorKind, GatewayError};
@@ -199,42 +198,6 @@ pub fn error_kind_for_status(code: u64) -> StreamErrorKind {
     }
 }
 
-/// An optional string field that borrows from the frame when it holds no
-/// escapes: `#[serde(borrow, default, deserialize_with = "opt_str")]` on an
-/// `Option<Cow<'a, str>>`. serde borrows a `Cow<'a, str>` only when it is
-/// the field's own type; inside an `Option` its `Deserialize` always copies
-/// into a new `String`, an allocation and a copy per field per frame.
-pub fn opt_str<'de: 'a, 'a, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<std::borrow::Cow<'a, str>>, D::Error> {
-    Option::<BorrowedStr<'a>>::deserialize(d).map(|s| s.map(|s| s.0))
-}
-
-/// A string borrowed from the input where the input allows it.
-struct BorrowedStr<'a>(std::borrow::Cow<'a, str>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = BorrowedStr<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(std::borrow::Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(std::borrow::Cow::Owned(s.to_owned())))
-            }
-            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(std::borrow::Cow::Owned(s)))
-            }
-        }
-        d.deserialize_str(V(PhantomData))
-    }
-}
-
 /// The element of a JSON array whose `index` is 0 (or the first element
 /// without an index), without collecting the array: `choices` and
 /// `candidates` hold one element in practice, and the gateway translates
@@ -331,35 +294,6 @@ mod tests {
     struct Doc {
         #[serde(default)]
         items: First<El>,
-    }
-
-    #[derive(serde::Deserialize)]
-    struct Texts<'a> {
-        #[serde(borrow, default, deserialize_with = "opt_str")]
-        a: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow, default)]
-        plain: Option<std::borrow::Cow<'a, str>>,
-    }
-
-    #[test]
-    fn opt_str_borrows_unless_the_string_has_escapes() {
-        use std::borrow::Cow;
-        let t: Texts = serde_json::from_str(r#"{"a":"hello","plain":"hello"}"#).unwrap();
-        assert!(matches!(t.a, Some(Cow::Borrowed("hello"))));
-        // What the helper is for: serde's own impl copies inside an Option.
-        assert!(matches!(t.plain, Some(Cow::Owned(ref s)) if s == "hello"));
-        let t: Texts = serde_json::from_str(r#"{"a":"line\nbreak \u00e9"}"#).unwrap();
-        assert!(matches!(t.a, Some(Cow::Owned(ref s)) if s == "line\nbreak \u{e9}"));
-        let t: Texts = serde_json::from_str(r#"{"a":null}"#).unwrap();
-        assert!(t.a.is_none());
-        let t: Texts = serde_json::from_str("{}").unwrap();
-        assert!(t.a.is_none());
-        let err = serde_json::from_str::<Texts>(r#"{"a":7}"#).err().unwrap();
-        assert!(err.to_string().contains("expected a string"), "{err}");
-        // A `Value` lends its strings the same way.
-        let v = serde_json::json!({"a": "owned"});
-        let t = Texts::deserialize(&v).unwrap();
-        assert_eq!(t.a.as_deref(), Some("owned"));
     }
 
     #[test]

@@ -18,9 +18,10 @@ use crate::protocol::anthropic::response::{decode_stop_reason, decode_usage};
 use crate::protocol::anthropic::wire::Usage as WireUsage;
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
+    error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
 };
 use crate::sse::SseEvent;
+use crate::util::serde_str::opt_str;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

@@ -19,8 +19,9 @@ use crate::ir::stream::{
 };
 use crate::ir::Opaque;
 use crate::protocol::common::framing::StreamFault;
-use crate::protocol::common::support::{malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit};
+use crate::protocol::common::support::{malformed, unreadable, DeltaBuf, DeltaKind, Emit};
 use crate::sse::SseEvent;
+use crate::util::serde_str::opt_str;
 use serde::Deserialize;
 use std::borrow::Cow;
 

@@ -21,13 +21,14 @@ use crate::ir::Extra;
 use crate::ir::{ImageBlock, ImageSource, Opaque, StopReason, Usage};
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, error_kind_for_status, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
-    First, Indexed,
+    error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
+    Indexed,
 };
 use crate::protocol::gemini::request::{embed_signature, synthetic_call_id};
 use crate::protocol::gemini::response::{decode_finish_reason, decode_usage};
 use crate::protocol::gemini::wire::UsageMetadata;
 use crate::sse::SseEvent;
+use crate::util::serde_str::opt_str;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

@@ -20,14 +20,15 @@ use crate::ir::stream::{
 use crate::ir::{ids, StopReason, Usage};
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, error_kind_for_status, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
-    First, Indexed,
+    error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
+    Indexed,
 };
 use crate::protocol::openai::response::{decode_finish_reason, decode_usage};
 use crate::protocol::openai::wire::{
     CompletionTokensDetails, PromptTokensDetails, Usage as WireUsage,
 };
 use crate::sse::SseEvent;
+use crate::util::serde_str::opt_str;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;

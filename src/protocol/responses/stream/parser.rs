@@ -21,12 +21,13 @@ use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, Str
 use crate::ir::Opaque;
 use crate::protocol::common::framing::StreamFault;
 use crate::protocol::common::support::{
-    error_kind, malformed, opt_str, unreadable, DeltaBuf, DeltaKind, Emit,
+    error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
 };
 use crate::protocol::responses::request::{carried, Carried, CUSTOM_INPUT_KEY};
 use crate::protocol::responses::response::{decode_status, decode_usage, failure_message};
 use crate::protocol::responses::wire::{Item, Usage as WireUsage};
 use crate::sse::SseEvent;
+use crate::util::serde_str::opt_str;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
