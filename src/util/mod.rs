@@ -1,5 +1,6 @@
 //! Leaf helpers, each written once and used across the gateway: byte-preserving
-//! JSON edits, the nesting-depth scan, RFC 3339 and HTTP dates, body pieces
+//! JSON edits, the nesting-depth scan, JSON strings and numbers written by
+//! hand, RFC 3339 and HTTP dates, body pieces
 //! gathered into one buffer, base64, hex and percent-decoding, the affinity hash,
 //! word-at-a-time byte search, optional strings serde borrows.
 //!
@@ -10,6 +11,7 @@ pub mod gather;
 pub mod hash;
 pub mod hex;
 pub mod json_depth;
+pub mod json_write;
 pub mod jsonedit;
 pub mod percent;
 pub mod rfc3339;

@@ -31,6 +31,14 @@ pub fn below(w: u64, n: u8) -> u64 {
     w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH
 }
 
+/// Where in the 8 bytes of `w` the first one a JSON string cannot hold
+/// as it is (`"`, `\\`, or a control character below 0x20) is; 8: none.
+/// Exact: each test's lowest flag is (see above), so their union's is.
+#[inline]
+pub fn first_json_special(w: u64) -> usize {
+    first(eq(w, b'"') | eq(w, b'\\') | below(w, 0x20))
+}
+
 /// The index of the lowest flagged byte of `flags` (8: none).
 #[inline]
 pub fn first(flags: u64) -> usize {

@@ -19,12 +19,6 @@ use std::ops::Range;
 /// Deeper nesting is left to serde (its own limit is 128).
 const MAX_DEPTH: usize = 64;
 
-/// Where in the 8 bytes of `w` the first one that ends or escapes a
-/// string or is a control character (`"`, `\\`, or below 0x20) is; 8: none.
-fn first_special(w: u64) -> usize {
-    words::first(words::eq(w, b'"') | words::eq(w, b'\\') | words::below(w, 0x20))
-}
-
 struct Skim<'a> {
     b: &'a [u8],
     i: usize,
@@ -53,7 +47,7 @@ impl Skim<'_> {
             // Eight bytes at a time up to the next special byte (a short
             // string's end is found in one step, not one byte per step).
             while let Some(w) = words::word(self.b, self.i) {
-                let at = first_special(w);
+                let at = words::first_json_special(w);
                 self.i += at;
                 if at < 8 {
                     break;

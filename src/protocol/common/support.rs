@@ -10,7 +10,6 @@ use crate::ir::stream::{BlockDelta, StreamError, StreamErrorKind, StreamEvent};
 use serde::de::{Deserialize, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Serialize;
 use std::fmt;
-use std::io::Write as _;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -66,16 +65,12 @@ impl DeltaBuf {
 
 /// Appends `s` as a JSON string literal.
 pub fn json_str(out: &mut Vec<u8>, s: &str) {
-    // Writing a `str` into a `Vec` cannot fail.
-    if serde_json::to_writer(&mut *out, s).is_err() {
-        out.extend_from_slice(b"\"\"");
-    }
+    crate::util::json_write::string(out, s);
 }
 
 /// Appends a decimal number.
 pub fn json_u64(out: &mut Vec<u8>, n: u64) {
-    // Writing into a `Vec` cannot fail.
-    let _ = write!(out, "{n}");
+    crate::util::json_write::u64(out, n);
 }
 
 /// Appends `value` as JSON; on a serialization error (a value whose
