@@ -1,5 +1,6 @@
 //! Eight bytes at a time: where the first byte of a set is in a word read
-//! little-endian, for the stream peeks' skim of a JSON string, and how many
+//! little-endian, for the stream peeks' skim of a JSON string and the
+//! encoders' escaping of one (`json_write`), and how many
 //! bytes two slices share at their start or end, for a stream transcript's
 //! frames (`translate::transcript`). The set tests were tried in
 //! `jsonedit`'s skips too, without a measured gain: there the next quote or
