@@ -67,6 +67,9 @@ pub struct Encoder {
     /// Output index of the open item (= items done so far).
     output_index: usize,
     item_id: String,
+    /// `,"item_id":…,"output_index":…` of the open item, written at its
+    /// first event and copied into the rest (empty: not written yet).
+    item_ref: Vec<u8>,
     /// The open item's text, summary, argument text or custom input.
     text: String,
     /// A custom call's raw argument text (its JSON), kept to check the input at the end.
@@ -109,6 +112,7 @@ impl Encoder {
             open: Out::None,
             output_index: 0,
             item_id: String::new(),
+            item_ref: Vec::new(),
             text: String::new(),
             raw: String::new(),
             signature: String::new(),
@@ -180,11 +184,20 @@ impl Encoder {
     }
 
     /// `,"item_id":…,"output_index":…`
-    fn item_ref(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b",\"item_id\":");
-        json_str(out, &self.item_id);
-        out.extend_from_slice(b",\"output_index\":");
-        json_u64(out, self.output_index as u64);
+    fn item_ref(&mut self, out: &mut Vec<u8>) {
+        if self.item_ref.is_empty() {
+            self.item_ref.extend_from_slice(b",\"item_id\":");
+            json_str(&mut self.item_ref, &self.item_id);
+            self.item_ref.extend_from_slice(b",\"output_index\":");
+            json_u64(&mut self.item_ref, self.output_index as u64);
+        }
+        out.extend_from_slice(&self.item_ref);
+    }
+
+    /// Names the open item (its reference is written afresh).
+    fn set_item_id(&mut self, prefix: &str) {
+        self.item_id = item_id(prefix, &self.id, self.output_index);
+        self.item_ref.clear();
     }
 
     /// Writes the `response` object with `status`.
@@ -312,6 +325,7 @@ impl Encoder {
         self.output.extend_from_slice(&out[mark..]);
         Self::end(out);
         self.output_index += 1;
+        self.item_ref.clear();
     }
 
     /// Writes what `event` means for the client.
@@ -365,7 +379,7 @@ impl Encoder {
         self.signature.clear();
         match block {
             BlockStart::Text => {
-                self.item_id = item_id("msg_", &self.id, self.output_index);
+                self.set_item_id("msg_");
                 let item = serde_json::json!({"id": self.item_id, "type": "message",
                     "status": "in_progress", "content": [], "role": "assistant"});
                 self.item_added(out, &item);
@@ -376,7 +390,7 @@ impl Encoder {
                 self.open = Out::Text;
             }
             BlockStart::Thinking => {
-                self.item_id = item_id("rs_", &self.id, self.output_index);
+                self.set_item_id("rs_");
                 let item =
                     serde_json::json!({"id": self.item_id, "type": "reasoning", "summary": []});
                 self.item_added(out, &item);
@@ -385,7 +399,7 @@ impl Encoder {
                 };
             }
             BlockStart::RedactedThinking { data } => {
-                self.item_id = item_id("rs_", &self.id, self.output_index);
+                self.set_item_id("rs_");
                 let item = redacted_item(data, &self.item_id);
                 self.item_added(out, &item);
                 self.item_done(out, &item);
@@ -468,7 +482,7 @@ impl Encoder {
         } else {
             ("fc_", CallMode::Function)
         };
-        self.item_id = item_id(prefix, &self.id, self.output_index);
+        self.set_item_id(prefix);
         let (namespace, name) = match self.names.split(&self.name) {
             Some((ns, name)) => (Some(ns), name),
             None => (None, self.name.as_str()),
