@@ -57,6 +57,10 @@ const MAX: usize = 64 * 1024;
 /// whole answer) is given back once sent, so an idle or trickling
 /// connection holds little.
 const KEEP: usize = 4 * 1024;
+/// Room left after a write that makes the buffer grow: a body's last chunk
+/// (`0\r\n\r\n`, written on its own) then fits without the buffer being
+/// moved (a reallocation copies the whole burst written before it).
+const SLACK: usize = 64;
 /// The most one peek reads ahead: Pingora's request-head buffer starts at
 /// this size (`protocols/http/v1/server.rs`, `INIT_HEADER_BUF_SIZE`).
 const READ_AHEAD: usize = 4 * 1024;
@@ -123,6 +127,14 @@ impl Batched {
             self.ahead.extend_from_slice(room.filled());
         }
         Poll::Ready(Ok(()))
+    }
+
+    /// Room for `n` more bytes, and [`SLACK`] after them when the buffer
+    /// has to grow.
+    fn reserve(&mut self, n: usize) {
+        if self.buf.capacity() - self.buf.len() < n {
+            self.buf.reserve(n + SLACK);
+        }
     }
 
     /// Writes out what the buffer holds.
@@ -203,6 +215,7 @@ impl AsyncWrite for Batched {
         if data.len() >= MAX {
             return Pin::new(&mut this.inner).poll_write(cx, data);
         }
+        this.reserve(data.len());
         this.buf.extend_from_slice(data);
         Poll::Ready(Ok(data.len()))
     }
@@ -220,7 +233,7 @@ impl AsyncWrite for Batched {
         if total >= MAX {
             return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         }
-        this.buf.reserve(total);
+        this.reserve(total);
         for b in bufs {
             this.buf.extend_from_slice(b);
         }
@@ -381,6 +394,35 @@ mod tests {
         assert!(b.buf.is_empty() && b.buf.capacity() > 0);
         client.read_exact(&mut got[..4]).await.unwrap();
         assert_eq!(&got[..4], b"next");
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_s_last_chunk_fits_without_moving_the_burst() {
+        let (mut b, mut client) = pair().await;
+        b.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        // A burst as Pingora writes a chunk (size line, data, CRLF in one
+        // vectored write), then the last chunk on its own.
+        let burst = vec![b'x'; 15_000];
+        let parts = [
+            io::IoSlice::new(b"3A98\r\n"),
+            io::IoSlice::new(&burst),
+            io::IoSlice::new(b"\r\n"),
+        ];
+        let n = std::future::poll_fn(|cx| Pin::new(&mut b).poll_write_vectored(cx, &parts))
+            .await
+            .unwrap();
+        assert_eq!(n, 6 + burst.len() + 2);
+        let at = b.buf.as_ptr();
+        b.write_all(b"0\r\n\r\n").await.unwrap();
+        assert_eq!(
+            b.buf.as_ptr(),
+            at,
+            "the buffer was moved for the last chunk"
+        );
+        b.flush().await.unwrap();
+        let mut got = vec![0u8; 19 + n + 5];
+        client.read_exact(&mut got).await.unwrap();
+        assert!(got.ends_with(b"x\r\n0\r\n\r\n"));
     }
 
     #[tokio::test]
