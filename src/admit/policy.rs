@@ -265,6 +265,14 @@ impl Plan {
 /// Whether the conversation of a `family` body carries an image part.
 /// Parses the body; called only for models without vision.
 fn has_images(family: Family, body: &[u8]) -> bool {
+    // Every image part names "image" (its type or its media type) unless
+    // written with escapes: a body with neither is read no further (the
+    // parse below is most of a small request's cost).
+    if memchr::memmem::find(body, b"image").is_none()
+        && memchr::memmem::find(body, b"\\u").is_none()
+    {
+        return false;
+    }
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return false;
     };
@@ -424,6 +432,17 @@ mod tests {
             (
                 Family::Gemini,
                 r#"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"AA=="}}]}]}"#,
+                "contents",
+            ),
+            // Spelled with escapes, an image part is still one.
+            (
+                Family::OpenAi,
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"\u0069mage_url","\u0069mage_url":{"url":"http://x"}}]}]}"#,
+                "messages",
+            ),
+            (
+                Family::Gemini,
+                r#"{"contents":[{"parts":[{"inlineData":{"mimeType":"\u0069mage/png","data":"AA=="}}]}]}"#,
                 "contents",
             ),
             (
