@@ -8,8 +8,10 @@
 //! to `out`, so the first token leaves as soon as it arrives.
 //!
 //! Both paths treat an upstream event whose data or name is not UTF-8 the
-//! same way: a malformed frame (`passthrough::check_utf8`), which ends the
-//! client's stream with its family's error event and cools the upstream.
+//! same way: a malformed frame (`framing::check_utf8`, which the
+//! pass-through runs itself and every family's stream parser first thing),
+//! which ends the client's stream with its family's error event and cools
+//! the upstream.
 //!
 //! ```
 //! use switchboard::family::Family;
@@ -255,13 +257,8 @@ impl StreamTranslator {
                     encoder.comment(String::from_utf8_lossy(text).as_bytes(), out)
                 }
                 SseItem::Event(ev) => {
-                    // Invalid UTF-8 in a member the parser skips would
-                    // otherwise pass unnoticed (see `check_utf8`).
-                    if let Err(f) = crate::protocol::common::framing::check_utf8(ev.event, ev.data)
-                    {
-                        fault = Some(f);
-                        return;
-                    }
+                    // The parser checks the event is UTF-8 first thing
+                    // (`framing::check_utf8`): a fault that ends the stream.
                     let mut spliced = None;
                     let mut sink = |e: &StreamEvent| {
                         if spliced.is_none() {

@@ -1,6 +1,7 @@
 //! Eight bytes at a time: where the first byte of a set is in a word read
 //! little-endian, for the stream peeks' skim of a JSON string and the
-//! encoders' escaping of one (`json_write`), and how many
+//! encoders' escaping of one (`json_write`), whether text needs no escape
+//! (the skim's and the stream parsers' repeated frames: `protocol::common::repeat`), and how many
 //! bytes two slices share at their start or end, for a stream transcript's
 //! frames (`translate::transcript`). The set tests were tried in
 //! `jsonedit`'s skips too, without a measured gain: there the next quote or
@@ -44,6 +45,21 @@ pub fn first_json_special(w: u64) -> usize {
 #[inline]
 pub fn first(flags: u64) -> usize {
     flags.trailing_zeros() as usize / 8
+}
+
+/// Whether `b` holds no byte a JSON string cannot hold as it is (see
+/// [`first_json_special`]).
+pub fn json_plain(b: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(w) = word(b, at) {
+        if first_json_special(w) < 8 {
+            return false;
+        }
+        at += 8;
+    }
+    b[at..]
+        .iter()
+        .all(|&c| c >= 0x20 && c != b'"' && c != b'\\')
 }
 
 /// How many bytes `a` and `b` share at their start, compared a word at a

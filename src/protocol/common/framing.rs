@@ -92,25 +92,33 @@ impl StreamFault {
 }
 
 /// Checks that an upstream event's name and data are UTF-8, as JSON must be
-/// (RFC 8259 §8.1) and SSE is: every stream path, passed through or
-/// translated, runs this on each event before reading it, so invalid bytes
-/// anywhere in an event (even in a member nobody reads) end the stream with
-/// the client family's error event instead of reaching the client raw. One
-/// linear validation of the payload (std's, with its ASCII fast path); no
-/// re-parse, no copy. The bytes themselves are not echoed.
-pub fn check_utf8(event: Option<&[u8]>, data: &[u8]) -> Result<(), StreamFault> {
-    if let Err(e) = std::str::from_utf8(data) {
-        return Err(StreamFault::Malformed(format!(
-            "invalid UTF-8 at byte {} of an event's JSON data (JSON must be UTF-8, RFC 8259 section 8.1)",
-            e.valid_up_to()
-        )));
-    }
+/// (RFC 8259 §8.1) and SSE is, and gives the data as text: every stream
+/// path, passed through or translated, runs this on each event before
+/// reading it (the translated path in its family's parser, first thing), so
+/// invalid bytes anywhere in an event (even in a member nobody reads) end
+/// the stream with the client family's error event instead of reaching the
+/// client raw. One linear validation of the payload (std's, with its ASCII
+/// fast path); no re-parse, no copy. The parsers read the text with
+/// `serde_json::from_str`, which checks no string of it again (from bytes,
+/// serde validates each string it reads: in a chat chunk, more
+/// instructions than this one pass over the whole). The bytes themselves
+/// are not echoed.
+pub fn check_utf8<'a>(event: Option<&[u8]>, data: &'a [u8]) -> Result<&'a str, StreamFault> {
+    let text = match std::str::from_utf8(data) {
+        Ok(text) => text,
+        Err(e) => {
+            return Err(StreamFault::Malformed(format!(
+                "invalid UTF-8 at byte {} of an event's JSON data (JSON must be UTF-8, RFC 8259 section 8.1)",
+                e.valid_up_to()
+            )))
+        }
+    };
     if event.is_some_and(|e| std::str::from_utf8(e).is_err()) {
         return Err(StreamFault::Malformed(
             "invalid UTF-8 in an event's name".to_string(),
         ));
     }
-    Ok(())
+    Ok(text)
 }
 
 impl std::fmt::Display for StreamFault {

@@ -4,7 +4,8 @@
 //! ([`TranslateError`]), serde helpers for wire types (`json`), request and
 //! response peeks ([`peek`], with the validating [`skim`] of a stream frame's
 //! top-level members), HTTP addressing ([`http`]), stream framing and
-//! faults ([`framing`]), stream codec helpers ([`support`]), OpenAI's strict-schema rules
+//! faults ([`framing`]), stream codec helpers ([`support`], and [`repeat`]: a
+//! frame that repeats the last but for its text), OpenAI's strict-schema rules
 //! ([`strict`]) and the report of what a translation could not carry (`report`).
 //!
 //! Nothing here imports a spoke or the registry.
@@ -15,6 +16,7 @@ pub(crate) mod json;
 pub mod options;
 pub mod peek;
 pub mod prefill;
+pub mod repeat;
 pub(crate) mod report;
 pub mod skim;
 pub mod spoke;

@@ -22,6 +22,10 @@ const MAX_DEPTH: usize = 64;
 struct Skim<'a> {
     b: &'a [u8],
     i: usize,
+    /// Whether to note the escape-free string values (for [`Resume`]).
+    note: bool,
+    /// Their contents (quotes left out), in document order, when `note`.
+    strings: Vec<Range<usize>>,
 }
 
 impl Skim<'_> {
@@ -119,7 +123,14 @@ impl Skim<'_> {
         match self.peek()? {
             b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
-            b'"' => self.string().map(|_| ()),
+            b'"' => {
+                let at = self.i;
+                let escaped = self.string()?;
+                if self.note && !escaped {
+                    self.strings.push(at + 1..self.i - 1);
+                }
+                Some(())
+            }
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -190,34 +201,57 @@ pub fn members<const N: usize>(
     doc: &[u8],
     wanted: [&[u8]; N],
 ) -> Option<[Option<Range<usize>>; N]> {
-    top_level(doc, wanted, None, |_, _| {})
+    let mut s = Skim {
+        b: doc,
+        i: 0,
+        note: false,
+        strings: Vec::new(),
+    };
+    top_level(&mut s, wanted, None, |_, _| {})
 }
 
-/// What a skim leaves for the next document of the same kind: the frames
-/// of one stream share their start (an OpenAI chunk's `id`, `object`,
-/// `created`, `model`), and what the skim found up to a top-level member
-/// boundary depends on the bytes before it alone (a string, a number or a
-/// literal ends at its own last byte). So a document that starts with the
-/// bytes of the last one up to a boundary is skimmed from there, with the
-/// members found before it, and only what differs is read.
+/// What a skim leaves for the next document of the same kind, two ways
+/// of reading less of it:
+///
+/// - **The same document but for one string.** A stream's frames mostly
+///   differ from the last one in a token: the bytes between their shared
+///   start and shared end lie inside one string value of the last document
+///   (one the skim found without escapes), and the new bytes there hold no
+///   quote, backslash or control character. Then the new document is the
+///   last one with that string's text changed: valid alike, with the same
+///   members, each span moved by the change in length where it lies after
+///   the string (and a span holding the string grown by it). Nothing is
+///   read but the two ends compared and the new bytes.
+/// - **A shared start.** What the skim found up to a top-level member
+///   boundary depends on the bytes before it alone (a string, a number or
+///   a literal ends at its own last byte). So a document that starts with
+///   the bytes of the last one up to a boundary is skimmed from there, with
+///   the members found before it, and only the rest is read.
 pub struct Resume<const N: usize> {
-    /// The last document up to its last boundary.
-    prefix: Vec<u8>,
+    /// The last document (empty when longer than [`MAX_RESUME`]).
+    last: Vec<u8>,
+    /// What the skim of `last` answered.
+    found: Option<[Option<Range<usize>>; N]>,
     /// Each boundary (just past a top-level comma) and what was found before it.
     marks: Vec<(usize, [Option<Range<usize>>; N])>,
+    /// The contents of `last`'s escape-free string values, in order (up to
+    /// where its skim stopped).
+    strings: Vec<Range<usize>>,
 }
 
 impl<const N: usize> Default for Resume<N> {
     fn default() -> Self {
         Resume {
-            prefix: Vec::new(),
+            last: Vec::new(),
+            found: None,
             marks: Vec::new(),
+            strings: Vec::new(),
         }
     }
 }
 
-/// Longer shared starts are not kept (a frame's envelope is a few hundred
-/// bytes; a longer one is skimmed whole each time).
+/// Longer documents are not kept (a frame is a few hundred bytes; a longer
+/// one is skimmed whole each time).
 const MAX_RESUME: usize = 4096;
 
 /// [`members`], resumed where `memo` (what the last document skimmed with
@@ -227,25 +261,94 @@ pub fn members_resumed<const N: usize>(
     wanted: [&[u8]; N],
     memo: &mut Resume<N>,
 ) -> Option<[Option<Range<usize>>; N]> {
-    let shared = words::common_prefix(&memo.prefix, doc);
+    let shared = words::common_prefix(&memo.last, doc);
+    if let Some(found) = memo.one_string_changed(doc, shared) {
+        return Some(found);
+    }
     let keep = memo.marks.iter().rposition(|(at, _)| *at <= shared);
     memo.marks.truncate(keep.map_or(0, |k| k + 1));
-    let marks_before = memo.marks.len();
     let from = memo.marks.last().cloned();
+    // The strings before the boundary resumed from are the last
+    // document's, and this one's.
+    let resumed_at = from.as_ref().map_or(0, |(at, _)| *at);
+    let mut strings = std::mem::take(&mut memo.strings);
+    strings.truncate(strings.partition_point(|r| r.end < resumed_at));
+    let mut s = Skim {
+        b: doc,
+        i: 0,
+        note: true,
+        strings,
+    };
     let marks = &mut memo.marks;
-    let found = top_level(doc, wanted, from, |at, found| {
+    let found = top_level(&mut s, wanted, from, |at, found| {
         marks.push((at, found.clone()))
     });
-    if memo.marks.len() != marks_before || keep.is_none() {
-        let end = memo.marks.last().map_or(0, |(at, _)| *at);
-        memo.prefix.clear();
-        if end <= MAX_RESUME {
-            memo.prefix.extend_from_slice(&doc[..end]);
-        } else {
-            memo.marks.clear();
-        }
+    memo.strings = s.strings;
+    memo.found = found.clone();
+    memo.last.clear();
+    if doc.len() <= MAX_RESUME {
+        memo.last.extend_from_slice(doc);
+    } else {
+        memo.marks.clear();
+        memo.strings.clear();
+        memo.found = None;
     }
     found
+}
+
+impl<const N: usize> Resume<N> {
+    /// The answer for `doc` when it is the last document with the text of
+    /// one escape-free string value changed to text without quotes,
+    /// backslashes or control characters (see the type's doc); `shared`:
+    /// the bytes the two share at their start. The memo then holds `doc`.
+    fn one_string_changed(
+        &mut self,
+        doc: &[u8],
+        shared: usize,
+    ) -> Option<[Option<Range<usize>>; N]> {
+        let found = self.found.as_ref()?;
+        let last = &self.last;
+        let end = words::common_suffix(&last[shared..], &doc[shared..]);
+        let old = shared..last.len() - end;
+        let new = shared..doc.len() - end;
+        let string = self
+            .strings
+            .get(self.strings.partition_point(|r| r.end < old.end))?;
+        if string.start > old.start || !words::json_plain(&doc[new]) {
+            return None;
+        }
+        // Where a position of the last document is in this one: a start
+        // after the change moves by the change in length, so does an end
+        // at or after it (a span holding the string grows).
+        let grown = doc.len().wrapping_sub(last.len());
+        let start = |p: usize| {
+            if p > old.start {
+                p.wrapping_add(grown)
+            } else {
+                p
+            }
+        };
+        let end_at = |p: usize| {
+            if p >= old.end {
+                p.wrapping_add(grown)
+            } else {
+                p
+            }
+        };
+        let moved = |r: &Option<Range<usize>>| r.as_ref().map(|r| start(r.start)..end_at(r.end));
+        let found = std::array::from_fn(|k| moved(&found[k]));
+        for (at, before) in &mut self.marks {
+            *at = start(*at);
+            *before = std::array::from_fn(|k| moved(&before[k]));
+        }
+        for r in &mut self.strings {
+            *r = start(r.start)..end_at(r.end);
+        }
+        self.found = Some(found.clone());
+        self.last.truncate(shared);
+        self.last.extend_from_slice(&doc[shared..]);
+        Some(found)
+    }
 }
 
 /// The spans of the wanted top-level members of the object `doc`, skimmed
@@ -253,12 +356,12 @@ pub fn members_resumed<const N: usize>(
 /// comma, with what was found before it); `mark` is told each boundary
 /// passed.
 fn top_level<const N: usize>(
-    doc: &[u8],
+    s: &mut Skim<'_>,
     wanted: [&[u8]; N],
     from: Option<(usize, [Option<Range<usize>>; N])>,
     mut mark: impl FnMut(usize, &[Option<Range<usize>>; N]),
 ) -> Option<[Option<Range<usize>>; N]> {
-    let mut s = Skim { b: doc, i: 0 };
+    let doc = s.b;
     let mut found = match from {
         Some((at, found)) => {
             s.i = at;
@@ -377,12 +480,42 @@ mod tests {
                 "{doc}"
             );
         }
-        // The last document is kept up to its last boundary (before
-        // `usage`); the next frame resumes at `choices`, where it differs.
+        // The last document is kept whole. The next frame differs in its
+        // content's text alone: answered from the last one's spans, moved.
         let last = frame(4, "m");
-        let end = last.find(r#""usage""#).unwrap();
-        assert_eq!(memo.prefix, &last.as_bytes()[..end]);
+        assert_eq!(memo.last, last.as_bytes());
+        let next = frame(12345, "m");
+        let shared = words::common_prefix(&memo.last, next.as_bytes());
+        let quick = memo.one_string_changed(next.as_bytes(), shared);
+        assert!(quick.is_some());
+        assert_eq!(quick, members(next.as_bytes(), [b"model", b"usage"]));
+        assert_eq!(memo.last, next.as_bytes());
+        // New text with a quote, a backslash or a control character, a
+        // change that is not inside one string, a key changed: skimmed.
+        for other in [
+            next.replace("t12345", r#"t1\"2"#),
+            next.replace("t12345", r"t1\n"),
+            next.replace("t12345", "t1\n"),
+            next.replace(r#""usage":null"#, r#""usage":{}"#),
+            next.replace(r#""model":"m""#, r#""model":7"#),
+            next.replace("usage", "usagi"),
+        ] {
+            members_resumed(next.as_bytes(), [b"model", b"usage"], &mut memo);
+            let shared = words::common_prefix(&memo.last, other.as_bytes());
+            assert_eq!(
+                memo.one_string_changed(other.as_bytes(), shared),
+                None,
+                "{other}"
+            );
+            assert_eq!(
+                members_resumed(other.as_bytes(), [b"model", b"usage"], &mut memo),
+                members(other.as_bytes(), [b"model", b"usage"]),
+                "{other}"
+            );
+        }
+        let last = next;
         let at = last.find(r#""choices""#).unwrap();
+        members_resumed(last.as_bytes(), [b"model", b"usage"], &mut memo);
         // A frame that breaks inside the shared start is still refused.
         let broken = last.replace(r#""object":"chunk""#, r#""object":chunk""#);
         assert_eq!(
@@ -494,6 +627,38 @@ mod tests {
                 let resumed = members_resumed(doc.as_bytes(), [b"model", b"usage"], &mut memo);
                 prop_assert_eq!(&resumed, &whole, "{}", doc);
                 last = doc;
+            }
+        }
+
+        /// A stream's frames, differing in the text of a string or two (some
+        /// text with quotes, escapes or control characters, which break
+        /// the frame or make it not plain) and in other members: each
+        /// answered as a whole skim does.
+        #[test]
+        fn frames_differing_in_a_string_agree_with_whole(
+            frames in prop::collection::vec(
+                (
+                    prop_oneof![
+                        3 => "[a-z\u{e9} ]{0,6}",
+                        1 => "([a-z \"\\\\]|\\\\n|\u{e9}|\t){0,6}",
+                    ],
+                    prop_oneof![8 => Just("c1".to_string()), 1 => "([a-z \"\\\\]|\\\\n|\u{e9}){0,3}"],
+                    prop_oneof![8 => Just("\"m\""), 1 => Just("\"mm\""), 1 => Just("7")],
+                    prop_oneof![8 => Just("null"), 1 => Just("\"stop\""), 1 => Just("\"\"")],
+                    prop_oneof![8 => Just("null"), 1 => Just("{\"a\":1}")],
+                ),
+                1..10,
+            ),
+        ) {
+            let mut memo = Resume::default();
+            for (content, id, model, finish, usage) in frames {
+                let doc = format!(
+                    r#"{{"id":"{id}","model":{model},"choices":[{{"delta":{{"content":"{content}"}},"finish_reason":{finish}}}],"usage":{usage}}}"#
+                );
+                let wanted = [&b"model"[..], b"usage", b"choices"];
+                let whole = members(doc.as_bytes(), wanted);
+                let resumed = members_resumed(doc.as_bytes(), wanted, &mut memo);
+                prop_assert_eq!(&resumed, &whole, "{}", doc);
             }
         }
 

@@ -16,7 +16,7 @@ use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, Str
 use crate::ir::{Opaque, Usage};
 use crate::protocol::anthropic::response::{decode_stop_reason, decode_usage};
 use crate::protocol::anthropic::wire::Usage as WireUsage;
-use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::framing::{check_utf8, StreamFault};
 use crate::protocol::common::support::{
     error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
 };
@@ -166,11 +166,12 @@ impl Parser {
 
     /// Reads one SSE event.
     pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        let text = check_utf8(event.event, event.data)?;
         if self.done {
             return Ok(());
         }
         let data = event.data;
-        let ev: Event<'_> = serde_json::from_slice(data)
+        let ev: Event<'_> = serde_json::from_str(text)
             .map_err(|e| unreadable(F, &format!("invalid event ({e})"), data))?;
         let kind = match ev.kind.as_deref() {
             Some(k) => k,

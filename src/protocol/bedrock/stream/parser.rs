@@ -18,7 +18,7 @@ use crate::ir::stream::{
     BlockStart, MessageDelta, MessageStart, StreamError, StreamErrorKind, StreamEvent,
 };
 use crate::ir::Opaque;
-use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::framing::{check_utf8, StreamFault};
 use crate::protocol::common::support::{malformed, unreadable, DeltaBuf, DeltaKind, Emit};
 use crate::sse::SseEvent;
 use crate::util::serde_str::opt_str;
@@ -87,6 +87,7 @@ impl Parser {
 
     /// Reads one event.
     pub fn push(&mut self, ev: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        let text = check_utf8(ev.event, ev.data)?;
         if self.done {
             return Ok(());
         }
@@ -94,7 +95,7 @@ impl Parser {
         let name = ev.event_str().unwrap_or_default();
         if name.ends_with("Exception") {
             self.done = true;
-            let p: Option<ExceptionPayload<'_>> = serde_json::from_slice(data).ok();
+            let p: Option<ExceptionPayload<'_>> = serde_json::from_str(text).ok();
             let message = p
                 .and_then(|p| p.message)
                 .map_or_else(|| name.to_string(), Cow::into_owned);
@@ -121,7 +122,7 @@ impl Parser {
                 emit(&StreamEvent::MessageStart(MessageStart::default()));
             }
             event::BLOCK_START => {
-                let e: BlockStartEvent = serde_json::from_slice(data).map_err(bad)?;
+                let e: BlockStartEvent = serde_json::from_str(text).map_err(bad)?;
                 self.close(emit);
                 let (block, kind) = match e.start.tool_use {
                     Some(t) => (
@@ -146,11 +147,11 @@ impl Parser {
                 self.open_block(e.content_block_index, block, kind, emit);
             }
             event::BLOCK_DELTA => {
-                let e: BlockDeltaEvent = serde_json::from_slice(data).map_err(bad)?;
+                let e: BlockDeltaEvent = serde_json::from_str(text).map_err(bad)?;
                 self.delta(e, data, emit)?;
             }
             event::BLOCK_STOP => {
-                let e: BlockStopEvent = serde_json::from_slice(data).map_err(bad)?;
+                let e: BlockStopEvent = serde_json::from_str(text).map_err(bad)?;
                 match self.open {
                     Some(open) if open.upstream == e.content_block_index => self.close(emit),
                     // A stop for a block that never had a delta (an empty text block).
@@ -159,7 +160,7 @@ impl Parser {
                 }
             }
             event::MESSAGE_STOP => {
-                let e: MessageStopEvent = serde_json::from_slice(data).map_err(bad)?;
+                let e: MessageStopEvent = serde_json::from_str(text).map_err(bad)?;
                 self.close(emit);
                 self.stop_seen = true;
                 emit(&StreamEvent::MessageDelta(MessageDelta {
@@ -168,7 +169,7 @@ impl Parser {
                 }));
             }
             event::METADATA => {
-                let e: MetadataEvent = serde_json::from_slice(data).map_err(bad)?;
+                let e: MetadataEvent = serde_json::from_str(text).map_err(bad)?;
                 self.close(emit);
                 if let Some(u) = e.usage {
                     emit(&StreamEvent::MessageDelta(MessageDelta {

@@ -19,7 +19,7 @@ use crate::family::Family;
 use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent};
 use crate::ir::Extra;
 use crate::ir::{ImageBlock, ImageSource, Opaque, StopReason, Usage};
-use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::framing::{check_utf8, StreamFault};
 use crate::protocol::common::support::{
     error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
     Indexed,
@@ -237,11 +237,12 @@ impl Parser {
 
     /// Reads one SSE event.
     pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        let text = check_utf8(event.event, event.data)?;
         if self.failed {
             return Ok(());
         }
         let data = event.data;
-        let chunk: Chunk<'_> = serde_json::from_slice(data)
+        let chunk: Chunk<'_> = serde_json::from_str(text)
             .map_err(|e| unreadable(F, &format!("invalid chunk ({e})"), data))?;
         if let Some(err) = chunk.error {
             self.failed = true;

@@ -18,7 +18,8 @@ use crate::ir::stream::{
     merge_usage, BlockStart, MessageDelta, MessageStart, StreamError, StreamErrorKind, StreamEvent,
 };
 use crate::ir::{ids, StopReason, Usage};
-use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::framing::{check_utf8, StreamFault};
+use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::support::{
     error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
     Indexed,
@@ -225,6 +226,50 @@ pub struct Parser {
     refusal: bool,
     usage: Option<Usage>,
     buf: DeltaBuf,
+    /// The last chunk, when its one effect was a text: the next one that
+    /// repeats it but for that text is not parsed (`common::repeat`).
+    repeat: Repeat,
+    /// Which text that was.
+    said: Said,
+}
+
+/// The one text a chunk said (`Parser::repeat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Said {
+    Content,
+    Reasoning,
+    Refusal,
+}
+
+/// The one non-empty text of `chunk` when that text is all it does once
+/// the message has started (no usage, error, finish reason or tool call;
+/// no second text), with which it is; the text borrowed from the chunk.
+fn one_text<'a>(chunk: &Chunk<'a>) -> Option<(&'a str, Said)> {
+    if chunk.usage.is_some() || chunk.error.is_some() {
+        return None;
+    }
+    let choice = chunk.choices.0.as_ref()?;
+    let d = choice.delta.as_ref()?;
+    if choice.finish_reason.is_some() || d.tool_calls.is_some() {
+        return None;
+    }
+    let lent = |t: &Option<Cow<'a, str>>| match t {
+        Some(Cow::Borrowed(s)) if !s.is_empty() => Some(Some(*s)),
+        Some(t) if !t.is_empty() => None,
+        _ => Some(None),
+    };
+    // As `Parser::delta` reads them: `reasoning_content`, else `reasoning`.
+    let reasoning = if d.reasoning_content.is_some() {
+        &d.reasoning_content
+    } else {
+        &d.reasoning
+    };
+    match (lent(reasoning)?, lent(&d.content)?, lent(&d.refusal)?) {
+        (Some(t), None, None) => Some((t, Said::Reasoning)),
+        (None, Some(t), None) => Some((t, Said::Content)),
+        (None, None, Some(t)) => Some((t, Said::Refusal)),
+        _ => None,
+    }
 }
 
 impl Default for Parser {
@@ -247,6 +292,8 @@ impl Parser {
             refusal: false,
             usage: None,
             buf: DeltaBuf::default(),
+            repeat: Repeat::default(),
+            said: Said::Content,
         }
     }
 
@@ -257,6 +304,7 @@ impl Parser {
 
     /// Reads one SSE event.
     pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        let text = check_utf8(event.event, event.data)?;
         if self.done {
             return Ok(());
         }
@@ -265,8 +313,20 @@ impl Parser {
             self.end(emit);
             return Ok(());
         }
-        let chunk: Chunk<'_> = serde_json::from_slice(data)
+        if let Some(said) = self.repeat.text(text) {
+            // The last chunk again but for its text: its effect, with this text.
+            let (text_block, kind) = match self.said {
+                Said::Reasoning => (false, DeltaKind::Thinking),
+                Said::Content => (true, DeltaKind::Text),
+                Said::Refusal => (true, DeltaKind::Text),
+            };
+            let index = self.open_flat(text_block, emit);
+            self.buf.emit(index, kind, said, emit);
+            return Ok(());
+        }
+        let chunk: Chunk<'_> = serde_json::from_str(text)
             .map_err(|e| unreadable(F, &format!("invalid chunk ({e})"), data))?;
+        let kept = one_text(&chunk).filter(|_| !self.finish_seen);
         if let Some(err) = chunk.error {
             self.done = true;
             emit(&StreamEvent::Error(stream_error(err)));
@@ -311,6 +371,10 @@ impl Parser {
                 stop_reason: None,
                 usage: self.usage.take(),
             }));
+        }
+        if let Some((said, kind)) = kept {
+            self.repeat.keep(text, said);
+            self.said = kind;
         }
         Ok(())
     }
@@ -567,6 +631,63 @@ mod tests {
                 None => p.finish(emit),
             },
         )
+    }
+
+    /// `input` parsed twice: as it comes, and with the repeated-chunk
+    /// shortcut forgotten before every chunk (each parsed in full).
+    fn parse_both(input: &str) -> [(Vec<StreamEvent>, Result<(), StreamFault>); 2] {
+        [false, true].map(|full| {
+            let mut p = Parser::new();
+            crate::protocol::common::support::parse_all(input.as_bytes(), &mut |event, emit| {
+                match event {
+                    Some(e) => {
+                        if full {
+                            p.repeat.clear();
+                        }
+                        p.push(e, emit)
+                    }
+                    None => p.finish(emit),
+                }
+            })
+        })
+    }
+
+    proptest::proptest! {
+        /// Chunks that repeat the last but for a text (of each kind, some
+        /// with escapes or empty), among ones that do more (a finish, usage,
+        /// a tool call, two texts, another id): the shortcut changes nothing.
+        #[test]
+        fn repeated_chunks_read_as_parsed_ones(
+            chunks in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![2 => proptest::strategy::Just(0usize), 1 => 0usize..8],
+                    proptest::prop_oneof![
+                        4 => "[a-z \u{e9}]{0,5}",
+                        1 => "([a-z]|\\\\n|\\\\\"){0,3}",
+                    ],
+                ),
+                1..24,
+            ),
+        ) {
+            let mut input = String::new();
+            for (shape, text) in chunks {
+                let delta = match shape {
+                    0..=2 => format!(r#"{{"content":"{text}"}}"#),
+                    3 => format!(r#"{{"reasoning_content":"{text}"}}"#),
+                    4 => format!(r#"{{"refusal":"{text}","content":null}}"#),
+                    5 => format!(r#"{{"content":"{text}","reasoning":"r"}}"#),
+                    6 => format!(r#"{{"tool_calls":[{{"index":0,"id":"t","function":{{"name":"f","arguments":"{text}"}}}}]}}"#),
+                    _ => format!(r#"{{"content":"{text}"}},"finish_reason":"stop""#),
+                };
+                let id = if shape == 2 { "c2" } else { "c1" };
+                input.push_str(&format!(
+                    "data: {{\"id\":\"{id}\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta}}}]}}\n\n"
+                ));
+            }
+            input.push_str("data: [DONE]\n\n");
+            let [quick, full] = parse_both(&input);
+            proptest::prop_assert_eq!(quick, full, "{}", input);
+        }
     }
 
     fn call(index: u32, id: Option<&str>, name: Option<&str>, args: &str) -> String {

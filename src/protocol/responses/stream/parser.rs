@@ -19,7 +19,7 @@ use super::custom_input::push_json_escaped;
 use crate::family::Family;
 use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent};
 use crate::ir::Opaque;
-use crate::protocol::common::framing::StreamFault;
+use crate::protocol::common::framing::{check_utf8, StreamFault};
 use crate::protocol::common::support::{
     error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
 };
@@ -177,6 +177,7 @@ impl Parser {
 
     /// Reads one SSE event.
     pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        let text = check_utf8(event.event, event.data)?;
         if self.done {
             return Ok(());
         }
@@ -184,7 +185,7 @@ impl Parser {
         if data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
-        let ev: Event<'_> = match serde_json::from_slice(data) {
+        let ev: Event<'_> = match serde_json::from_str(text) {
             Ok(ev) => ev,
             // An event type this parser does not read may have fields of
             // other shapes; only the ones it reads must parse.
