@@ -22,10 +22,12 @@ const MAX_DEPTH: usize = 64;
 struct Skim<'a> {
     b: &'a [u8],
     i: usize,
-    /// Whether to note the escape-free string values (for [`Resume`]).
+    /// Whether to note the scalars a [`Resume`] may see changed.
     note: bool,
-    /// Their contents (quotes left out), in document order, when `note`.
-    strings: Vec<Range<usize>>,
+    /// When `note`, in document order: the contents of the string values
+    /// without escapes (quotes left out) and the numbers that are digits
+    /// alone, each with whether it is a number.
+    scalars: Vec<(Range<usize>, bool)>,
 }
 
 impl Skim<'_> {
@@ -127,14 +129,21 @@ impl Skim<'_> {
                 let at = self.i;
                 let escaped = self.string()?;
                 if self.note && !escaped {
-                    self.strings.push(at + 1..self.i - 1);
+                    self.scalars.push((at + 1..self.i - 1, false));
                 }
                 Some(())
             }
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
+            b'-' | b'0'..=b'9' => {
+                let at = self.i;
+                self.number()?;
+                if self.note && self.b[at..self.i].iter().all(u8::is_ascii_digit) {
+                    self.scalars.push((at..self.i, true));
+                }
+                Some(())
+            }
             _ => None,
         }
     }
@@ -205,7 +214,7 @@ pub fn members<const N: usize>(
         b: doc,
         i: 0,
         note: false,
-        strings: Vec::new(),
+        scalars: Vec::new(),
     };
     top_level(&mut s, wanted, None, |_, _| {})
 }
@@ -213,15 +222,20 @@ pub fn members<const N: usize>(
 /// What a skim leaves for the next document of the same kind, two ways
 /// of reading less of it:
 ///
-/// - **The same document but for one string.** A stream's frames mostly
-///   differ from the last one in a token: the bytes between their shared
-///   start and shared end lie inside one string value of the last document
-///   (one the skim found without escapes), and the new bytes there hold no
-///   quote, backslash or control character. Then the new document is the
-///   last one with that string's text changed: valid alike, with the same
-///   members, each span moved by the change in length where it lies after
-///   the string (and a span holding the string grown by it). Nothing is
-///   read but the two ends compared and the new bytes.
+/// - **The same document but for some scalars.** A stream's frames
+///   mostly differ from the last one in a token, perhaps a counter and a
+///   padding (a Responses delta's `sequence_number` and `obfuscation`):
+///   the bytes between their shared start and shared end begin inside one
+///   scalar of the last document and end inside the same or a later one,
+///   each a string value the skim found without escapes or a number of
+///   digits alone, and the bytes between the scalars from the first to the
+///   last are the same in both. When the new text of each is of its kind
+///   (no quote, backslash or control character; digits without a leading
+///   zero), the new document is the last one with those values changed:
+///   valid alike, with the same members, each span moved by the change in
+///   length before it (and a span holding a changed value grown by it).
+///   Nothing is read but the ends compared, the bytes between and the new
+///   values.
 /// - **A shared start.** What the skim found up to a top-level member
 ///   boundary depends on the bytes before it alone (a string, a number or
 ///   a literal ends at its own last byte). So a document that starts with
@@ -234,9 +248,11 @@ pub struct Resume<const N: usize> {
     found: Option<[Option<Range<usize>>; N]>,
     /// Each boundary (just past a top-level comma) and what was found before it.
     marks: Vec<(usize, [Option<Range<usize>>; N])>,
-    /// The contents of `last`'s escape-free string values, in order (up to
-    /// where its skim stopped).
-    strings: Vec<Range<usize>>,
+    /// `last`'s scalars as [`Skim`] notes them (up to where its skim stopped).
+    scalars: Vec<(Range<usize>, bool)>,
+    /// Scratch for [`Resume::scalars_changed`]: each changed scalar's
+    /// start, end and the change in length up to its end.
+    moves: Vec<(usize, usize, usize)>,
 }
 
 impl<const N: usize> Default for Resume<N> {
@@ -245,7 +261,8 @@ impl<const N: usize> Default for Resume<N> {
             last: Vec::new(),
             found: None,
             marks: Vec::new(),
-            strings: Vec::new(),
+            scalars: Vec::new(),
+            moves: Vec::new(),
         }
     }
 }
@@ -262,88 +279,127 @@ pub fn members_resumed<const N: usize>(
     memo: &mut Resume<N>,
 ) -> Option<[Option<Range<usize>>; N]> {
     let shared = words::common_prefix(&memo.last, doc);
-    if let Some(found) = memo.one_string_changed(doc, shared) {
+    if let Some(found) = memo.scalars_changed(doc, shared) {
         return Some(found);
     }
     let keep = memo.marks.iter().rposition(|(at, _)| *at <= shared);
     memo.marks.truncate(keep.map_or(0, |k| k + 1));
     let from = memo.marks.last().cloned();
-    // The strings before the boundary resumed from are the last
+    // The scalars before the boundary resumed from are the last
     // document's, and this one's.
     let resumed_at = from.as_ref().map_or(0, |(at, _)| *at);
-    let mut strings = std::mem::take(&mut memo.strings);
-    strings.truncate(strings.partition_point(|r| r.end < resumed_at));
+    let mut scalars = std::mem::take(&mut memo.scalars);
+    scalars.truncate(scalars.partition_point(|(r, _)| r.end < resumed_at));
     let mut s = Skim {
         b: doc,
         i: 0,
         note: true,
-        strings,
+        scalars,
     };
     let marks = &mut memo.marks;
     let found = top_level(&mut s, wanted, from, |at, found| {
         marks.push((at, found.clone()))
     });
-    memo.strings = s.strings;
+    memo.scalars = s.scalars;
     memo.found = found.clone();
     memo.last.clear();
     if doc.len() <= MAX_RESUME {
         memo.last.extend_from_slice(doc);
     } else {
         memo.marks.clear();
-        memo.strings.clear();
+        memo.scalars.clear();
         memo.found = None;
     }
     found
 }
 
+/// Whether `b` is a number of digits alone, as JSON writes one (no
+/// leading zero).
+fn digits(b: &[u8]) -> bool {
+    !b.is_empty() && b.iter().all(u8::is_ascii_digit) && (b[0] != b'0' || b.len() == 1)
+}
+
 impl<const N: usize> Resume<N> {
-    /// The answer for `doc` when it is the last document with the text of
-    /// one escape-free string value changed to text without quotes,
-    /// backslashes or control characters (see the type's doc); `shared`:
-    /// the bytes the two share at their start. The memo then holds `doc`.
-    fn one_string_changed(
-        &mut self,
-        doc: &[u8],
-        shared: usize,
-    ) -> Option<[Option<Range<usize>>; N]> {
+    /// The answer for `doc` when it is the last document with some of its
+    /// scalars changed (see the type's doc); `shared`: the bytes the two
+    /// share at their start. The memo then holds `doc`.
+    fn scalars_changed(&mut self, doc: &[u8], shared: usize) -> Option<[Option<Range<usize>>; N]> {
         let found = self.found.as_ref()?;
         let last = &self.last;
         let end = words::common_suffix(&last[shared..], &doc[shared..]);
         let old = shared..last.len() - end;
-        let new = shared..doc.len() - end;
-        let string = self
-            .strings
-            .get(self.strings.partition_point(|r| r.end < old.end))?;
-        if string.start > old.start || !words::json_plain(&doc[new]) {
-            return None;
-        }
-        // Where a position of the last document is in this one: a start
-        // after the change moves by the change in length, so does an end
-        // at or after it (a span holding the string grows).
-        let grown = doc.len().wrapping_sub(last.len());
-        let start = |p: usize| {
-            if p > old.start {
-                p.wrapping_add(grown)
-            } else {
-                p
-            }
+        let holding = |p: usize| {
+            let k = self.scalars.partition_point(|(r, _)| r.end < p);
+            self.scalars.get(k).filter(|(r, _)| r.start <= p).map(|_| k)
         };
-        let end_at = |p: usize| {
-            if p >= old.end {
-                p.wrapping_add(grown)
+        let (first, last_one) = (holding(old.start)?, holding(old.end)?);
+        // From the first scalar the change touches to the last: each one's
+        // new text (of its kind), and the bytes up to the next one the same.
+        let mut moves = std::mem::take(&mut self.moves);
+        moves.clear();
+        let mut at = self.scalars[first].0.start;
+        for k in first..=last_one {
+            let (r, number) = self.scalars[k].clone();
+            let rest = &doc[at..];
+            // A scalar inside the change whose text and the byte that ends
+            // it are the same is unchanged, compared, not read.
+            let was = &last[r.start..=r.end];
+            let new_end = if k == last_one {
+                doc.len() - (last.len() - r.end)
+            } else if k != first && rest.starts_with(was) {
+                at + was.len() - 1
+            } else if number {
+                at + rest.iter().position(|c| !c.is_ascii_digit())?
             } else {
-                p
+                at + memchr::memchr(b'"', rest)?
+            };
+            let text = doc.get(at..new_end)?;
+            let fits = new_end - at == r.len() && text == &last[r.clone()]
+                || if number {
+                    digits(text)
+                } else {
+                    words::json_plain(text)
+                };
+            if !fits {
+                self.moves = moves;
+                return None;
             }
+            moves.push((r.start, r.end, new_end.wrapping_sub(r.end)));
+            if k < last_one {
+                let between = &last[r.end..self.scalars[k + 1].0.start];
+                at = new_end + between.len();
+                if doc.get(new_end..at) != Some(between) {
+                    self.moves = moves;
+                    return None;
+                }
+            }
+        }
+        // Where a position of the last document is in this one: moved by
+        // the change in length of the scalars before it (a start after a
+        // scalar's start, an end at or after its end).
+        let start = |p: usize| match moves.partition_point(|m| m.0 < p) {
+            0 => p,
+            k => p.wrapping_add(moves[k - 1].2),
+        };
+        let end_at = |p: usize| match moves.partition_point(|m| m.1 <= p) {
+            0 => p,
+            k => p.wrapping_add(moves[k - 1].2),
         };
         let moved = |r: &Option<Range<usize>>| r.as_ref().map(|r| start(r.start)..end_at(r.end));
         let found = std::array::from_fn(|k| moved(&found[k]));
-        for (at, before) in &mut self.marks {
-            *at = start(*at);
-            *before = std::array::from_fn(|k| moved(&before[k]));
+        // The boundaries after the first change are left out (a skim
+        // resumes before it); the scalars are moved.
+        let first_start = self.scalars[first].0.start;
+        self.marks
+            .truncate(self.marks.partition_point(|(at, _)| *at <= first_start));
+        let grown = doc.len().wrapping_sub(last.len());
+        let mut before = 0usize;
+        for (k, (r, _)) in self.scalars.iter_mut().enumerate().skip(first) {
+            let after = moves.get(k - first).map_or(grown, |m| m.2);
+            *r = r.start.wrapping_add(before)..r.end.wrapping_add(after);
+            before = after;
         }
-        for r in &mut self.strings {
-            *r = start(r.start)..end_at(r.end);
-        }
+        self.moves = moves;
         self.found = Some(found.clone());
         self.last.truncate(shared);
         self.last.extend_from_slice(&doc[shared..]);
@@ -486,7 +542,7 @@ mod tests {
         assert_eq!(memo.last, last.as_bytes());
         let next = frame(12345, "m");
         let shared = words::common_prefix(&memo.last, next.as_bytes());
-        let quick = memo.one_string_changed(next.as_bytes(), shared);
+        let quick = memo.scalars_changed(next.as_bytes(), shared);
         assert!(quick.is_some());
         assert_eq!(quick, members(next.as_bytes(), [b"model", b"usage"]));
         assert_eq!(memo.last, next.as_bytes());
@@ -503,7 +559,7 @@ mod tests {
             members_resumed(next.as_bytes(), [b"model", b"usage"], &mut memo);
             let shared = words::common_prefix(&memo.last, other.as_bytes());
             assert_eq!(
-                memo.one_string_changed(other.as_bytes(), shared),
+                memo.scalars_changed(other.as_bytes(), shared),
                 None,
                 "{other}"
             );
@@ -646,14 +702,21 @@ mod tests {
                     prop_oneof![8 => Just("\"m\""), 1 => Just("\"mm\""), 1 => Just("7")],
                     prop_oneof![8 => Just("null"), 1 => Just("\"stop\""), 1 => Just("\"\"")],
                     prop_oneof![8 => Just("null"), 1 => Just("{\"a\":1}")],
+                    prop_oneof![4 => "[a-zA-Z0-9]{0,8}", 1 => "([a-z\"]|\\\\n){0,3}"],
                 ),
                 1..10,
             ),
         ) {
             let mut memo = Resume::default();
-            for (content, id, model, finish, usage) in frames {
+            for (k, (content, id, model, finish, usage, pad)) in frames.into_iter().enumerate() {
+                // A counter that grows (and once in a while is not a plain one).
+                let seq = match k % 7 {
+                    5 => "-1".to_string(),
+                    6 => format!("0{k}"),
+                    _ => (k * 37).to_string(),
+                };
                 let doc = format!(
-                    r#"{{"id":"{id}","model":{model},"choices":[{{"delta":{{"content":"{content}"}},"finish_reason":{finish}}}],"usage":{usage}}}"#
+                    r#"{{"id":"{id}","seq":{seq},"model":{model},"choices":[{{"delta":{{"content":"{content}"}},"finish_reason":{finish}}}],"usage":{usage},"pad":"{pad}"}}"#
                 );
                 let wanted = [&b"model"[..], b"usage", b"choices"];
                 let whole = members(doc.as_bytes(), wanted);

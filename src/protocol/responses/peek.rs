@@ -239,16 +239,34 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
     Some(out)
 }
 
+thread_local! {
+    /// The last event this thread skimmed: the next one of the same stream
+    /// (most often the next in the same read: a delta that differs in its
+    /// text and its sequence number) is answered from it (`skim::Resume`).
+    /// Events of other streams in between only make the next skim a whole
+    /// one; the answer never depends on it.
+    static SKIMMED: std::cell::RefCell<skim::Resume<5>> = std::cell::RefCell::default();
+}
+
 /// [`response`] of a document whose `response` and `usage` are absent or
 /// null, from its members' spans alone; None for any other, and for one
 /// serde would refuse that the skim lets through: a `type` that is no
 /// plain string (serde borrows it, so an escape fails), a `sequence_number`
 /// that is no u64.
 fn skimmed(doc: &[u8]) -> Option<Peeked> {
-    let [kind, sequence, model, usage, response] = skim::members(
-        doc,
-        [b"type", b"sequence_number", b"model", b"usage", b"response"],
-    )?;
+    let [kind, sequence, model, usage, response] = SKIMMED.with(|memo| {
+        let wanted = [
+            &b"type"[..],
+            b"sequence_number",
+            b"model",
+            b"usage",
+            b"response",
+        ];
+        match memo.try_borrow_mut() {
+            Ok(mut memo) => skim::members_resumed(doc, wanted, &mut memo),
+            Err(_) => skim::members(doc, wanted),
+        }
+    })?;
     let value = |r: Option<Range<usize>>| {
         r.map(|r| (&doc[r.clone()], r))
             .filter(|(v, _)| *v != b"null")
