@@ -8,7 +8,7 @@
 //! case hex), everything else (non-ASCII, DEL, `/`) as it is. serde_json
 //! looks each byte up in a table; here the runs between bytes that need
 //! escaping (most strings have none) are found eight bytes at a time
-//! ([`words::first_json_special`]; by table in a string shorter than a
+//! ([`words::find_json_special`]; by table in a string shorter than a
 //! word) and copied whole. A `u64` goes through `itoa`, as serde_json's own
 //! serializer does, instead of `write!`'s `fmt` path (docs/performance.md
 //! "Issue 28, eleventh pass").
@@ -21,7 +21,7 @@ pub fn string(out: &mut Vec<u8>, s: &str) {
     out.reserve(b.len() + 2);
     out.push(b'"');
     let mut run = 0;
-    while let Some(at) = find_special(b, run) {
+    while let Some(at) = words::find_json_special(b, run) {
         out.extend_from_slice(&b[run..at]);
         escape(out, b[at]);
         run = at + 1;
@@ -33,43 +33,6 @@ pub fn string(out: &mut Vec<u8>, s: &str) {
 /// Appends `n` in decimal.
 pub fn u64(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-}
-
-/// The bytes a JSON string cannot hold as they are, for strings shorter
-/// than a word.
-static SPECIAL: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = true;
-        c += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
-
-/// The position of the first byte at or after `from` that must be
-/// escaped: a table lookup per byte below a word's length, else a word at
-/// a time, the last (partial) word read as the 8 bytes that end the string
-/// (those it shares with the word before are known to need nothing, and
-/// the lowest flag is exact).
-#[inline]
-fn find_special(b: &[u8], from: usize) -> Option<usize> {
-    let n = b.len();
-    if n - from < 8 {
-        return (from..n).find(|&i| SPECIAL[usize::from(b[i])]);
-    }
-    let mut i = from;
-    while let Some(w) = words::word(b, i) {
-        let at = words::first_json_special(w);
-        if at < 8 {
-            return Some(i + at);
-        }
-        i += 8;
-    }
-    let at = words::word(b, n - 8).map_or(8, words::first_json_special);
-    (i < n && at < 8).then_some(n - 8 + at)
 }
 
 /// Appends the escape for `c` (`"`, `\` or a control character).

@@ -47,19 +47,46 @@ pub fn first(flags: u64) -> usize {
     flags.trailing_zeros() as usize / 8
 }
 
-/// Whether `b` holds no byte a JSON string cannot hold as it is (see
-/// [`first_json_special`]).
-pub fn json_plain(b: &[u8]) -> bool {
-    let mut at = 0;
-    while let Some(w) = word(b, at) {
-        if first_json_special(w) < 8 {
-            return false;
-        }
-        at += 8;
+/// The bytes a JSON string cannot hold as they are, for strings shorter
+/// than a word.
+static SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
     }
-    b[at..]
-        .iter()
-        .all(|&c| c >= 0x20 && c != b'"' && c != b'\\')
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// The position of the first byte at or after `from` that must be
+/// escaped: a table lookup per byte below a word's length, else a word at
+/// a time, the last (partial) word read as the 8 bytes that end the string
+/// (those it shares with the word before are known to need nothing, and
+/// the lowest flag is exact).
+#[inline]
+pub fn find_json_special(b: &[u8], from: usize) -> Option<usize> {
+    let n = b.len();
+    if n - from < 8 {
+        return (from..n).find(|&i| SPECIAL[usize::from(b[i])]);
+    }
+    let mut i = from;
+    while let Some(w) = word(b, i) {
+        let at = first_json_special(w);
+        if at < 8 {
+            return Some(i + at);
+        }
+        i += 8;
+    }
+    let at = word(b, n - 8).map_or(8, first_json_special);
+    (i < n && at < 8).then_some(n - 8 + at)
+}
+
+/// Whether `b` holds no byte a JSON string cannot hold as it is.
+pub fn json_plain(b: &[u8]) -> bool {
+    find_json_special(b, 0).is_none()
 }
 
 /// How many bytes `a` and `b` share at their start, compared a word at a

@@ -313,6 +313,19 @@ pub fn members_resumed<const N: usize>(
     found
 }
 
+/// [`members_resumed`] with a memo a caller keeps in a `RefCell` (a
+/// thread's, for the stream peeks); a whole skim when the memo is in use.
+pub fn members_kept<const N: usize>(
+    memo: &std::cell::RefCell<Resume<N>>,
+    doc: &[u8],
+    wanted: [&[u8]; N],
+) -> Option<[Option<Range<usize>>; N]> {
+    match memo.try_borrow_mut() {
+        Ok(mut memo) => members_resumed(doc, wanted, &mut memo),
+        Err(_) => members(doc, wanted),
+    }
+}
+
 /// Whether `b` is a number of digits alone, as JSON writes one (no
 /// leading zero).
 fn digits(b: &[u8]) -> bool {

@@ -258,13 +258,9 @@ thread_local! {
 /// null, from its members' spans alone; None for any other (or one the
 /// skim does not vouch for).
 fn skimmed(doc: &[u8]) -> Option<Peeked> {
-    let [model, usage, choices, error] = SKIMMED.with(|memo| {
-        let wanted = [&b"model"[..], b"usage", b"choices", b"error"];
-        match memo.try_borrow_mut() {
-            Ok(mut memo) => skim::members_resumed(doc, wanted, &mut memo),
-            Err(_) => skim::members(doc, wanted),
-        }
-    })?;
+    let wanted = [&b"model"[..], b"usage", b"choices", b"error"];
+    let [model, usage, choices, error] =
+        SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
     let value = |r: Option<Range<usize>>| {
         r.map(|r| (&doc[r.clone()], r))
             .filter(|(v, _)| *v != b"null")

@@ -254,19 +254,15 @@ thread_local! {
 /// plain string (serde borrows it, so an escape fails), a `sequence_number`
 /// that is no u64.
 fn skimmed(doc: &[u8]) -> Option<Peeked> {
-    let [kind, sequence, model, usage, response] = SKIMMED.with(|memo| {
-        let wanted = [
-            &b"type"[..],
-            b"sequence_number",
-            b"model",
-            b"usage",
-            b"response",
-        ];
-        match memo.try_borrow_mut() {
-            Ok(mut memo) => skim::members_resumed(doc, wanted, &mut memo),
-            Err(_) => skim::members(doc, wanted),
-        }
-    })?;
+    let wanted = [
+        &b"type"[..],
+        b"sequence_number",
+        b"model",
+        b"usage",
+        b"response",
+    ];
+    let [kind, sequence, model, usage, response] =
+        SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
     let value = |r: Option<Range<usize>>| {
         r.map(|r| (&doc[r.clone()], r))
             .filter(|(v, _)| *v != b"null")
