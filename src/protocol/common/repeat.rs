@@ -13,20 +13,45 @@
 //! same effect with the new text, so the parser applies that effect without
 //! parsing the frame (docs/performance.md "Issue 28, twelfth pass").
 //!
+//! Some frames also carry values that change from one to the next and that
+//! the parser never reads: a Responses delta's `sequence_number` and
+//! `obfuscation`, an OpenAI chunk's `obfuscation`. The parser names those
+//! top-level members when it keeps a frame; each that holds a string
+//! without escapes or a number of digits alone may then change too, to a
+//! value of its kind (a string without quote, backslash or control
+//! character, possibly empty; digits without a leading zero), and the
+//! document is still the same JSON with values the parser ignores changed
+//! (docs/performance.md "Issue 28, thirteenth pass").
+//!
 //! The frame must have been checked to be UTF-8 (`framing::check_utf8`):
 //! the text is handed out as a slice of it.
 
+use crate::protocol::common::skim::{self, digits};
 use crate::util::words;
 use std::ops::Range;
 
+/// What may change in a kept frame's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The text: a non-empty string without escapes.
+    Text,
+    /// An ignored string value: any string without escapes.
+    Plain,
+    /// An ignored number: digits without a leading zero.
+    Digits,
+}
+
 /// The last frame a parser read in full whose one effect was a text, and
-/// where that text lies in it.
+/// where that text and the values it ignores lie in it.
 #[derive(Debug, Default)]
 pub struct Repeat {
     /// The last frame (its bytes); empty when none is kept.
     last: Vec<u8>,
-    /// Where the text is in `last` (between the string's quotes).
-    at: Range<usize>,
+    /// The values in `last` that may change, in order: where each is
+    /// (between a string's quotes) and what it may change to.
+    slots: Vec<(Range<usize>, Slot)>,
+    /// Which slot is the text.
+    text_slot: usize,
 }
 
 /// Frames longer than this are not kept (a chunk is a few hundred bytes).
@@ -38,11 +63,19 @@ impl Repeat {
         self.last.clear();
     }
 
+    /// Whether a frame is kept.
+    pub fn is_kept(&self) -> bool {
+        !self.last.is_empty()
+    }
+
     /// Keeps `frame`, whose one effect was `text`, a string value of it
     /// that had no escapes (serde lent it from the frame: a `&str` or a
-    /// borrowed `Cow`). A text that does not lie in `frame` keeps nothing.
-    pub fn keep(&mut self, frame: &str, text: &str) {
+    /// borrowed `Cow`), and whose top-level members named in `ignored` are
+    /// values the parser does not read. A text that does not lie in
+    /// `frame` keeps nothing.
+    pub fn keep<const N: usize>(&mut self, frame: &str, text: &str, ignored: [&[u8]; N]) {
         self.last.clear();
+        self.slots.clear();
         let start = (text.as_ptr() as usize).wrapping_sub(frame.as_ptr() as usize);
         let Some(end) = start.checked_add(text.len()) else {
             return;
@@ -50,36 +83,84 @@ impl Repeat {
         if end > frame.len() || frame.len() > MAX_KEPT {
             return;
         }
+        self.slots.push((start..end, Slot::Text));
+        if N > 0 {
+            let Some(found) = skim::members(frame.as_bytes(), ignored) else {
+                return;
+            };
+            let b = frame.as_bytes();
+            for r in found.into_iter().flatten() {
+                let v = &b[r.clone()];
+                if digits(v) {
+                    self.slots.push((r, Slot::Digits));
+                } else if v.len() >= 2 && v[0] == b'"' && words::json_plain(&v[1..v.len() - 1]) {
+                    self.slots.push((r.start + 1..r.end - 1, Slot::Plain));
+                }
+            }
+            self.slots.sort_unstable_by_key(|(r, _)| r.start);
+            if self.slots.windows(2).any(|w| w[1].0.start < w[0].0.end) {
+                return;
+            }
+        }
+        self.text_slot = self
+            .slots
+            .iter()
+            .position(|(_, s)| *s == Slot::Text)
+            .unwrap_or(0);
         self.last.extend_from_slice(frame.as_bytes());
-        self.at = start..end;
     }
 
     /// The new text of `frame` when it repeats the kept frame but for its
-    /// text (see the module's doc); the kept frame is then `frame`. None
-    /// (the kept frame forgotten) when it does not.
+    /// text and ignored values (see the module's doc); the kept frame is
+    /// then `frame`. None (the kept frame forgotten) when it does not.
     pub fn text<'f>(&mut self, frame: &'f str) -> Option<&'f str> {
         if self.last.is_empty() {
             return None;
         }
-        let bytes = frame.as_bytes();
-        let (before, after) = (&self.last[..self.at.start], &self.last[self.at.end..]);
-        let end = bytes.len().saturating_sub(after.len());
-        let text = frame
-            .get(before.len()..end)
-            .filter(|t| !t.is_empty() && bytes.starts_with(before) && bytes.ends_with(after))
-            .filter(|t| words::json_plain(t.as_bytes()));
-        match text {
-            Some(text) => {
-                self.last.truncate(self.at.start);
-                self.last.extend_from_slice(&bytes[self.at.start..]);
-                self.at = self.at.start..end;
-                Some(text)
+        let found = self.matched(frame.as_bytes());
+        match found {
+            Some(r) => {
+                self.last.clear();
+                self.last.extend_from_slice(frame.as_bytes());
+                frame.get(r)
             }
             None => {
                 self.last.clear();
                 None
             }
         }
+    }
+
+    /// Where the text is in `new` when it matches the kept frame; each
+    /// slot then holds where its value is in `new`.
+    fn matched(&mut self, new: &[u8]) -> Option<Range<usize>> {
+        let (mut old_at, mut at) = (0, 0);
+        for (r, slot) in &mut self.slots {
+            let fixed = &self.last[old_at..r.start];
+            if !new.get(at..)?.starts_with(fixed) {
+                return None;
+            }
+            at += fixed.len();
+            let rest = &new[at..];
+            let end = at
+                + match slot {
+                    Slot::Digits => rest.iter().position(|c| !c.is_ascii_digit())?,
+                    Slot::Text | Slot::Plain => memchr::memchr(b'"', rest)?,
+                };
+            let v = &new[at..end];
+            let fits = match slot {
+                Slot::Digits => digits(v),
+                Slot::Text => !v.is_empty() && words::json_plain(v),
+                Slot::Plain => words::json_plain(v),
+            };
+            if !fits {
+                return None;
+            }
+            old_at = r.end;
+            *r = at..end;
+            at = end;
+        }
+        (new.get(at..)? == &self.last[old_at..]).then(|| self.slots[self.text_slot].0.clone())
     }
 }
 
@@ -94,7 +175,7 @@ mod tests {
     fn kept() -> Repeat {
         let mut r = Repeat::default();
         let at = FRAME.find("Hello").unwrap();
-        r.keep(FRAME, &FRAME[at..at + 5]);
+        r.keep(FRAME, &FRAME[at..at + 5], []);
         r
     }
 
@@ -132,8 +213,75 @@ mod tests {
     #[test]
     fn a_text_outside_the_frame_keeps_nothing() {
         let mut r = Repeat::default();
-        r.keep(FRAME, "elsewhere");
+        r.keep(FRAME, "elsewhere", []);
         assert_eq!(r.text(FRAME), None);
         assert!(r.last.is_empty());
+    }
+
+    const DELTA: &str = r#"{"type":"response.output_text.delta","sequence_number":9,"item_id":"msg_1","delta":"Hi","logprobs":[],"obfuscation":"mK3x"}"#;
+
+    fn kept_delta() -> Repeat {
+        let mut r = Repeat::default();
+        let at = DELTA.find("Hi").unwrap();
+        r.keep(
+            DELTA,
+            &DELTA[at..at + 2],
+            [b"sequence_number", b"obfuscation"],
+        );
+        r
+    }
+
+    fn delta(seq: &str, text: &str, obfuscation: &str) -> String {
+        DELTA
+            .replace(":9,", &format!(":{seq},"))
+            .replace("\"Hi\"", &format!("\"{text}\""))
+            .replace("mK3x", obfuscation)
+    }
+
+    #[test]
+    fn ignored_values_may_change_with_the_text() {
+        let mut r = kept_delta();
+        assert_eq!(r.text(&delta("10", " there", "pQ")), Some(" there"));
+        assert_eq!(r.text(&delta("11", "!", "")), Some("!"));
+        assert_eq!(r.text(&delta("12", "ok", "longer padding")), Some("ok"));
+        // Unchanged ignored values too.
+        assert_eq!(
+            r.text(&delta("12", "again", "longer padding")),
+            Some("again")
+        );
+    }
+
+    #[test]
+    fn an_ignored_value_of_another_kind_is_read_in_full() {
+        for other in [
+            delta("010", "x", "a"),
+            delta("1.5", "x", "a"),
+            delta("-1", "x", "a"),
+            delta("1e3", "x", "a"),
+            delta("\"9\"", "x", "a"),
+            delta("10", "x", r"a\u0041"),
+            delta("10", "x", "a\"b"),
+            delta("10", "", "a"),
+            DELTA.replace("msg_1", "msg_2"),
+            DELTA.replace("[]", "[1]"),
+        ] {
+            let mut r = kept_delta();
+            assert_eq!(r.text(&other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn an_ignored_member_that_is_not_a_plain_scalar_must_repeat() {
+        let frame = DELTA.replace(":9,", ":9.5,").replace("mK3x", r"m\n");
+        let mut r = Repeat::default();
+        let at = frame.find("Hi").unwrap();
+        r.keep(
+            &frame,
+            &frame[at..at + 2],
+            [b"sequence_number", b"obfuscation"],
+        );
+        let same_but_text = frame.replace("\"Hi\"", "\"Yo\"");
+        assert_eq!(r.text(&same_but_text), Some("Yo"));
+        assert_eq!(r.text(&same_but_text.replace("9.5", "9.6")), None);
     }
 }

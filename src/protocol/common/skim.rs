@@ -328,7 +328,7 @@ pub fn members_kept<const N: usize>(
 
 /// Whether `b` is a number of digits alone, as JSON writes one (no
 /// leading zero).
-fn digits(b: &[u8]) -> bool {
+pub(crate) fn digits(b: &[u8]) -> bool {
     !b.is_empty() && b.iter().all(u8::is_ascii_digit) && (b[0] != b'0' || b.len() == 1)
 }
 

@@ -373,7 +373,7 @@ impl Parser {
             }));
         }
         if let Some((said, kind)) = kept {
-            self.repeat.keep(text, said);
+            self.repeat.keep(text, said, [b"obfuscation"]);
             self.said = kind;
         }
         Ok(())

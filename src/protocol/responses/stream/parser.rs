@@ -20,6 +20,7 @@ use crate::family::Family;
 use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent};
 use crate::ir::Opaque;
 use crate::protocol::common::framing::{check_utf8, StreamFault};
+use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::support::{
     error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
 };
@@ -131,6 +132,24 @@ const HANDLED: &[&str] = &[
     "error",
 ];
 
+/// The top-level members of a delta event this parser does not read that
+/// change from one event to the next (`Repeat`).
+const IGNORED: [&[u8]; 2] = [b"sequence_number", b"obfuscation"];
+
+/// What a delta event says: its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Said {
+    /// `response.output_text.delta`.
+    #[default]
+    Text,
+    /// `response.refusal.delta`.
+    Refusal,
+    /// `response.function_call_arguments.delta`.
+    Arguments,
+    /// `response.reasoning_summary_text.delta`, `response.reasoning_text.delta`.
+    Thinking,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
     None,
@@ -158,6 +177,12 @@ pub struct Parser {
     has_calls: bool,
     buf: DeltaBuf,
     scratch: String,
+    /// The last event, when it was a delta whose one effect was its text:
+    /// the next one that repeats it but for that text (and the values in
+    /// [`IGNORED`]) is not parsed (`common::repeat`).
+    repeat: Repeat,
+    /// What that event said.
+    last_said: Said,
 }
 
 impl Parser {
@@ -169,6 +194,19 @@ impl Parser {
     /// True once the terminal event (or an error) has been read.
     pub fn is_complete(&self) -> bool {
         self.done
+    }
+
+    /// Forgets the kept delta event: the next event is parsed in full
+    /// (for the tests that compare both ways).
+    #[cfg(test)]
+    pub(super) fn forget_repeat(&mut self) {
+        self.repeat.clear();
+    }
+
+    /// Whether a delta event is kept for the next to repeat.
+    #[cfg(test)]
+    pub(super) fn repeats(&self) -> bool {
+        self.repeat.is_kept()
     }
 
     fn open(&self) -> Open {
@@ -185,6 +223,13 @@ impl Parser {
         if data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
+        if let Some(d) = self.repeat.text(text) {
+            // The last delta event again but for its text (and values
+            // this parser does not read): its effect, with this text.
+            let said = self.last_said;
+            self.said(said, Some(&Cow::Borrowed(d)), emit);
+            return Ok(());
+        }
         let ev: Event<'_> = match serde_json::from_str(text) {
             Ok(ev) => ev,
             // An event type this parser does not read may have fields of
@@ -197,6 +242,7 @@ impl Parser {
             (None, Some(name)) => name,
             (None, None) => return Ok(()),
         };
+        let mut kept = None;
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
                 self.start(ev.response.as_ref(), emit);
@@ -222,14 +268,12 @@ impl Parser {
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
-                if kind == "response.refusal.delta" {
-                    self.refusal = true;
-                }
-                if let Some(d) = ev.delta.as_deref().filter(|d| !d.is_empty()) {
-                    let index = self.open_text(emit);
-                    self.got_delta = true;
-                    self.buf.emit(index, DeltaKind::Text, d, emit);
-                }
+                let said = if kind == "response.refusal.delta" {
+                    Said::Refusal
+                } else {
+                    Said::Text
+                };
+                kept = self.said(said, ev.delta.as_ref(), emit);
             }
             "response.output_text.done" | "response.refusal.done" => {
                 let whole = if kind == "response.refusal.done" {
@@ -252,12 +296,7 @@ impl Parser {
                 }
             }
             "response.function_call_arguments.delta" => {
-                if let (Open::Call { index, .. }, Some(d)) = (self.open(), ev.delta.as_deref()) {
-                    if !d.is_empty() {
-                        self.got_delta = true;
-                        self.buf.emit(index, DeltaKind::ToolArguments, d, emit);
-                    }
-                }
+                kept = self.said(Said::Arguments, ev.delta.as_ref(), emit);
             }
             "response.function_call_arguments.done" => {
                 if let (Open::Call { index, .. }, Some(a)) = (self.open(), ev.arguments.as_deref())
@@ -305,12 +344,7 @@ impl Parser {
                 }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                if let (Open::Thinking(index), Some(d)) = (self.open(), ev.delta.as_deref()) {
-                    if !d.is_empty() {
-                        self.got_delta = true;
-                        self.buf.emit(index, DeltaKind::Thinking, d, emit);
-                    }
-                }
+                kept = self.said(Said::Thinking, ev.delta.as_ref(), emit);
             }
             "response.output_item.done" => {
                 self.start(None, emit);
@@ -326,6 +360,12 @@ impl Parser {
             "response.failed" => self.failed(ev.response.as_ref(), emit),
             "error" => self.in_band_error(&ev, data, emit),
             _ => {}
+        }
+        // The type named in the event's data (the `event:` line may differ
+        // from one event to the next, the data it is compared on may not).
+        if let (Some((d, said)), Some(Cow::Borrowed(_))) = (kept, &ev.kind) {
+            self.repeat.keep(text, d, IGNORED);
+            self.last_said = said;
         }
         Ok(())
     }
@@ -460,6 +500,34 @@ impl Parser {
         };
         self.open = None;
         emit(&StreamEvent::BlockStop { index });
+    }
+
+    /// A delta event's text `delta` (of the kind `said`) in the open
+    /// block, as its type says. The text, when it was not empty, had an
+    /// effect and had no escapes (serde lent it): what a next event that
+    /// repeats this one but for its text may be applied as (`Repeat`).
+    fn said<'e>(
+        &mut self,
+        said: Said,
+        delta: Option<&Cow<'e, str>>,
+        emit: &mut Emit<'_>,
+    ) -> Option<(&'e str, Said)> {
+        if said == Said::Refusal {
+            self.refusal = true;
+        }
+        let d = delta.filter(|d| !d.is_empty())?;
+        let (index, kind) = match (said, self.open()) {
+            (Said::Text | Said::Refusal, _) => (self.open_text(emit), DeltaKind::Text),
+            (Said::Arguments, Open::Call { index, .. }) => (index, DeltaKind::ToolArguments),
+            (Said::Thinking, Open::Thinking(index)) => (index, DeltaKind::Thinking),
+            _ => return None,
+        };
+        self.got_delta = true;
+        self.buf.emit(index, kind, d, emit);
+        match d {
+            Cow::Borrowed(d) => Some((d, said)),
+            Cow::Owned(_) => None,
+        }
     }
 
     fn open_text(&mut self, emit: &mut Emit<'_>) -> usize {

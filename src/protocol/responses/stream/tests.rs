@@ -314,3 +314,111 @@ fn a_call_of_a_namespaced_tool_streams_with_its_namespace_and_own_name() {
     assert_eq!(completed[0]["name"], "spawn_agent");
     assert!(completed[1].get("namespace").is_none());
 }
+
+proptest::proptest! {
+    /// Delta events that repeat the last but for their text, counter and
+    /// padding (of each kind, some texts with escapes or empty, some with
+    /// the type named only by the `event:` line), among items of every
+    /// kind opening and closing: parsing each in full gives the same.
+    #[test]
+    fn repeated_deltas_read_as_parsed_ones(
+        steps in proptest::collection::vec(
+            (
+                proptest::prop_oneof![4 => proptest::strategy::Just(0usize), 1 => 0usize..10],
+                proptest::prop_oneof![
+                    4 => "[a-z \u{e9}]{0,5}",
+                    1 => "([a-z]|\\\\n|\\\\\"){0,3}",
+                ],
+                "[a-zA-Z0-9]{0,6}",
+            ),
+            1..32,
+        ),
+    ) {
+        let mut input = ev("response.created", &json!({"sequence_number": 0, "response": {"id": "resp_1", "model": "m", "status": "in_progress"}}));
+        let item = |seq: usize, item: Value| ev("response.output_item.added", &json!({"sequence_number": seq, "output_index": 0, "item": item}));
+        input.push_str(&item(1, json!({"type": "message", "id": "msg_1", "role": "assistant", "content": []})));
+        for (seq, (shape, text, pad)) in steps.into_iter().enumerate() {
+            let seq = seq + 2;
+            let delta = |kind: &str| format!(
+                "event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":{seq},\"item_id\":\"i\",\"output_index\":0,\"delta\":\"{text}\",\"obfuscation\":\"{pad}\"}}\n\n"
+            );
+            input.push_str(&match shape {
+                0..=2 => delta("response.output_text.delta"),
+                3 => delta("response.refusal.delta"),
+                4 => delta("response.function_call_arguments.delta"),
+                5 => delta("response.reasoning_summary_text.delta"),
+                6 => format!("event: response.output_text.delta\ndata: {{\"sequence_number\":{seq},\"delta\":\"{text}\"}}\n\n"),
+                7 => item(seq, json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""})),
+                8 => item(seq, json!({"type": "reasoning", "id": "rs_1", "summary": []})),
+                _ => item(seq, json!({"type": "message", "id": "msg_2", "role": "assistant", "content": []})),
+            });
+        }
+        input.push_str(&ev("response.completed", &json!({"response": {"id": "resp_1", "model": "m", "status": "completed", "usage": {"input_tokens": 3, "output_tokens": 5, "total_tokens": 8}}})));
+        let [quick, full] = [false, true].map(|full| {
+            let mut p = Parser::new();
+            crate::protocol::common::support::parse_all(input.as_bytes(), &mut |event, emit| match event {
+                Some(e) => {
+                    if full {
+                        p.forget_repeat();
+                    }
+                    p.push(e, emit)
+                }
+                None => p.finish(emit),
+            })
+        });
+        proptest::prop_assert_eq!(quick, full, "{}", input);
+    }
+}
+
+#[test]
+fn a_delta_that_repeats_the_last_is_read_without_a_parse_and_alike() {
+    let d = |seq: u32, text: &str, pad: &str| {
+        ev(
+            "response.output_text.delta",
+            &json!({"sequence_number": seq, "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": text, "logprobs": [], "obfuscation": pad}),
+        )
+    };
+    let input = [
+        ev(
+            "response.created",
+            &json!({"response": {"id": "r", "model": "m"}}),
+        ),
+        d(1, "Hello", "abc"),
+        d(2, " big", "abcdef"),
+        d(10, " world", ""),
+        d(11, "\n", ""),
+        ev(
+            "response.completed",
+            &json!({"response": {"status": "completed"}}),
+        ),
+    ]
+    .concat();
+    let mut p = Parser::new();
+    // Whether a repeat was kept when each event came.
+    let mut kept = Vec::new();
+    let (events, r) = crate::protocol::common::support::parse_all(
+        input.as_bytes(),
+        &mut |event, emit| match event {
+            Some(e) => {
+                kept.push(p.repeats());
+                p.push(e, emit)
+            }
+            None => p.finish(emit),
+        },
+    );
+    assert_eq!(r, Ok(()));
+    // The second and third deltas repeat the first; the fourth's text
+    // has an escape and is parsed, and so is the end.
+    assert_eq!(kept, [false, false, true, true, true, false]);
+    let texts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::BlockDelta {
+                delta: BlockDelta::Text(t),
+                ..
+            } => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts.concat(), "Hello big world\n");
+}
