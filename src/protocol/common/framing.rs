@@ -113,12 +113,17 @@ pub fn check_utf8<'a>(event: Option<&[u8]>, data: &'a [u8]) -> Result<&'a str, S
             )))
         }
     };
-    if event.is_some_and(|e| std::str::from_utf8(e).is_err()) {
+    if !name_is_utf8(event) {
         return Err(StreamFault::Malformed(
             "invalid UTF-8 in an event's name".to_string(),
         ));
     }
     Ok(text)
+}
+
+/// Whether an event's name (none, or its bytes) is valid UTF-8.
+pub fn name_is_utf8(event: Option<&[u8]>) -> bool {
+    event.is_none_or(|e| std::str::from_utf8(e).is_ok())
 }
 
 impl std::fmt::Display for StreamFault {

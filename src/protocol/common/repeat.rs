@@ -23,8 +23,9 @@
 //! document is still the same JSON with values the parser ignores changed
 //! (docs/performance.md "Issue 28, thirteenth pass").
 //!
-//! The frame must have been checked to be UTF-8 (`framing::check_utf8`):
-//! the text is handed out as a slice of it.
+//! The kept frame must have been checked to be UTF-8
+//! (`framing::check_utf8`); a next one that repeats it is checked where it
+//! differs, and its text is handed out as a slice of it.
 
 use crate::protocol::common::skim::{self, digits};
 use crate::util::words;
@@ -113,22 +114,21 @@ impl Repeat {
     /// The new text of `frame` when it repeats the kept frame but for its
     /// text and ignored values (see the module's doc); the kept frame is
     /// then `frame`. None (the kept frame forgotten) when it does not.
-    pub fn text<'f>(&mut self, frame: &'f str) -> Option<&'f str> {
+    ///
+    /// `frame` is a stream event's data, not yet checked as UTF-8: the
+    /// kept frame was, and where they differ (the values, each between
+    /// ASCII bytes of the same) is checked here, so a frame that repeats
+    /// is valid UTF-8 and needs no check of its own (one that does not is
+    /// checked whole by the parser, which reads it in full).
+    pub fn text<'f>(&mut self, frame: &'f [u8]) -> Option<&'f str> {
         if self.last.is_empty() {
             return None;
         }
-        let found = self.matched(frame.as_bytes());
-        match found {
-            Some(r) => {
-                self.last.clear();
-                self.last.extend_from_slice(frame.as_bytes());
-                frame.get(r)
-            }
-            None => {
-                self.last.clear();
-                None
-            }
-        }
+        let found = self.matched(frame);
+        self.last.clear();
+        let text = std::str::from_utf8(&frame[found?]).ok()?;
+        self.last.extend_from_slice(frame);
+        Some(text)
     }
 
     /// Where the text is in `new` when it matches the kept frame; each
@@ -151,7 +151,7 @@ impl Repeat {
             let fits = match slot {
                 Slot::Digits => digits(v),
                 Slot::Text => !v.is_empty() && words::json_plain(v),
-                Slot::Plain => words::json_plain(v),
+                Slot::Plain => words::json_plain(v) && std::str::from_utf8(v).is_ok(),
             };
             if !fits {
                 return None;
@@ -183,10 +183,10 @@ mod tests {
     fn a_frame_that_differs_in_the_text_alone_gives_its_text() {
         let mut r = kept();
         let next = FRAME.replace("Hello", " wörld, again");
-        assert_eq!(r.text(&next), Some(" wörld, again"));
+        assert_eq!(r.text(next.as_bytes()), Some(" wörld, again"));
         // And the next one is compared with that one.
         let third = FRAME.replace("Hello", "!");
-        assert_eq!(r.text(&third), Some("!"));
+        assert_eq!(r.text(third.as_bytes()), Some("!"));
         assert_eq!(r.last, third.as_bytes());
     }
 
@@ -204,9 +204,9 @@ mod tests {
             "[DONE]".to_string(),
         ] {
             let mut r = kept();
-            assert_eq!(r.text(&other), None, "{other}");
+            assert_eq!(r.text(other.as_bytes()), None, "{other}");
             // Forgotten: not even the kept frame itself repeats now.
-            assert_eq!(r.text(FRAME), None);
+            assert_eq!(r.text(FRAME.as_bytes()), None);
         }
     }
 
@@ -214,7 +214,7 @@ mod tests {
     fn a_text_outside_the_frame_keeps_nothing() {
         let mut r = Repeat::default();
         r.keep(FRAME, "elsewhere", []);
-        assert_eq!(r.text(FRAME), None);
+        assert_eq!(r.text(FRAME.as_bytes()), None);
         assert!(r.last.is_empty());
     }
 
@@ -241,14 +241,32 @@ mod tests {
     #[test]
     fn ignored_values_may_change_with_the_text() {
         let mut r = kept_delta();
-        assert_eq!(r.text(&delta("10", " there", "pQ")), Some(" there"));
-        assert_eq!(r.text(&delta("11", "!", "")), Some("!"));
-        assert_eq!(r.text(&delta("12", "ok", "longer padding")), Some("ok"));
+        assert_eq!(
+            r.text(delta("10", " there", "pQ").as_bytes()),
+            Some(" there")
+        );
+        assert_eq!(r.text(delta("11", "!", "").as_bytes()), Some("!"));
+        assert_eq!(
+            r.text(delta("12", "ok", "longer padding").as_bytes()),
+            Some("ok")
+        );
         // Unchanged ignored values too.
         assert_eq!(
-            r.text(&delta("12", "again", "longer padding")),
+            r.text(delta("12", "again", "longer padding").as_bytes()),
             Some("again")
         );
+    }
+
+    #[test]
+    fn a_changed_value_that_is_not_utf8_is_read_in_full() {
+        for (at, what) in [("Hi", &b"H\xffi"[..]), ("mK3x", b"m\xc3")] {
+            let mut r = kept_delta();
+            let i = DELTA.find(at).unwrap();
+            let mut frame = DELTA.as_bytes()[..i].to_vec();
+            frame.extend_from_slice(what);
+            frame.extend_from_slice(&DELTA.as_bytes()[i + at.len()..]);
+            assert_eq!(r.text(&frame), None);
+        }
     }
 
     #[test]
@@ -266,7 +284,7 @@ mod tests {
             DELTA.replace("[]", "[1]"),
         ] {
             let mut r = kept_delta();
-            assert_eq!(r.text(&other), None, "{other}");
+            assert_eq!(r.text(other.as_bytes()), None, "{other}");
         }
     }
 
@@ -281,7 +299,7 @@ mod tests {
             [b"sequence_number", b"obfuscation"],
         );
         let same_but_text = frame.replace("\"Hi\"", "\"Yo\"");
-        assert_eq!(r.text(&same_but_text), Some("Yo"));
-        assert_eq!(r.text(&same_but_text.replace("9.5", "9.6")), None);
+        assert_eq!(r.text(same_but_text.as_bytes()), Some("Yo"));
+        assert_eq!(r.text(same_but_text.replace("9.5", "9.6").as_bytes()), None);
     }
 }

@@ -2,6 +2,7 @@
 //! user message, a type-less `{role, content}` message gets its `type` and
 //! typed parts.
 
+use crate::util::jsonedit;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -18,6 +19,34 @@ fn text_message(role: &str, text: &str) -> Option<Box<RawValue>> {
         "input_text"
     };
     raw(&json!({"type": "message", "role": role, "content": [{"type": part, "text": text}]}))
+}
+
+/// An easy message (`role`, `content`, no `type`) as a `message` item:
+/// its `type` set and a string `content` made one text part. The item's
+/// other bytes are kept as they came (`jsonedit`, not a parse into a
+/// `Value` and back).
+fn typed(item: &str, role: &str) -> Option<Box<RawValue>> {
+    let doc = item.as_bytes();
+    let part = if role == "assistant" {
+        "output_text"
+    } else {
+        "input_text"
+    };
+    let text = jsonedit::member_span(doc, "content")
+        .map(|r| &doc[r])
+        .filter(|v| v.first() == Some(&b'"'));
+    let mut parts = Vec::new();
+    let mut set: Vec<(&str, &[u8])> = vec![("type", b"\"message\"")];
+    if let Some(text) = text {
+        parts.extend_from_slice(b"[{\"type\":\"");
+        parts.extend_from_slice(part.as_bytes());
+        parts.extend_from_slice(b"\",\"text\":");
+        parts.extend_from_slice(text);
+        parts.extend_from_slice(b"}]");
+        set.push(("content", &parts));
+    }
+    let edited = String::from_utf8(jsonedit::set_members(doc, &set)?).ok()?;
+    RawValue::from_string(edited).ok()
 }
 
 /// The request's `input` in item form: a string is one user message; an
@@ -45,21 +74,7 @@ pub fn normalise_input(input: &RawValue) -> Vec<Box<RawValue>> {
                 Some(Easy {
                     kind: None,
                     role: Some(role),
-                }) => {
-                    let mut v: Value = serde_json::from_str(item.get()).ok()?;
-                    let obj = v.as_object_mut()?;
-                    if let Some(Value::String(s)) = obj.get("content") {
-                        let part = if role == "assistant" {
-                            "output_text"
-                        } else {
-                            "input_text"
-                        };
-                        let parts = json!([{"type": part, "text": s}]);
-                        obj.insert("content".into(), parts);
-                    }
-                    obj.insert("type".into(), json!("message"));
-                    raw(&v)
-                }
+                }) => typed(item.get(), role),
                 _ => Some(item),
             }
         })
@@ -81,12 +96,36 @@ mod tests {
         let items = normalise_input(&rawv(
             r#"[{"role":"assistant","content":"yo"},{"type":"function_call_output","call_id":"c","output":"1"}]"#,
         ));
+        assert_eq!(
+            items[0].get(),
+            r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"yo"}]}"#
+        );
         let v0: Value = serde_json::from_str(items[0].get()).unwrap();
         assert_eq!(v0["type"], "message");
         assert_eq!(v0["content"][0]["type"], "output_text");
         assert_eq!(
             items[1].get(),
             r#"{"type":"function_call_output","call_id":"c","output":"1"}"#
+        );
+    }
+
+    #[test]
+    fn an_easy_message_keeps_its_bytes_and_gets_a_type() {
+        let items = normalise_input(&rawv(
+            r#"[{"role": "user", "content": "a \"q\" \u00e9", "name": "x"}, {"type": null, "role": "user", "content": [{"type": "input_text", "text": "t"}]}, {"role": "developer", "content": 7}]"#,
+        ));
+        assert_eq!(
+            items[0].get(),
+            r#"{"type":"message","role": "user", "content": [{"type":"input_text","text":"a \"q\" \u00e9"}], "name": "x"}"#
+        );
+        // A null type is set; a content of parts is kept.
+        assert_eq!(
+            items[1].get(),
+            r#"{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "t"}]}"#
+        );
+        assert_eq!(
+            items[2].get(),
+            r#"{"type":"message","role": "developer", "content": 7}"#
         );
     }
 }

@@ -18,7 +18,7 @@ use crate::ir::stream::{
     merge_usage, BlockStart, MessageDelta, MessageStart, StreamError, StreamErrorKind, StreamEvent,
 };
 use crate::ir::{ids, StopReason, Usage};
-use crate::protocol::common::framing::{check_utf8, StreamFault};
+use crate::protocol::common::framing::{check_utf8, name_is_utf8, StreamFault};
 use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::support::{
     error_kind, error_kind_for_status, malformed, unreadable, DeltaBuf, DeltaKind, Emit, First,
@@ -304,6 +304,20 @@ impl Parser {
 
     /// Reads one SSE event.
     pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        // The last chunk again but for its text (checked as UTF-8 where
+        // it differs): its effect, with this text.
+        if !self.done && name_is_utf8(event.event) {
+            if let Some(said) = self.repeat.text(event.data) {
+                let (text_block, kind) = match self.said {
+                    Said::Reasoning => (false, DeltaKind::Thinking),
+                    Said::Content => (true, DeltaKind::Text),
+                    Said::Refusal => (true, DeltaKind::Text),
+                };
+                let index = self.open_flat(text_block, emit);
+                self.buf.emit(index, kind, said, emit);
+                return Ok(());
+            }
+        }
         let text = check_utf8(event.event, event.data)?;
         if self.done {
             return Ok(());
@@ -311,17 +325,6 @@ impl Parser {
         let data = event.data;
         if data == b"[DONE]" {
             self.end(emit);
-            return Ok(());
-        }
-        if let Some(said) = self.repeat.text(text) {
-            // The last chunk again but for its text: its effect, with this text.
-            let (text_block, kind) = match self.said {
-                Said::Reasoning => (false, DeltaKind::Thinking),
-                Said::Content => (true, DeltaKind::Text),
-                Said::Refusal => (true, DeltaKind::Text),
-            };
-            let index = self.open_flat(text_block, emit);
-            self.buf.emit(index, kind, said, emit);
             return Ok(());
         }
         let chunk: Chunk<'_> = serde_json::from_str(text)

@@ -303,26 +303,39 @@ impl Encoder {
 
     /// `response.output_item.added` for `item`.
     fn item_added(&mut self, out: &mut Vec<u8>, item: &Value) {
+        let mut json = Vec::new();
+        json_value(&mut json, item);
+        self.item_added_json(out, &json);
+    }
+
+    /// [`Self::item_added`] of an item already written as JSON.
+    fn item_added_json(&mut self, out: &mut Vec<u8>, item: &[u8]) {
         self.begin(out, "response.output_item.added");
         out.extend_from_slice(b",\"output_index\":");
         json_u64(out, self.output_index as u64);
         out.extend_from_slice(b",\"item\":");
-        json_value(out, item);
+        out.extend_from_slice(item);
         Self::end(out);
     }
 
     /// `response.output_item.done` for `item`, which joins the output.
     fn item_done(&mut self, out: &mut Vec<u8>, item: &Value) {
+        let mut json = Vec::new();
+        json_value(&mut json, item);
+        self.item_done_json(out, &json);
+    }
+
+    /// [`Self::item_done`] of an item already written as JSON.
+    fn item_done_json(&mut self, out: &mut Vec<u8>, item: &[u8]) {
         self.begin(out, "response.output_item.done");
         out.extend_from_slice(b",\"output_index\":");
         json_u64(out, self.output_index as u64);
         out.extend_from_slice(b",\"item\":");
-        let mark = out.len();
-        json_value(out, item);
+        out.extend_from_slice(item);
         if !self.output.is_empty() {
             self.output.push(b',');
         }
-        self.output.extend_from_slice(&out[mark..]);
+        self.output.extend_from_slice(item);
         Self::end(out);
         self.output_index += 1;
         self.item_ref.clear();
@@ -380,9 +393,8 @@ impl Encoder {
         match block {
             BlockStart::Text => {
                 self.set_item_id("msg_");
-                let item = serde_json::json!({"id": self.item_id, "type": "message",
-                    "status": "in_progress", "content": [], "role": "assistant"});
-                self.item_added(out, &item);
+                let item = message_item(&self.item_id, "in_progress", None);
+                self.item_added_json(out, &item);
                 self.begin(out, "response.content_part.added");
                 self.item_ref(out);
                 out.extend_from_slice(b",\"content_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":\"\"}");
@@ -391,9 +403,11 @@ impl Encoder {
             }
             BlockStart::Thinking => {
                 self.set_item_id("rs_");
-                let item =
-                    serde_json::json!({"id": self.item_id, "type": "reasoning", "summary": []});
-                self.item_added(out, &item);
+                // As serde_json writes an object: its keys in order.
+                let mut item = b"{\"id\":".to_vec();
+                json_str(&mut item, &self.item_id);
+                item.extend_from_slice(b",\"summary\":[],\"type\":\"reasoning\"}");
+                self.item_added_json(out, &item);
                 self.open = Out::Thinking {
                     summary_open: false,
                 };
@@ -535,18 +549,23 @@ impl Encoder {
                 self.begin(out, "response.output_text.done");
                 self.item_ref(out);
                 out.extend_from_slice(b",\"content_index\":0,\"text\":");
+                // The text escaped once, copied into the part and the item.
+                let text = out.len();
                 json_str(out, &self.text);
+                let text = text..out.len();
                 out.extend_from_slice(b",\"logprobs\":[]");
                 Self::end(out);
-                let part = serde_json::json!({"type": "output_text", "annotations": [], "logprobs": [], "text": self.text});
+                // As serde_json writes an object: its keys in order.
+                let mut part = b"{\"annotations\":[],\"logprobs\":[],\"text\":".to_vec();
+                part.extend_from_slice(&out[text]);
+                part.extend_from_slice(b",\"type\":\"output_text\"}");
                 self.begin(out, "response.content_part.done");
                 self.item_ref(out);
                 out.extend_from_slice(b",\"content_index\":0,\"part\":");
-                json_value(out, &part);
+                out.extend_from_slice(&part);
                 Self::end(out);
-                let item = serde_json::json!({"id": self.item_id, "type": "message",
-                    "status": "completed", "content": [part], "role": "assistant"});
-                self.item_done(out, &item);
+                let item = message_item(&self.item_id, "completed", Some(&part));
+                self.item_done_json(out, &item);
             }
             Out::Thinking { summary_open } => {
                 if summary_open {
@@ -735,4 +754,17 @@ pub fn passthrough_failure(error_body: &[u8], seq: u64, id: Option<&str>, out: &
         },
     });
     crate::sse::encode_event(out, Some("response.failed"), failed.to_string().as_bytes());
+}
+
+/// An assistant `message` item with `status` and the one `part` (JSON)
+/// or none, its keys in the order serde_json writes an object's.
+fn message_item(id: &str, status: &str, part: Option<&[u8]>) -> Vec<u8> {
+    let mut item = b"{\"content\":[".to_vec();
+    item.extend_from_slice(part.unwrap_or_default());
+    item.extend_from_slice(b"],\"id\":");
+    json_str(&mut item, id);
+    item.extend_from_slice(b",\"role\":\"assistant\",\"status\":\"");
+    item.extend_from_slice(status.as_bytes());
+    item.extend_from_slice(b"\",\"type\":\"message\"}");
+    item
 }

@@ -19,7 +19,7 @@ use super::custom_input::push_json_escaped;
 use crate::family::Family;
 use crate::ir::stream::{BlockStart, MessageDelta, MessageStart, StreamError, StreamEvent};
 use crate::ir::Opaque;
-use crate::protocol::common::framing::{check_utf8, StreamFault};
+use crate::protocol::common::framing::{check_utf8, name_is_utf8, StreamFault};
 use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::support::{
     error_kind, malformed, unreadable, DeltaBuf, DeltaKind, Emit,
@@ -215,19 +215,22 @@ impl Parser {
 
     /// Reads one SSE event.
     pub fn push(&mut self, event: &SseEvent<'_>, emit: &mut Emit<'_>) -> Result<(), StreamFault> {
+        // The last delta event again but for its text and values this
+        // parser does not read (checked as UTF-8 where it differs): its
+        // effect, with this text.
+        if !self.done && name_is_utf8(event.event) {
+            if let Some(d) = self.repeat.text(event.data) {
+                let said = self.last_said;
+                self.said(said, Some(&Cow::Borrowed(d)), emit);
+                return Ok(());
+            }
+        }
         let text = check_utf8(event.event, event.data)?;
         if self.done {
             return Ok(());
         }
         let data = event.data;
         if data.is_empty() || data == b"[DONE]" {
-            return Ok(());
-        }
-        if let Some(d) = self.repeat.text(text) {
-            // The last delta event again but for its text (and values
-            // this parser does not read): its effect, with this text.
-            let said = self.last_said;
-            self.said(said, Some(&Cow::Borrowed(d)), emit);
             return Ok(());
         }
         let ev: Event<'_> = match serde_json::from_str(text) {

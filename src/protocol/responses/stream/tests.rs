@@ -422,3 +422,33 @@ fn a_delta_that_repeats_the_last_is_read_without_a_parse_and_alike() {
         .collect();
     assert_eq!(texts.concat(), "Hello big world\n");
 }
+
+#[test]
+fn a_delta_that_repeats_the_last_but_is_not_utf8_is_malformed() {
+    let d = |seq: u32, pad: &str| {
+        ev(
+            "response.output_text.delta",
+            &json!({"sequence_number": seq, "delta": "Hi", "obfuscation": pad}),
+        )
+    };
+    let mut input = [
+        ev(
+            "response.created",
+            &json!({"response": {"id": "r", "model": "m"}}),
+        ),
+        d(1, "abc"),
+        d(2, "P#D"),
+    ]
+    .concat()
+    .into_bytes();
+    // The second padding's middle byte a lone continuation byte.
+    let at = input.iter().rposition(|&b| b == b'#').unwrap_or_default();
+    input[at] = 0x80;
+    let mut p = Parser::new();
+    let (_, r) =
+        crate::protocol::common::support::parse_all(&input, &mut |event, emit| match event {
+            Some(e) => p.push(e, emit),
+            None => p.finish(emit),
+        });
+    assert!(matches!(r, Err(StreamFault::Malformed(_))), "{r:?}");
+}
