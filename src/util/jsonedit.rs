@@ -216,13 +216,30 @@ pub fn set_members(doc: &[u8], set: &[(&str, &[u8])]) -> Option<Vec<u8>> {
         return None;
     }
     let ms = members(doc, start)?;
-    let setting = |m: &Member| set.iter().find(|(n, _)| key_is(doc, &m.key, n));
+    // Which of `set` each member is (the first of that name), found once:
+    // a key without escapes is compared as bytes.
+    let which: Vec<Option<usize>> = ms
+        .iter()
+        .map(|m| {
+            let raw = &doc[m.key.start + 1..m.key.end - 1];
+            if raw.contains(&b'\\') {
+                set.iter().position(|(n, _)| key_is(doc, &m.key, n))
+            } else {
+                set.iter().position(|(n, _)| n.as_bytes() == raw)
+            }
+        })
+        .collect();
+    let mut present = vec![false; set.len()];
+    for k in which.iter().flatten() {
+        present[*k] = true;
+    }
     let added: usize = set.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
     let mut out = Vec::with_capacity(doc.len() + added);
     out.extend_from_slice(&doc[..=start]);
     let mut wrote = false;
     for (name, value) in set {
-        if ms.iter().any(|m| key_is(doc, &m.key, name)) {
+        let first = set.iter().position(|(n, _)| n == name).unwrap_or_default();
+        if present[first] {
             continue;
         }
         if wrote {
@@ -238,10 +255,10 @@ pub fn set_members(doc: &[u8], set: &[(&str, &[u8])]) -> Option<Vec<u8>> {
         out.push(b',');
     }
     let mut at = start + 1;
-    for m in &ms {
-        if let Some((_, value)) = setting(m) {
+    for (m, k) in ms.iter().zip(&which) {
+        if let Some(k) = k {
             out.extend_from_slice(&doc[at..m.value.start]);
-            out.extend_from_slice(value);
+            out.extend_from_slice(set[*k].1);
             at = m.value.end;
         }
     }
