@@ -49,10 +49,11 @@ pub struct Repeat {
     /// The last frame (its bytes); empty when none is kept.
     last: Vec<u8>,
     /// The values in `last` that may change, in order: where each is
-    /// (between a string's quotes) and what it may change to.
-    slots: Vec<(Range<usize>, Slot)>,
-    /// Which slot is the text.
-    text_slot: usize,
+    /// (between a string's quotes), what it may change to, and which of
+    /// the named members it is (none for the text).
+    slots: Vec<(Range<usize>, Slot, Option<usize>)>,
+    /// Which slot is the text (none: [`Repeat::keep_members`]).
+    text_slot: Option<usize>,
 }
 
 /// Frames longer than this are not kept (a chunk is a few hundred bytes).
@@ -81,34 +82,71 @@ impl Repeat {
         let Some(end) = start.checked_add(text.len()) else {
             return;
         };
-        if end > frame.len() || frame.len() > MAX_KEPT {
+        if end > frame.len() {
             return;
         }
-        self.slots.push((start..end, Slot::Text));
+        self.slots.push((start..end, Slot::Text, None));
+        self.keep_slots(frame.as_bytes(), ignored);
+    }
+
+    /// Keeps `frame` with the values of its top-level members named in
+    /// `members` as the ones that may change (each a string without
+    /// escapes or a number of digits alone; any other must repeat as it
+    /// is), and no text: for a reader whose answer depends on no other
+    /// value of it, or on those it reads from [`Repeat::members`].
+    pub fn keep_members<const N: usize>(&mut self, frame: &[u8], members: [&[u8]; N]) {
+        self.last.clear();
+        self.slots.clear();
+        self.keep_slots(frame, members);
+    }
+
+    /// Adds the slots of the members named in `names` and keeps `frame`
+    /// when they and those already noted do not overlap.
+    fn keep_slots<const N: usize>(&mut self, frame: &[u8], names: [&[u8]; N]) {
+        if frame.len() > MAX_KEPT {
+            return;
+        }
         if N > 0 {
-            let Some(found) = skim::members(frame.as_bytes(), ignored) else {
+            let Some(found) = skim::members(frame, names) else {
                 return;
             };
-            let b = frame.as_bytes();
-            for r in found.into_iter().flatten() {
-                let v = &b[r.clone()];
+            for (k, r) in found.into_iter().enumerate() {
+                let Some(r) = r else { continue };
+                let v = &frame[r.clone()];
                 if digits(v) {
-                    self.slots.push((r, Slot::Digits));
+                    self.slots.push((r, Slot::Digits, Some(k)));
                 } else if v.len() >= 2 && v[0] == b'"' && words::json_plain(&v[1..v.len() - 1]) {
-                    self.slots.push((r.start + 1..r.end - 1, Slot::Plain));
+                    self.slots
+                        .push((r.start + 1..r.end - 1, Slot::Plain, Some(k)));
                 }
             }
-            self.slots.sort_unstable_by_key(|(r, _)| r.start);
+            self.slots.sort_unstable_by_key(|(r, _, _)| r.start);
             if self.slots.windows(2).any(|w| w[1].0.start < w[0].0.end) {
                 return;
             }
         }
-        self.text_slot = self
-            .slots
-            .iter()
-            .position(|(_, s)| *s == Slot::Text)
-            .unwrap_or(0);
-        self.last.extend_from_slice(frame.as_bytes());
+        self.text_slot = self.slots.iter().position(|(_, s, _)| *s == Slot::Text);
+        self.last.extend_from_slice(frame);
+    }
+
+    /// Where the values of the members named when `frame`'s predecessor
+    /// was kept ([`Repeat::keep_members`]) are in `frame`, when it repeats
+    /// that one but in those values (each of its kind); the kept frame is
+    /// then `frame`. None (the kept frame forgotten) when it does not.
+    pub fn members<const N: usize>(&mut self, frame: &[u8]) -> Option<[Option<Range<usize>>; N]> {
+        if self.last.is_empty() || self.text_slot.is_some() || !self.matched(frame) {
+            self.last.clear();
+            return None;
+        }
+        self.last.clear();
+        self.last.extend_from_slice(frame);
+        let mut found = std::array::from_fn(|_| None);
+        for (r, _, k) in &self.slots {
+            if let Some(at) = k.and_then(|k| found.get_mut(k)) {
+                *at = Some(r.clone());
+            }
+        }
+        Some(found)
     }
 
     /// The new text of `frame` when it repeats the kept frame but for its
@@ -121,46 +159,45 @@ impl Repeat {
     /// is valid UTF-8 and needs no check of its own (one that does not is
     /// checked whole by the parser, which reads it in full).
     pub fn text<'f>(&mut self, frame: &'f [u8]) -> Option<&'f str> {
-        if self.last.is_empty() {
-            return None;
-        }
-        let found = self.matched(frame);
+        let at = self.text_slot.filter(|_| !self.last.is_empty());
+        let matched = at.is_some() && self.matched(frame);
         self.last.clear();
-        let text = std::str::from_utf8(&frame[found?]).ok()?;
+        let r = self.slots.get(at?).map(|(r, _, _)| r.clone())?;
+        let text = std::str::from_utf8(frame.get(r).filter(|_| matched)?).ok()?;
         self.last.extend_from_slice(frame);
         Some(text)
     }
 
-    /// Where the text is in `new` when it matches the kept frame; each
+    /// Whether `new` matches the kept frame (see the module's doc); each
     /// slot then holds where its value is in `new`.
-    fn matched(&mut self, new: &[u8]) -> Option<Range<usize>> {
+    fn matched(&mut self, new: &[u8]) -> bool {
         let (mut old_at, mut at) = (0, 0);
-        for (r, slot) in &mut self.slots {
+        for (r, slot, _) in &mut self.slots {
             let fixed = &self.last[old_at..r.start];
-            if !new.get(at..)?.starts_with(fixed) {
-                return None;
+            if !new.get(at..).is_some_and(|n| n.starts_with(fixed)) {
+                return false;
             }
             at += fixed.len();
             let rest = &new[at..];
-            let end = at
-                + match slot {
-                    Slot::Digits => rest.iter().position(|c| !c.is_ascii_digit())?,
-                    Slot::Text | Slot::Plain => memchr::memchr(b'"', rest)?,
-                };
-            let v = &new[at..end];
+            let len = match slot {
+                Slot::Digits => rest.iter().position(|c| !c.is_ascii_digit()),
+                Slot::Text | Slot::Plain => memchr::memchr(b'"', rest),
+            };
+            let Some(len) = len else { return false };
+            let v = &rest[..len];
             let fits = match slot {
                 Slot::Digits => digits(v),
                 Slot::Text => !v.is_empty() && words::json_plain(v),
                 Slot::Plain => words::json_plain(v) && std::str::from_utf8(v).is_ok(),
             };
             if !fits {
-                return None;
+                return false;
             }
             old_at = r.end;
-            *r = at..end;
-            at = end;
+            *r = at..at + len;
+            at += len;
         }
-        (new.get(at..)? == &self.last[old_at..]).then(|| self.slots[self.text_slot].0.clone())
+        new.get(at..) == Some(&self.last[old_at..])
     }
 }
 

@@ -12,6 +12,7 @@ use crate::protocol::common::peek::{
     bad, body_error, contains, model_of, positive_int, present, span_of, AffinitySource, Inspected,
     Peeked, Raw, Usage,
 };
+use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::skim;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -161,6 +162,20 @@ struct UsagePeek {
     output_tokens_details: Option<OutputDetails>,
 }
 
+impl UsagePeek {
+    fn into_usage(self) -> Usage {
+        let details = self.input_tokens_details.unwrap_or_default();
+        Usage {
+            input: self.input_tokens,
+            output: self.output_tokens,
+            cached: details.cached_tokens,
+            cache_write: details.cache_write_tokens,
+            cache_write_1h: None,
+            reasoning: self.output_tokens_details.and_then(|d| d.reasoning_tokens),
+        }
+    }
+}
+
 #[derive(Deserialize, Default)]
 struct InputDetails {
     cached_tokens: Option<u64>,
@@ -200,7 +215,9 @@ struct ResponsePeek<'a> {
 /// for, are parsed, with the same answers (docs/performance.md "Peeking at
 /// stream frames").
 pub fn response(doc: &[u8]) -> Option<Peeked> {
-    skimmed(doc).or_else(|| parsed(doc))
+    repeated(doc)
+        .or_else(|| skimmed(doc))
+        .or_else(|| parsed(doc))
 }
 
 /// [`response`] by serde.
@@ -219,17 +236,7 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
         None => (p.model, p.usage),
     };
     out.span = model.and_then(|m| span_of(m, doc));
-    if let Some(u) = usage {
-        let details = u.input_tokens_details.unwrap_or_default();
-        out.usage = Usage {
-            input: u.input_tokens,
-            output: u.output_tokens,
-            cached: details.cached_tokens,
-            cache_write: details.cache_write_tokens,
-            cache_write_1h: None,
-            reasoning: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
-        };
-    }
+    out.usage = usage.map(UsagePeek::into_usage).unwrap_or_default();
     out.sequence = p.sequence_number;
     out.terminal = matches!(
         p.kind,
@@ -248,11 +255,43 @@ thread_local! {
     static SKIMMED: std::cell::RefCell<skim::Resume<5>> = std::cell::RefCell::default();
 }
 
-/// [`response`] of a document whose `response` and `usage` are absent or
-/// null, from its members' spans alone; None for any other, and for one
-/// serde would refuse that the skim lets through: a `type` that is no
-/// plain string (serde borrows it, so an escape fails), a `sequence_number`
-/// that is no u64.
+thread_local! {
+    /// The last event this thread skimmed whose answer was its sequence
+    /// number alone (a delta): the next one that repeats it but in its
+    /// counter, its text and its padding ([`CHANGING`]) has that answer
+    /// with its own counter, read without a skim (`common::repeat`). As
+    /// for [`SKIMMED`], other streams' events in between only make the next
+    /// one a skim.
+    static REPEATED: std::cell::RefCell<Repeat> = std::cell::RefCell::default();
+}
+
+/// The top-level members of a delta event that change from one event to
+/// the next; the peek reads the first.
+const CHANGING: [&[u8]; 3] = [b"sequence_number", b"delta", b"obfuscation"];
+
+/// [`response`] of a document that repeats the last one kept in
+/// [`REPEATED`] but in the values of [`CHANGING`]: its sequence number
+/// alone (its type, and the members the peek reads, are that one's, whose
+/// answer had nothing else). None for any other.
+fn repeated(doc: &[u8]) -> Option<Peeked> {
+    let [sequence, _, _] = REPEATED.with(|r| r.try_borrow_mut().ok()?.members(doc))?;
+    let sequence = match sequence {
+        Some(r) => Some(std::str::from_utf8(&doc[r]).ok()?.parse::<u64>().ok()?),
+        None => None,
+    };
+    Some(Peeked {
+        sequence,
+        ..Peeked::default()
+    })
+}
+
+/// [`response`] of a document whose `usage` is absent or null, from its
+/// members' spans (and, for a `response` object, that object's `id`,
+/// `model` and `usage`, its usage read by serde); None for any other, and
+/// for one serde would refuse that the skim lets through: a `type` or a
+/// response's `id` that is no plain string (serde borrows them, so an
+/// escape fails), a `sequence_number` that is no u64, a `response` that is
+/// no object.
 fn skimmed(doc: &[u8]) -> Option<Peeked> {
     let wanted = [
         &b"type"[..],
@@ -267,7 +306,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
         r.map(|r| (&doc[r.clone()], r))
             .filter(|(v, _)| *v != b"null")
     };
-    if value(usage).is_some() || value(response).is_some() {
+    if value(usage).is_some() {
         return None;
     }
     let kind = match value(kind) {
@@ -287,8 +326,47 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
         }
         Some(_) => return None,
     };
-    Some(Peeked {
-        span: value(model).map(|(_, r)| r),
+    // A response object's own members stand for the event's (as `parsed`).
+    let (model, usage, id) = match value(response) {
+        None => (value(model).map(|(_, r)| r), Usage::default(), None),
+        Some((obj, at)) => {
+            if obj.first() != Some(&b'{') {
+                return None;
+            }
+            let [id, model, usage] = skim::members(obj, [&b"id"[..], b"model", b"usage"])?;
+            let inner = |r: Option<Range<usize>>| {
+                r.map(|r| r.start + at.start..r.end + at.start)
+                    .map(|r| (&doc[r.clone()], r))
+                    .filter(|(v, _)| *v != b"null")
+            };
+            let id = match inner(id) {
+                None => None,
+                Some((v, _)) => {
+                    let text = v.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+                    if text.contains(&b'\\') {
+                        return None;
+                    }
+                    Some(text)
+                }
+            };
+            let usage = match inner(usage) {
+                None => Usage::default(),
+                Some((v, _)) => serde_json::from_slice::<UsagePeek>(v).ok()?.into_usage(),
+            };
+            (inner(model).map(|(_, r)| r), usage, Some(id))
+        }
+    };
+    let found = Peeked {
+        span: model,
+        usage,
+        response: id.is_some(),
+        // Only the stream's first event carries a new id; read it there.
+        response_id: match id.flatten() {
+            Some(t) if kind == Some(b"response.created") => {
+                Some(std::str::from_utf8(t).ok()?.to_string())
+            }
+            _ => None,
+        },
         sequence,
         terminal: matches!(
             kind,
@@ -296,7 +374,22 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
         ),
         error: kind == Some(b"error"),
         ..Peeked::default()
-    })
+    };
+    // An answer of the sequence number alone is what the next event that
+    // repeats this one in its changing values will have (`repeated`).
+    if found
+        == (Peeked {
+            sequence,
+            ..Peeked::default()
+        })
+    {
+        REPEATED.with(|r| {
+            if let Ok(mut r) = r.try_borrow_mut() {
+                r.keep_members(doc, CHANGING);
+            }
+        });
+    }
+    Some(found)
 }
 
 /// Whether the first bytes of a Responses stream carry the answer's first
@@ -322,6 +415,7 @@ mod tests {
             prop_oneof![
                 Just(r#""type":"response.output_text.delta""#),
                 Just(r#""type":"response.completed""#),
+                Just(r#""type":"response.created""#),
                 Just(r#""type":"error""#),
                 Just(r#""type":"resp\u006fnse.failed""#),
                 Just(r#""type":5"#),
@@ -344,7 +438,16 @@ mod tests {
             .prop_map(str::to_string),
             prop_oneof![
                 Just(r#""response":null"#),
-                Just(r#""response":{"id":"r","model":"m"}"#)
+                Just(r#""response":{"id":"r","model":"m"}"#),
+                Just(r#""response":{"id":"r","model":null,"usage":null,"output":[{"a":[1,2]}]}"#),
+                Just(r#""response":{"model":"m","usage":{"input_tokens":3,"output_tokens":4,"input_tokens_details":{"cached_tokens":1},"output_tokens_details":{"reasoning_tokens":2}}}"#),
+                Just(r#""response":{"id":null,"usage":{"input_tokens":-3}}"#),
+                Just(r#""response":{"id":"r\u0031","model":"m"}"#),
+                Just(r#""response":{"id":5}"#),
+                Just(r#""response":{"id":"a","id":"b"}"#),
+                Just(r#""response":{"\u0069d":"r"}"#),
+                Just(r#""response":"r""#),
+                Just(r#""response":[]"#)
             ]
             .prop_map(str::to_string),
             "[a-z \\\\\"]{0,4}".prop_map(|d| format!(r#""delta":"{d}""#)),
@@ -362,6 +465,62 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// A stream of events, some repeating the last in their counter,
+        /// text and padding (some of those of another kind): each is
+        /// answered as serde answers it, by a repeat, a skim or a parse.
+        #[test]
+        fn repeated_events_read_as_parsed_ones(
+            first in event(),
+            next in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        Just("7".to_string()),
+                        Just("12".to_string()),
+                        Just("007".to_string()),
+                        Just("99999999999999999999999".to_string()),
+                        Just("\"8\"".to_string())
+                    ],
+                    "[a-z \\\\\"]{0,4}",
+                    "[a-zA-Z]{0,5}",
+                    proptest::bool::ANY,
+                ),
+                1..12,
+            ),
+        ) {
+            let delta = |seq: &str, d: &str, pad: &str| format!(
+                r#"{{"type":"response.output_text.delta","sequence_number":{seq},"item_id":"m","delta":"{d}","logprobs":[],"obfuscation":"{pad}"}}"#
+            );
+            let mut docs = vec![first, delta("5", "hi", "ab")];
+            for (seq, d, pad, other) in next {
+                docs.push(if other { docs[0].clone() } else { delta(&seq, &d, &pad) });
+            }
+            for doc in &docs {
+                prop_assert_eq!(response(doc.as_bytes()), parsed(doc.as_bytes()), "{}", doc);
+            }
+        }
+    }
+
+    #[test]
+    fn a_delta_that_repeats_the_last_is_answered_without_a_skim() {
+        let d = |seq: u32, text: &str| {
+            format!(
+                r#"{{"type":"response.output_text.delta","sequence_number":{seq},"delta":"{text}","obfuscation":"x{text}"}}"#
+            )
+        };
+        assert_eq!(
+            response(d(3, "a").as_bytes()).and_then(|p| p.sequence),
+            Some(3)
+        );
+        assert_eq!(
+            repeated(d(14, "bc").as_bytes()).and_then(|p| p.sequence),
+            Some(14)
+        );
+        // Its type is not one of the changing members.
+        let done = d(15, "x").replace("delta\",", "done\",");
+        assert!(repeated(done.as_bytes()).is_none());
+    }
+
     #[test]
     fn a_delta_is_skimmed() {
         let doc = br#"{"type":"response.output_text.delta","sequence_number":5,"item_id":"m","output_index":0,"content_index":0,"delta":"hi","logprobs":[]}"#;
@@ -369,7 +528,11 @@ mod tests {
         assert_eq!(p.sequence, Some(5));
         assert_eq!(Some(p), parsed(doc));
         let created = br#"{"type":"response.created","sequence_number":0,"response":{"id":"r"}}"#;
-        assert!(skimmed(created).is_none());
+        // A response object's members are skimmed too.
+        assert!(
+            skimmed(created).is_some_and(|p| p.response && p.response_id.as_deref() == Some("r"))
+        );
+        assert_eq!(skimmed(created), parsed(created));
         assert!(response(created).is_some_and(|p| p.response_id.as_deref() == Some("r")));
     }
 }
