@@ -23,6 +23,12 @@
 //! document is still the same JSON with values the parser ignores changed
 //! (docs/performance.md "Issue 28, thirteenth pass").
 //!
+//! A reader with no text to take (the stream peeks, whose answer for a
+//! delta is a counter or a place) keeps a frame with the values that may
+//! change and those whose place it reads ([`Repeat::keep_values`],
+//! [`Repeat::keep_members`]), and learns where they are in a next frame
+//! that repeats it ([`Repeat::values`]).
+//!
 //! The kept frame must have been checked to be UTF-8
 //! (`framing::check_utf8`); a next one that repeats it is checked where it
 //! differs, and its text is handed out as a slice of it.
@@ -40,6 +46,8 @@ enum Slot {
     Plain,
     /// An ignored number: digits without a leading zero.
     Digits,
+    /// A value that must repeat as it is, whose place is told.
+    Same,
 }
 
 /// The last frame a parser read in full whose one effect was a text, and
@@ -52,7 +60,7 @@ pub struct Repeat {
     /// (between a string's quotes), what it may change to, and which of
     /// the named members it is (none for the text).
     slots: Vec<(Range<usize>, Slot, Option<usize>)>,
-    /// Which slot is the text (none: [`Repeat::keep_members`]).
+    /// Which slot is the text (none: [`Repeat::keep_values`]).
     text_slot: Option<usize>,
 }
 
@@ -103,37 +111,68 @@ impl Repeat {
     /// Adds the slots of the members named in `names` and keeps `frame`
     /// when they and those already noted do not overlap.
     fn keep_slots<const N: usize>(&mut self, frame: &[u8], names: [&[u8]; N]) {
+        if N == 0 {
+            return self.add_values(frame, std::array::from_fn::<_, N, _>(|_| None));
+        }
+        let Some(found) = skim::members(frame, names) else {
+            return;
+        };
+        self.add_values(frame, found.map(|r| r.map(|r| (r, true))));
+    }
+
+    /// Keeps `frame` with the `values` the caller gives (their spans, each
+    /// a whole JSON value): each that may change (`true`) is a string
+    /// without escapes or a number of digits alone that may change to one
+    /// of its kind (any other is left to repeat as it is); each that may
+    /// not must repeat byte for byte, and [`Repeat::values`] tells where
+    /// it is then. Values that overlap keep nothing.
+    pub fn keep_values<const N: usize>(
+        &mut self,
+        frame: &[u8],
+        values: [Option<(Range<usize>, bool)>; N],
+    ) {
+        self.last.clear();
+        self.slots.clear();
+        self.add_values(frame, values);
+    }
+
+    /// [`Repeat::keep_values`] after the slots already noted (a text's).
+    fn add_values<const N: usize>(
+        &mut self,
+        frame: &[u8],
+        values: [Option<(Range<usize>, bool)>; N],
+    ) {
         if frame.len() > MAX_KEPT {
             return;
         }
-        if N > 0 {
-            let Some(found) = skim::members(frame, names) else {
+        for (k, v) in values.into_iter().enumerate() {
+            let Some((r, changing)) = v else { continue };
+            let Some(v) = frame.get(r.clone()) else {
                 return;
             };
-            for (k, r) in found.into_iter().enumerate() {
-                let Some(r) = r else { continue };
-                let v = &frame[r.clone()];
-                if digits(v) {
-                    self.slots.push((r, Slot::Digits, Some(k)));
-                } else if v.len() >= 2 && v[0] == b'"' && words::json_plain(&v[1..v.len() - 1]) {
-                    self.slots
-                        .push((r.start + 1..r.end - 1, Slot::Plain, Some(k)));
-                }
+            if !changing {
+                self.slots.push((r, Slot::Same, Some(k)));
+            } else if digits(v) {
+                self.slots.push((r, Slot::Digits, Some(k)));
+            } else if v.len() >= 2 && v[0] == b'"' && words::json_plain(&v[1..v.len() - 1]) {
+                self.slots
+                    .push((r.start + 1..r.end - 1, Slot::Plain, Some(k)));
             }
-            self.slots.sort_unstable_by_key(|(r, _, _)| r.start);
-            if self.slots.windows(2).any(|w| w[1].0.start < w[0].0.end) {
-                return;
-            }
+        }
+        self.slots.sort_unstable_by_key(|(r, _, _)| r.start);
+        if self.slots.windows(2).any(|w| w[1].0.start < w[0].0.end) {
+            return;
         }
         self.text_slot = self.slots.iter().position(|(_, s, _)| *s == Slot::Text);
         self.last.extend_from_slice(frame);
     }
 
-    /// Where the values of the members named when `frame`'s predecessor
-    /// was kept ([`Repeat::keep_members`]) are in `frame`, when it repeats
-    /// that one but in those values (each of its kind); the kept frame is
-    /// then `frame`. None (the kept frame forgotten) when it does not.
-    pub fn members<const N: usize>(&mut self, frame: &[u8]) -> Option<[Option<Range<usize>>; N]> {
+    /// Where the values named when `frame`'s predecessor was kept
+    /// ([`Repeat::keep_members`], [`Repeat::keep_values`]) are in `frame`
+    /// (a string's between its quotes), when it repeats that one but in
+    /// those values (each of its kind); the kept frame is then `frame`.
+    /// None (the kept frame forgotten) when it does not.
+    pub fn values<const N: usize>(&mut self, frame: &[u8]) -> Option<[Option<Range<usize>>; N]> {
         if self.last.is_empty() || self.text_slot.is_some() || !self.matched(frame) {
             self.last.clear();
             return None;
@@ -182,6 +221,10 @@ impl Repeat {
             let len = match slot {
                 Slot::Digits => rest.iter().position(|c| !c.is_ascii_digit()),
                 Slot::Text | Slot::Plain => memchr::memchr(b'"', rest),
+                Slot::Same => {
+                    let was = &self.last[r.clone()];
+                    rest.starts_with(was).then_some(was.len())
+                }
             };
             let Some(len) = len else { return false };
             let v = &rest[..len];
@@ -189,6 +232,7 @@ impl Repeat {
                 Slot::Digits => digits(v),
                 Slot::Text => !v.is_empty() && words::json_plain(v),
                 Slot::Plain => words::json_plain(v) && std::str::from_utf8(v).is_ok(),
+                Slot::Same => true,
             };
             if !fits {
                 return false;

@@ -9,6 +9,7 @@ use crate::protocol::common::peek::{
     nonempty_string_member, number, positive_int, present, span_of, AffinitySource, Inspected,
     Peeked, Raw, Usage,
 };
+use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::skim;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -215,7 +216,9 @@ static FINISH_REASON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
 /// for, are parsed, with the same answers (docs/performance.md "Peeking at
 /// stream frames").
 pub fn response(doc: &[u8]) -> Option<Peeked> {
-    skimmed(doc).or_else(|| parsed(doc))
+    repeated(doc)
+        .or_else(|| skimmed(doc))
+        .or_else(|| parsed(doc))
 }
 
 /// [`response`] by serde.
@@ -268,9 +271,64 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     if value(usage.clone()).is_some() || value(error).is_some() {
         return None;
     }
-    Some(Peeked {
+    let found = Peeked {
         span: value(model).map(|(_, r)| r),
-        finished: value(choices).is_some_and(|(c, _)| nonempty_string_after(c, &FINISH_REASON)),
+        finished: value(choices.clone())
+            .is_some_and(|(c, _)| nonempty_string_after(c, &FINISH_REASON)),
+        ..Peeked::default()
+    };
+    if !found.finished {
+        keep(doc, found.span.clone(), choices);
+    }
+    Some(found)
+}
+
+thread_local! {
+    /// The last chunk this thread skimmed whose answer was its model's
+    /// place alone (a chunk of text): the next one that repeats it but in
+    /// its text and padding has that answer, the model's place moved, read
+    /// without a skim (`common::repeat`). As for [`SKIMMED`], other
+    /// streams' chunks in between only make the next one a skim.
+    static REPEATED: std::cell::RefCell<Repeat> = std::cell::RefCell::default();
+}
+
+/// A chunk's text (`choices[…].delta.content`) and padding, found by their
+/// keys: in JSON a quote, then a name, a quote and a colon not escaped, is
+/// a key, so the first string after it is that key's value.
+static CONTENT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"content\":\""));
+static OBFUSCATION: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"obfuscation\":\""));
+
+/// Keeps `doc`, whose answer was the model's place (`model`) alone, for
+/// [`repeated`]: the model must repeat, the first text in `choices` and the
+/// padding may change. What else a chunk's answer reads (`usage`, `error`
+/// absent or null; the finish reason's value) is bytes that must repeat:
+/// a string without quotes cannot hold `"finish_reason":`, nor be that
+/// member's value, which follows its own key.
+fn keep(doc: &[u8], model: Option<Range<usize>>, choices: Option<Range<usize>>) {
+    // The string value that starts after a key's `"name":"`, up to the next
+    // quote (a value with an escape is not plain: the repeat leaves it be).
+    let after = |finder: &memchr::memmem::Finder<'_>, within: Range<usize>| {
+        let at = within.start + finder.find(&doc[within.clone()])? + finder.needle().len() - 1;
+        let end = at + 1 + memchr::memchr(b'"', &doc[at + 1..within.end])?;
+        Some((at..end + 1, true))
+    };
+    let content = choices.and_then(|c| after(&CONTENT, c));
+    let padding = after(&OBFUSCATION, 0..doc.len());
+    REPEATED.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            r.keep_values(doc, [model.map(|m| (m, false)), content, padding]);
+        }
+    });
+}
+
+/// [`response`] of a document that repeats the last one kept in
+/// [`REPEATED`] but in its text and padding: the model's place alone.
+fn repeated(doc: &[u8]) -> Option<Peeked> {
+    let [model, _, _] = REPEATED.with(|r| r.try_borrow_mut().ok()?.values(doc))?;
+    Some(Peeked {
+        span: model,
         ..Peeked::default()
     })
 }
@@ -335,6 +393,61 @@ mod tests {
                 prop_assert_eq!(Some(p), parsed(doc.as_bytes()), "{}", doc);
             }
         }
+    }
+
+    proptest! {
+        /// Chunks that repeat the last in their text and padding (some
+        /// texts with escapes or quotes, or the finish reason's words; some
+        /// finish reasons empty or not), among other frames: each is
+        /// answered as serde answers it, by a repeat, a skim or a parse.
+        #[test]
+        fn repeated_chunks_read_as_parsed_ones(
+            other in frame(),
+            chunks in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        4 => "[a-z :,{}]{0,5}",
+                        1 => Just(r#"finish_reason":"stop"#.to_string()),
+                        1 => "([a-z]|\\\\n|\\\\\"|\"){0,3}",
+                    ],
+                    "[a-zA-Z0-9]{0,6}",
+                    proptest::prop_oneof![Just("null"), Just("\"\""), Just("\"stop\"")],
+                    0usize..8,
+                ),
+                1..16,
+            ),
+        ) {
+            for (text, pad, finish, shape) in chunks {
+                let doc = match shape {
+                    0 => other.clone(),
+                    1 => format!(r#"{{"model":"m","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":{finish}}}],"usage":null}}"#),
+                    2 => format!(r#"{{"choices":[{{"delta":{{"content":"{text}"}}}}],"model":"m","obfuscation":"{pad}"}}"#),
+                    _ => format!(r#"{{"id":"c","model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}],"usage":null,"obfuscation":"{pad}"}}"#),
+                };
+                prop_assert_eq!(response(doc.as_bytes()), parsed(doc.as_bytes()), "{}", doc);
+            }
+        }
+    }
+
+    #[test]
+    fn a_chunk_that_repeats_the_last_is_answered_without_a_skim() {
+        let c = |text: &str, pad: &str| {
+            format!(
+                r#"{{"id":"c","model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}],"obfuscation":"{pad}"}}"#
+            )
+        };
+        let first = c("a", "xy");
+        assert!(response(first.as_bytes()).is_some_and(|p| !p.finished));
+        let next = c("longer text", "");
+        let p = repeated(next.as_bytes()).unwrap_or_default();
+        assert_eq!(
+            p.span.map(|r| &next.as_bytes()[r]),
+            Some(&b"\"gpt-4o\""[..])
+        );
+        // A finish reason is not a text: read in full.
+        let last = next.replace("null", "\"stop\"");
+        assert!(repeated(last.as_bytes()).is_none());
+        assert!(response(last.as_bytes()).is_some_and(|p| p.finished));
     }
 
     #[test]
