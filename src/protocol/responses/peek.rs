@@ -285,6 +285,17 @@ fn repeated(doc: &[u8]) -> Option<Peeked> {
     })
 }
 
+/// The text of a string value as serde lends it (`&str`): `Some(None)`
+/// for no value, None (serde would refuse) for one that is no string or
+/// has an escape.
+fn lent(value: Option<&[u8]>) -> Option<Option<&[u8]>> {
+    let Some(v) = value else {
+        return Some(None);
+    };
+    let text = v.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    (!text.contains(&b'\\')).then_some(Some(text))
+}
+
 /// [`response`] of a document whose `usage` is absent or null, from its
 /// members' spans (and, for a `response` object, that object's `id`,
 /// `model` and `usage`, its usage read by serde); None for any other, and
@@ -309,16 +320,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     if value(usage).is_some() {
         return None;
     }
-    let kind = match value(kind) {
-        None => None,
-        Some((k, _)) => {
-            let text = k.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-            if text.contains(&b'\\') {
-                return None;
-            }
-            Some(text)
-        }
-    };
+    let kind = lent(value(kind).map(|(k, _)| k))?;
     let sequence = match value(sequence) {
         None => None,
         Some((n, _)) if n.iter().all(u8::is_ascii_digit) => {
@@ -339,16 +341,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
                     .map(|r| (&doc[r.clone()], r))
                     .filter(|(v, _)| *v != b"null")
             };
-            let id = match inner(id) {
-                None => None,
-                Some((v, _)) => {
-                    let text = v.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-                    if text.contains(&b'\\') {
-                        return None;
-                    }
-                    Some(text)
-                }
-            };
+            let id = lent(inner(id).map(|(v, _)| v))?;
             let usage = match inner(usage) {
                 None => Usage::default(),
                 Some((v, _)) => serde_json::from_slice::<UsagePeek>(v).ok()?.into_usage(),
