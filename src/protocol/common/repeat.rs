@@ -173,12 +173,10 @@ impl Repeat {
     /// those values (each of its kind); the kept frame is then `frame`.
     /// None (the kept frame forgotten) when it does not.
     pub fn values<const N: usize>(&mut self, frame: &[u8]) -> Option<[Option<Range<usize>>; N]> {
-        if self.last.is_empty() || self.text_slot.is_some() || !self.matched(frame) {
+        if self.text_slot.is_some() || !self.advance(frame) {
             self.last.clear();
             return None;
         }
-        self.last.clear();
-        self.last.extend_from_slice(frame);
         let mut found = std::array::from_fn(|_| None);
         for (r, _, k) in &self.slots {
             if let Some(at) = k.and_then(|k| found.get_mut(k)) {
@@ -198,13 +196,23 @@ impl Repeat {
     /// is valid UTF-8 and needs no check of its own (one that does not is
     /// checked whole by the parser, which reads it in full).
     pub fn text<'f>(&mut self, frame: &'f [u8]) -> Option<&'f str> {
-        let at = self.text_slot.filter(|_| !self.last.is_empty());
-        let matched = at.is_some() && self.matched(frame);
+        let at = self.text_slot.filter(|_| self.advance(frame));
+        let text = at.and_then(|at| std::str::from_utf8(&frame[self.slots[at].0.clone()]).ok());
+        if text.is_none() {
+            self.last.clear();
+        }
+        text
+    }
+
+    /// Whether `new` repeats the kept frame ([`Repeat::matched`]); it is
+    /// then the kept frame, else none is.
+    fn advance(&mut self, new: &[u8]) -> bool {
+        let repeated = !self.last.is_empty() && self.matched(new);
         self.last.clear();
-        let r = self.slots.get(at?).map(|(r, _, _)| r.clone())?;
-        let text = std::str::from_utf8(frame.get(r).filter(|_| matched)?).ok()?;
-        self.last.extend_from_slice(frame);
-        Some(text)
+        if repeated {
+            self.last.extend_from_slice(new);
+        }
+        repeated
     }
 
     /// Whether `new` matches the kept frame (see the module's doc); each

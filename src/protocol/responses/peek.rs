@@ -276,13 +276,18 @@ const CHANGING: [&[u8]; 3] = [b"sequence_number", b"delta", b"obfuscation"];
 fn repeated(doc: &[u8]) -> Option<Peeked> {
     let [sequence, _, _] = REPEATED.with(|r| r.try_borrow_mut().ok()?.values(doc))?;
     let sequence = match sequence {
-        Some(r) => Some(std::str::from_utf8(&doc[r]).ok()?.parse::<u64>().ok()?),
+        Some(r) => Some(counter(&doc[r])?),
         None => None,
     };
     Some(Peeked {
         sequence,
         ..Peeked::default()
     })
+}
+
+/// A `sequence_number` of digits as serde reads it: None past u64.
+fn counter(digits: &[u8]) -> Option<u64> {
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// The text of a string value as serde lends it (`&str`): `Some(None)`
@@ -323,9 +328,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     let kind = lent(value(kind).map(|(k, _)| k))?;
     let sequence = match value(sequence) {
         None => None,
-        Some((n, _)) if n.iter().all(u8::is_ascii_digit) => {
-            Some(std::str::from_utf8(n).ok()?.parse::<u64>().ok()?)
-        }
+        Some((n, _)) if n.iter().all(u8::is_ascii_digit) => Some(counter(n)?),
         Some(_) => return None,
     };
     // A response object's own members stand for the event's (as `parsed`).

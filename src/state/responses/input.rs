@@ -11,13 +11,18 @@ fn raw(v: &Value) -> Option<Box<RawValue>> {
     serde_json::value::to_raw_value(v).ok()
 }
 
-/// A `message` item with one text part.
-fn text_message(role: &str, text: &str) -> Option<Box<RawValue>> {
-    let part = if role == "assistant" {
+/// The type of a text part of a message in `role`'s voice.
+fn part_type(role: &str) -> &'static str {
+    if role == "assistant" {
         "output_text"
     } else {
         "input_text"
-    };
+    }
+}
+
+/// A `message` item with one text part.
+fn text_message(role: &str, text: &str) -> Option<Box<RawValue>> {
+    let part = part_type(role);
     raw(&json!({"type": "message", "role": role, "content": [{"type": part, "text": text}]}))
 }
 
@@ -27,11 +32,7 @@ fn text_message(role: &str, text: &str) -> Option<Box<RawValue>> {
 /// `Value` and back).
 fn typed(item: &str, role: &str) -> Option<Box<RawValue>> {
     let doc = item.as_bytes();
-    let part = if role == "assistant" {
-        "output_text"
-    } else {
-        "input_text"
-    };
+    let part = part_type(role);
     let text = jsonedit::member_span(doc, "content")
         .map(|r| &doc[r])
         .filter(|v| v.first() == Some(&b'"'));
