@@ -19,7 +19,7 @@ use switchboard::state::limits::Limits;
 
 #[cfg(not(feature = "alloc-count"))]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: switchboard::util::allocator::Mimalloc = switchboard::util::allocator::Mimalloc;
 #[cfg(feature = "alloc-count")]
 #[global_allocator]
 static GLOBAL: switchboard::obs::alloc_count::Counting = switchboard::obs::alloc_count::Counting;

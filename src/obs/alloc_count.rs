@@ -1,5 +1,6 @@
 //! Heap allocation counting for the load benchmark (cargo feature
-//! `alloc-count`): a global allocator that wraps mimalloc and counts every
+//! `alloc-count`): a global allocator that wraps the release one
+//! (`util::allocator`, mimalloc) and counts every
 //! allocation (a `realloc` counts as one), the bytes asked for and the bytes
 //! given back. The counters are read by the metrics endpoint
 //! (`switchboard_heap_allocations_total`, `switchboard_heap_allocated_bytes_total`,
@@ -105,22 +106,22 @@ pub struct Counting;
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
-        mimalloc::MiMalloc.alloc(layout)
+        crate::util::allocator::Mimalloc.alloc(layout)
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
-        mimalloc::MiMalloc.alloc_zeroed(layout)
+        crate::util::allocator::Mimalloc.alloc_zeroed(layout)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         count_free(layout.size());
-        mimalloc::MiMalloc.dealloc(ptr, layout)
+        crate::util::allocator::Mimalloc.dealloc(ptr, layout)
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
         count_free(layout.size());
-        mimalloc::MiMalloc.realloc(ptr, layout, new_size)
+        crate::util::allocator::Mimalloc.realloc(ptr, layout, new_size)
     }
 }

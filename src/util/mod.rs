@@ -1,4 +1,5 @@
-//! Leaf helpers, each written once and used across the gateway: byte-preserving
+//! Leaf helpers, each written once and used across the gateway: the global
+//! allocator (mimalloc), byte-preserving
 //! JSON edits, the nesting-depth scan, JSON strings and numbers written by
 //! hand, RFC 3339 and HTTP dates, body pieces
 //! gathered into one buffer, base64, hex and percent-decoding, the affinity hash,
@@ -6,6 +7,7 @@
 //!
 //! May import: nothing of ours.
 
+pub mod allocator;
 pub mod base64;
 pub mod gather;
 pub mod hash;
