@@ -228,25 +228,30 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
     out.span = p.model.and_then(|m| span_of(m, doc));
     out.usage_only = p.usage.is_some() && p.choices.is_some_and(|c| c.get() == "[]");
     if let Some(u) = p.usage {
-        let details = u.prompt_tokens_details.unwrap_or_default();
-        out.usage = Usage {
-            input: u.prompt_tokens,
-            output: u.completion_tokens,
-            // As the translated path reads them (`response::decode_usage`).
-            cached: details
-                .cached_tokens
-                .or(u.prompt_cache_hit_tokens)
-                .or(u.cached_tokens),
-            cache_write: details.cache_write_tokens,
-            cache_write_1h: None,
-            reasoning: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
-        };
+        out.usage = usage_of(u);
     }
     out.error = p.error.is_some_and(|e| e.get() != "null");
     out.finished = p
         .choices
         .is_some_and(|c| nonempty_string_after(c.get().as_bytes(), &FINISH_REASON));
     Some(out)
+}
+
+/// The gateway's usage from an OpenAI `usage` object.
+fn usage_of(u: OpenAiUsage) -> Usage {
+    let details = u.prompt_tokens_details.unwrap_or_default();
+    Usage {
+        input: u.prompt_tokens,
+        output: u.completion_tokens,
+        // As the translated path reads them (`response::decode_usage`).
+        cached: details
+            .cached_tokens
+            .or(u.prompt_cache_hit_tokens)
+            .or(u.cached_tokens),
+        cache_write: details.cache_write_tokens,
+        cache_write_1h: None,
+        reasoning: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+    }
 }
 
 thread_local! {
@@ -257,9 +262,10 @@ thread_local! {
     static SKIMMED: std::cell::RefCell<skim::Resume<4>> = std::cell::RefCell::default();
 }
 
-/// [`response`] of a document whose `usage` and `error` are absent or
-/// null, from its members' spans alone; None for any other (or one the
-/// skim does not vouch for).
+/// [`response`] of a document whose `error` is absent or null, from its
+/// members' spans, the `usage` object (a whole answer's, a stream's last
+/// chunk's) read alone; None for any other (or one the skim does not vouch
+/// for).
 fn skimmed(doc: &[u8]) -> Option<Peeked> {
     let wanted = [&b"model"[..], b"usage", b"choices", b"error"];
     let [model, usage, choices, error] =
@@ -268,16 +274,20 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
         r.map(|r| (&doc[r.clone()], r))
             .filter(|(v, _)| *v != b"null")
     };
-    if value(usage.clone()).is_some() || value(error).is_some() {
+    if value(error).is_some() {
         return None;
     }
-    let found = Peeked {
+    let choices_value = value(choices.clone()).map(|(c, _)| c);
+    let mut found = Peeked {
         span: value(model).map(|(_, r)| r),
-        finished: value(choices.clone())
-            .is_some_and(|(c, _)| nonempty_string_after(c, &FINISH_REASON)),
+        finished: choices_value.is_some_and(|c| nonempty_string_after(c, &FINISH_REASON)),
         ..Peeked::default()
     };
-    if !found.finished {
+    if let Some((usage, _)) = value(usage) {
+        // serde reads a member's value alone as it reads it in place.
+        found.usage = usage_of(serde_json::from_slice(usage).ok()?);
+        found.usage_only = choices_value == Some(b"[]");
+    } else if !found.finished {
         keep(doc, found.span.clone(), choices);
     }
     Some(found)
@@ -368,6 +378,11 @@ mod tests {
                 Just(r#""usage":null"#),
                 Just(r#""usage":{"prompt_tokens":3,"completion_tokens":2}"#),
                 Just(r#""usage":"x""#),
+                Just(r#""usage":{"prompt_tokens":"3"}"#),
+                Just(
+                    r#""usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":null,"cached_tokens":2}"#
+                ),
+                Just(r#""usage":{"prompt_tokens":1,"prompt_tokens":2}"#),
                 Just(r#""us\u0061ge":{"prompt_tokens":1}"#)
             ]
             .prop_map(str::to_string),
@@ -458,9 +473,12 @@ mod tests {
         assert_eq!(Some(p), parsed(doc));
         let last = br#"{"model":"m","choices":[{"delta":{},"finish_reason":"stop"}]}"#;
         assert!(skimmed(last).is_some_and(|p| p.finished));
-        // Usage is parsed.
+        // Usage is read from its own span; an error is left to serde.
         let usage = br#"{"model":"m","choices":[],"usage":{"prompt_tokens":1}}"#;
-        assert!(skimmed(usage).is_none());
-        assert!(response(usage).is_some_and(|p| p.usage_only && p.usage.input == Some(1)));
+        assert!(skimmed(usage).is_some_and(|p| p.usage_only && p.usage.input == Some(1)));
+        assert_eq!(skimmed(usage), parsed(usage));
+        let error = br#"{"error":{"message":"m"}}"#;
+        assert!(skimmed(error).is_none());
+        assert!(response(error).is_some_and(|p| p.error));
     }
 }
