@@ -113,6 +113,21 @@ fn bench_rewrite_body(c: &mut Criterion) {
     c.bench_function("rewrite_body/openai", |b| {
         b.iter(|| rewrite_body(Family::OpenAi, black_box(body), &name).map_or(0, |r| r.0.len()))
     });
+    // A whole answer as OpenAI sends it (pretty-printed, usage with its
+    // details: the load benchmark's fixture), two of them in turn so that
+    // no peek is answered from the last document it read.
+    let pretty = std::fs::read("benches/load/fixtures/openai_response.json").unwrap_or_default();
+    let other = String::from_utf8_lossy(&pretty)
+        .replacen("chatcmpl-", "chatcmpl-X", 1)
+        .into_bytes();
+    let bodies = [pretty, other];
+    let mut turn = 0;
+    c.bench_function("rewrite_body/openai_pretty", |b| {
+        b.iter(|| {
+            turn ^= 1;
+            rewrite_body(Family::OpenAi, black_box(&bodies[turn]), &name).map_or(0, |r| r.0.len())
+        })
+    });
 }
 
 fn bench_passthrough_frames(c: &mut Criterion) {

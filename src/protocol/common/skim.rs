@@ -636,6 +636,32 @@ mod tests {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4)
                     .prop_map(|v| format!("[{}]", v.join(","))),
+                // Pretty-printed: runs of whitespace (of every kind, and
+                // long runs of spaces) around each member and value.
+                prop::collection::vec((inner.clone(), "( {1,19}|[ \t\r\n]{0,3})"), 0..4).prop_map(
+                    |v| format!(
+                        "[{}]",
+                        v.iter()
+                            .map(|(v, ws)| format!("{ws}{v}{ws}"))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )
+                ),
+                prop::collection::vec(
+                    (
+                        prop_oneof![Just("\"model\"".to_string()), "\"[a-z]{1,3}\""],
+                        inner.clone(),
+                        "\n {0,17}",
+                    ),
+                    0..4
+                )
+                .prop_map(|m| format!(
+                    "{{{}\n}}",
+                    m.iter()
+                        .map(|(k, v, ws)| format!("{ws}{k}: {v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
                 prop::collection::vec(
                     (
                         prop_oneof![
