@@ -13,6 +13,7 @@
 
 use super::transcript::Transcript;
 use crate::family::Family;
+use crate::protocol::common::framing::name_is_utf8;
 pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault, MAX_SKIPPED_FRAMES};
 pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::{event_response, Envelope};
@@ -207,22 +208,37 @@ impl PassthroughStream {
                     }
                 }
                 SseItem::Event(ev) => {
-                    if let Err(f) = check_utf8(ev.event, ev.data) {
-                        fault = Some(f);
-                        return;
-                    }
                     let data = ev.data;
-                    if spoke.stream_done == Some(data) {
-                        *complete = true;
-                        encode_event(out, None, data);
-                        return;
-                    }
-                    let Some(p) = (spoke.peek_response)(data) else {
-                        // Not a document of this protocol at all: skipped,
-                        // while the stream has skipped few enough.
-                        let excerpt = String::from_utf8_lossy(&data[..data.len().min(120)]);
-                        fault = skip(skipped, StreamFault::Unreadable(excerpt.into_owned()));
-                        return;
+                    // A delta that repeats the last frame peeked at is
+                    // answered, UTF-8 checked where it differs, from that
+                    // one; any other is checked whole, then peeked at.
+                    let repeated = match name_is_utf8(ev.event) {
+                        true => (spoke.peek_repeated)(data),
+                        false => None,
+                    };
+                    let p = match repeated {
+                        Some(p) => p,
+                        None => {
+                            if let Err(f) = check_utf8(ev.event, data) {
+                                fault = Some(f);
+                                return;
+                            }
+                            if spoke.stream_done == Some(data) {
+                                *complete = true;
+                                encode_event(out, None, data);
+                                return;
+                            }
+                            let Some(p) = (spoke.peek_response)(data) else {
+                                // Not a document of this protocol at all:
+                                // skipped, while the stream has skipped few
+                                // enough.
+                                let excerpt = String::from_utf8_lossy(&data[..data.len().min(120)]);
+                                fault =
+                                    skip(skipped, StreamFault::Unreadable(excerpt.into_owned()));
+                                return;
+                            };
+                            p
+                        }
                     };
                     usage.merge(p.usage);
                     if let Some(n) = p.sequence {
@@ -554,6 +570,70 @@ mod tests {
             s.push(b"data: {oops\n\n", &mut out),
             Err(StreamFault::Malformed(_))
         ));
+    }
+
+    /// A delta that repeats the last one but in its text is answered
+    /// without a whole check: invalid bytes in that text, in a counter's
+    /// place or in its event's name are still a fault, after valid deltas
+    /// passed.
+    #[test]
+    fn invalid_utf8_in_a_repeated_delta_is_a_fault() {
+        let openai = |text: &[u8]| {
+            [
+                &b"data: {\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\""[..],
+                text,
+                b"\"},\"finish_reason\":null}]}\n\n",
+            ]
+            .concat()
+        };
+        let responses = |name: &[u8], seq: &[u8], text: &[u8]| {
+            [
+                &b"event: "[..],
+                name,
+                b"\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":",
+                seq,
+                b",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"",
+                text,
+                b"\",\"logprobs\":[]}\n\n",
+            ]
+            .concat()
+        };
+        let delta = b"response.output_text.delta";
+        for (family, good, bad) in [
+            (
+                Family::OpenAi,
+                [openai(b"a"), openai(b"b")],
+                openai(b"c\xff"),
+            ),
+            (
+                Family::Responses,
+                [responses(delta, b"4", b"a"), responses(delta, b"5", b"b")],
+                responses(delta, b"6", b"\xe2\x82"),
+            ),
+            (
+                Family::Responses,
+                [responses(delta, b"4", b"a"), responses(delta, b"5", b"b")],
+                responses(b"response.output_text.delt\xff", b"6", b"c"),
+            ),
+        ] {
+            let mut s = PassthroughStream::new(family, Framing::Sse, model_json("m"), 1 << 20);
+            let mut out = Vec::new();
+            for frame in &good {
+                s.push(frame, &mut out).unwrap();
+            }
+            let relayed = out.len();
+            assert!(relayed > 0);
+            let r = s.push(&bad, &mut out);
+            assert!(
+                matches!(&r, Err(StreamFault::Malformed(m)) if m.contains("UTF-8")),
+                "{family}: {r:?}"
+            );
+            assert_eq!(
+                out.len(),
+                relayed,
+                "{family}: nothing of the bad frame relayed"
+            );
+        }
     }
 
     #[test]

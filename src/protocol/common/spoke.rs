@@ -65,6 +65,14 @@ pub struct Spoke {
     pub inspect: fn(&[u8], bool) -> Result<Inspected, GatewayError>,
     /// Peeks at a response body or stream frame.
     pub peek_response: fn(&[u8]) -> Option<Peeked>,
+    /// [`Spoke::peek_response`]'s answer for a stream frame that repeats
+    /// the last one this thread's peek kept but in values it may skip (a
+    /// delta's text, counter, padding: `common::repeat`), read without the
+    /// rest; None for any other frame, which the caller then checks and
+    /// peeks at in full. A frame it answers is valid UTF-8 (the kept one
+    /// was checked, and where they differ is checked here): it needs no
+    /// check of its own.
+    pub peek_repeated: fn(&[u8]) -> Option<Peeked>,
     /// Whether the first bytes of an upstream stream in this protocol carry
     /// the answer's first token (not only a preamble such as a role chunk or
     /// `message_start`): what a provider's `first_token` deadline waits for.

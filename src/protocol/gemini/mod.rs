@@ -48,6 +48,7 @@ pub const SPOKE: Spoke = Spoke {
     stream_usage_opt_in: false,
     inspect: peek::request,
     peek_response: peek::response,
+    peek_repeated: crate::protocol::common::peek::no_repeat,
     stream_started: peek::stream_started,
     error_body: error::error_body,
     error_type_header: None,

@@ -335,7 +335,7 @@ fn keep(doc: &[u8], model: Option<Range<usize>>, choices: Option<Range<usize>>) 
 
 /// [`response`] of a document that repeats the last one kept in
 /// [`REPEATED`] but in its text and padding: the model's place alone.
-fn repeated(doc: &[u8]) -> Option<Peeked> {
+pub fn repeated(doc: &[u8]) -> Option<Peeked> {
     let [model, _, _] = REPEATED.with(|r| r.try_borrow_mut().ok()?.values(doc))?;
     Some(Peeked {
         span: model,

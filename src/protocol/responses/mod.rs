@@ -56,6 +56,7 @@ pub const SPOKE: Spoke = Spoke {
     stream_usage_opt_in: false,
     inspect: peek::request,
     peek_response: peek::response,
+    peek_repeated: peek::repeated,
     stream_started: peek::stream_started,
     error_body: error::error_body,
     error_type_header: None,

@@ -273,7 +273,7 @@ const CHANGING: [&[u8]; 3] = [b"sequence_number", b"delta", b"obfuscation"];
 /// [`REPEATED`] but in the values of [`CHANGING`]: its sequence number
 /// alone (its type, and the members the peek reads, are that one's, whose
 /// answer had nothing else). None for any other.
-fn repeated(doc: &[u8]) -> Option<Peeked> {
+pub fn repeated(doc: &[u8]) -> Option<Peeked> {
     let [sequence, _, _] = REPEATED.with(|r| r.try_borrow_mut().ok()?.values(doc))?;
     let sequence = match sequence {
         Some(r) => Some(counter(&doc[r])?),
