@@ -119,8 +119,8 @@ fn head(
     ctx: &mut RequestCtx,
     framing: Framing,
 ) -> Result<Box<ResponseHeader>, RelayError> {
+    // With `transfer-encoding: chunked` and `cache-control: no-cache`.
     let mut h = respond::header(ctx, 200, framing.content_type(), None)?;
-    h.insert_header("cache-control", "no-cache")?;
     if session.is_http2() {
         h.remove_header("transfer-encoding");
     }

@@ -4,7 +4,11 @@ use super::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::family::Family;
 use bytes::Bytes;
+use http::header::{
+    HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING,
+};
 use pingora_core::protocols::http::ServerSession;
+use pingora_core::{ErrorType, OrErr};
 use pingora_http::ResponseHeader;
 
 /// Renders `e` in `family`'s error shape (the one renderer, in `protocol`).
@@ -29,35 +33,54 @@ pub fn header(
     content_type: &str,
     content_length: Option<usize>,
 ) -> pingora_core::Result<ResponseHeader> {
-    // Ours, Pingora's, and a stream's `cache-control` (`relay::head`);
-    // an error's rare extras (`retry-after`, `allow`) grow the map.
+    // Ours, Pingora's, and a stream's `cache-control`; an error's rare
+    // extras (`retry-after`, `allow`) grow the map.
     let count = 3
         + usize::from(!ctx.outcome.adjusted.is_empty())
         + usize::from(ctx.outcome.answered_by.is_some())
         + usize::from(ctx.budget_remaining.is_some())
         + PINGORA_ADDS
         + usize::from(content_length.is_none());
-    let mut h = ResponseHeader::build_no_case(status, Some(count))?;
-    h.insert_header("content-type", content_type)?;
+    // Set by their typed names in the head's map: Pingora's `insert_header`
+    // parses a name again from its bytes each time (about 600
+    // instructions a header).
+    let mut parts: http::response::Parts =
+        ResponseHeader::build_no_case(status, Some(count))?.into();
+    let h = &mut parts.headers;
+    h.insert(CONTENT_TYPE, value(content_type)?);
     match content_length {
-        Some(n) => h.insert_header("content-length", n.to_string())?,
-        None => h.insert_header("transfer-encoding", "chunked")?,
-    }
-    h.insert_header("x-request-id", ctx.request_id.as_str())?;
+        Some(n) => h.insert(CONTENT_LENGTH, HeaderValue::from(n)),
+        // A stream (`relay::head`).
+        None => {
+            h.insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+            h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"))
+        }
+    };
+    h.insert(X_REQUEST_ID, value(&ctx.request_id)?);
     if !ctx.outcome.adjusted.is_empty() {
         // What the gateway changed in the request (docs/api.md "Adapt or refuse").
-        h.insert_header("x-switchboard-adjusted", ctx.outcome.adjusted.render())?;
+        h.insert(X_ADJUSTED, value(&ctx.outcome.adjusted.render())?);
     }
     if let Some(m) = &ctx.outcome.answered_by {
-        h.insert_header("x-switchboard-model", m.as_str())?;
+        h.insert(X_MODEL, value(m)?);
     }
     if let Some(left) = ctx.budget_remaining {
-        h.insert_header(
-            "x-switchboard-budget-remaining",
-            crate::state::limits::format_usd(left.max(0)),
-        )?;
+        let left = crate::state::limits::format_usd(left.max(0));
+        h.insert(X_BUDGET_REMAINING, value(&left)?);
     }
-    Ok(h)
+    Ok(parts.into())
+}
+
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_ADJUSTED: HeaderName = HeaderName::from_static("x-switchboard-adjusted");
+const X_MODEL: HeaderName = HeaderName::from_static("x-switchboard-model");
+const X_BUDGET_REMAINING: HeaderName = HeaderName::from_static("x-switchboard-budget-remaining");
+
+/// A header value from text, refused as Pingora's `insert_header` refuses one.
+fn value(text: &str) -> pingora_core::Result<HeaderValue> {
+    HeaderValue::from_str(text).explain_err(ErrorType::InvalidHTTPHeader, |_| {
+        "invalid value while insert"
+    })
 }
 
 /// During a graceful shutdown (SIGTERM, or SIGQUIT to a successor), an
