@@ -123,7 +123,7 @@ pub fn check_utf8<'a>(event: Option<&[u8]>, data: &'a [u8]) -> Result<&'a str, S
 
 /// Whether an event's name (none, or its bytes) is valid UTF-8.
 pub fn name_is_utf8(event: Option<&[u8]>) -> bool {
-    event.is_none_or(|e| std::str::from_utf8(e).is_ok())
+    event.is_none_or(crate::util::words::is_utf8)
 }
 
 impl std::fmt::Display for StreamFault {

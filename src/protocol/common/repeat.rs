@@ -67,6 +67,13 @@ pub struct Repeat {
 /// Frames longer than this are not kept (a chunk is a few hundred bytes).
 const MAX_KEPT: usize = 4096;
 
+/// The most values a kept frame may have that change (a text and the
+/// members its reader names: at most four).
+const MAX_SLOTS: usize = 4;
+
+/// Where each slot's value is in a frame that repeats the kept one.
+type Places = [Range<usize>; MAX_SLOTS];
+
 impl Repeat {
     /// Forgets the kept frame: the next frame is read in full.
     pub fn clear(&mut self) {
@@ -160,7 +167,8 @@ impl Repeat {
             }
         }
         self.slots.sort_unstable_by_key(|(r, _, _)| r.start);
-        if self.slots.windows(2).any(|w| w[1].0.start < w[0].0.end) {
+        if self.slots.len() > MAX_SLOTS || self.slots.windows(2).any(|w| w[1].0.start < w[0].0.end)
+        {
             return;
         }
         self.text_slot = self.slots.iter().position(|(_, s, _)| *s == Slot::Text);
@@ -173,14 +181,18 @@ impl Repeat {
     /// those values (each of its kind); the kept frame is then `frame`.
     /// None (the kept frame forgotten) when it does not.
     pub fn values<const N: usize>(&mut self, frame: &[u8]) -> Option<[Option<Range<usize>>; N]> {
-        if self.text_slot.is_some() || !self.advance(frame) {
+        let places = match self.text_slot {
+            None => self.advance(frame),
+            Some(_) => None,
+        };
+        let Some(places) = places else {
             self.last.clear();
             return None;
-        }
+        };
         let mut found = std::array::from_fn(|_| None);
-        for (r, _, k) in &self.slots {
+        for ((_, _, k), place) in self.slots.iter().zip(places) {
             if let Some(at) = k.and_then(|k| found.get_mut(k)) {
-                *at = Some(r.clone());
+                *at = Some(place);
             }
         }
         Some(found)
@@ -196,33 +208,39 @@ impl Repeat {
     /// is valid UTF-8 and needs no check of its own (one that does not is
     /// checked whole by the parser, which reads it in full).
     pub fn text<'f>(&mut self, frame: &'f [u8]) -> Option<&'f str> {
-        let at = self.text_slot.filter(|_| self.advance(frame));
-        let text = at.and_then(|at| std::str::from_utf8(&frame[self.slots[at].0.clone()]).ok());
+        let at = self.text_slot;
+        let place = at.and_then(|at| Some(self.advance(frame)?[at].clone()));
+        let text = place.and_then(|p| std::str::from_utf8(&frame[p]).ok());
         if text.is_none() {
             self.last.clear();
         }
         text
     }
 
-    /// Whether `new` repeats the kept frame ([`Repeat::matched`]); it is
-    /// then the kept frame, else none is.
-    fn advance(&mut self, new: &[u8]) -> bool {
-        let repeated = !self.last.is_empty() && self.matched(new);
-        self.last.clear();
-        if repeated {
-            self.last.extend_from_slice(new);
+    /// Where the slots' values are in `new` when it repeats the kept frame
+    /// ([`Repeat::matched`]); else none is kept. The kept frame stays as it
+    /// is: a frame that repeats it has the same bytes outside the slots,
+    /// which is all a next one is compared with.
+    fn advance(&mut self, new: &[u8]) -> Option<Places> {
+        let places = match self.last.is_empty() {
+            true => None,
+            false => self.matched(new),
+        };
+        if places.is_none() {
+            self.last.clear();
         }
-        repeated
+        places
     }
 
-    /// Whether `new` matches the kept frame (see the module's doc); each
-    /// slot then holds where its value is in `new`.
-    fn matched(&mut self, new: &[u8]) -> bool {
+    /// Where the slots' values are in `new` when it matches the kept
+    /// frame (see the module's doc).
+    fn matched(&self, new: &[u8]) -> Option<Places> {
+        let mut places = Places::default();
         let (mut old_at, mut at) = (0, 0);
-        for (r, slot, _) in &mut self.slots {
+        for ((r, slot, _), place) in self.slots.iter().zip(&mut places) {
             let fixed = &self.last[old_at..r.start];
-            if !new.get(at..).is_some_and(|n| n.starts_with(fixed)) {
-                return false;
+            if !new.get(at..)?.starts_with(fixed) {
+                return None;
             }
             at += fixed.len();
             let rest = &new[at..];
@@ -233,23 +251,22 @@ impl Repeat {
                     let was = &self.last[r.clone()];
                     rest.starts_with(was).then_some(was.len())
                 }
-            };
-            let Some(len) = len else { return false };
+            }?;
             let v = &rest[..len];
             let fits = match slot {
                 Slot::Digits => digits(v),
                 Slot::Text => !v.is_empty() && words::json_plain(v),
-                Slot::Plain => words::json_plain(v) && std::str::from_utf8(v).is_ok(),
+                Slot::Plain => words::json_plain(v) && words::is_utf8(v),
                 Slot::Same => true,
             };
             if !fits {
-                return false;
+                return None;
             }
             old_at = r.end;
-            *r = at..at + len;
+            *place = at..at + len;
             at += len;
         }
-        new.get(at..) == Some(&self.last[old_at..])
+        (new.get(at..) == Some(&self.last[old_at..])).then_some(places)
     }
 }
 
@@ -273,10 +290,14 @@ mod tests {
         let mut r = kept();
         let next = FRAME.replace("Hello", " wörld, again");
         assert_eq!(r.text(next.as_bytes()), Some(" wörld, again"));
-        // And the next one is compared with that one.
+        // And the next one too: the kept frame is not copied again (the
+        // bytes a next one is compared with are the same in both).
         let third = FRAME.replace("Hello", "!");
         assert_eq!(r.text(third.as_bytes()), Some("!"));
-        assert_eq!(r.last, third.as_bytes());
+        assert_eq!(r.last, FRAME.as_bytes());
+        // The same text again, and the kept frame itself, still repeat.
+        assert_eq!(r.text(third.as_bytes()), Some("!"));
+        assert_eq!(r.text(FRAME.as_bytes()), Some("Hello"));
     }
 
     #[test]
