@@ -46,7 +46,12 @@ impl SseSink for BytesMut {
 /// `encode_event(out, Some("ping"), b"{}")` writes `event: ping\ndata: {}\n\n`.
 /// Empty `data` still writes one (empty) `data` line, so the event is dispatched.
 pub fn encode_event<S: SseSink + ?Sized>(out: &mut S, event: Option<&str>, data: &[u8]) {
-    let event = event.map(str::as_bytes);
+    encode_named(out, event.map(str::as_bytes), data)
+}
+
+/// [`encode_event`] with the name as bytes: a decoded event's, passed on
+/// as it came (its caller checked it as UTF-8 already).
+pub fn encode_named<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data: &[u8]) {
     out.reserve_bytes(frame_size_hint(event, data));
     put_event(out, event);
     put_data(out, data);

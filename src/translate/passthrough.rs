@@ -18,7 +18,7 @@ pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault, MAX
 pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::{event_response, Envelope};
 use crate::protocol::{spoke, Spoke};
-use crate::sse::{encode_comment, encode_event, SseDecoder, SseError, SseItem};
+use crate::sse::{encode_comment, encode_event, encode_named, SseDecoder, SseError, SseItem};
 use std::ops::Range;
 
 /// Appends `doc` to `out` with the model value replaced by `model_json`.
@@ -282,7 +282,7 @@ impl PassthroughStream {
                         // A Bedrock framing is SSE here (E23 re-frames the
                         // SSE after; a Bedrock client is never passed through).
                         Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
-                            encode_event(out, ev.event_str(), scratch)
+                            encode_named(out, ev.event, scratch)
                         }
                         Framing::JsonArray => {
                             out.extend_from_slice(if *elements == 0 { b"[" } else { b",\r\n" });

@@ -287,7 +287,12 @@ pub fn repeated(doc: &[u8]) -> Option<Peeked> {
 
 /// A `sequence_number` of digits as serde reads it: None past u64.
 fn counter(digits: &[u8]) -> Option<u64> {
-    std::str::from_utf8(digits).ok()?.parse().ok()
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return std::str::from_utf8(digits).ok()?.parse().ok();
+    }
+    digits.iter().try_fold(0u64, |n, d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
 }
 
 /// The text of a string value as serde lends it (`&str`): `Some(None)`
@@ -403,6 +408,25 @@ pub fn stream_started(bytes: &[u8]) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A counter reads as `str::parse` reads it, digits or not.
+    #[test]
+    fn counters_read_as_parsed() {
+        for c in [
+            "0",
+            "7",
+            "007",
+            "18446744073709551615",
+            "18446744073709551616",
+            "",
+            "+5",
+            "-1",
+            "1.5",
+            "9\u{e9}",
+        ] {
+            assert_eq!(counter(c.as_bytes()), c.parse::<u64>().ok(), "{c}");
+        }
+    }
 
     /// Events as upstreams send them, and broken ones: members in any
     /// order, present or not, null or not, some of them twice, cut short.
