@@ -16,7 +16,7 @@ use crate::family::Family;
 use crate::protocol::common::framing::name_is_utf8;
 pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault, MAX_SKIPPED_FRAMES};
 pub use crate::protocol::common::peek::Usage;
-use crate::protocol::responses::envelope::{event_response, Envelope};
+use crate::protocol::responses::envelope::Envelope;
 use crate::protocol::{spoke, Spoke};
 use crate::sse::{encode_comment, encode_event, encode_named, SseDecoder, SseError, SseItem};
 use std::ops::Range;
@@ -31,6 +31,19 @@ fn splice(doc: &[u8], span: Option<&Range<usize>>, model_json: &[u8], out: &mut 
         }
         None => out.extend_from_slice(doc),
     }
+}
+
+/// Where `r`, a range of a document, is after [`splice`] put `new_len`
+/// bytes in place of `span` (a whole value: inside `r`, or outside it).
+fn spliced(r: Range<usize>, span: Option<&Range<usize>>, new_len: usize) -> Range<usize> {
+    let Some(s) = span else {
+        return r;
+    };
+    let moved = |p: usize| match p >= s.end {
+        true => p - s.len() + new_len,
+        false => p,
+    };
+    moved(r.start)..moved(r.end)
 }
 
 /// The model name a family's responses carry, as a JSON string literal.
@@ -266,16 +279,17 @@ impl PassthroughStream {
                     splice(data, p.span.as_ref(), model_json, scratch);
                     // The envelope goes on the events that wrap the
                     // response object (the peek found one): not on deltas.
-                    if let (Some(env), true) = (envelope.as_ref(), p.response) {
-                        let response = env.apply_event(scratch).map(|(edited, r)| {
-                            *scratch = edited;
-                            r
-                        });
+                    if let (Some(env), Some(at)) = (envelope.as_ref(), p.response) {
+                        let at = spliced(at, p.span.as_ref(), model_json.len());
+                        let response = match env.apply_at(scratch, at.clone()) {
+                            Some((edited, r)) => {
+                                *scratch = edited;
+                                r
+                            }
+                            None => at,
+                        };
                         if p.terminal && !p.error {
-                            *final_response = match response {
-                                Some(r) => Some(scratch[r].to_vec()),
-                                None => event_response(scratch).map(<[u8]>::to_vec),
-                            };
+                            *final_response = scratch.get(response).map(<[u8]>::to_vec);
                         }
                     }
                     match framing {
@@ -420,6 +434,26 @@ pub fn skip(skipped: &mut u32, fault: StreamFault) -> Option<StreamFault> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A range keeps its place before the model's and inside it moves
+    /// its end, and after it both, by the change in length.
+    #[test]
+    fn a_range_moves_with_the_spliced_model() {
+        let doc = br#"{"a":1,"response":{"model":"m1","x":2},"b":3}"#;
+        let model = 27..31;
+        assert_eq!(&doc[model.clone()], br#""m1""#);
+        let object = 18..38;
+        let after = 43..44;
+        let mut out = Vec::new();
+        splice(doc, Some(&model), br#""longer""#, &mut out);
+        assert_eq!(
+            &out[spliced(object, Some(&model), 8)],
+            br#"{"model":"longer","x":2}"#
+        );
+        assert_eq!(&out[spliced(after, Some(&model), 8)], b"3");
+        assert_eq!(&out[spliced(0..4, Some(&model), 8)], br#"{"a""#);
+        assert_eq!(spliced(3..9, None, 8), 3..9);
+    }
 
     #[test]
     fn reads_cached_and_reasoning_tokens_of_each_family() {

@@ -404,10 +404,10 @@ pub struct Peeked {
     pub sequence: Option<u64>,
     /// The response id a stream event announces (Responses `response.id`).
     pub response_id: Option<String>,
-    /// The document has a non-null `response` member (the Responses stream
-    /// events that wrap the response object): the only events a stored or
-    /// continued stream's envelope edits.
-    pub response: bool,
+    /// Where the document's non-null `response` member is (the Responses
+    /// stream events that wrap the response object): the only events a
+    /// stored or continued stream's envelope edits.
+    pub response: Option<Range<usize>>,
 }
 
 /// The byte range of a borrowed raw value inside `doc`.

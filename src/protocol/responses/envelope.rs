@@ -48,8 +48,13 @@ impl Envelope {
     /// A stream event with its nested `response` object edited, and where
     /// that object now is in it; `None` when the event has none.
     pub fn apply_event(&self, event: &[u8]) -> Option<(Vec<u8>, Range<usize>)> {
-        let span = jsonedit::member_span(event, "response")?;
-        let edited = self.apply(&event[span.clone()])?;
+        self.apply_at(event, jsonedit::member_span(event, "response")?)
+    }
+
+    /// [`Envelope::apply_event`] with the `response` object at `span` (as
+    /// the stream peek found it: `Peeked::response`).
+    pub fn apply_at(&self, event: &[u8], span: Range<usize>) -> Option<(Vec<u8>, Range<usize>)> {
+        let edited = self.apply(event.get(span.clone())?)?;
         let mut out = Vec::with_capacity(event.len() + edited.len() - span.len());
         out.extend_from_slice(&event[..span.start]);
         out.extend_from_slice(&edited);
@@ -57,11 +62,6 @@ impl Envelope {
         out.extend_from_slice(&event[span.end..]);
         Some((out, response))
     }
-}
-
-/// The `response` object of a stream event, as bytes.
-pub fn event_response(event: &[u8]) -> Option<&[u8]> {
-    jsonedit::member_span(event, "response").map(|s| &event[s])
 }
 
 #[cfg(test)]
@@ -98,7 +98,8 @@ mod tests {
         let ev = br#"{"type":"response.completed","sequence_number":9,"response":{"id":"resp_up","previous_response_id":null}}"#;
         let (out, response) = env().apply_event(ev).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(Some(&out[response]), event_response(&out));
+        let found = jsonedit::member_span(&out, "response").map(|s| &out[s]);
+        assert_eq!(Some(&out[response]), found);
         assert_eq!(v["response"]["id"], "resp_new");
         assert_eq!(v["response"]["previous_response_id"], "resp_old");
         assert_eq!(v["response"]["store"], true);
@@ -106,9 +107,14 @@ mod tests {
         assert!(env()
             .apply_event(br#"{"type":"response.output_text.delta","delta":"x"}"#)
             .is_none());
+        // At the place the peek found, the same edit.
+        let at = crate::protocol::responses::peek::response(ev)
+            .and_then(|p| p.response)
+            .unwrap();
         assert_eq!(
-            event_response(ev).unwrap(),
+            &ev[at.clone()],
             br#"{"id":"resp_up","previous_response_id":null}"#
         );
+        assert_eq!(env().apply_at(ev, at), env().apply_event(ev));
     }
 }

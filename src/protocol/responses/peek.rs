@@ -203,9 +203,9 @@ struct ResponsePeek<'a> {
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     usage: Option<UsagePeek>,
-    /// A stream event's response object.
+    /// A stream event's response object (read as an [`ObjectPeek`]).
     #[serde(borrow)]
-    response: Option<ObjectPeek<'a>>,
+    response: Option<&'a RawValue>,
 }
 
 /// Reads the model span, usage, sequence number and end-of-stream markers of
@@ -224,8 +224,12 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
 fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
-    out.response = p.response.is_some();
-    let (model, usage) = match p.response {
+    out.response = p.response.and_then(|r| span_of(r, doc));
+    let object = match p.response {
+        Some(r) => Some(serde_json::from_str::<ObjectPeek<'_>>(r.get()).ok()?),
+        None => None,
+    };
+    let (model, usage) = match object {
         Some(r) => {
             // Only the stream's first event carries a new id; read it there.
             if p.kind == Some("response.created") {
@@ -337,6 +341,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
         Some(_) => return None,
     };
     // A response object's own members stand for the event's (as `parsed`).
+    let response_at = value(response.clone()).map(|(_, r)| r);
     let (model, usage, id) = match value(response) {
         None => (value(model).map(|(_, r)| r), Usage::default(), None),
         Some((obj, at)) => {
@@ -360,7 +365,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     let found = Peeked {
         span: model,
         usage,
-        response: id.is_some(),
+        response: response_at,
         // Only the stream's first event carries a new id; read it there.
         response_id: match id.flatten() {
             Some(t) if kind == Some(b"response.created") => {
@@ -549,9 +554,8 @@ mod tests {
         assert_eq!(Some(p), parsed(doc));
         let created = br#"{"type":"response.created","sequence_number":0,"response":{"id":"r"}}"#;
         // A response object's members are skimmed too.
-        assert!(
-            skimmed(created).is_some_and(|p| p.response && p.response_id.as_deref() == Some("r"))
-        );
+        assert!(skimmed(created)
+            .is_some_and(|p| p.response.is_some() && p.response_id.as_deref() == Some("r")));
         assert_eq!(skimmed(created), parsed(created));
         assert!(response(created).is_some_and(|p| p.response_id.as_deref() == Some("r")));
     }
