@@ -15,10 +15,13 @@ use super::transcript::Transcript;
 use crate::family::Family;
 use crate::protocol::common::framing::name_is_utf8;
 pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault, MAX_SKIPPED_FRAMES};
+use crate::protocol::common::peek::Peeked;
 pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::Envelope;
 use crate::protocol::{spoke, Spoke};
-use crate::sse::{encode_comment, encode_event, encode_named, SseDecoder, SseError, SseItem};
+use crate::sse::{
+    encode_comment, encode_event, encode_named, SseDecoder, SseError, SseEvent, SseItem,
+};
 use std::ops::Range;
 
 /// Appends `doc` to `out` with the model value replaced by `model_json`.
@@ -60,6 +63,43 @@ pub fn rewrite_body(family: Family, body: &[u8], model_json: &[u8]) -> Option<(V
     let mut out = Vec::with_capacity(body.len() + model_json.len());
     splice(body, p.span.as_ref(), model_json, &mut out);
     Some((out, p.usage))
+}
+
+/// An upstream event, as the relay reads it.
+enum Read {
+    /// The peek's answer: relayed as it says.
+    Peeked(Peeked),
+    /// The protocol's end marker (`[DONE]`): relayed as it came.
+    Done,
+    /// Not a document of this protocol: skipped (while few are).
+    Skipped,
+}
+
+/// Reads an upstream event: a delta that repeats the last frame peeked at
+/// is answered from that one, checked as UTF-8 where it differs
+/// (`Spoke::peek_repeated`); any other is checked whole, then peeked at.
+/// Err: the fault it is (invalid UTF-8, one unreadable frame too many).
+fn read_event(spoke: &Spoke, ev: &SseEvent<'_>, skipped: &mut u32) -> Result<Read, StreamFault> {
+    let data = ev.data;
+    if name_is_utf8(ev.event) {
+        if let Some(p) = (spoke.peek_repeated)(data) {
+            return Ok(Read::Peeked(p));
+        }
+    }
+    check_utf8(ev.event, data)?;
+    if spoke.stream_done == Some(data) {
+        return Ok(Read::Done);
+    }
+    match (spoke.peek_response)(data) {
+        Some(p) => Ok(Read::Peeked(p)),
+        None => {
+            let excerpt = String::from_utf8_lossy(&data[..data.len().min(120)]);
+            match skip(skipped, StreamFault::Unreadable(excerpt.into_owned())) {
+                Some(f) => Err(f),
+                None => Ok(Read::Skipped),
+            }
+        }
+    }
 }
 
 /// An SSE stream of the client's own family, passed through frame by frame.
@@ -222,35 +262,17 @@ impl PassthroughStream {
                 }
                 SseItem::Event(ev) => {
                     let data = ev.data;
-                    // A delta that repeats the last frame peeked at is
-                    // answered, UTF-8 checked where it differs, from that
-                    // one; any other is checked whole, then peeked at.
-                    let repeated = match name_is_utf8(ev.event) {
-                        true => (spoke.peek_repeated)(data),
-                        false => None,
-                    };
-                    let p = match repeated {
-                        Some(p) => p,
-                        None => {
-                            if let Err(f) = check_utf8(ev.event, data) {
-                                fault = Some(f);
-                                return;
-                            }
-                            if spoke.stream_done == Some(data) {
-                                *complete = true;
-                                encode_event(out, None, data);
-                                return;
-                            }
-                            let Some(p) = (spoke.peek_response)(data) else {
-                                // Not a document of this protocol at all:
-                                // skipped, while the stream has skipped few
-                                // enough.
-                                let excerpt = String::from_utf8_lossy(&data[..data.len().min(120)]);
-                                fault =
-                                    skip(skipped, StreamFault::Unreadable(excerpt.into_owned()));
-                                return;
-                            };
-                            p
+                    let p = match read_event(spoke, &ev, skipped) {
+                        Ok(Read::Peeked(p)) => p,
+                        Ok(Read::Done) => {
+                            *complete = true;
+                            encode_event(out, None, data);
+                            return;
+                        }
+                        Ok(Read::Skipped) => return,
+                        Err(f) => {
+                            fault = Some(f);
+                            return;
                         }
                     };
                     usage.merge(p.usage);

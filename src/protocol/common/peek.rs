@@ -137,12 +137,12 @@ impl Inspected {
     }
 }
 
-/// Whether `needle` occurs in `hay`.
 /// `Spoke::peek_repeated` of a family whose peek keeps no frame: none repeats.
 pub fn no_repeat(_frame: &[u8]) -> Option<Peeked> {
     None
 }
 
+/// Whether `needle` occurs in `hay`.
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(hay, needle).is_some()
 }

@@ -54,7 +54,8 @@ enum Slot {
 /// where that text and the values it ignores lie in it.
 #[derive(Debug, Default)]
 pub struct Repeat {
-    /// The last frame (its bytes); empty when none is kept.
+    /// The kept frame (its bytes: the first of the run that repeats it);
+    /// empty when none is kept.
     last: Vec<u8>,
     /// The values in `last` that may change, in order: where each is
     /// (between a string's quotes), what it may change to, and which of
@@ -178,7 +179,8 @@ impl Repeat {
     /// Where the values named when `frame`'s predecessor was kept
     /// ([`Repeat::keep_members`], [`Repeat::keep_values`]) are in `frame`
     /// (a string's between its quotes), when it repeats that one but in
-    /// those values (each of its kind); the kept frame is then `frame`.
+    /// those values (each of its kind); the next frame is compared with
+    /// the kept one again, whose bytes outside those values are `frame`'s.
     /// None (the kept frame forgotten) when it does not.
     pub fn values<const N: usize>(&mut self, frame: &[u8]) -> Option<[Option<Range<usize>>; N]> {
         let places = match self.text_slot {
@@ -199,8 +201,8 @@ impl Repeat {
     }
 
     /// The new text of `frame` when it repeats the kept frame but for its
-    /// text and ignored values (see the module's doc); the kept frame is
-    /// then `frame`. None (the kept frame forgotten) when it does not.
+    /// text and ignored values (see the module's doc), as for
+    /// [`Repeat::values`]. None (the kept frame forgotten) when it does not.
     ///
     /// `frame` is a stream event's data, not yet checked as UTF-8: the
     /// kept frame was, and where they differ (the values, each between
