@@ -5,9 +5,10 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, nonempty_string_member, number, positive_int, present,
-    span_of, AffinitySource, Inspected, Peeked, Raw, Usage,
+    bad, body_error, contains, model_of, nonempty_string_after, nonempty_string_member, number,
+    positive_int, present, span_of, AffinitySource, Inspected, Peeked, Raw, Usage,
 };
+use crate::protocol::common::skim;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -220,7 +221,57 @@ struct ResponsePeek<'a> {
 }
 
 /// Reads the model span, usage and end-of-stream markers of a response body or stream frame.
+/// A frame without a model, a message, usage or an error (a stream's
+/// content blocks and deltas, its end) is read by a skim of its members
+/// ([`skim::members`]); the others, and whatever the skim does not vouch
+/// for, are parsed, with the same answers (docs/performance.md "Peeking at
+/// stream frames").
 pub fn response(doc: &[u8]) -> Option<Peeked> {
+    skimmed(doc).or_else(|| parsed(doc))
+}
+
+thread_local! {
+    /// The last frame this thread skimmed: the next delta of the same
+    /// stream is skimmed from where the two differ (`skim::Resume`); other
+    /// streams' frames in between only make the next skim a whole one.
+    static SKIMMED: std::cell::RefCell<skim::Resume<5>> = std::cell::RefCell::default();
+}
+
+static STOP_REASON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"stop_reason\":"));
+
+/// [`response`] of a document whose `model`, `message` and `usage` are
+/// absent or null and whose `type` is a plain string (serde borrows it:
+/// an escape fails) other than `error`, from its members' spans; None for
+/// any other (or one the skim does not vouch for).
+fn skimmed(doc: &[u8]) -> Option<Peeked> {
+    let wanted = [&b"type"[..], b"model", b"message", b"usage", b"delta"];
+    let [kind, model, message, usage, delta] =
+        SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
+    let value = |r: Option<std::ops::Range<usize>>| r.map(|r| &doc[r]).filter(|v| *v != b"null");
+    if value(model).is_some() || value(message).is_some() || value(usage).is_some() {
+        return None;
+    }
+    let kind = match value(kind) {
+        None => None,
+        Some(v) => {
+            let text = v.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+            if text.contains(&b'\\') || text == b"error" {
+                return None;
+            }
+            Some(text)
+        }
+    };
+    Some(Peeked {
+        terminal: kind == Some(b"message_stop"),
+        finished: kind == Some(b"message_delta")
+            && value(delta).is_some_and(|d| nonempty_string_after(d, &STOP_REASON)),
+        ..Peeked::default()
+    })
+}
+
+/// [`response`] by serde.
+fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
     let (model, usage) = match p.message {
@@ -247,4 +298,81 @@ pub fn stream_started(bytes: &[u8]) -> bool {
         || contains(bytes, b"message_delta")
         || contains(bytes, b"message_stop")
         || contains(bytes, b"\"type\":\"error\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Frames as upstreams send them, and broken ones: members in any
+    /// order, present or not, null or not, some of them twice, cut short.
+    fn frame() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            prop_oneof![
+                Just(r#""type":"content_block_delta""#),
+                Just(r#""type":"message_stop""#),
+                Just(r#""type":"message_delta""#),
+                Just(r#""type":"message_start""#),
+                Just(r#""type":"ping""#),
+                Just(r#""type":"error""#),
+                Just(r#""type":"message_st\u006fp""#),
+                Just(r#""type":null"#),
+                Just(r#""type":5"#),
+            ]
+            .prop_map(str::to_string),
+            Just(r#""index":0"#.to_string()),
+            prop_oneof![
+                Just(r#""delta":{"type":"text_delta","text":"hi"}"#),
+                Just(r#""delta":{"stop_reason":"end_turn","stop_sequence":null}"#),
+                Just(r#""delta":{"stop_reason":""}"#),
+                Just(r#""delta":{"stop_reason":null}"#),
+                Just(r#""delta":null"#),
+                Just(r#""delta":"stop_reason""#),
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""model":"claude""#),
+                Just(r#""model":null"#),
+                Just(r#""message":{"model":"claude","usage":{"input_tokens":3}}"#),
+                Just(r#""message":null"#),
+                Just(r#""message":7"#),
+                Just(r#""usage":{"output_tokens":2}"#),
+                Just(r#""usage":null"#),
+                Just(r#""usage":"x""#),
+                Just(r#""us\u0061ge":{"output_tokens":1}"#),
+                Just(r#""error":{"type":"overloaded_error","message":"m"}"#),
+            ]
+            .prop_map(str::to_string),
+        ];
+        skim::objects(member)
+    }
+
+    proptest! {
+        /// The skim answers as serde does, or leaves the frame to it.
+        #[test]
+        fn skimmed_frames_read_as_parsed_ones(doc in frame()) {
+            if let Some(p) = skimmed(doc.as_bytes()) {
+                prop_assert_eq!(Some(p), parsed(doc.as_bytes()), "{}", doc);
+            }
+        }
+    }
+
+    #[test]
+    fn a_usual_delta_is_skimmed() {
+        let delta = br#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#;
+        assert_eq!(skimmed(delta), Some(Peeked::default()));
+        let end = br#"{"type":"message_stop"}"#;
+        assert!(skimmed(end).is_some_and(|p| p.terminal));
+        let finish = br#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#;
+        assert!(skimmed(finish).is_some_and(|p| p.finished));
+        // The frames with a model, usage or an error are parsed.
+        let start =
+            br#"{"type":"message_start","message":{"model":"m","usage":{"input_tokens":5}}}"#;
+        assert!(skimmed(start).is_none());
+        assert!(response(start).is_some_and(|p| p.usage.input == Some(5) && p.span.is_some()));
+        let error = br#"{"type":"error","error":{"type":"overloaded_error"}}"#;
+        assert!(skimmed(error).is_none());
+        assert!(response(error).is_some_and(|p| p.error));
+    }
 }
