@@ -326,6 +326,17 @@ pub fn members_kept<const N: usize>(
     }
 }
 
+/// The text of a skimmed string value as serde lends it (`&str`):
+/// `Some(None)` for no value, None (serde would refuse) for one that is
+/// no string or has an escape.
+pub fn lent(value: Option<&[u8]>) -> Option<Option<&[u8]>> {
+    let Some(v) = value else {
+        return Some(None);
+    };
+    let text = v.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    (!text.contains(&b'\\')).then_some(Some(text))
+}
+
 /// Whether `b` is a number of digits alone, as JSON writes one (no
 /// leading zero).
 pub(crate) fn digits(b: &[u8]) -> bool {
@@ -480,6 +491,20 @@ fn top_level<const N: usize>(
     }
     s.ws();
     (s.i == doc.len()).then_some(found)
+}
+
+/// What the peeks' property tests hold their skims to: on `doc`, the skim
+/// answers as serde does, or leaves the document to it.
+#[cfg(test)]
+pub(crate) fn agrees<T: PartialEq + std::fmt::Debug>(
+    skimmed: impl Fn(&[u8]) -> Option<T>,
+    parsed: impl Fn(&[u8]) -> Option<T>,
+    doc: &str,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    if let Some(p) = skimmed(doc.as_bytes()) {
+        proptest::prop_assert_eq!(Some(p), parsed(doc.as_bytes()), "{}", doc);
+    }
+    Ok(())
 }
 
 /// Object documents of up to six `member`s (`"key":value` texts, in any
