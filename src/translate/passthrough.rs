@@ -303,7 +303,7 @@ impl PassthroughStream {
                     // response object (the peek found one): not on deltas.
                     if let (Some(env), Some(at)) = (envelope.as_ref(), p.response) {
                         let at = spliced(at, p.span.as_ref(), model_json.len());
-                        let response = match env.apply_at(scratch, at.clone()) {
+                        let response = match env.apply_event(scratch, at.clone()) {
                             Some((edited, r)) => {
                                 *scratch = edited;
                                 r

@@ -29,10 +29,10 @@ const NATURAL: usize = 16;
 /// mimalloc as the global allocator (see the module's docs).
 pub struct Mimalloc;
 
-/// Whether plain `mi_malloc` of `layout.size()` bytes is aligned enough.
+/// Whether plain `mi_malloc` of `size` bytes is aligned to `align`.
 #[inline(always)]
-fn natural(layout: &Layout) -> bool {
-    layout.align() <= NATURAL && layout.align() <= layout.size()
+fn natural(align: usize, size: usize) -> bool {
+    align <= NATURAL && align <= size
 }
 
 // SAFETY: mimalloc's functions uphold GlobalAlloc's contract (a block of at
@@ -42,7 +42,7 @@ fn natural(layout: &Layout) -> bool {
 unsafe impl GlobalAlloc for Mimalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if natural(&layout) {
+        if natural(layout.align(), layout.size()) {
             mi::mi_malloc(layout.size()) as *mut u8
         } else {
             mi::mi_malloc_aligned(layout.size(), layout.align()) as *mut u8
@@ -51,7 +51,7 @@ unsafe impl GlobalAlloc for Mimalloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if natural(&layout) {
+        if natural(layout.align(), layout.size()) {
             mi::mi_zalloc(layout.size()) as *mut u8
         } else {
             mi::mi_zalloc_aligned(layout.size(), layout.align()) as *mut u8
@@ -65,9 +65,8 @@ unsafe impl GlobalAlloc for Mimalloc {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // The block keeps the layout's alignment: natural for the new size
-        // too when it was for the old one and the size does not fall below it.
-        if layout.align() <= NATURAL && layout.align() <= new_size {
+        // The block keeps the layout's alignment, for its new size.
+        if natural(layout.align(), new_size) {
             mi::mi_realloc(ptr as *mut c_void, new_size) as *mut u8
         } else {
             mi::mi_realloc_aligned(ptr as *mut c_void, new_size, layout.align()) as *mut u8

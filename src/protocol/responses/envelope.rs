@@ -45,15 +45,10 @@ impl Envelope {
         jsonedit::set_members(obj, &set)
     }
 
-    /// A stream event with its nested `response` object edited, and where
-    /// that object now is in it; `None` when the event has none.
-    pub fn apply_event(&self, event: &[u8]) -> Option<(Vec<u8>, Range<usize>)> {
-        self.apply_at(event, jsonedit::member_span(event, "response")?)
-    }
-
-    /// [`Envelope::apply_event`] with the `response` object at `span` (as
-    /// the stream peek found it: `Peeked::response`).
-    pub fn apply_at(&self, event: &[u8], span: Range<usize>) -> Option<(Vec<u8>, Range<usize>)> {
+    /// A stream event with its nested `response` object, at `span` (as the
+    /// stream peek found it: `Peeked::response`), edited, and where that
+    /// object now is in it; `None` when `span` holds no object.
+    pub fn apply_event(&self, event: &[u8], span: Range<usize>) -> Option<(Vec<u8>, Range<usize>)> {
         let edited = self.apply(event.get(span.clone())?)?;
         let mut out = Vec::with_capacity(event.len() + edited.len() - span.len());
         out.extend_from_slice(&event[..span.start]);
@@ -96,7 +91,13 @@ mod tests {
     #[test]
     fn edits_the_response_of_an_event() {
         let ev = br#"{"type":"response.completed","sequence_number":9,"response":{"id":"resp_up","previous_response_id":null}}"#;
-        let (out, response) = env().apply_event(ev).unwrap();
+        let peeked = |ev: &[u8]| crate::protocol::responses::peek::response(ev).unwrap();
+        let at = peeked(ev).response.unwrap();
+        assert_eq!(
+            &ev[at.clone()],
+            br#"{"id":"resp_up","previous_response_id":null}"#
+        );
+        let (out, response) = env().apply_event(ev, at).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let found = jsonedit::member_span(&out, "response").map(|s| &out[s]);
         assert_eq!(Some(&out[response]), found);
@@ -104,17 +105,8 @@ mod tests {
         assert_eq!(v["response"]["previous_response_id"], "resp_old");
         assert_eq!(v["response"]["store"], true);
         assert_eq!(v["sequence_number"], 9);
-        assert!(env()
-            .apply_event(br#"{"type":"response.output_text.delta","delta":"x"}"#)
-            .is_none());
-        // At the place the peek found, the same edit.
-        let at = crate::protocol::responses::peek::response(ev)
-            .and_then(|p| p.response)
-            .unwrap();
-        assert_eq!(
-            &ev[at.clone()],
-            br#"{"id":"resp_up","previous_response_id":null}"#
-        );
-        assert_eq!(env().apply_at(ev, at), env().apply_event(ev));
+        // A delta has no response object to edit.
+        let delta = br#"{"type":"response.output_text.delta","delta":"x"}"#;
+        assert_eq!(peeked(delta).response, None);
     }
 }
