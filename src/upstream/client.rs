@@ -46,6 +46,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const DNS_TTL: Duration = Duration::from_secs(30);
 /// Room for each read: a response head and a small body, or a few frames.
 const READ_CHUNK: usize = 4 * 1024;
+/// Room for an answer's first read, which waits with no buffer
+/// ([`UpstreamClient::read_first`]): a head with a burst of frames or a
+/// JSON body of some kilobytes comes in one read, not two.
+const FIRST_READ: usize = 16 * 1024;
 /// The least room a read asks for: a trickling stream's reads (a frame or
 /// two each) come down to it.
 const READ_TRICKLE: usize = 1024;
@@ -543,7 +547,7 @@ impl UpstreamClient {
             Ok(Err(e)) => return Err(fault(io_error("request", &e), true)),
             Ok(Ok(())) => {}
         }
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let mut buf = BytesMut::new();
         // Whether the last read filled its room: more is waiting.
         let mut filled = false;
         let head = loop {
@@ -552,9 +556,17 @@ impl UpstreamClient {
             {
                 break head;
             }
-            buf.reserve(READ_CHUNK);
-            let room = buf.capacity() - buf.len();
-            let n = match tokio::time::timeout(self.read_timeout, stream.read_buf(&mut buf)).await {
+            let read = async {
+                if buf.capacity() == 0 {
+                    return Self::read_first(&mut stream, &mut buf)
+                        .await
+                        .map(|n| (n, FIRST_READ));
+                }
+                buf.reserve(READ_CHUNK);
+                let room = buf.capacity() - buf.len();
+                stream.read_buf(&mut buf).await.map(|n| (n, room))
+            };
+            let (n, room) = match tokio::time::timeout(self.read_timeout, read).await {
                 Err(_) => return Err(Fault::Other(read_timed_out())),
                 Ok(Err(e)) => return Err(fault(io_error("response", &e), buf.is_empty())),
                 Ok(Ok(n)) => n,
@@ -653,6 +665,21 @@ impl UpstreamClient {
             return Some(end);
         }
         Self::buffered_chunk(ex).transpose()
+    }
+
+    /// An answer's first read: waits for the upstream with no buffer (an
+    /// upstream slow to answer holds none), then reads up to
+    /// [`FIRST_READ`] bytes into a new `buf`. The bytes read.
+    async fn read_first(stream: &mut Stream, buf: &mut BytesMut) -> std::io::Result<usize> {
+        use std::future::Future;
+        std::future::poll_fn(|cx| {
+            // Dropped unused while the upstream has nothing yet.
+            let mut room = BytesMut::with_capacity(FIRST_READ);
+            let n = std::task::ready!(std::pin::pin!(stream.read_buf(&mut room)).poll(cx))?;
+            *buf = room;
+            std::task::Poll::Ready(Ok(n))
+        })
+        .await
     }
 
     /// Room in the exchange's buffer for the next body read; the room.
@@ -905,13 +932,14 @@ mod tests {
     async fn a_burst_larger_than_a_read_is_taken_at_once_and_nothing_more_is_waited_for() {
         let (stream, mut server) = pair().await;
         let client = test_client();
-        // The head and twelve 1 KB frames in one write: three times the
-        // head read's room. The upstream then keeps the stream open.
+        // The head and 1 KB frames in one write: a quarter more than the
+        // first read's room. The upstream then keeps the stream open.
         let frame = format!("data: {}\n\n", "x".repeat(1000));
+        let frames = (FIRST_READ + FIRST_READ / 4) / frame.len();
         let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
             transfer-encoding: chunked\r\n\r\n"
             .to_vec();
-        for _ in 0..12 {
+        for _ in 0..frames {
             wire.extend(format!("{:x}\r\n{frame}\r\n", frame.len()).as_bytes());
         }
         server.write_all(&wire).unwrap();
@@ -942,8 +970,8 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(30), gathered)
             .await
             .expect("waited for bytes the upstream never sent");
-        assert!(from_head > 0 && from_head < 4 * frame.len(), "{from_head}");
-        assert_eq!(from_head + at_once, 12 * frame.len());
+        assert!(from_head > 0 && from_head < FIRST_READ, "{from_head}");
+        assert_eq!(from_head + at_once, frames * frame.len());
         // A read that did not fill its room: nothing is tried at once.
         assert!(UpstreamClient::chunk_at_once(&mut ex).await.is_none());
         // The burst made the reads larger, but waiting for the next frame
