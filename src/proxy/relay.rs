@@ -401,6 +401,9 @@ pub fn relay_stream<'a>(
             if let Some(end) = end {
                 break end;
             }
+            // The stream waits for its upstream: what it keeps for a
+            // continuation is compacted now, not frame by frame as it came.
+            pass.settle();
         };
         if matches!(end, StreamEnd::Complete) {
             // Closed instead when its body was not read to the end.

@@ -198,6 +198,14 @@ impl PassthroughStream {
         self.transcript.as_ref()
     }
 
+    /// Compacts the transcript (when kept) before the stream waits for its
+    /// upstream ([`Transcript::settle`]).
+    pub fn settle(&mut self) {
+        if let Some(t) = &mut self.transcript {
+            t.settle();
+        }
+    }
+
     /// Responses: the response id the client was given, and the next
     /// sequence number.
     pub fn position(&self) -> (Option<&str>, u64) {

@@ -539,6 +539,19 @@ impl ClientStream {
         }
     }
 
+    /// Compacts what a recorded stream keeps before it waits for its
+    /// upstream's next read (`transcript::Transcript::settle`).
+    pub fn settle(&mut self) {
+        match self {
+            ClientStream::Passthrough(p) => p.settle(),
+            ClientStream::Translate(t) => {
+                if let Some(tr) = &mut t.transcript {
+                    tr.settle();
+                }
+            }
+        }
+    }
+
     /// Records what the client receives, so the stream can be continued
     /// after a cut.
     pub fn record(&mut self) {

@@ -12,9 +12,20 @@
 //! frame is what ends at a blank line (`\n\n` or `\n\r\n`), and bytes that
 //! are no frame are kept as they came, so the bytes rebuilt are always
 //! exactly the bytes read.
+//!
+//! The comparing waits until the stream does: bytes are taken in as they
+//! came ([`Transcript::push`]) and the relay settles them into differences
+//! before it waits for its upstream's next read ([`Transcript::settle`]). A
+//! trickling stream settles each read, as before; a burst that brings the
+//! stream's end is never compared, since the transcript goes with the
+//! stream.
 
 use super::continuation::MAX_TRANSCRIPT;
 use crate::util::words::{common_prefix, common_suffix};
+
+/// The room the bytes after the last complete frame keep between reads:
+/// more than a frame or two, from a burst, is given back when it settles.
+const OPEN_KEPT: usize = 2 * 1024;
 
 /// A stream's upstream bytes, frame by frame as differences.
 #[derive(Debug, Default, Clone)]
@@ -24,14 +35,17 @@ pub struct Transcript {
     log: Vec<u8>,
     /// The last complete frame, which the next one is compared with.
     last: Vec<u8>,
-    /// Bytes read after the last complete frame (its end not read yet).
+    /// Bytes taken in since the last [`Transcript::settle`], then those
+    /// after the last complete frame (its end not read yet).
     open: Vec<u8>,
     /// Upstream bytes taken in.
     len: usize,
 }
 
 impl Transcript {
-    /// Takes in the next upstream bytes. False when the transcript would
+    /// Takes in the next upstream bytes, as they came: the frames they
+    /// complete are compared with the ones before them when the stream
+    /// waits ([`settle`](Self::settle)). False when the transcript would
     /// pass [`MAX_TRANSCRIPT`] bytes: the caller drops it (such a long
     /// answer is not continued).
     pub fn push(&mut self, chunk: &[u8]) -> bool {
@@ -39,42 +53,39 @@ impl Transcript {
             return false;
         }
         self.len += chunk.len();
+        self.open.extend_from_slice(chunk);
+        true
+    }
+
+    /// Keeps the frames taken in since the last call as their differences,
+    /// each from the frame before it, and holds only the bytes after the
+    /// last complete frame as they came. Called when the stream waits for
+    /// its upstream: a burst that ends the stream is never compared (the
+    /// transcript goes with the stream), and an open stream holds its
+    /// frames compactly between reads.
+    pub fn settle(&mut self) {
         let Self {
             log, last, open, ..
         } = self;
-        let mut rest = chunk;
-        if !open.is_empty() {
-            // A frame begun in an earlier read ends in this one, or not yet.
-            let Some(end) = memchr::memchr_iter(b'\n', chunk).find(|&i| ends(open, chunk, i))
-            else {
-                open.extend_from_slice(chunk);
-                return true;
-            };
-            open.extend_from_slice(&chunk[..=end]);
-            add(log, last, open);
-            // The completed frame becomes the last one: swapped, not copied.
-            std::mem::swap(last, open);
-            open.clear();
-            rest = &chunk[end + 1..];
-        }
-        // The frames whole in this read, each compared with the one before
-        // it where it is (only the last one is copied, for the next read).
         let mut start = 0;
         let mut before: Option<(usize, usize)> = None;
-        for nl in memchr::memchr_iter(b'\n', rest) {
-            if ends(&[], &rest[start..], nl - start) {
-                let prev = before.map_or(&last[..], |(a, b)| &rest[a..b]);
-                add(log, prev, &rest[start..=nl]);
+        for nl in memchr::memchr_iter(b'\n', open) {
+            if ends(&open[start..], nl - start) {
+                let prev = before.map_or(&last[..], |(a, b)| &open[a..b]);
+                add(log, prev, &open[start..=nl]);
                 before = Some((start, nl + 1));
                 start = nl + 1;
             }
         }
         if let Some((a, b)) = before {
             last.clear();
-            last.extend_from_slice(&rest[a..b]);
+            last.extend_from_slice(&open[a..b]);
         }
-        open.extend_from_slice(&rest[start..]);
-        true
+        open.drain(..start);
+        // A burst's room is not kept while the stream waits.
+        if open.capacity() > OPEN_KEPT && open.len() < OPEN_KEPT / 2 {
+            open.shrink_to(OPEN_KEPT / 2);
+        }
     }
 
     /// Upstream bytes taken in.
@@ -113,17 +124,12 @@ impl Transcript {
     }
 }
 
-/// Whether the line end at `at` in `next` ends a frame (a blank line),
-/// `next` following `open`, the frame's bytes read before it.
-fn ends(open: &[u8], next: &[u8], at: usize) -> bool {
-    // The byte `k` places before the line end, within the frame.
-    let back = |k: usize| match at.checked_sub(k) {
-        Some(i) => Some(next[i]),
-        None => open.len().checked_sub(k - at).map(|i| open[i]),
-    };
-    match back(1) {
+/// Whether the line end at `at` in `frame` (a frame's bytes from its
+/// start) ends it: a blank line.
+fn ends(frame: &[u8], at: usize) -> bool {
+    match at.checked_sub(1).map(|i| frame[i]) {
         Some(b'\n') => true,
-        Some(b'\r') => back(2) == Some(b'\n'),
+        Some(b'\r') => at >= 2 && frame[at - 2] == b'\n',
         _ => false,
     }
 }
@@ -172,12 +178,20 @@ mod tests {
         )
     }
 
-    /// Takes `raw` in pieces of `step` bytes and rebuilds it.
-    fn round_trip(raw: &[u8], step: usize) -> Transcript {
+    /// Takes `raw` in pieces of `step` bytes, settling after every
+    /// `settle_every` pieces (0: never), and rebuilds it at each step.
+    fn round_trip(raw: &[u8], step: usize, settle_every: usize) -> Transcript {
         let mut t = Transcript::default();
-        for piece in raw.chunks(step.max(1)) {
+        let mut taken = 0;
+        for (i, piece) in raw.chunks(step.max(1)).enumerate() {
             assert!(t.push(piece));
+            taken += piece.len();
+            if settle_every > 0 && i % settle_every == 0 {
+                t.settle();
+            }
+            assert_eq!(t.bytes(), &raw[..taken], "step {step}, piece {i}");
         }
+        t.settle();
         assert_eq!(t.bytes(), raw, "step {step}");
         assert_eq!(t.len(), raw.len());
         t
@@ -200,7 +214,9 @@ mod tests {
             "data: z",
         ] {
             for step in [1, 2, 3, 7, 64, 190, 191, 1000, raw.len()] {
-                round_trip(raw.as_bytes(), step);
+                for settle_every in [0, 1, 3] {
+                    round_trip(raw.as_bytes(), step, settle_every);
+                }
             }
         }
     }
@@ -208,7 +224,7 @@ mod tests {
     #[test]
     fn a_token_stream_keeps_a_few_bytes_per_frame() {
         let raw: String = (0..500).map(chunk).collect();
-        let t = round_trip(raw.as_bytes(), 190);
+        let t = round_trip(raw.as_bytes(), 190, 1);
         // 500 frames of about 150 bytes; each differs from the last in a
         // token of a few bytes.
         assert!(raw.len() > 70_000);
@@ -218,6 +234,24 @@ mod tests {
             t.held(),
             raw.len()
         );
+    }
+
+    #[test]
+    fn a_burst_is_kept_as_it_came_until_it_settles_into_a_few_bytes_a_frame() {
+        let raw: String = (0..100).map(chunk).collect::<String>() + "data: {\"partial";
+        let mut t = Transcript::default();
+        assert!(t.push(raw.as_bytes()));
+        // Before the stream waits: as it came.
+        assert!(t.held() >= raw.len(), "{}", t.held());
+        assert_eq!(t.bytes(), raw.as_bytes());
+        t.settle();
+        assert_eq!(t.bytes(), raw.as_bytes());
+        // The burst's room is given back; the frames cost a few bytes each.
+        assert!(t.held() < 3_000, "{} bytes held", t.held());
+        // The open frame goes on in the next read.
+        assert!(t.push(b"\":1}\n\n"));
+        t.settle();
+        assert_eq!(t.bytes(), (raw + "\":1}\n\n").as_bytes());
     }
 
     #[test]
