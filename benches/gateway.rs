@@ -41,8 +41,10 @@ fn frames(family: Family, n: usize) -> Vec<u8> {
                 "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{seq},\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"token{i} \",\"logprobs\":[]}}\n\n",
                 seq = i + 4
             )),
+            // Gemini counts the tokens so far in every chunk.
             Family::Gemini => s.push_str(&format!(
-                "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"token{i} \"}}],\"role\":\"model\"}},\"index\":0}}],\"modelVersion\":\"gemini-3.1-pro\",\"responseId\":\"r1\"}}\r\n\r\n"
+                "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"token{i} \"}}],\"role\":\"model\"}},\"index\":0}}],\"usageMetadata\":{{\"promptTokenCount\":12,\"candidatesTokenCount\":{i},\"totalTokenCount\":{total}}},\"modelVersion\":\"gemini-3.1-pro\",\"responseId\":\"r1\"}}\r\n\r\n",
+                total = i + 12
             )),
             // Bedrock streams are event-stream frames, decoded before the
             // translator sees them; the SSE form of their events.

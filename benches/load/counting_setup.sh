@@ -30,8 +30,9 @@ model() {
 }
 cat >"$TMP/catalog.json" <<CATALOG
 {"providers": [$(provider openai openai "$M/openai/json/v1"), $(provider openai-stream openai "$M/openai/sse/v1"),
- $(provider responses-stream responses "$M/responses/sse/v1")],
- "models": [$(model gpt-5-mini openai), $(model gpt-5-mini-stream openai-stream), $(model gpt-5-mini-resp-stream responses-stream)]}
+ $(provider responses-stream responses "$M/responses/sse/v1"), $(provider gemini-stream gemini "$M/gemini/v1beta")],
+ "models": [$(model gpt-5-mini openai), $(model gpt-5-mini-stream openai-stream), $(model gpt-5-mini-resp-stream responses-stream),
+  $(model gemini-2.5-flash gemini-stream)]}
 CATALOG
 echo '{"keys": [{"id": "bench", "key": "sk-bench-local"}]}' >"$TMP/keys.json"
 # shellcheck disable=SC2086 # LAUNCH is words on purpose
@@ -52,6 +53,7 @@ case_of() {
         S7) echo "/v1/responses $FIX/req_responses_stream.json response.completed" ;;
         S8) echo "/v1/responses $FIX/req_responses_to_openai_stream.json response.completed" ;;
         S9) echo "/v1/chat/completions $FIX/req_openai_to_responses_stream.json [DONE]" ;;
+        G1) echo "/google/v1beta/models/gemini-stream/gemini-2.5-flash:streamGenerateContent?alt=sse $FIX/req_gemini_stream.json finishReason" ;;
         *) echo "unknown scenario $1" >&2; exit 2 ;;
     esac
 }

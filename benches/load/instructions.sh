@@ -9,7 +9,8 @@
 # keeps each scenario's profile in OUT for callgrind_annotate.
 #
 #   bash benches/load/instructions.sh target/release/switchboard [N] [SCENARIOS]
-#   SCENARIOS: any of S1 S2 S4 S5 S7 S8 S9 (default all)
+#   SCENARIOS: any of S1 S2 S4 S5 S7 S8 S9 (default all) and G1 (Gemini ->
+#   Gemini stream, passed through: Gemini CLI's route; not in run.sh)
 #   OUT: where the profiles go (default /tmp/switchboard-instructions)
 set -euo pipefail
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }

@@ -8,7 +8,8 @@
 # per request. Ports 28100-28102.
 #
 #   bash benches/load/syscalls.sh target/release/switchboard [N] [SCENARIOS]
-#   SCENARIOS: any of S1 S2 S4 S5 S7 S8 S9 (default S1 S2 S4 S5 S7 S9)
+#   SCENARIOS: any of S1 S2 S4 S5 S7 S8 S9 G1 (default S1 S2 S4 S5 S7 S9;
+#   G1: Gemini -> Gemini stream, passed through, not in run.sh)
 set -euo pipefail
 BIN=$(realpath "$1"); N=${2:-200}; SCENARIOS=${3:-"S1 S2 S4 S5 S7 S9"}
 LAUNCH="" READY_TRIES=100

@@ -8,8 +8,10 @@ use crate::protocol::common::peek::{
     bad, body_error, contains, is_true, more_than_one, number, positive_int, present, span_of,
     AffinitySource, Inspected, Peeked, Raw, Usage,
 };
+use crate::protocol::common::skim;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::ops::Range;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -171,37 +173,185 @@ struct ResponsePeek<'a> {
     #[serde(borrow)]
     model_version: Option<&'a RawValue>,
     usage_metadata: Option<GeminiUsage>,
-    #[serde(borrow, default)]
-    candidates: Vec<GeminiCandidatePeek<'a>>,
+    /// Read as candidates ([`terminal`]) only when it names a finish reason.
+    #[serde(borrow)]
+    candidates: Option<&'a RawValue>,
     #[serde(borrow)]
     error: Option<&'a RawValue>,
 }
 
 /// Reads the model span, usage and end-of-stream markers of a response body or stream frame.
+/// A frame without an error is read by a skim of its members
+/// ([`skim::members`]); the others, and whatever the skim does not vouch
+/// for, are parsed, with the same answers (docs/performance.md "Peeking at
+/// stream frames").
 pub fn response(doc: &[u8]) -> Option<Peeked> {
-    let mut out = Peeked::default();
-    let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
-    out.span = p.model_version.and_then(|m| span_of(m, doc));
-    if let Some(u) = p.usage_metadata {
-        out.usage = Usage {
-            input: u.prompt_token_count,
-            output: match (u.candidates_token_count, u.thoughts_token_count) {
-                (None, None) => None,
-                (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
-            },
-            cached: u.cached_content_token_count,
-            cache_write: None,
-            cache_write_1h: None,
-            reasoning: u.thoughts_token_count,
-        };
+    skimmed(doc).or_else(|| parsed(doc))
+}
+
+thread_local! {
+    /// The last frame this thread skimmed: the next chunk of the same
+    /// stream is skimmed from where the two differ (`skim::Resume`); other
+    /// streams' frames in between only make the next skim a whole one.
+    static SKIMMED: std::cell::RefCell<skim::Resume<4>> = std::cell::RefCell::default();
+}
+
+/// A candidate's finish reason, found by its key: in JSON a quote, a name,
+/// a quote and a colon, unescaped, are a key (inside a string the quotes
+/// are escaped).
+static FINISH_REASON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"finishReason\":"));
+
+/// [`response`] of a document without an error, from its members' spans:
+/// the usage object alone goes to serde, and the candidates only when
+/// they name a finish reason (a stream's last chunk); None for any other
+/// document (or one the skim does not vouch for).
+fn skimmed(doc: &[u8]) -> Option<Peeked> {
+    let wanted = [
+        &b"modelVersion"[..],
+        b"usageMetadata",
+        b"candidates",
+        b"error",
+    ];
+    let [model, usage, candidates, error] =
+        SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
+    let value = |r: Option<Range<usize>>| r.filter(|r| &doc[r.clone()] != b"null");
+    if value(error).is_some() {
+        return None;
     }
-    out.terminal = p.candidates.iter().any(|c| c.finish_reason.is_some());
-    out.error = p.error.is_some();
-    Some(out)
+    Some(Peeked {
+        span: value(model),
+        // serde reads a member's value alone as it reads it in place.
+        usage: match usage {
+            Some(u) => usage_of(serde_json::from_slice(&doc[u]).ok()?),
+            None => Usage::default(),
+        },
+        terminal: terminal(candidates.map(|c| &doc[c]))?,
+        ..Peeked::default()
+    })
+}
+
+/// [`response`] by serde.
+fn parsed(doc: &[u8]) -> Option<Peeked> {
+    let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
+    Some(Peeked {
+        span: p.model_version.and_then(|m| span_of(m, doc)),
+        usage: usage_of(p.usage_metadata),
+        terminal: terminal(p.candidates.map(|c| c.get().as_bytes()))?,
+        error: p.error.is_some(),
+        ..Peeked::default()
+    })
+}
+
+/// Whether any candidate has a finish reason: the candidates are read
+/// (None when serde refuses them) only when their text names one.
+fn terminal(candidates: Option<&[u8]>) -> Option<bool> {
+    match candidates {
+        Some(c) if FINISH_REASON.find(c).is_some() => {
+            let c: Option<Vec<GeminiCandidatePeek<'_>>> = serde_json::from_slice(c).ok()?;
+            Some(c.is_some_and(|c| c.iter().any(|c| c.finish_reason.is_some())))
+        }
+        _ => Some(false),
+    }
+}
+
+/// The gateway's usage from a Gemini `usageMetadata` object.
+fn usage_of(u: Option<GeminiUsage>) -> Usage {
+    let Some(u) = u else {
+        return Usage::default();
+    };
+    Usage {
+        input: u.prompt_token_count,
+        output: match (u.candidates_token_count, u.thoughts_token_count) {
+            (None, None) => None,
+            (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
+        },
+        cached: u.cached_content_token_count,
+        cache_write: None,
+        cache_write_1h: None,
+        reasoning: u.thoughts_token_count,
+    }
 }
 
 /// Whether the first bytes of a generateContent stream carry the answer's
 /// first token: Gemini sends no preamble, so any chunk does.
 pub fn stream_started(bytes: &[u8]) -> bool {
     contains(bytes, b"{")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Chunks as upstreams send them, and broken ones: members in any
+    /// order, present or not, null or not, some of them twice, cut short.
+    fn frame() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            prop_oneof![
+                Just(r#""modelVersion":"gemini-2.5-flash""#),
+                Just(r#""modelVersion":null"#),
+                Just(r#""modelVersion":7"#),
+                Just(r#""model\u0056ersion":"m""#),
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":2}"#),
+                Just(r#""usageMetadata":{"thoughtsTokenCount":4,"cachedContentTokenCount":1}"#),
+                Just(r#""usageMetadata":{"promptTokenCount":"9"}"#),
+                Just(r#""usageMetadata":null"#),
+                Just(r#""usageMetadata":[]"#),
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"index":0}]"#),
+                Just(r#""candidates":[{"content":{"parts":[{"text":"say \"finishReason\":\"x\""}]}}]"#),
+                Just(r#""candidates":[{"finishReason":"STOP","index":0}]"#),
+                Just(r#""candidates":[{"finishReason":null}]"#),
+                Just(r#""candidates":[{"finishReason":"ST\u004fP"}]"#),
+                Just(r#""candidates":[{"finishReason":""},1]"#),
+                Just(r#""candidates":[{"content":{"parts":[{"functionCall":{"args":{"finishReason":"x"}}}]}}]"#),
+                Just(r#""candidates":[]"#),
+                Just(r#""candidates":null"#),
+                Just(r#""candidates":[1]"#),
+            ]
+            .prop_map(str::to_string),
+            prop_oneof![
+                Just(r#""error":{"code":429,"message":"m"}"#),
+                Just(r#""error":null"#),
+                Just(r#""responseId":"r1""#),
+            ]
+            .prop_map(str::to_string),
+        ];
+        skim::objects(member)
+    }
+
+    proptest! {
+        /// The skim answers as serde does, or leaves the frame to it.
+        #[test]
+        fn skimmed_frames_read_as_parsed_ones(doc in frame()) {
+            skim::agrees(skimmed, parsed, &doc)?;
+        }
+    }
+
+    #[test]
+    fn a_usual_chunk_is_skimmed_and_its_last_one_ends_the_answer() {
+        let chunk = br#"{"candidates": [{"content": {"parts": [{"text": "hi"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 12,"candidatesTokenCount": 3,"thoughtsTokenCount": 2},"modelVersion": "gemini-2.5-flash","responseId": "r1"}"#;
+        let p = skimmed(chunk).expect("skimmed");
+        assert_eq!(&chunk[p.span.clone().unwrap()], br#""gemini-2.5-flash""#);
+        assert_eq!(p.usage.input, Some(12));
+        assert_eq!(p.usage.output, Some(5));
+        assert_eq!(p.usage.reasoning, Some(2));
+        assert!(!p.terminal && !p.error);
+        let last = br#"{"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP"}],"modelVersion":"g"}"#;
+        assert!(skimmed(last).is_some_and(|p| p.terminal));
+        // A finish reason's words inside a text are no key.
+        let quoted =
+            br#"{"candidates":[{"content":{"parts":[{"text":"\"finishReason\":\"STOP\""}]}}]}"#;
+        assert!(skimmed(quoted).is_some_and(|p| !p.terminal));
+        // An error is parsed.
+        let error = br#"{"error":{"code":429,"message":"m","status":"RESOURCE_EXHAUSTED"}}"#;
+        assert!(skimmed(error).is_none());
+        assert!(response(error).is_some_and(|p| p.error));
+    }
 }
