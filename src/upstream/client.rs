@@ -993,6 +993,36 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn a_head_with_twelve_kilobytes_of_frames_is_one_read() {
+        let (stream, mut server) = pair().await;
+        let client = test_client();
+        // Three times the room the head read used to have, in one write.
+        let frame = format!("data: {}\n\n", "x".repeat(1000));
+        let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+            transfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+        for _ in 0..12 {
+            wire.extend(format!("{:x}\r\n{frame}\r\n", frame.len()).as_bytes());
+        }
+        server.write_all(&wire).unwrap();
+        let msg = Message {
+            bytes: b"POST /v1/chat/completions HTTP/1.1\r\nhost: a\r\n\r\n".to_vec(),
+            body: None,
+        };
+        let Ok(mut ex) = client.exchange(stream, &msg, 0, 1, false).await else {
+            panic!("the exchange failed");
+        };
+        // Every frame is in the buffer the head came in: none is left to
+        // a second read, and none is tried at once.
+        let mut got = 0;
+        while let Some(Some(c)) = UpstreamClient::buffered_chunk(&mut ex).unwrap() {
+            got += c.len();
+        }
+        assert_eq!(got, 12 * frame.len());
+        assert!(UpstreamClient::chunk_at_once(&mut ex).await.is_none());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn a_trickling_stream_holds_no_read_buffer_between_frames() {
         let (stream, mut server) = pair().await;
         let client = test_client();
