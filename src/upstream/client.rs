@@ -928,14 +928,18 @@ mod tests {
         assert!(!still_open(&mut stream));
     }
 
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_burst_larger_than_a_read_is_taken_at_once_and_nothing_more_is_waited_for() {
+    /// 1 KB SSE frames.
+    fn kilobyte_frame() -> String {
+        format!("data: {}\n\n", "x".repeat(1000))
+    }
+
+    /// An exchange whose upstream wrote a stream's head and `frames`
+    /// [`kilobyte_frame`]s in one write and keeps the stream open (its
+    /// side of the connection is returned).
+    async fn burst(frames: usize) -> (Exchange, std::net::TcpStream) {
         let (stream, mut server) = pair().await;
         let client = test_client();
-        // The head and 1 KB frames in one write: a quarter more than the
-        // first read's room. The upstream then keeps the stream open.
-        let frame = format!("data: {}\n\n", "x".repeat(1000));
-        let frames = (FIRST_READ + FIRST_READ / 4) / frame.len();
+        let frame = kilobyte_frame();
         let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
             transfer-encoding: chunked\r\n\r\n"
             .to_vec();
@@ -947,9 +951,18 @@ mod tests {
             bytes: b"POST /v1/chat/completions HTTP/1.1\r\nhost: a\r\n\r\n".to_vec(),
             body: None,
         };
-        let Ok(mut ex) = client.exchange(stream, &msg, 0, 1, false).await else {
+        let Ok(ex) = client.exchange(stream, &msg, 0, 1, false).await else {
             panic!("the exchange failed");
         };
+        (ex, server)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_burst_larger_than_a_read_is_taken_at_once_and_nothing_more_is_waited_for() {
+        // A quarter more than the first read's room.
+        let frame = kilobyte_frame();
+        let frames = (FIRST_READ + FIRST_READ / 4) / frame.len();
+        let (mut ex, mut server) = burst(frames).await;
         // What the relay does before a write: the chunks read, then those
         // waiting on the socket, until there are none to take at once.
         let (mut from_head, mut at_once) = (0, 0);
@@ -994,24 +1007,9 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_head_with_twelve_kilobytes_of_frames_is_one_read() {
-        let (stream, mut server) = pair().await;
-        let client = test_client();
-        // Three times the room the head read used to have, in one write.
-        let frame = format!("data: {}\n\n", "x".repeat(1000));
-        let mut wire = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-            transfer-encoding: chunked\r\n\r\n"
-            .to_vec();
-        for _ in 0..12 {
-            wire.extend(format!("{:x}\r\n{frame}\r\n", frame.len()).as_bytes());
-        }
-        server.write_all(&wire).unwrap();
-        let msg = Message {
-            bytes: b"POST /v1/chat/completions HTTP/1.1\r\nhost: a\r\n\r\n".to_vec(),
-            body: None,
-        };
-        let Ok(mut ex) = client.exchange(stream, &msg, 0, 1, false).await else {
-            panic!("the exchange failed");
-        };
+        // Three times the room the head read used to have.
+        let (mut ex, _server) = burst(12).await;
+        let frame = kilobyte_frame();
         // Every frame is in the buffer the head came in: none is left to
         // a second read, and none is tried at once.
         let mut got = 0;
