@@ -38,6 +38,10 @@ pub struct Transcript {
     /// Bytes taken in since the last [`Transcript::settle`], then those
     /// after the last complete frame (its end not read yet).
     open: Vec<u8>,
+    /// How many of `open`'s first bytes were looked through for a frame's
+    /// end already (none there): a frame that comes in many reads is
+    /// looked through once, not once a read.
+    scanned: usize,
     /// Upstream bytes taken in.
     len: usize,
 }
@@ -65,11 +69,16 @@ impl Transcript {
     /// frames compactly between reads.
     pub fn settle(&mut self) {
         let Self {
-            log, last, open, ..
+            log,
+            last,
+            open,
+            scanned,
+            ..
         } = self;
         let mut start = 0;
         let mut before: Option<(usize, usize)> = None;
-        for nl in memchr::memchr_iter(b'\n', open) {
+        let from = *scanned;
+        for nl in memchr::memchr_iter(b'\n', &open[from..]).map(|i| from + i) {
             if ends(&open[start..], nl - start) {
                 let prev = before.map_or(&last[..], |(a, b)| &open[a..b]);
                 add(log, prev, &open[start..=nl]);
@@ -82,6 +91,7 @@ impl Transcript {
             last.extend_from_slice(&open[a..b]);
         }
         open.drain(..start);
+        *scanned = open.len();
         // No room is kept while the stream waits, but for a frame begun
         // (an open stream's memory: docs/performance.md "Memory per open
         // stream"), and a burst's is given back.
@@ -261,6 +271,24 @@ mod tests {
         assert!(t.push(b"\":1}\n\n"));
         t.settle();
         assert_eq!(t.bytes(), (raw + "\":1}\n\n").as_bytes());
+    }
+
+    #[test]
+    fn a_frame_in_many_reads_is_looked_through_once() {
+        let big = format!("data: {}\n\n", "x".repeat(10_000));
+        let raw = chunk(0) + &big + &chunk(1);
+        // Read a byte at a time, settling after each: the bytes after the
+        // last frame end are not looked through again.
+        let t = round_trip(raw.as_bytes(), 1, 1);
+        assert!(t.open.is_empty() && t.scanned == 0);
+        let mut t = Transcript::default();
+        assert!(t.push(&big.as_bytes()[..5_000]));
+        t.settle();
+        assert_eq!(t.scanned, 5_000);
+        assert!(t.push(&big.as_bytes()[5_000..]));
+        t.settle();
+        assert_eq!((t.scanned, t.open.len()), (0, 0));
+        assert_eq!(t.bytes(), big.as_bytes());
     }
 
     #[test]
