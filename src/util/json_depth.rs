@@ -18,9 +18,7 @@ pub const MAX_DEPTH: usize = 127;
 pub fn within(body: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
     let mut i = 0;
-    while let Some(at) = next(body, i, structural, |b| {
-        b == b'"' || b | 0x20 == b'{' || b | 0x20 == b'}'
-    }) {
+    while let Some(at) = next(body, i, structural) {
         i = at + 1;
         match body[at] {
             b'"' => match string_end(body, i) {
@@ -54,10 +52,11 @@ fn quote_or_escape(w: u64) -> u64 {
     eq(w, b'"') | eq(w, b'\\')
 }
 
-/// The first byte at or after `from` that `flags` flags in a word (the
-/// lowest flag is exact: `words`), or `test` accepts past the last word.
+/// The first byte at or after `from` that `flags` flags, a word at a time
+/// (the lowest flag is exact: `words`); the last bytes are read as a word
+/// padded with zeros, which neither set holds.
 #[inline]
-fn next(b: &[u8], from: usize, flags: fn(u64) -> u64, test: fn(u8) -> bool) -> Option<usize> {
+fn next(b: &[u8], from: usize, flags: fn(u64) -> u64) -> Option<usize> {
     let mut i = from;
     while let Some(w) = word(b, i) {
         let f = flags(w);
@@ -66,7 +65,11 @@ fn next(b: &[u8], from: usize, flags: fn(u64) -> u64, test: fn(u8) -> bool) -> O
         }
         i += 8;
     }
-    (i..b.len()).find(|&j| test(b[j]))
+    let rest = b.get(i..)?;
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    let f = flags(u64::from_le_bytes(tail));
+    (f != 0).then(|| i + first(f))
 }
 
 /// The closing quote of the string whose contents start at `from`,
