@@ -248,7 +248,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     let wanted = [&b"type"[..], b"model", b"message", b"usage", b"delta"];
     let [kind, model, message, usage, delta] =
         SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
-    let value = |r: Option<std::ops::Range<usize>>| r.map(|r| &doc[r]).filter(|v| *v != b"null");
+    let value = |r| skim::non_null(doc, r).map(|(v, _)| v);
     if value(model).is_some() || value(message).is_some() || value(usage).is_some() {
         return None;
     }

@@ -326,6 +326,13 @@ pub fn members_kept<const N: usize>(
     }
 }
 
+/// A skimmed member's value and its span, unless it is absent or `null`
+/// (what serde reads as `None` for an optional member).
+pub fn non_null(doc: &[u8], span: Option<Range<usize>>) -> Option<(&[u8], Range<usize>)> {
+    span.map(|r| (&doc[r.clone()], r))
+        .filter(|(v, _)| *v != b"null")
+}
+
 /// The text of a skimmed string value as serde lends it (`&str`):
 /// `Some(None)` for no value, None (serde would refuse) for one that is
 /// no string or has an escape.

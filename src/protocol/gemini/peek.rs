@@ -11,7 +11,6 @@ use crate::protocol::common::peek::{
 use crate::protocol::common::skim;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::ops::Range;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -215,7 +214,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     ];
     let [model, usage, candidates, error] =
         SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
-    let value = |r: Option<Range<usize>>| r.filter(|r| &doc[r.clone()] != b"null");
+    let value = |r| skim::non_null(doc, r).map(|(_, r)| r);
     if value(error).is_some() {
         return None;
     }

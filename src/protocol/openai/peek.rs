@@ -270,10 +270,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     let wanted = [&b"model"[..], b"usage", b"choices", b"error"];
     let [model, usage, choices, error] =
         SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
-    let value = |r: Option<Range<usize>>| {
-        r.map(|r| (&doc[r.clone()], r))
-            .filter(|(v, _)| *v != b"null")
-    };
+    let value = |r| skim::non_null(doc, r);
     if value(error).is_some() {
         return None;
     }

@@ -316,10 +316,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     ];
     let [kind, sequence, model, usage, response] =
         SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
-    let value = |r: Option<Range<usize>>| {
-        r.map(|r| (&doc[r.clone()], r))
-            .filter(|(v, _)| *v != b"null")
-    };
+    let value = |r| skim::non_null(doc, r);
     if value(usage).is_some() {
         return None;
     }
@@ -339,9 +336,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
             }
             let [id, model, usage] = skim::members(obj, [&b"id"[..], b"model", b"usage"])?;
             let inner = |r: Option<Range<usize>>| {
-                r.map(|r| r.start + at.start..r.end + at.start)
-                    .map(|r| (&doc[r.clone()], r))
-                    .filter(|(v, _)| *v != b"null")
+                skim::non_null(doc, r.map(|r| r.start + at.start..r.end + at.start))
             };
             let id = skim::lent(inner(id).map(|(v, _)| v))?;
             let usage = match inner(usage) {
