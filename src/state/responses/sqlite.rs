@@ -64,10 +64,20 @@ struct Put {
     done: oneshot::Sender<Result<(), StoreError>>,
 }
 
+/// How long the writer naps between looks at its queue while a batch
+/// gathers: the longest a flush waits to be seen.
+const NAP: Duration = Duration::from_millis(1);
+
 /// The writer thread: waits for a record, gathers what comes within
-/// `gather` (up to [`BATCH`]; a flush ends the gathering at once), writes
+/// `gather` (up to [`BATCH`]; a flush ends the gathering once seen), writes
 /// them in one transaction, answers each. It ends when the last [`Sqlite`]
 /// handle is dropped, after writing what it holds.
+///
+/// While a batch gathers the writer naps ([`NAP`]) and takes what is queued
+/// without waiting on the channel: a record sent to a thread waiting on it
+/// wakes that thread (a futex call and a context switch per stored answer,
+/// 8% of the gateway's CPU samples under load on S7, docs/performance.md
+/// "Issue 28, sixteenth pass"), where a napping one costs a wake per nap.
 fn write_loop(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, gather: Duration) {
     let mut open = true;
     while open {
@@ -82,7 +92,7 @@ fn write_loop(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, gather: Dur
             if batch.len() >= BATCH || !flushes.is_empty() {
                 break;
             }
-            match queue.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            match next_job(queue, until) {
                 Ok(next) => job = next,
                 Err(mpsc::RecvTimeoutError::Timeout) => break,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -106,6 +116,25 @@ fn write_loop(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, gather: Dur
         for done in flushes {
             let _ = done.send(());
         }
+    }
+}
+
+/// The next job queued before `until`, looked for every [`NAP`] without
+/// waiting on the channel; `Timeout` once `until` passes with none.
+fn next_job(queue: &mpsc::Receiver<Job>, until: Instant) -> Result<Job, mpsc::RecvTimeoutError> {
+    loop {
+        match queue.try_recv() {
+            Ok(job) => return Ok(job),
+            Err(mpsc::TryRecvError::Disconnected) => {
+                return Err(mpsc::RecvTimeoutError::Disconnected)
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(mpsc::RecvTimeoutError::Timeout);
+        }
+        std::thread::sleep(left.min(NAP));
     }
 }
 
@@ -365,6 +394,38 @@ mod tests {
         let db = Sqlite::open(&dir).unwrap();
         assert_eq!(db.usage("k").await.unwrap(), 6, "migrated once");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_gathering_writer_takes_what_comes_before_its_time_and_no_more() {
+        let (tx, rx) = mpsc::channel();
+        // Sent while the writer naps: taken.
+        let late = std::thread::spawn({
+            let tx = tx.clone();
+            move || {
+                std::thread::sleep(Duration::from_millis(3));
+                let (done, _) = mpsc::sync_channel(1);
+                tx.send(Job::Flush(done)).unwrap();
+            }
+        });
+        let got = next_job(&rx, Instant::now() + Duration::from_secs(60));
+        assert!(matches!(got, Ok(Job::Flush(_))), "{got:?}");
+        late.join().unwrap();
+        // Nothing comes: the gathering ends at its time.
+        let until = Instant::now() + Duration::from_millis(5);
+        let got = next_job(&rx, until);
+        assert!(
+            matches!(got, Err(mpsc::RecvTimeoutError::Timeout)),
+            "{got:?}"
+        );
+        assert!(Instant::now() >= until);
+        // Every handle gone: the writer stops.
+        drop(tx);
+        let got = next_job(&rx, Instant::now() + Duration::from_secs(60));
+        assert!(
+            matches!(got, Err(mpsc::RecvTimeoutError::Disconnected)),
+            "{got:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
