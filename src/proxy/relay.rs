@@ -31,7 +31,8 @@ use pingora_core::{Error, ErrorType};
 use pingora_http::ResponseHeader;
 use std::time::Instant;
 
-/// The client-bound buffer's first size (a few frames; it grows as needed).
+/// The client-bound buffer's least size (a few frames; a burst's is sized
+/// by its bytes, [`make_room`], and it grows as needed).
 const OUT_START: usize = 1024;
 /// A batch stops taking chunks that are already waiting once it is this
 /// large (the client connection's write buffer sends larger writes
@@ -158,6 +159,15 @@ async fn gather(
     end
 }
 
+/// Room in `out` for what `input` upstream bytes become, before they are
+/// pushed: a frame passed through comes out about as long as it went in
+/// (a longer model name, the stored response's fields), so a burst is
+/// written into one allocation, not one doubled five times over (each
+/// doubling a copy of all written before it).
+fn make_room(out: &mut Vec<u8>, input: usize) {
+    out.reserve((input + input / 8).max(OUT_START));
+}
+
 /// Puts what the upstream sent (a chunk, its end, or a read fault) through
 /// the client stream into `out`; `Some` when the stream is over: complete,
 /// failed with the family's error event written, or (`rescue`) cut and left
@@ -176,11 +186,17 @@ fn translate(
                 Some((d, sse)) => {
                     sse.clear();
                     match d.push(&chunk, sse) {
-                        Ok(()) => pass.push(sse, out),
+                        Ok(()) => {
+                            make_room(out, sse.len());
+                            pass.push(sse, out)
+                        }
                         Err(e) => Err(StreamFault::Malformed(e.to_string())),
                     }
                 }
-                None => pass.push(&chunk, out),
+                None => {
+                    make_room(out, chunk.len());
+                    pass.push(&chunk, out)
+                }
             };
             match pushed {
                 Ok(()) => return None,
@@ -351,8 +367,8 @@ pub fn relay_stream<'a>(
                     _ = shutdown.wait_for(|cut| *cut) => Next::Shutdown,
                 },
             };
+            // Sized by what the upstream sent (`make_room`).
             out.clear();
-            out.reserve(OUT_START);
             let end = match next {
                 Next::Upstream(read) => {
                     let read = (read, std::mem::take(&mut first_read));
