@@ -1,7 +1,12 @@
-//! A linear scan for JSON nesting depth, run on every inference body before it
-//! is parsed: a document nested deeper than the parser's limit gets one clear
-//! 400 in every family, whether the body would be parsed whole (translation,
-//! counting) or only peeked and passed through.
+//! Linear scans of JSON's nesting, a word at a time between strings:
+//!
+//! - [`within`], the depth check run on every inference body before it is
+//!   parsed: a document nested deeper than the parser's limit gets one
+//!   clear 400 in every family, whether the body would be parsed whole
+//!   (translation, counting) or only peeked and passed through;
+//! - [`container_end`] and [`string_end`], where an array, an object or a
+//!   string ends, for the edits and skims that step over a value without
+//!   reading it (`util::jsonedit`, `protocol::common::skim`).
 
 use super::words::{eq, first, word};
 use memchr::memchr2;
@@ -35,6 +40,31 @@ pub fn within(body: &[u8], max: usize) -> bool {
         }
     }
     true
+}
+
+/// The index just past the bracket or brace that closes the array or
+/// object opening at `open` (which must be `[` or `{`), strings stepped
+/// over; None when `b` ends first. It validates nothing else: `{]` is
+/// closed as `{}` is, and what lies between is not looked at but for
+/// strings, brackets and braces (the caller checks the value, or leaves it
+/// to a parser that will).
+pub fn container_end(b: &[u8], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = open;
+    while let Some(at) = next(b, i, structural) {
+        i = at + 1;
+        match b[at] {
+            b'"' => i = string_end(b, i)? + 1,
+            b'[' | b'{' => depth += 1,
+            _ => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Flags a word's quotes, brackets and braces: `[` and `{`, `]` and `}`
@@ -75,7 +105,7 @@ fn next(b: &[u8], from: usize, flags: fn(u64) -> u64) -> Option<usize> {
 /// The closing quote of the string whose contents start at `from`,
 /// stepping over escapes; None when the body ends first. A short string's
 /// end is found in its first word; a longer one's by `memchr`.
-fn string_end(b: &[u8], from: usize) -> Option<usize> {
+pub fn string_end(b: &[u8], from: usize) -> Option<usize> {
     let mut j = from;
     loop {
         let at = match word(b, j).map(quote_or_escape) {
@@ -164,6 +194,64 @@ mod tests {
             for body in [text.as_bytes(), &bytes[..]] {
                 proptest::prop_assert_eq!(within(body, max), reference(body, max), "{:?}", body);
             }
+        }
+    }
+
+    /// The byte-at-a-time skip `container_end` replaced (`util::jsonedit`).
+    fn container_reference(b: &[u8], i: usize) -> Option<usize> {
+        let mut depth = 0usize;
+        let mut j = i;
+        while j < b.len() {
+            match b[j] {
+                b'"' => {
+                    let mut k = j + 1;
+                    loop {
+                        let at = k + memchr2(b'"', b'\\', b.get(k..)?)?;
+                        if b[at] == b'"' {
+                            j = at + 1;
+                            break;
+                        }
+                        k = at + 2;
+                    }
+                    continue;
+                }
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth = depth.checked_sub(1)?;
+                    if depth == 0 {
+                        return Some(j + 1);
+                    }
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+        None
+    }
+
+    #[test]
+    fn finds_where_a_container_ends() {
+        let doc = br#"{"a":[1,{"b":"}]\"{"},[]],"c":"x"} tail"#;
+        assert_eq!(container_end(doc, 0), Some(doc.len() - 5));
+        assert_eq!(container_end(doc, 5), Some(doc.len() - 14));
+        assert_eq!(container_end(b"[[]", 0), None);
+        assert_eq!(container_end(b"[\"]\\\"]\"]", 0), Some(8));
+        assert_eq!(container_end(b"[\"unterminated]", 0), None);
+        assert_eq!(container_end(b"[\"ends in escape\\", 0), None);
+        assert_eq!(container_end(b"{]", 0), Some(2));
+    }
+
+    proptest::proptest! {
+        /// JSON-like texts opening with a bracket or brace: where the byte
+        /// scan says the container ends, or that it does not.
+        #[test]
+        fn container_end_agrees_with_the_byte_scan(
+            open in "[\\[{]",
+            text in "[\\[\\]{}\"\\\\ aZ,:]{0,120}",
+        ) {
+            let body = format!("{open}{text}");
+            let body = body.as_bytes();
+            proptest::prop_assert_eq!(container_end(body, 0), container_reference(body, 0), "{:?}", body);
         }
     }
 

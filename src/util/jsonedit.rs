@@ -51,45 +51,17 @@ fn ws(b: &[u8], mut i: usize) -> usize {
 
 /// `i` at an opening quote; returns the index after the closing quote.
 fn skip_string(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    // From one quote or backslash to the next (`memchr2`): most of a
-    // document's bytes are strings' text, which is not looked at.
-    while let Some(k) = memchr::memchr2(b'"', b'\\', b.get(j..)?) {
-        j += k;
-        if b[j] == b'"' {
-            return Some(j + 1);
-        }
-        j += 2;
-    }
-    None
+    // From one quote or backslash to the next: most of a document's bytes
+    // are strings' text, which is not looked at.
+    super::json_depth::string_end(b, i + 1).map(|q| q + 1)
 }
 
 /// `i` at the first byte of a value; returns the index after it.
 fn skip_value(b: &[u8], i: usize) -> Option<usize> {
     match *b.get(i)? {
         b'"' => skip_string(b, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            while j < b.len() {
-                match b[j] {
-                    b'"' => {
-                        j = skip_string(b, j)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            None
-        }
+        // A word at a time between strings.
+        b'{' | b'[' => super::json_depth::container_end(b, i),
         _ => {
             let mut j = i;
             while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')

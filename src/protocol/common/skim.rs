@@ -216,7 +216,7 @@ pub fn members<const N: usize>(
         note: false,
         scalars: Vec::new(),
     };
-    top_level(&mut s, wanted, None, |_, _| {})
+    top_level(&mut s, (wanted, None), None, |_, _| {})
 }
 
 /// What a skim leaves for the next document of the same kind, two ways
@@ -278,6 +278,19 @@ pub fn members_resumed<const N: usize>(
     wanted: [&[u8]; N],
     memo: &mut Resume<N>,
 ) -> Option<[Option<Range<usize>>; N]> {
+    members_resumed_leaving(doc, (wanted, None), memo)
+}
+
+/// [`members_resumed`], but the value of the wanted member
+/// `caller_reads`, when an object, is only stepped over (its end found,
+/// nothing in it checked): the caller skims that object itself, and
+/// refuses the document when its own skim does (a Responses event's
+/// `response`, read again for its id, model and usage).
+fn members_resumed_leaving<const N: usize>(
+    doc: &[u8],
+    (wanted, caller_reads): ([&[u8]; N], Option<usize>),
+    memo: &mut Resume<N>,
+) -> Option<[Option<Range<usize>>; N]> {
     let shared = words::common_prefix(&memo.last, doc);
     if let Some(found) = memo.scalars_changed(doc, shared) {
         return Some(found);
@@ -297,7 +310,7 @@ pub fn members_resumed<const N: usize>(
         scalars,
     };
     let marks = &mut memo.marks;
-    let found = top_level(&mut s, wanted, from, |at, found| {
+    let found = top_level(&mut s, (wanted, caller_reads), from, |at, found| {
         marks.push((at, found.clone()))
     });
     memo.scalars = s.scalars;
@@ -320,9 +333,28 @@ pub fn members_kept<const N: usize>(
     doc: &[u8],
     wanted: [&[u8]; N],
 ) -> Option<[Option<Range<usize>>; N]> {
+    members_kept_leaving(memo, doc, (wanted, None))
+}
+
+/// [`members_kept`], with the object value of the wanted member
+/// `caller_reads` left for the caller to skim (see
+/// [`members_resumed_leaving`]).
+pub fn members_kept_leaving<const N: usize>(
+    memo: &std::cell::RefCell<Resume<N>>,
+    doc: &[u8],
+    (wanted, caller_reads): ([&[u8]; N], Option<usize>),
+) -> Option<[Option<Range<usize>>; N]> {
     match memo.try_borrow_mut() {
-        Ok(mut memo) => members_resumed(doc, wanted, &mut memo),
-        Err(_) => members(doc, wanted),
+        Ok(mut memo) => members_resumed_leaving(doc, (wanted, caller_reads), &mut memo),
+        Err(_) => {
+            let mut s = Skim {
+                b: doc,
+                i: 0,
+                note: false,
+                scalars: Vec::new(),
+            };
+            top_level(&mut s, (wanted, caller_reads), None, |_, _| {})
+        }
     }
 }
 
@@ -444,7 +476,7 @@ impl<const N: usize> Resume<N> {
 /// passed.
 fn top_level<const N: usize>(
     s: &mut Skim<'_>,
-    wanted: [&[u8]; N],
+    (wanted, caller_reads): ([&[u8]; N], Option<usize>),
     from: Option<(usize, [Option<Range<usize>>; N])>,
     mut mark: impl FnMut(usize, &[Option<Range<usize>>; N]),
 ) -> Option<[Option<Range<usize>>; N]> {
@@ -477,8 +509,14 @@ fn top_level<const N: usize>(
         s.eat(b':')?;
         s.ws();
         let at = s.i;
-        s.value(1)?;
-        if let Some(k) = wanted.iter().position(|w| *w == key) {
+        let k = wanted.iter().position(|w| *w == key);
+        if k.is_some() && k == caller_reads && s.peek() == Some(b'{') {
+            // The caller skims this object itself: stepped over here.
+            s.i = crate::util::json_depth::container_end(doc, at)?;
+        } else {
+            s.value(1)?;
+        }
+        if let Some(k) = k {
             if found[k].replace(at..s.i).is_some() {
                 return None;
             }

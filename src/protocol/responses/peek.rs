@@ -314,8 +314,10 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
         b"usage",
         b"response",
     ];
+    // The response object is skimmed below, on its own (its id, model
+    // and usage): the event's skim only steps over it.
     let [kind, sequence, model, usage, response] =
-        SKIMMED.with(|memo| skim::members_kept(memo, doc, wanted))?;
+        SKIMMED.with(|memo| skim::members_kept_leaving(memo, doc, (wanted, Some(4))))?;
     let value = |r| skim::non_null(doc, r);
     if value(usage).is_some() {
         return None;
@@ -455,6 +457,13 @@ mod tests {
                 Just(r#""response":{"id":5}"#),
                 Just(r#""response":{"id":"a","id":"b"}"#),
                 Just(r#""response":{"\u0069d":"r"}"#),
+                // Invalid inside: the event's skim steps over the object,
+                // its own skim must refuse it.
+                Just(r#""response":{"id":"r","output":[01]}"#),
+                Just(r#""response":{"id":"r","x":"\q"}"#),
+                Just(r#""response":{"id":"r","x":[}]"#),
+                Just(r#""response":{"id":"r","x":{"y":1]}"#),
+                Just(r#""response":{"id":"r","x":"]}"}"#),
                 Just(r#""response":"r""#),
                 Just(r#""response":[]"#)
             ]
