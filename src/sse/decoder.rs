@@ -430,7 +430,16 @@ impl SseDecoder {
         }
         self.frame.size += line.len() + 1;
 
-        let (name, value_at) = match memchr(b':', line) {
+        // The two fields a stream is made of are named without a search
+        // for the colon (what the search finds for them).
+        let colon = if line.starts_with(b"data:") {
+            Some(4)
+        } else if line.starts_with(b"event:") {
+            Some(5)
+        } else {
+            memchr(b':', line)
+        };
+        let (name, value_at) = match colon {
             Some(colon) => {
                 let value_at = if line.get(colon + 1) == Some(&b' ') {
                     colon + 2
