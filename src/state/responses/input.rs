@@ -54,7 +54,12 @@ fn typed(item: &str, role: &str) -> Option<Box<RawValue>> {
 /// "easy" message (`role` and `content`, no `type`) becomes a `message`
 /// item with typed parts; other items are kept as they were sent.
 pub fn normalise_input(input: &RawValue) -> Vec<Box<RawValue>> {
-    if let Ok(s) = serde_json::from_str::<String>(input.get()) {
+    // A raw value starts at its first byte: only a string is parsed as
+    // one (an array's failed attempt cost an error's allocation).
+    if input.get().starts_with('"') {
+        let Ok(s) = serde_json::from_str::<String>(input.get()) else {
+            return Vec::new();
+        };
         return text_message("user", &s).into_iter().collect();
     }
     let Ok(items) = serde_json::from_str::<Vec<Box<RawValue>>>(input.get()) else {
