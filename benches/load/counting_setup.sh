@@ -35,9 +35,11 @@ cat >"$TMP/catalog.json" <<CATALOG
   $(model gemini-2.5-flash gemini-stream)]}
 CATALOG
 echo '{"keys": [{"id": "bench", "key": "sk-bench-local"}]}' >"$TMP/keys.json"
-# shellcheck disable=SC2086 # LAUNCH is words on purpose
-SB_BENCH_KEY=k RUST_LOG=warn $LAUNCH "$BIN" --catalog "$TMP/catalog.json" --keys "$TMP/keys.json" \
-    --listen "127.0.0.1:$SB_PORT" --metrics "127.0.0.1:$SB_METRICS" --data "$TMP/data" \
+# SB_RUST_LOG (default warn: no access log) and SB_EXTRA (more flags) for
+# the scripts that want them (threads.sh).
+# shellcheck disable=SC2086 # LAUNCH and SB_EXTRA are words on purpose
+SB_BENCH_KEY=k RUST_LOG=${SB_RUST_LOG:-warn} $LAUNCH "$BIN" --catalog "$TMP/catalog.json" --keys "$TMP/keys.json" \
+    --listen "127.0.0.1:$SB_PORT" --metrics "127.0.0.1:$SB_METRICS" --data "$TMP/data" ${SB_EXTRA:-} \
     </dev/null >"$TMP/sb.log" 2>&1 &
 SB=$!
 PIDS+=("$SB")
