@@ -210,13 +210,22 @@ pub fn members<const N: usize>(
     doc: &[u8],
     wanted: [&[u8]; N],
 ) -> Option<[Option<Range<usize>>; N]> {
+    whole(doc, (wanted, None))
+}
+
+/// [`members`], with the object value of the wanted member `caller_reads`
+/// only stepped over (see [`members_resumed_leaving`]).
+fn whole<const N: usize>(
+    doc: &[u8],
+    wanted: ([&[u8]; N], Option<usize>),
+) -> Option<[Option<Range<usize>>; N]> {
     let mut s = Skim {
         b: doc,
         i: 0,
         note: false,
         scalars: Vec::new(),
     };
-    top_level(&mut s, (wanted, None), None, |_, _| {})
+    top_level(&mut s, wanted, None, |_, _| {})
 }
 
 /// What a skim leaves for the next document of the same kind, two ways
@@ -346,15 +355,7 @@ pub fn members_kept_leaving<const N: usize>(
 ) -> Option<[Option<Range<usize>>; N]> {
     match memo.try_borrow_mut() {
         Ok(mut memo) => members_resumed_leaving(doc, (wanted, caller_reads), &mut memo),
-        Err(_) => {
-            let mut s = Skim {
-                b: doc,
-                i: 0,
-                note: false,
-                scalars: Vec::new(),
-            };
-            top_level(&mut s, (wanted, caller_reads), None, |_, _| {})
-        }
+        Err(_) => whole(doc, (wanted, caller_reads)),
     }
 }
 
