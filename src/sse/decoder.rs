@@ -61,6 +61,10 @@ pub struct SseEvent<'a> {
     /// The `retry` field of this frame, if it was a valid base-ten integer
     /// (ASCII digits only, fitting in a `u64`).
     pub retry: Option<u64>,
+    /// Whether `data` came from one `data:` line, so holds no line break
+    /// (nor does `event`, a line's value): an encoder may write both
+    /// without looking for one (`sse::encoder::encode_unbroken`).
+    pub one_line: bool,
 }
 
 impl<'a> SseEvent<'a> {
@@ -103,6 +107,8 @@ struct Frame {
     /// Bytes of the frame's field lines so far, each counted with one byte for
     /// its line ending (comment lines are not counted).
     size: usize,
+    /// A second `data:` line was joined to the first (with `\n`).
+    joined: bool,
 }
 
 /// Progress through the optional byte order mark at the start of the stream.
@@ -485,6 +491,7 @@ impl SseDecoder {
     /// Appends a `data` line's value to the frame.
     fn add_data(&mut self, chunk: &[u8], value: &[u8], range: Option<(usize, usize)>) {
         let limit = self.max_frame_bytes;
+        self.frame.joined |= self.frame.data != Slot::Absent;
         match self.frame.data {
             Slot::Absent => store(&mut self.frame.data, &mut self.data, value, range, limit),
             Slot::Chunk(a, b) => {
@@ -531,6 +538,7 @@ impl SseDecoder {
                 data,
                 id: resolve(frame.id, chunk, &self.id),
                 retry: frame.retry,
+                one_line: !frame.joined,
             }));
         }
         self.data.clear();
@@ -626,6 +634,32 @@ mod tests {
             data: data.as_bytes().to_vec(),
             id: id.map(|i| i.as_bytes().to_vec()),
             retry,
+        }
+    }
+
+    #[test]
+    fn a_frame_of_one_data_line_says_so_however_it_is_split() {
+        let input = b"event: e\ndata: {\"a\":1}\n\ndata: x\r\ndata: y\r\n\r\n: c\ndata:\n\n";
+        for at in 0..=input.len() {
+            let mut d = SseDecoder::new(BIG);
+            let mut seen = Vec::new();
+            for part in [&input[..at], &input[at..]] {
+                d.push(part, |item| {
+                    if let SseItem::Event(e) = item {
+                        seen.push((e.data.to_vec(), e.one_line));
+                    }
+                })
+                .unwrap();
+            }
+            assert_eq!(
+                seen,
+                [
+                    (b"{\"a\":1}".to_vec(), true),
+                    (b"x\ny".to_vec(), false),
+                    (Vec::new(), true)
+                ],
+                "split at {at}"
+            );
         }
     }
 
@@ -1077,6 +1111,7 @@ mod tests {
             data: b"",
             id: None,
             retry: None,
+            one_line: true,
         };
         assert_eq!(e.event_str(), Some("ping"));
         let e = SseEvent {

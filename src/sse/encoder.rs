@@ -58,6 +58,24 @@ pub fn encode_named<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data
     out.put_bytes(b"\n");
 }
 
+/// [`encode_named`] for a name and data the caller knows hold no line
+/// break (a decoded frame's, [`SseEvent::one_line`], with its data edited
+/// only by JSON that has none): written as they are, not looked through
+/// for one.
+pub fn encode_unbroken<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data: &[u8]) {
+    debug_assert!(memchr2(b'\n', b'\r', data).is_none());
+    debug_assert!(event.is_none_or(|e| memchr2(b'\n', b'\r', e).is_none()));
+    out.reserve_bytes(frame_size_hint(event, data));
+    if let Some(name) = event.filter(|e| !e.is_empty()) {
+        out.put_bytes(b"event: ");
+        out.put_bytes(name);
+        out.put_bytes(b"\n");
+    }
+    out.put_bytes(b"data: ");
+    out.put_bytes(data);
+    out.put_bytes(b"\n\n");
+}
+
 /// Appends a decoded event with all its fields (`event`, `id`, `retry`, `data`),
 /// for forwarding a frame from one stream to another unchanged.
 pub fn encode_frame<S: SseSink + ?Sized>(out: &mut S, event: &SseEvent<'_>) {
@@ -199,6 +217,20 @@ mod tests {
     }
 
     #[test]
+    fn an_unbroken_frame_is_written_as_encode_named_writes_it() {
+        for (name, data) in [
+            (Some(&b"response.output_text.delta"[..]), &b"{\"a\":1}"[..]),
+            (None, b"x"),
+            (Some(b""), b""),
+        ] {
+            let (mut named, mut unbroken) = (Vec::new(), Vec::new());
+            encode_named(&mut named, name, data);
+            encode_unbroken(&mut unbroken, name, data);
+            assert_eq!(unbroken, named, "{name:?} {data:?}");
+        }
+    }
+
+    #[test]
     fn line_breaks_are_removed_from_names_and_ids() {
         assert_eq!(event(Some("a\r\nb"), b"x"), b"event: ab\ndata: x\n\n");
         let mut out = Vec::new();
@@ -209,6 +241,7 @@ mod tests {
                 data: b"x",
                 id: Some(b"1\n2"),
                 retry: None,
+                one_line: true,
             },
         );
         assert_eq!(out, b"id: 12\ndata: x\n\n");
@@ -224,6 +257,7 @@ mod tests {
                 data: b"1\n2",
                 id: Some(b"7"),
                 retry: Some(0),
+                one_line: false,
             },
         );
         assert_eq!(
@@ -238,6 +272,7 @@ mod tests {
                 data: b"",
                 id: None,
                 retry: Some(u64::MAX),
+                one_line: true,
             },
         );
         assert_eq!(&out[..], b"retry: 18446744073709551615\ndata: \n\n");

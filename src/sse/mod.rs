@@ -31,4 +31,6 @@ mod encoder;
 mod tests;
 
 pub use decoder::{SseDecoder, SseError, SseEvent, SseItem, DEFAULT_MAX_FRAME_BYTES};
-pub use encoder::{encode_comment, encode_event, encode_frame, encode_named, SseSink};
+pub use encoder::{
+    encode_comment, encode_event, encode_frame, encode_named, encode_unbroken, SseSink,
+};

@@ -529,6 +529,7 @@ proptest! {
             data: data.as_bytes(),
             id: id.as_deref().map(str::as_bytes),
             retry,
+            one_line: !data.contains('\n'),
         };
         let mut wire = Vec::new();
         encode_frame(&mut wire, &original);

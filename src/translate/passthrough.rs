@@ -20,7 +20,8 @@ pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::Envelope;
 use crate::protocol::{spoke, Spoke};
 use crate::sse::{
-    encode_comment, encode_event, encode_named, SseDecoder, SseError, SseEvent, SseItem,
+    encode_comment, encode_event, encode_named, encode_unbroken, SseDecoder, SseError, SseEvent,
+    SseItem,
 };
 use std::ops::Range;
 
@@ -307,9 +308,13 @@ impl PassthroughStream {
                     }
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
+                    // One data line with the model's JSON string in it
+                    // holds no line break; the envelope's values may.
+                    let mut unbroken = ev.one_line;
                     // The envelope goes on the events that wrap the
                     // response object (the peek found one): not on deltas.
                     if let (Some(env), Some(at)) = (envelope.as_ref(), p.response) {
+                        unbroken = false;
                         let at = spliced(at, p.span.as_ref(), model_json.len());
                         let response = match env.apply_event(scratch, at.clone()) {
                             Some((edited, r)) => {
@@ -326,7 +331,11 @@ impl PassthroughStream {
                         // A Bedrock framing is SSE here (E23 re-frames the
                         // SSE after; a Bedrock client is never passed through).
                         Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
-                            encode_named(out, ev.event, scratch)
+                            if unbroken {
+                                encode_unbroken(out, ev.event, scratch)
+                            } else {
+                                encode_named(out, ev.event, scratch)
+                            }
                         }
                         Framing::JsonArray => {
                             out.extend_from_slice(if *elements == 0 { b"[" } else { b",\r\n" });

@@ -304,6 +304,7 @@ mod tests {
                 data: data.as_bytes(),
                 id: None,
                 retry: None,
+                one_line: false,
             };
             if let Err(e) = p.push(&ev, &mut emit) {
                 return (out, Err(e));
