@@ -164,6 +164,30 @@ pub fn member_span(doc: &[u8], name: &str) -> Option<Range<usize>> {
     member_span_scan(doc, name)
 }
 
+/// The value spans of the top-level members `names` of the object `doc`
+/// (None for one absent; a key with escapes read as serde reads it), in
+/// one walk; None when `doc` is no object or has one of them twice (serde
+/// refuses a duplicate field). Nothing else is checked: the caller parsed
+/// `doc` before.
+pub fn member_spans<const N: usize>(
+    doc: &[u8],
+    names: [&str; N],
+) -> Option<[Option<Range<usize>>; N]> {
+    let start = ws(doc, 0);
+    if doc.get(start) != Some(&b'{') {
+        return None;
+    }
+    let mut found = std::array::from_fn(|_| None);
+    for m in members(doc, start)? {
+        if let Some(k) = names.iter().position(|n| key_is(doc, &m.key, n)) {
+            if found[k].replace(m.value).is_some() {
+                return None;
+            }
+        }
+    }
+    Some(found)
+}
+
 /// [`member_span`] without its shortcut: the scan of every top-level member
 /// (the reference the shortcut is checked against).
 fn member_span_scan(doc: &[u8], name: &str) -> Option<Range<usize>> {

@@ -3,7 +3,6 @@
 //! typed parts.
 
 use crate::util::jsonedit;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -65,32 +64,74 @@ pub fn normalise_input(input: &RawValue) -> Vec<Box<RawValue>> {
     let Ok(items) = serde_json::from_str::<Vec<Box<RawValue>>>(input.get()) else {
         return Vec::new();
     };
-    #[derive(Deserialize)]
-    struct Easy<'a> {
-        #[serde(rename = "type", default)]
-        kind: Option<&'a str>,
-        #[serde(default)]
-        role: Option<&'a str>,
-    }
     items
         .into_iter()
-        .filter_map(|item| {
-            let easy = serde_json::from_str::<Easy<'_>>(item.get()).ok();
-            match easy {
-                Some(Easy {
-                    kind: None,
-                    role: Some(role),
-                }) => typed(item.get(), role),
-                _ => Some(item),
-            }
+        .filter_map(|item| match easy_role(item.get()) {
+            Some(role) => typed(item.get(), role),
+            None => Some(item),
         })
         .collect()
+}
+
+/// The role of an easy message: an object whose `type` is absent or
+/// `null` and whose `role` is a string serde lends as it is (no escapes),
+/// each named once. The item was parsed already (`normalise_input`), so
+/// its members are found by a walk, not a second parse.
+fn easy_role(item: &str) -> Option<&str> {
+    let [kind, role] = jsonedit::member_spans(item.as_bytes(), ["type", "role"])?;
+    if kind.is_some_and(|k| &item[k] != "null") {
+        return None;
+    }
+    let role = item[role?].strip_prefix('"')?.strip_suffix('"')?;
+    (!role.contains('\\')).then_some(role)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::state::responses::store::tests::rawv;
+
+    #[test]
+    fn an_easy_message_is_what_serde_reads_as_one() {
+        #[derive(serde::Deserialize)]
+        struct Easy<'a> {
+            #[serde(rename = "type", default)]
+            kind: Option<&'a str>,
+            #[serde(default)]
+            role: Option<&'a str>,
+        }
+        fn serde(item: &str) -> Option<&str> {
+            match serde_json::from_str::<Easy<'_>>(item) {
+                Ok(Easy {
+                    kind: None,
+                    role: Some(role),
+                }) => Some(role),
+                _ => None,
+            }
+        }
+        for item in [
+            r#"{"role":"user","content":"hi"}"#,
+            r#"{ "role" : "assistant" , "content" : [] }"#,
+            r#"{"type":null,"role":"user"}"#,
+            r#"{"type":"message","role":"user"}"#,
+            r#"{"type":5,"role":"user"}"#,
+            r#"{"type":"m\u0065ssage","role":"user"}"#,
+            r#"{"role":"us\u0065r","content":"x"}"#,
+            r#"{"r\u006fle":"user","content":"x"}"#,
+            r#"{"\u0074ype":"message","role":"user"}"#,
+            r#"{"role":"user","role":"user"}"#,
+            r#"{"type":null,"type":null,"role":"user"}"#,
+            r#"{"role":7}"#,
+            r#"{"role":null}"#,
+            r#"{"content":"x"}"#,
+            r#"{"role":"user","content":"a","content":"b"}"#,
+            r#"{"role":"user","nested":{"type":"x","role":"y"}}"#,
+            r#""just text""#,
+            r#"[{"role":"user"}]"#,
+        ] {
+            assert_eq!(easy_role(item), serde(item), "{item}");
+        }
+    }
 
     #[test]
     fn input_is_normalised_to_items() {
