@@ -22,21 +22,14 @@ pub const MAX_DEPTH: usize = 127;
 /// does that).
 pub fn within(body: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
-    let mut i = 0;
-    while let Some(at) = next(body, i, structural) {
-        i = at + 1;
-        match body[at] {
-            b'"' => match string_end(body, i) {
-                Some(end) => i = end + 1,
-                None => return true,
-            },
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > max {
-                    return false;
-                }
+    for (_, c) in brackets(body, 0) {
+        if c == b'[' || c == b'{' {
+            depth += 1;
+            if depth > max {
+                return false;
             }
-            _ => depth = depth.saturating_sub(1),
+        } else {
+            depth = depth.saturating_sub(1);
         }
     }
     true
@@ -50,21 +43,48 @@ pub fn within(body: &[u8], max: usize) -> bool {
 /// to a parser that will).
 pub fn container_end(b: &[u8], open: usize) -> Option<usize> {
     let mut depth = 0usize;
-    let mut i = open;
-    while let Some(at) = next(b, i, structural) {
-        i = at + 1;
-        match b[at] {
-            b'"' => i = string_end(b, i)? + 1,
-            b'[' | b'{' => depth += 1,
-            _ => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i);
-                }
+    for (at, c) in brackets(b, open) {
+        if c == b'[' || c == b'{' {
+            depth += 1;
+        } else {
+            depth = depth.checked_sub(1)?;
+            if depth == 0 {
+                return Some(at + 1);
             }
         }
     }
     None
+}
+
+/// The brackets and braces of `b` from `from` on, with their offsets, the
+/// strings between them stepped over; it ends with `b`, or inside a string
+/// that `b` ends before closing.
+#[inline]
+fn brackets(b: &[u8], from: usize) -> Brackets<'_> {
+    Brackets { b, i: from }
+}
+
+/// [`brackets`]: the next one is looked for from `i`.
+struct Brackets<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Iterator for Brackets<'_> {
+    type Item = (usize, u8);
+
+    // Inlined into each scan: a call per bracket cost `within` 10% more.
+    #[inline(always)]
+    fn next(&mut self) -> Option<(usize, u8)> {
+        loop {
+            let at = next(self.b, self.i, structural)?;
+            self.i = at + 1;
+            if self.b[at] != b'"' {
+                return Some((at, self.b[at]));
+            }
+            self.i = string_end(self.b, self.i)? + 1;
+        }
+    }
 }
 
 /// Flags a word's quotes, brackets and braces: `[` and `{`, `]` and `}`
