@@ -30,13 +30,11 @@ threads() {
     done | awk '{ c[$1] += $2; v[$1] += $3; n[$1] += $4 } END { for (k in c) print k, c[k], v[k], n[k] }' | sort
 }
 TICK=$(getconf CLK_TCK)
+# The headers syscalls_client.py sends (every family's key header): one set
+# for every scenario, as the counting scripts use.
+headers="authorization: Bearer sk-bench-local|x-api-key: sk-bench-local|x-goog-api-key: sk-bench-local|anthropic-version: 2023-06-01"
 for s in $SCENARIOS; do
     read -r path body marker <<<"$(case_of "$s")"
-    case $s in
-        S4) headers="x-api-key: sk-bench-local|anthropic-version: 2023-06-01" ;;
-        S5 | G1) headers="x-goog-api-key: sk-bench-local" ;;
-        *) headers="authorization: Bearer sk-bench-local" ;;
-    esac
     python3 "$HERE/syscalls_client.py" "$SB_PORT" "$path" "$body" "$marker" 3 >/dev/null
     run() {
         WRK_BODY_FILE=$body WRK_HEADERS=$headers WRK_OUT="$TMP/wrk.out" WRK_MARKER=$marker \
