@@ -6,7 +6,7 @@
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
     bad, body_error, contains, model_of, nonempty_string_after, nonempty_string_member, number,
-    positive_int, present, span_of, AffinitySource, Inspected, Peeked, Raw, Usage,
+    positive_int, present, span_of, AffinitySource, Inspected, Peeked, Raw, RawText, Usage,
 };
 use crate::protocol::common::skim;
 use serde::Deserialize;
@@ -76,10 +76,84 @@ struct ToolChoicePeek<'a> {
     disable_parallel_tool_use: Raw<'a>,
 }
 
-/// Scans a request body.
+/// The members [`RequestPeek`] reads, in its order.
+const REQUEST_MEMBERS: [&[u8]; 18] = [
+    b"model",
+    b"messages",
+    b"system",
+    b"stream",
+    b"temperature",
+    b"top_p",
+    b"top_k",
+    b"max_tokens",
+    b"stop_sequences",
+    b"tools",
+    b"tool_choice",
+    b"thinking",
+    b"output_config",
+    b"output_format",
+    b"metadata",
+    b"service_tier",
+    b"context_management",
+    b"cache_control",
+];
+
+impl<'a> RequestPeek<'a> {
+    /// What serde reads from `body`, found by a skim of its top-level
+    /// members ([`skim::members`]) instead: None where the skim cannot
+    /// vouch for the body (then serde reads it, and words the error), or
+    /// where a member serde reads as a type is not plainly of it.
+    fn skimmed(body: &'a [u8]) -> Option<Self> {
+        // serde checks the UTF-8 of every value it lends; the skim does not.
+        let text = std::str::from_utf8(body).ok()?;
+        let [model, messages, system, stream, temperature, top_p, top_k, max_tokens, stop_sequences, tools, tool_choice, thinking, output_config, output_format, metadata, service_tier, context_management, cache_control] =
+            skim::members(body, REQUEST_MEMBERS)?;
+        let raw = |span| RawText::skimmed(text, span);
+        Some(RequestPeek {
+            stream: match raw(stream).map(RawText::get) {
+                None => None,
+                Some("true") => Some(true),
+                Some("false") => Some(false),
+                Some(_) => return None,
+            },
+            // Read alone as serde reads it in place.
+            output_config: match raw(output_config) {
+                None => None,
+                Some(o) => Some(serde_json::from_str(o.get()).ok()?),
+            },
+            model: raw(model),
+            messages: raw(messages),
+            system: raw(system),
+            temperature: raw(temperature),
+            top_p: raw(top_p),
+            top_k: raw(top_k),
+            max_tokens: raw(max_tokens),
+            stop_sequences: raw(stop_sequences),
+            tools: raw(tools),
+            tool_choice: raw(tool_choice),
+            thinking: raw(thinking),
+            output_format: raw(output_format),
+            metadata: raw(metadata),
+            service_tier: raw(service_tier),
+            context_management: raw(context_management),
+            cache_control: raw(cache_control),
+        })
+    }
+}
+
+/// Scans a request body: by a skim of its members where it vouches for the
+/// body, else by serde (docs/performance.md "Peeking at stream frames").
 pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayError> {
+    let p = match RequestPeek::skimmed(body) {
+        Some(p) => p,
+        None => serde_json::from_slice(body).map_err(|e| body_error(&e))?,
+    };
+    inspected(p, body)
+}
+
+/// What [`request`] answers for the members `p` of `body`.
+fn inspected(p: RequestPeek<'_>, body: &[u8]) -> Result<Inspected, GatewayError> {
     let mut out = Inspected::default();
-    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
     model_of(p.model, body, &mut out)?;
     if out.model.is_none() {
         return Err(bad("model", "model is required"));
@@ -272,7 +346,7 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
         Some(m) => (m.model, m.usage),
         None => (p.model, p.usage),
     };
-    out.span = model.and_then(|m| span_of(m, doc));
+    out.span = model.and_then(|m| span_of(m.get(), doc));
     if let Some(u) = usage {
         out.usage = u.accounted();
     }
@@ -340,6 +414,92 @@ mod tests {
             .prop_map(str::to_string),
         ];
         skim::objects(member)
+    }
+
+    /// Request bodies as clients send them, and broken ones (see the
+    /// OpenAI peek's test): the members the peek reads, each in several
+    /// shapes, unknown members, some cut short.
+    fn request_body() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            prop_oneof![
+                Just(r#""model":"claude-x""#),
+                Just(r#""model":null"#),
+                Just(r#""model":["m"]"#),
+                Just(r#""m\u006fdel":"claude-x""#),
+            ],
+            prop_oneof![
+                Just(r#""messages":[{"role":"user","content":"hi"}]"#),
+                Just(r#""messages":null"#),
+                Just(
+                    r#""system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}]"#
+                ),
+                Just(r#""system":"be brief""#),
+            ],
+            prop_oneof![
+                Just(r#""stream":true"#),
+                Just(r#""stream":null"#),
+                Just(r#""stream":0"#),
+                Just(r#""max_tokens":1024"#),
+                Just(r#""max_tokens":0"#),
+                Just(r#""temperature":"1""#),
+                Just(r#""temperature":1"#),
+            ],
+            prop_oneof![
+                Just(r#""output_config":{"effort":"low","format":{"type":"json_schema"}}"#),
+                Just(r#""output_config":{"effort":null}"#),
+                Just(r#""output_config":"x""#),
+                Just(r#""output_config":["low"]"#),
+                Just(r#""output_config":{"effort":1,"effort":2}"#),
+                Just(r#""output_config":null"#),
+            ],
+            prop_oneof![
+                Just(r#""thinking":{"type":"enabled","budget_tokens":2048}"#),
+                Just(r#""thinking":{"budget_tokens":-1}"#),
+                Just(r#""tool_choice":{"type":"auto","disable_parallel_tool_use":true}"#),
+                Just(r#""tool_choice":"auto""#),
+                Just(r#""metadata":{"user_id":"u-1"}"#),
+                Just(r#""metadata":{"user_id":null}"#),
+                Just(r#""cache_control":{"type":"ephemeral"}"#),
+            ],
+            prop_oneof![
+                Just(r#""x_extra":{"a":[1,2,{"b":"\u00e9"}]}"#),
+                Just(r#""x_extra":1,"x_extra":2"#),
+                Just(r#""x_bad":-"#),
+                Just(r#""x_bad":"a\x""#),
+            ],
+        ]
+        .prop_map(str::to_string);
+        skim::objects(member)
+    }
+
+    fn skimmed_request(doc: &[u8]) -> Option<String> {
+        RequestPeek::skimmed(doc).map(|p| format!("{:?}", inspected(p, doc)))
+    }
+
+    fn parsed_request(doc: &[u8]) -> Option<String> {
+        let p = serde_json::from_slice(doc).map_err(|e| body_error(&e));
+        Some(format!("{:?}", p.and_then(|p| inspected(p, doc))))
+    }
+
+    proptest! {
+        /// A request the skim reads is answered as serde answers it: the
+        /// same fields, the same errors.
+        #[test]
+        fn skimmed_requests_read_as_parsed_ones(doc in request_body()) {
+            skim::agrees(skimmed_request, parsed_request, &doc)?;
+        }
+    }
+
+    #[test]
+    fn a_usual_request_is_skimmed() {
+        let body = br#"{"model":"claude-x","max_tokens":64,"stream":true,"output_config":{"effort":"low"},"messages":[{"role":"user","content":"hi"}]}"#;
+        let p = RequestPeek::skimmed(body).unwrap();
+        assert_eq!(p.stream, Some(true));
+        assert!(present(p.output_config.unwrap().effort));
+        let found = request(body, false).unwrap();
+        assert_eq!(found.model.as_deref(), Some("claude-x"));
+        assert_eq!(found.max_tokens, Some(64));
+        assert!(RequestPeek::skimmed(br#"{"model":"m","output_config":7}"#).is_none());
     }
 
     proptest! {

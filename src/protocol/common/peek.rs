@@ -62,8 +62,33 @@ impl Use {
     }
 }
 
-/// A borrowed raw JSON value of an optional field.
-pub type Raw<'a> = Option<&'a RawValue>;
+/// The raw JSON text of an optional member's value, borrowed from the
+/// body: absent or `null` is `None`. serde lends it (as a `&RawValue`) or a
+/// skim of the body finds it (`RawText::skimmed`), with the same text.
+pub type Raw<'a> = Option<RawText<'a>>;
+
+/// A member's raw JSON text (see [`Raw`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawText<'a>(&'a str);
+
+impl<'a> RawText<'a> {
+    /// The value's JSON text.
+    pub fn get(self) -> &'a str {
+        self.0
+    }
+
+    /// A skimmed member's value in `body` (already checked as UTF-8),
+    /// read as serde reads an optional member: `null` or absent is `None`.
+    pub fn skimmed(body: &'a str, span: Option<Range<usize>>) -> Raw<'a> {
+        span.map(|r| RawText(&body[r])).filter(|t| t.0 != "null")
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawText<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(d).map(|r| RawText(r.get()))
+    }
+}
 
 pub fn bad(param: &str, msg: impl Into<String>) -> GatewayError {
     GatewayError::invalid_param(param, msg)
@@ -77,7 +102,7 @@ pub fn body_error(e: &serde_json::Error) -> GatewayError {
 }
 
 pub fn number(raw: Raw<'_>, param: &str) -> Result<Option<f64>, GatewayError> {
-    match raw.map(RawValue::get) {
+    match raw.map(RawText::get) {
         None | Some("null") => Ok(None),
         Some(t) => t
             .parse::<f64>()
@@ -87,7 +112,7 @@ pub fn number(raw: Raw<'_>, param: &str) -> Result<Option<f64>, GatewayError> {
 }
 
 pub fn positive_int(raw: Raw<'_>, param: &str) -> Result<Option<u64>, GatewayError> {
-    match raw.map(RawValue::get) {
+    match raw.map(RawText::get) {
         None | Some("null") => Ok(None),
         Some(t) => match t.parse::<u64>() {
             Ok(n) if n > 0 => Ok(Some(n)),
@@ -182,7 +207,7 @@ pub struct AffinitySource {
 impl AffinitySource {
     /// The spans of `key`, `system` and `turns`, raw values borrowed from `body`.
     pub fn new(body: &[u8], key: Raw<'_>, system: Raw<'_>, turns: Raw<'_>) -> Self {
-        let span = |r: Raw<'_>| r.and_then(|r| span_of(r, body));
+        let span = |r: Raw<'_>| r.and_then(|r| span_of(r.get(), body));
         AffinitySource {
             key: span(key),
             system: span(system),
@@ -411,9 +436,9 @@ pub struct Peeked {
 }
 
 /// The byte range of a borrowed raw value inside `doc`.
-pub fn span_of(raw: &RawValue, doc: &[u8]) -> Option<Range<usize>> {
-    let start = (raw.get().as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
-    let end = start.checked_add(raw.get().len())?;
+pub fn span_of(raw: &str, doc: &[u8]) -> Option<Range<usize>> {
+    let start = (raw.as_ptr() as usize).wrapping_sub(doc.as_ptr() as usize);
+    let end = start.checked_add(raw.len())?;
     (end <= doc.len()).then_some(start..end)
 }
 

@@ -234,7 +234,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
 fn parsed(doc: &[u8]) -> Option<Peeked> {
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
     Some(Peeked {
-        span: p.model_version.and_then(|m| span_of(m, doc)),
+        span: p.model_version.and_then(|m| span_of(m.get(), doc)),
         usage: usage_of(p.usage_metadata),
         terminal: terminal(p.candidates.map(|c| c.get().as_bytes()))?,
         error: p.error.is_some(),

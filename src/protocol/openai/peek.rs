@@ -7,7 +7,7 @@ use crate::error::GatewayError;
 use crate::protocol::common::peek::{
     bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_after,
     nonempty_string_member, number, positive_int, present, span_of, AffinitySource, Inspected,
-    Peeked, Raw, Usage,
+    Peeked, Raw, RawText, Usage,
 };
 use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::skim;
@@ -84,10 +84,110 @@ struct StreamOptions {
     include_usage: Option<bool>,
 }
 
-/// Scans a request body.
+/// The members [`RequestPeek`] reads, in its order.
+const REQUEST_MEMBERS: [&[u8]; 31] = [
+    b"model",
+    b"messages",
+    b"stream",
+    b"stream_options",
+    b"temperature",
+    b"top_p",
+    b"top_k",
+    b"max_tokens",
+    b"max_completion_tokens",
+    b"stop",
+    b"tools",
+    b"tool_choice",
+    b"response_format",
+    b"seed",
+    b"reasoning_effort",
+    b"reasoning",
+    b"functions",
+    b"function_call",
+    b"frequency_penalty",
+    b"presence_penalty",
+    b"logit_bias",
+    b"logprobs",
+    b"top_logprobs",
+    b"n",
+    b"user",
+    b"metadata",
+    b"safety_identifier",
+    b"service_tier",
+    b"parallel_tool_calls",
+    b"prompt_cache_key",
+    b"prompt_cache_retention",
+];
+
+impl<'a> RequestPeek<'a> {
+    /// What serde reads from `body`, found by a skim of its top-level
+    /// members ([`skim::members`]) instead: None where the skim cannot
+    /// vouch for the body (then serde reads it, and words the error), or
+    /// where a member serde reads as a type is not plainly of it.
+    fn skimmed(body: &'a [u8]) -> Option<Self> {
+        // serde checks the UTF-8 of every value it lends; the skim does not.
+        let text = std::str::from_utf8(body).ok()?;
+        let [model, messages, stream, stream_options, temperature, top_p, top_k, max_tokens, max_completion_tokens, stop, tools, tool_choice, response_format, seed, reasoning_effort, reasoning, functions, function_call, frequency_penalty, presence_penalty, logit_bias, logprobs, top_logprobs, n, user, metadata, safety_identifier, service_tier, parallel_tool_calls, prompt_cache_key, prompt_cache_retention] =
+            skim::members(body, REQUEST_MEMBERS)?;
+        let raw = |span| RawText::skimmed(text, span);
+        Some(RequestPeek {
+            stream: match raw(stream).map(RawText::get) {
+                None => None,
+                Some("true") => Some(true),
+                Some("false") => Some(false),
+                Some(_) => return None,
+            },
+            // A small object, read alone as serde reads it in place.
+            stream_options: match raw(stream_options) {
+                None => None,
+                Some(o) => Some(serde_json::from_str(o.get()).ok()?),
+            },
+            model: raw(model),
+            messages: raw(messages),
+            temperature: raw(temperature),
+            top_p: raw(top_p),
+            top_k: raw(top_k),
+            max_tokens: raw(max_tokens),
+            max_completion_tokens: raw(max_completion_tokens),
+            stop: raw(stop),
+            tools: raw(tools),
+            tool_choice: raw(tool_choice),
+            response_format: raw(response_format),
+            seed: raw(seed),
+            reasoning_effort: raw(reasoning_effort),
+            reasoning: raw(reasoning),
+            functions: raw(functions),
+            function_call: raw(function_call),
+            frequency_penalty: raw(frequency_penalty),
+            presence_penalty: raw(presence_penalty),
+            logit_bias: raw(logit_bias),
+            logprobs: raw(logprobs),
+            top_logprobs: raw(top_logprobs),
+            n: raw(n),
+            user: raw(user),
+            metadata: raw(metadata),
+            safety_identifier: raw(safety_identifier),
+            service_tier: raw(service_tier),
+            parallel_tool_calls: raw(parallel_tool_calls),
+            prompt_cache_key: raw(prompt_cache_key),
+            prompt_cache_retention: raw(prompt_cache_retention),
+        })
+    }
+}
+
+/// Scans a request body: by a skim of its members where it vouches for the
+/// body, else by serde (docs/performance.md "Peeking at stream frames").
 pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayError> {
+    let p = match RequestPeek::skimmed(body) {
+        Some(p) => p,
+        None => serde_json::from_slice(body).map_err(|e| body_error(&e))?,
+    };
+    inspected(p, body)
+}
+
+/// What [`request`] answers for the members `p` of `body`.
+fn inspected(p: RequestPeek<'_>, body: &[u8]) -> Result<Inspected, GatewayError> {
     let mut out = Inspected::default();
-    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
     model_of(p.model, body, &mut out)?;
     if out.model.is_none() {
         return Err(bad("model", "model is required"));
@@ -225,7 +325,7 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
 fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
-    out.span = p.model.and_then(|m| span_of(m, doc));
+    out.span = p.model.and_then(|m| span_of(m.get(), doc));
     out.usage_only = p.usage.is_some() && p.choices.is_some_and(|c| c.get() == "[]");
     if let Some(u) = p.usage {
         out.usage = usage_of(u);
@@ -380,6 +480,17 @@ mod tests {
                     r#""usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":null,"cached_tokens":2}"#
                 ),
                 Just(r#""usage":{"prompt_tokens":1,"prompt_tokens":2}"#),
+                Just(r#""usage":{"prompt_tokens":1.0,"completion_tokens":2}"#),
+                Just(r#""usage":{"prompt_tokens":-1}"#),
+                Just(r#""usage":{"prompt_tokens":18446744073709551616}"#),
+                Just(r#""usage":{"prompt_tokens":18446744073709551615,"total_tokens":"x"}"#),
+                Just(r#""usage":{"prompt_tokens":07}"#),
+                Just(r#""usage":{"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":5,"audio_tokens":0}}"#),
+                Just(r#""usage":{"prompt_tokens_details":{"cached_tokens":null,"cache_write_tokens":3}}"#),
+                Just(r#""usage":{"prompt_tokens_details":[1],"prompt_cache_hit_tokens":4}"#),
+                Just(r#""usage":{"completion_tokens_details":{"reasoning_tokens":1,"reasoning_tokens":2}}"#),
+                Just(r#""usage":{"completion_tokens_details":7}"#),
+                Just(r#""usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":"1"}}"#),
                 Just(r#""us\u0061ge":{"prompt_tokens":1}"#)
             ]
             .prop_map(str::to_string),
@@ -395,6 +506,119 @@ mod tests {
                 .prop_map(str::to_string),
         ];
         skim::objects(member)
+    }
+
+    /// Request bodies as clients send them, and broken ones: each member
+    /// the peek reads present or not, null or of another type, some twice
+    /// or with an escaped key, unknown members beside them, cut short.
+    fn request_body() -> impl Strategy<Value = String> {
+        let member = prop_oneof![
+            prop_oneof![
+                Just(r#""model":"gpt-4o""#),
+                Just(r#""model":null"#),
+                Just(r#""model":7"#),
+                Just(r#""model":"g\"pt""#),
+                Just(r#""mod\u0065l":"gpt-4o""#),
+            ],
+            prop_oneof![
+                Just(r#""messages":[{"role":"user","content":"hi"}]"#),
+                Just(r#""messages":null"#),
+                Just(r#""messages":"x""#),
+                Just(r#""messages" : [ ]"#),
+            ],
+            prop_oneof![
+                Just(r#""stream":true"#),
+                Just(r#""stream":false"#),
+                Just(r#""stream":null"#),
+                Just(r#""stream":"yes""#),
+                Just(r#""stream":1"#),
+            ],
+            prop_oneof![
+                Just(r#""stream_options":{"include_usage":true}"#),
+                Just(r#""stream_options":null"#),
+                Just(r#""stream_options":{"include_usage":"x"}"#),
+                Just(r#""stream_options":[true]"#),
+                Just(r#""stream_options":{}"#),
+                Just(r#""stream_options":{"include_usage":true,"include_usage":false}"#),
+                Just(r#""stream_options":{"other":[1,{"a":null}],"include_usage":false}"#),
+            ],
+            prop_oneof![
+                Just(r#""temperature":0.7"#),
+                Just(r#""temperature":"hot""#),
+                Just(r#""temperature":-0"#),
+                Just(r#""temperature":1e400"#),
+            ],
+            prop_oneof![
+                Just(r#""max_tokens":1024"#),
+                Just(r#""max_tokens":0"#),
+                Just(r#""max_tokens":-1"#),
+                Just(r#""max_tokens":1.5"#),
+                Just(r#""max_completion_tokens":10"#),
+                Just(r#""max_completion_tokens":null"#),
+            ],
+            prop_oneof![
+                Just(r#""n":2"#),
+                Just(r#""n":"2""#),
+                Just(r#""logprobs":true"#),
+                Just(r#""logprobs":false"#),
+                Just(r#""top_logprobs":3"#),
+            ],
+            prop_oneof![
+                Just(r#""prompt_cache_key":"k-1""#),
+                Just(r#""tools":[{"type":"function","function":{"name":"f"}}]"#),
+                Just(r#""tool_choice":"auto""#),
+                Just(r#""metadata":{"a":"b"}"#),
+                Just(r#""reasoning_effort":"low""#),
+                Just(r#""seed":null"#),
+                Just(r#""user":"u\n1""#),
+            ],
+            prop_oneof![
+                Just(r#""x_extra":{"a":[1,2,{"b":"\u00e9"}]}"#),
+                Just(r#""x_extra":1,"x_extra":2"#),
+                Just(r#""x_bad":01"#),
+                Just(r#""x_bad":"a\qb""#),
+            ],
+        ]
+        .prop_map(str::to_string);
+        skim::objects(member)
+    }
+
+    fn skimmed_request(doc: &[u8]) -> Option<String> {
+        RequestPeek::skimmed(doc).map(|p| format!("{:?}", inspected(p, doc)))
+    }
+
+    fn parsed_request(doc: &[u8]) -> Option<String> {
+        let p = serde_json::from_slice(doc).map_err(|e| body_error(&e));
+        Some(format!("{:?}", p.and_then(|p| inspected(p, doc))))
+    }
+
+    proptest! {
+        /// A request the skim reads is answered as serde answers it: the
+        /// same fields, the same errors.
+        #[test]
+        fn skimmed_requests_read_as_parsed_ones(doc in request_body()) {
+            skim::agrees(skimmed_request, parsed_request, &doc)?;
+        }
+    }
+
+    #[test]
+    fn a_usual_request_is_skimmed_and_others_left_to_serde() {
+        let body = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":64}"#;
+        let p = RequestPeek::skimmed(body).unwrap();
+        assert_eq!(p.model.unwrap().get(), r#""gpt-4o""#);
+        assert_eq!(p.stream, Some(true));
+        assert_eq!(p.stream_options.unwrap().include_usage, Some(true));
+        let found = request(body, false).unwrap();
+        assert_eq!(found.model.as_deref(), Some("gpt-4o"));
+        assert!(found.stream && found.include_usage);
+        assert_eq!(found.max_tokens, Some(64));
+        // serde lends no value of invalid UTF-8, nor reads "yes" as a bool.
+        let mut bad = br#"{"model":"gpt-4o","messages":[],"x":"#.to_vec();
+        bad.extend_from_slice(b"\"\xff\"}");
+        assert!(RequestPeek::skimmed(&bad).is_none());
+        assert!(RequestPeek::skimmed(br#"{"model":"m","messages":[],"stream":"yes"}"#).is_none());
+        let err = request(br#"{"model":"m","messages":[],"stream":"yes"}"#, false).unwrap_err();
+        assert!(err.message.contains("not valid JSON"), "{}", err.message);
     }
 
     proptest! {

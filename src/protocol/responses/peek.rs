@@ -224,7 +224,7 @@ pub fn response(doc: &[u8]) -> Option<Peeked> {
 fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
-    out.response = p.response.and_then(|r| span_of(r, doc));
+    out.response = p.response.and_then(|r| span_of(r.get(), doc));
     let object = match p.response {
         Some(r) => Some(serde_json::from_str::<ObjectPeek<'_>>(r.get()).ok()?),
         None => None,
@@ -239,7 +239,7 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
         }
         None => (p.model, p.usage),
     };
-    out.span = model.and_then(|m| span_of(m, doc));
+    out.span = model.and_then(|m| span_of(m.get(), doc));
     out.usage = usage.map(UsagePeek::into_usage).unwrap_or_default();
     out.sequence = p.sequence_number;
     out.terminal = matches!(
