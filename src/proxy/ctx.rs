@@ -69,7 +69,12 @@ pub fn new_request_id() -> String {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("req_{nanos:016x}{n:06x}")
+    // `req_{nanos:016x}{n:06x}`, without the formatter's machinery.
+    let mut id = String::with_capacity(26);
+    id.push_str("req_");
+    crate::util::hex::push_u64(&mut id, nanos, 16);
+    crate::util::hex::push_u64(&mut id, n, 6);
+    id
 }
 
 /// Accepts a client-sent `x-request-id` if it is short, printable ASCII.
@@ -78,4 +83,21 @@ pub fn client_request_id(v: &[u8]) -> Option<String> {
         return None;
     }
     std::str::from_utf8(v).ok().map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn request_ids_are_req_and_hex_and_differ() {
+        let (a, b) = (super::new_request_id(), super::new_request_id());
+        assert_ne!(a, b);
+        for id in [&a, &b] {
+            let hex = id.strip_prefix("req_").unwrap_or_else(|| panic!("{id}"));
+            assert!(hex.len() >= 22, "{id}");
+            assert!(
+                hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')),
+                "{id}"
+            );
+        }
+    }
 }
