@@ -1,6 +1,6 @@
 //! JSON text written by hand into a byte buffer, for the stream encoders'
-//! frames: a string literal escaped a word at a time, a decimal integer
-//! without the formatting machinery.
+//! frames and the access log's lines: a string literal escaped a word at a
+//! time, a decimal integer or float without the formatting machinery.
 //!
 //! The output is byte for byte serde_json's (`serde_json::to_writer` of a
 //! `str` or a `u64`): `"` and `\` escaped with a backslash, `\b \t \n \f \r`
@@ -33,6 +33,17 @@ pub fn string(out: &mut Vec<u8>, s: &str) {
 /// Appends `n` in decimal.
 pub fn u64(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `v` as serde_json writes an `f64`: its shortest round-trip
+/// decimal by `zmij` (serde_json's own formatter), `null` when it is not
+/// finite.
+pub fn f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
 }
 
 /// Appends the escape for `c` (`"`, `\` or a control character).

@@ -174,6 +174,45 @@ impl fmt::Display for Rfc3339 {
     }
 }
 
+impl Rfc3339 {
+    /// Appends what [`fmt::Display`] writes, digit by digit (the access
+    /// log's time, once a request): a year outside 0..=9999 goes through
+    /// the formatter.
+    pub fn push(&self, out: &mut Vec<u8>) {
+        let days = self.secs.div_euclid(86_400);
+        let rem = self.secs.rem_euclid(86_400);
+        let (y, mo, d) = civil_from_days(days);
+        let Ok(y @ 0..=9999) = u32::try_from(y) else {
+            use std::io::Write as _;
+            let _ = write!(out, "{self}");
+            return;
+        };
+        let (h, mi, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+        let two = |n: i64| [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
+        let [y0, y1] = two(i64::from(y / 100));
+        let [y2, y3] = two(i64::from(y % 100));
+        let [mo0, mo1] = two(i64::from(mo));
+        let [d0, d1] = two(i64::from(d));
+        let [h0, h1] = two(h);
+        let [mi0, mi1] = two(mi);
+        let [s0, s1] = two(s);
+        out.extend_from_slice(&[
+            y0, y1, y2, y3, b'-', mo0, mo1, b'-', d0, d1, b'T', h0, h1, b':', mi0, mi1, b':', s0,
+            s1,
+        ]);
+        if let Some(ms) = self.millis {
+            let ms = ms.min(999);
+            out.extend_from_slice(&[
+                b'.',
+                b'0' + (ms / 100) as u8,
+                b'0' + (ms / 10 % 10) as u8,
+                b'0' + (ms % 10) as u8,
+            ]);
+        }
+        out.push(b'Z');
+    }
+}
+
 impl serde::Serialize for Rfc3339 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -183,6 +222,30 @@ impl serde::Serialize for Rfc3339 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_writes_what_display_writes() {
+        let secs = [
+            0,
+            -1,
+            86_399,
+            951_782_400,
+            1_767_225_600,
+            253_402_300_799,
+            253_402_300_800,
+            -62_167_219_200,
+            -62_167_219_201,
+            i64::from(i32::MAX) * 40,
+        ];
+        for s in secs {
+            for millis in [None, Some(0), Some(7), Some(999), Some(1500)] {
+                let t = Rfc3339 { secs: s, millis };
+                let mut out = b"x".to_vec();
+                t.push(&mut out);
+                assert_eq!(&out[1..], t.to_string().as_bytes(), "{s} {millis:?}");
+            }
+        }
+    }
 
     fn at(secs: i64) -> String {
         Rfc3339::seconds(secs).to_string()
