@@ -199,6 +199,11 @@ impl PassthroughStream {
         self.transcript.as_ref()
     }
 
+    /// The kept transcript, to make room in ([`Transcript::expect`]).
+    pub fn transcript_mut(&mut self) -> Option<&mut Transcript> {
+        self.transcript.as_mut()
+    }
+
     /// Compacts the transcript (when kept) before the stream waits for its
     /// upstream ([`Transcript::settle`]).
     pub fn settle(&mut self) {

@@ -465,6 +465,19 @@ impl ClientStream {
         }
     }
 
+    /// `n` upstream bytes are about to be pushed at once (a burst taken in
+    /// more than one read): a kept transcript makes room for them all now,
+    /// so it is not copied to grow between the reads.
+    pub fn expect(&mut self, n: usize) {
+        let transcript = match self {
+            ClientStream::Passthrough(p) => p.transcript_mut(),
+            ClientStream::Translate(t) => t.transcript.as_mut(),
+        };
+        if let Some(t) = transcript {
+            t.expect(n);
+        }
+    }
+
     /// Called at the upstream's end of stream: closes the client's stream, or reports a truncation.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), StreamFault> {
         match self {

@@ -47,6 +47,14 @@ pub struct Transcript {
 }
 
 impl Transcript {
+    /// Room for `n` bytes about to be pushed (more than one read's), unless
+    /// they would pass [`MAX_TRANSCRIPT`] (then `push` gives up anyway).
+    pub fn expect(&mut self, n: usize) {
+        if self.len + n <= MAX_TRANSCRIPT {
+            self.open.reserve(n);
+        }
+    }
+
     /// Takes in the next upstream bytes, as they came: the frames they
     /// complete are compared with the ones before them when the stream
     /// waits ([`settle`](Self::settle)). False when the transcript would
@@ -185,6 +193,21 @@ fn leb128(b: &[u8], at: &mut usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn room_expected_is_kept_for_the_pushes() {
+        let (a, b) = (chunk(1).repeat(300), chunk(2).repeat(60));
+        let mut t = Transcript::default();
+        t.expect(a.len() + b.len());
+        let at = t.open.as_ptr();
+        assert!(t.push(a.as_bytes()) && t.push(b.as_bytes()));
+        assert_eq!(t.open.as_ptr(), at, "grown between the pushes");
+        assert_eq!(t.bytes(), [a, b].concat().into_bytes());
+        // Past the cap nothing is reserved (the push will give up).
+        let mut t = Transcript::default();
+        t.expect(MAX_TRANSCRIPT + 1);
+        assert_eq!(t.open.capacity(), 0);
+    }
 
     fn chunk(i: usize) -> String {
         format!(

@@ -146,6 +146,26 @@ pub struct Exchange {
 }
 
 impl Exchange {
+    /// How much the next body read asks for.
+    fn next_read(&self) -> usize {
+        match self.body {
+            Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
+            _ => self.read_size,
+        }
+    }
+
+    /// When the last read filled its room (more was likely waiting, and
+    /// `chunk_at_once` takes it into the same batch), what the next read
+    /// asks for; else 0. The relay makes room for both reads' output
+    /// at once, so a batch is not copied to grow between them.
+    pub fn waiting(&self) -> usize {
+        if self.filled {
+            self.next_read()
+        } else {
+            0
+        }
+    }
+
     /// The answer's status.
     pub fn status(&self) -> u16 {
         self.head.status
@@ -684,10 +704,7 @@ impl UpstreamClient {
 
     /// Room in the exchange's buffer for the next body read; the room.
     fn make_room(ex: &mut Exchange) -> usize {
-        let want = match ex.body {
-            Body::Length(n) => (n as usize).clamp(READ_CHUNK, READ_LARGE),
-            _ => ex.read_size,
-        };
+        let want = ex.next_read();
         if ex.buf.is_empty() && !matches!(ex.body, Body::Length(_)) && want <= STACK_READ {
             // A stream with nothing buffered: the next read waits with no
             // buffer (`read_some`), and the head stops sharing the old one.
