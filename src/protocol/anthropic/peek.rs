@@ -6,7 +6,7 @@
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
     bad, body_error, contains, model_of, nonempty_string_after, nonempty_string_member, number,
-    positive_int, present, span_of, AffinitySource, Inspected, Peeked, Raw, RawText, Usage,
+    positive_int, present, span_of, typed, AffinitySource, Inspected, Peeked, Raw, RawText, Usage,
 };
 use crate::protocol::common::skim;
 use serde::Deserialize;
@@ -102,7 +102,8 @@ impl<'a> RequestPeek<'a> {
     /// What serde reads from `body`, found by a skim of its top-level
     /// members ([`skim::members`]) instead: None where the skim cannot
     /// vouch for the body (then serde reads it, and words the error), or
-    /// where a member serde reads as a type is not plainly of it.
+    /// where serde would refuse a member it reads as a type (read alone:
+    /// [`typed`]).
     fn skimmed(body: &'a [u8]) -> Option<Self> {
         // serde checks the UTF-8 of every value it lends; the skim does not.
         let text = std::str::from_utf8(body).ok()?;
@@ -110,17 +111,8 @@ impl<'a> RequestPeek<'a> {
             skim::members(body, REQUEST_MEMBERS)?;
         let raw = |span| RawText::skimmed(text, span);
         Some(RequestPeek {
-            stream: match raw(stream).map(RawText::get) {
-                None => None,
-                Some("true") => Some(true),
-                Some("false") => Some(false),
-                Some(_) => return None,
-            },
-            // Read alone as serde reads it in place.
-            output_config: match raw(output_config) {
-                None => None,
-                Some(o) => Some(serde_json::from_str(o.get()).ok()?),
-            },
+            stream: typed(raw(stream))?,
+            output_config: typed(raw(output_config))?,
             model: raw(model),
             messages: raw(messages),
             system: raw(system),

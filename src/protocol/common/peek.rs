@@ -84,6 +84,16 @@ impl<'a> RawText<'a> {
     }
 }
 
+/// A skimmed member that serde reads as an `Option<T>`, read alone as serde
+/// reads it in place: `Some(None)` when absent or null, None (the caller
+/// leaves the body to serde, which words the error) when serde refuses it.
+pub fn typed<'a, T: serde::Deserialize<'a>>(raw: Raw<'a>) -> Option<Option<T>> {
+    match raw {
+        None => Some(None),
+        Some(t) => serde_json::from_str(t.get()).ok().map(Some),
+    }
+}
+
 impl<'de: 'a, 'a> serde::Deserialize<'de> for RawText<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         <&'de RawValue>::deserialize(d).map(|r| RawText(r.get()))

@@ -6,8 +6,8 @@
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
     bad, body_error, contains, is_true, model_of, more_than_one, nonempty_string_after,
-    nonempty_string_member, number, positive_int, present, span_of, AffinitySource, Inspected,
-    Peeked, Raw, RawText, Usage,
+    nonempty_string_member, number, positive_int, present, span_of, typed, AffinitySource,
+    Inspected, Peeked, Raw, RawText, Usage,
 };
 use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::skim;
@@ -123,7 +123,8 @@ impl<'a> RequestPeek<'a> {
     /// What serde reads from `body`, found by a skim of its top-level
     /// members ([`skim::members`]) instead: None where the skim cannot
     /// vouch for the body (then serde reads it, and words the error), or
-    /// where a member serde reads as a type is not plainly of it.
+    /// where serde would refuse a member it reads as a type (read alone:
+    /// [`typed`]).
     fn skimmed(body: &'a [u8]) -> Option<Self> {
         // serde checks the UTF-8 of every value it lends; the skim does not.
         let text = std::str::from_utf8(body).ok()?;
@@ -131,17 +132,8 @@ impl<'a> RequestPeek<'a> {
             skim::members(body, REQUEST_MEMBERS)?;
         let raw = |span| RawText::skimmed(text, span);
         Some(RequestPeek {
-            stream: match raw(stream).map(RawText::get) {
-                None => None,
-                Some("true") => Some(true),
-                Some("false") => Some(false),
-                Some(_) => return None,
-            },
-            // A small object, read alone as serde reads it in place.
-            stream_options: match raw(stream_options) {
-                None => None,
-                Some(o) => Some(serde_json::from_str(o.get()).ok()?),
-            },
+            stream: typed(raw(stream))?,
+            stream_options: typed(raw(stream_options))?,
             model: raw(model),
             messages: raw(messages),
             temperature: raw(temperature),
