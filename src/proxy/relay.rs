@@ -163,11 +163,11 @@ async fn gather(
 /// pushed: a frame passed through comes out about as long as it went in
 /// (a longer model name, the stored response's fields), so a burst is
 /// written into one allocation, not one doubled five times over (each
-/// doubling a copy of all written before it). `more`: the bytes of the
-/// next read when this one filled its room ([`Exchange::waiting`]), which
-/// join the same batch: room for them too, and in the stream's record
-/// (`ClientStream::expect`), so neither is copied to grow between the
-/// two reads (a 19 kB answer in two reads copied 16 kB twice).
+/// doubling a copy of all written before it). `more`: the bytes still to
+/// join the same batch ([`Exchange::waiting`]: those buffered, and the
+/// next read's when this one filled its room): room for them too, and in
+/// the stream's record (`ClientStream::expect`), so neither is copied to
+/// grow as they come (a 19 kB answer in two reads copied 16 kB twice).
 fn make_room(pass: &mut ClientStream, out: &mut Vec<u8>, (input, more): (usize, usize)) {
     let all = input + more;
     out.reserve((all + all / 8).max(OUT_START));

@@ -154,16 +154,14 @@ impl Exchange {
         }
     }
 
-    /// When the last read filled its room (more was likely waiting, and
-    /// `chunk_at_once` takes it into the same batch), what the next read
-    /// asks for; else 0. The relay makes room for both reads' output
-    /// at once, so a batch is not copied to grow between them.
+    /// The body bytes the relay's batch may still take at once: those
+    /// read but not yet handed out, and, when the last read filled its
+    /// room (more was likely waiting: `chunk_at_once` takes it into the
+    /// same batch), what the next read asks for. The relay makes room for
+    /// them all at once, so a batch is not copied to grow as they come;
+    /// the sum stays the same as chunks move from here into the batch.
     pub fn waiting(&self) -> usize {
-        if self.filled {
-            self.next_read()
-        } else {
-            0
-        }
+        self.buf.len() + if self.filled { self.next_read() } else { 0 }
     }
 
     /// The answer's status.
