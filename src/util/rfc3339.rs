@@ -160,12 +160,18 @@ pub fn parse_http_date(s: &str) -> Option<u64> {
     u64::try_from(secs).ok()
 }
 
+impl Rfc3339 {
+    /// The civil year, month, day, hour, minute and second of `secs`.
+    fn fields(&self) -> (i64, u32, u32, i64, i64, i64) {
+        let (y, mo, d) = civil_from_days(self.secs.div_euclid(86_400));
+        let rem = self.secs.rem_euclid(86_400);
+        (y, mo, d, rem / 3600, rem % 3600 / 60, rem % 60)
+    }
+}
+
 impl fmt::Display for Rfc3339 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let days = self.secs.div_euclid(86_400);
-        let rem = self.secs.rem_euclid(86_400);
-        let (y, mo, d) = civil_from_days(days);
-        let (h, mi, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+        let (y, mo, d, h, mi, s) = self.fields();
         write!(f, "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}")?;
         if let Some(ms) = self.millis {
             write!(f, ".{:03}", ms.min(999))?;
@@ -179,15 +185,12 @@ impl Rfc3339 {
     /// log's time, once a request): a year outside 0..=9999 goes through
     /// the formatter.
     pub fn push(&self, out: &mut Vec<u8>) {
-        let days = self.secs.div_euclid(86_400);
-        let rem = self.secs.rem_euclid(86_400);
-        let (y, mo, d) = civil_from_days(days);
+        let (y, mo, d, h, mi, s) = self.fields();
         let Ok(y @ 0..=9999) = u32::try_from(y) else {
             use std::io::Write as _;
             let _ = write!(out, "{self}");
             return;
         };
-        let (h, mi, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
         let two = |n: i64| [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
         let [y0, y1] = two(i64::from(y / 100));
         let [y2, y3] = two(i64::from(y % 100));

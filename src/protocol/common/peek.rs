@@ -80,7 +80,7 @@ impl<'a> RawText<'a> {
     /// A skimmed member's value in `body` (already checked as UTF-8),
     /// read as serde reads an optional member: `null` or absent is `None`.
     pub fn skimmed(body: &'a str, span: Option<Range<usize>>) -> Raw<'a> {
-        span.map(|r| RawText(&body[r])).filter(|t| t.0 != "null")
+        super::skim::non_null(body.as_bytes(), span).map(|(_, r)| RawText(&body[r]))
     }
 }
 
