@@ -464,21 +464,12 @@ mod tests {
         skim::objects(member)
     }
 
-    fn skimmed_request(doc: &[u8]) -> Option<String> {
-        RequestPeek::skimmed(doc).map(|p| format!("{:?}", inspected(p, doc)))
-    }
-
-    fn parsed_request(doc: &[u8]) -> Option<String> {
-        let p = serde_json::from_slice(doc).map_err(|e| body_error(&e));
-        Some(format!("{:?}", p.and_then(|p| inspected(p, doc))))
-    }
-
     proptest! {
         /// A request the skim reads is answered as serde answers it: the
         /// same fields, the same errors.
         #[test]
         fn skimmed_requests_read_as_parsed_ones(doc in request_body()) {
-            skim::agrees(skimmed_request, parsed_request, &doc)?;
+            crate::protocol::common::peek::skim_agrees(&doc, RequestPeek::skimmed, inspected)?;
         }
     }
 

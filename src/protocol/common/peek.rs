@@ -94,6 +94,28 @@ pub fn typed<'a, T: serde::Deserialize<'a>>(raw: Raw<'a>) -> Option<Option<T>> {
     }
 }
 
+/// What the skimming request peeks' property tests hold: a body `skimmed`
+/// reads is answered (by `inspected`) as it is when serde reads it,
+/// errors included.
+#[cfg(test)]
+pub(crate) fn skim_agrees<'a, P: serde::Deserialize<'a>>(
+    doc: &'a str,
+    skimmed: impl Fn(&'a [u8]) -> Option<P>,
+    inspected: impl Fn(P, &[u8]) -> Result<Inspected, GatewayError>,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let body = doc.as_bytes();
+    if let Some(p) = skimmed(body) {
+        let parsed = serde_json::from_slice::<P>(body).map_err(|e| body_error(&e));
+        proptest::prop_assert_eq!(
+            format!("{:?}", inspected(p, body)),
+            format!("{:?}", parsed.and_then(|p| inspected(p, body))),
+            "{}",
+            doc
+        );
+    }
+    Ok(())
+}
+
 impl<'de: 'a, 'a> serde::Deserialize<'de> for RawText<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         <&'de RawValue>::deserialize(d).map(|r| RawText(r.get()))
