@@ -124,14 +124,8 @@ impl AccessLine<'_> {
     /// word at a time).
     pub fn write_json(&self, out: &mut Vec<u8>) {
         use crate::util::json_write as w;
-        let s = |out: &mut Vec<u8>, v: Option<&str>| match v {
-            Some(v) => w::string(out, v),
-            None => out.extend_from_slice(b"null"),
-        };
-        let n = |out: &mut Vec<u8>, v: Option<u64>| match v {
-            Some(v) => w::u64(out, v),
-            None => out.extend_from_slice(b"null"),
-        };
+        let s = |out: &mut Vec<u8>, v: Option<&str>| w::or_null(out, v, w::string);
+        let n = |out: &mut Vec<u8>, v: Option<u64>| w::or_null(out, v, w::u64);
         out.extend_from_slice(b"{\"time\":\"");
         self.time.push(out);
         out.extend_from_slice(b"\",\"request_id\":");
@@ -204,17 +198,11 @@ impl AccessLine<'_> {
         out.extend_from_slice(b",\"reasoning_tokens\":");
         n(out, self.reasoning_tokens);
         out.extend_from_slice(b",\"cost_usd\":");
-        match self.cost_usd {
-            Some(v) => w::f64(out, v),
-            None => out.extend_from_slice(b"null"),
-        }
+        w::or_null(out, self.cost_usd, w::f64);
         out.extend_from_slice(b",\"latency_ms\":");
         w::f64(out, self.latency_ms);
         out.extend_from_slice(b",\"ttft_ms\":");
-        match self.ttft_ms {
-            Some(v) => w::f64(out, v),
-            None => out.extend_from_slice(b"null"),
-        }
+        w::or_null(out, self.ttft_ms, w::f64);
         out.extend_from_slice(b",\"skipped_frames\":");
         n(out, self.skipped_frames.map(u64::from));
         out.extend_from_slice(b",\"continued\":");

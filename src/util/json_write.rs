@@ -35,6 +35,15 @@ pub fn u64(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
+/// Appends `v` by `write`, or `null` when it is absent (serde_json's
+/// `Option`).
+pub fn or_null<T>(out: &mut Vec<u8>, v: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
+    match v {
+        Some(v) => write(out, v),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
 /// Appends `v` as serde_json writes an `f64`: its shortest round-trip
 /// decimal by `zmij` (serde_json's own formatter), `null` when it is not
 /// finite.
