@@ -5,14 +5,14 @@
 
 use super::{fail, Fail};
 use crate::error::quote;
-use pingora_core::protocols::http::ServerSession;
+use crate::listener::Session;
 use serde_json::{Map, Value};
 
 /// The largest request body the admin API reads.
 pub const MAX_BODY: usize = 64 * 1024;
 
 /// The request's body as a JSON object: an empty body is `{}`.
-pub async fn object(session: &mut ServerSession) -> Result<Map<String, Value>, Fail> {
+pub async fn object(session: &mut Session) -> Result<Map<String, Value>, Fail> {
     let json_type = session
         .req_header()
         .headers

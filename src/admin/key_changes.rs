@@ -16,9 +16,9 @@ use super::writes::{change, no_content, not_in_force, set, validated, Refusal};
 use super::{body, fail, keys, reply, Ctx, Fail, Reply};
 use crate::config::{now_secs, stored_key, Source};
 use crate::error::quote;
+use crate::listener::Session;
 use crate::state::keys::EntryKind;
 use crate::util::rfc3339::Rfc3339;
-use pingora_core::protocols::http::ServerSession;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -156,7 +156,7 @@ fn live(old: Option<Value>, id: &str) -> Result<Map<String, Value>, Refusal> {
 }
 
 /// `POST /admin/keys`: 201 with the key and its secret, shown this once.
-pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
+pub async fn create(cx: &Ctx<'_>, session: &mut Session) -> Reply {
     let run = async {
         let fields = body::object(session).await?;
         body::only(&fields, CREATE_FIELDS)?;
@@ -194,7 +194,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
 }
 
 /// `PATCH /admin/keys/{id}`: 200 with the key as changed.
-pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Reply {
+pub async fn update(cx: &Ctx<'_>, session: &mut Session, id: &str) -> Reply {
     let run = async {
         let fields = body::object(session).await?;
         file_key(cx, id)?;
@@ -215,7 +215,7 @@ pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Repl
 /// `POST /admin/keys/{id}/rotate`, body `{"grace_seconds": N}` (default 0):
 /// 200 with the key and its new secret; the old secret is accepted for N
 /// seconds more (a secret replaced earlier is dropped).
-pub async fn rotate(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Reply {
+pub async fn rotate(cx: &Ctx<'_>, session: &mut Session, id: &str) -> Reply {
     let run = async {
         let fields = body::object(session).await?;
         file_key(cx, id)?;

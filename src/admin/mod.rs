@@ -44,9 +44,9 @@ pub mod upstreams;
 pub mod writes;
 
 use crate::error::quote;
+use crate::listener::Session;
 use crate::state::ledger::{Bound, GroupBy, Reader, Sums, UsageQuery};
 use http::Response;
-use pingora_core::protocols::http::ServerSession;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -302,7 +302,7 @@ impl Admin {
     /// Who the request is: the admin key (both sides hashed first, so the
     /// comparison takes the same time whatever the presented length), or a
     /// token that grants admin. `Err`: the answer (401, 403, 503).
-    async fn authenticate(&self, session: &ServerSession) -> Result<Actor, Response<Vec<u8>>> {
+    async fn authenticate(&self, session: &Session) -> Result<Actor, Response<Vec<u8>>> {
         let presented = session
             .req_header()
             .headers
@@ -372,7 +372,7 @@ impl Admin {
     }
 
     /// Answers an `/admin/*` request.
-    pub async fn respond(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+    pub async fn respond(&self, session: &mut Session) -> Response<Vec<u8>> {
         if self.key_digest.is_none() && self.identity.is_none() {
             return error(404, "not_found", "not found");
         }
@@ -389,7 +389,7 @@ impl Admin {
     }
 
     /// The admin routes, after authentication; `actor` made the request.
-    async fn route(&self, session: &mut ServerSession, actor: &str) -> Response<Vec<u8>> {
+    async fn route(&self, session: &mut Session, actor: &str) -> Response<Vec<u8>> {
         let req = session.req_header();
         let method = req.method.clone();
         let path = req.uri.path().trim_end_matches('/').to_string();

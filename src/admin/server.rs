@@ -4,12 +4,11 @@
 //! registry's series (`obs::metrics`), each upstream's live state from the
 //! runtime snapshot's pools, and the reload counters.
 
+use crate::listener::Session;
 use crate::obs::metrics::{escape_label, Metrics};
 use crate::runtime::Runtime;
 use async_trait::async_trait;
 use http::Response;
-use pingora_core::apps::http_app::ServeHttp;
-use pingora_core::protocols::http::ServerSession;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,8 +21,8 @@ pub struct MetricsApp {
 }
 
 #[async_trait]
-impl ServeHttp for MetricsApp {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+impl crate::listener::Respond for MetricsApp {
+    async fn response(&self, session: &mut Session) -> Response<Vec<u8>> {
         if super::Admin::owns(session.req_header().uri.path()) {
             return self.admin.respond(session).await;
         }

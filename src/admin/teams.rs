@@ -14,9 +14,9 @@ use super::writes::{change, no_content, not_in_force, set, validated};
 use super::{body, error, fail, keys, reply, Ctx, Fail, Reply};
 use crate::config::{now_secs, stored_team, Source, Team};
 use crate::error::quote;
+use crate::listener::Session;
 use crate::state::keys::EntryKind;
 use crate::util::rfc3339::Rfc3339;
-use pingora_core::protocols::http::ServerSession;
 use serde_json::{json, Map, Value};
 
 /// The team object: its limits, where it is defined and how many keys name it.
@@ -106,7 +106,7 @@ fn answer(cx: &Ctx<'_>, status: u16, id: &str) -> Reply {
 }
 
 /// `POST /admin/teams`: 201 with the team.
-pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
+pub async fn create(cx: &Ctx<'_>, session: &mut Session) -> Reply {
     let run = async {
         let fields = body::object(session).await?;
         body::only(&fields, &["id", "rpm", "tpm", "budget"])?;
@@ -142,7 +142,7 @@ pub async fn create(cx: &Ctx<'_>, session: &mut ServerSession) -> Reply {
 }
 
 /// `PATCH /admin/teams/{id}`: 200 with the team as changed.
-pub async fn update(cx: &Ctx<'_>, session: &mut ServerSession, id: &str) -> Reply {
+pub async fn update(cx: &Ctx<'_>, session: &mut Session, id: &str) -> Reply {
     let run = async {
         let fields = body::object(session).await?;
         file_team(cx, id)?;

@@ -1,41 +1,28 @@
-//! A client connection's writes, batched: what Pingora writes to the
-//! connection stays in one buffer until it flushes, and the application may
-//! hold a flush ([`hold_flushes`]) so a response head and its first body
-//! bytes, or a stream's last frames and the chunked terminator, leave in
-//! one send (docs/performance.md "Writes per stream").
-//!
-//! Pingora 0.9.1's HTTP/1 server flushes after a head without a
-//! content-length (`protocols/http/v1/server.rs` lines 666–672, decided at
-//! 917–923), after every chunk of a chunked body
-//! (`protocols/http/v1/body.rs` lines 1379–1398) and after writing the last
-//! chunk on its own (`body.rs` 1458–1470, `server.rs` 1085–1091); a body's
-//! end with data is a chunk and then the terminator
-//! (`protocols/http/server.rs` 234–241): each flush a send. Its L4 write
-//! buffer (`protocols/l4/stream.rs`, `BufWriter`) is of a fixed size set
-//! at the listener and sends whatever it holds at each flush. This buffer
-//! grows to what is written between flushes (up to [`MAX`]), so one flush
-//! is one send; the client listener's L4 write buffer is off (`main.rs`).
-//!
-//! A held flush leaves the bytes in the buffer for the next one: the caller
-//! holds only flushes that a later write of the same response follows.
+//! A client connection's writes, batched: what a session writes stays in
+//! one buffer until it flushes, so a response head and its first body
+//! bytes, or a stream's frames and the chunked terminator, leave in one
+//! send (docs/performance.md "Writes per stream"). The HTTP/1 session
+//! (`h1.rs`) stages each call's pieces ([`Batched::stage`]) and flushes
+//! once a call; the buffer grows to what is written between flushes (up to
+//! [`MAX`]; a larger write goes straight to the connection after it), so
+//! one flush is one send. The client listener's L4 write buffer is off
+//! (`main.rs`).
 //!
 //! Reads: the listener waits for a connection's first request, and a
 //! keep-alive connection's next one, by reading ahead ([`Batched::read_ahead`]:
 //! one read of what the connection has, up to [`READ_AHEAD`]). The bytes
 //! go to the next session as the start of its request
-//! ([`Batched::take_ahead`], Pingora's `set_pipelined_prefix`), so the head
-//! is read once, and the buffer Pingora parses and keeps for the whole
-//! request (its header values point into it) is exactly what arrived, not
-//! its own 4 KiB head buffer (`protocols/http/v1/server.rs`,
-//! `INIT_HEADER_BUF_SIZE`). Peeks ([`Peek::try_peek`]) read ahead the same
-//! way, and reads take what was read ahead first. TLS connections do the
-//! same (pingora-core's TLS stream cannot peek:
-//! `protocols/tls/rustls/stream.rs`, `impl Peek for TlsStream {}` answers
-//! "unsupported").
+//! ([`Batched::take_ahead`]), so the head is read once, and the buffer the
+//! session parses and keeps for the whole request (its header values point
+//! into it) is exactly what arrived. Bytes a session read past its request
+//! (a pipelined one's start) come back the same way ([`Batched::put_ahead`]).
+//! Peeks ([`Peek::try_peek`]) read ahead the same way, and reads take what
+//! was read ahead first. TLS connections do the same (pingora-core's TLS
+//! stream cannot peek: `protocols/tls/rustls/stream.rs`, `impl Peek for
+//! TlsStream {}` answers "unsupported").
 
 use async_trait::async_trait;
 use bytes::{Buf, BytesMut};
-use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::raw_connect::ProxyDigest;
 use pingora_core::protocols::tls::{SslDigest, TlsRef};
 use pingora_core::protocols::{
@@ -44,7 +31,6 @@ use pingora_core::protocols::{
 };
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -52,7 +38,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// Writes at least this large go straight to the connection (after what
 /// the buffer holds): copying them would cost more than the send saved.
-const MAX: usize = 64 * 1024;
+pub(super) const MAX: usize = 64 * 1024;
 /// Capacity the buffer keeps between responses; a larger one (a burst, a
 /// whole answer) is given back once sent, so an idle or trickling
 /// connection holds little.
@@ -73,8 +59,8 @@ pub struct Batched {
     buf: Vec<u8>,
     /// Bytes of `buf` already written to `inner`.
     sent: usize,
-    /// Flushes still to be held ([`hold_flushes`]).
-    held: AtomicU8,
+    /// The next flush gives the buffer back ([`Batched::shed_next`]).
+    shed: bool,
     /// Bytes a peek read from `inner` that no read has taken yet; freed
     /// once taken.
     ahead: BytesMut,
@@ -87,7 +73,7 @@ impl Batched {
             inner,
             buf: Vec::new(),
             sent: 0,
-            held: AtomicU8::new(0),
+            shed: false,
             ahead: BytesMut::new(),
         }
     }
@@ -102,7 +88,7 @@ impl Batched {
     }
 
     /// The bytes read ahead, for the next session to parse as its request's
-    /// start (`ServerSession::set_pipelined_prefix`): a buffer of exactly
+    /// start: a buffer of exactly
     /// what arrived, where Pingora's head buffer is 4 KiB however short the
     /// head, and is kept as long as the request (its header values point
     /// into it).
@@ -129,6 +115,40 @@ impl Batched {
         Poll::Ready(Ok(()))
     }
 
+    /// Bytes a session parsed past its request, given back for the next
+    /// one: they come before anything read after them.
+    pub fn put_ahead(&mut self, mut rest: BytesMut) {
+        if rest.is_empty() {
+            return;
+        }
+        if !self.ahead.is_empty() {
+            rest.extend_from_slice(&self.ahead);
+        }
+        self.ahead = rest;
+    }
+
+    /// Puts `data` in the write buffer, for the next flush to send.
+    pub fn stage(&mut self, data: &[u8]) {
+        self.reserve(data.len());
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Lets `write` put up to about `room` bytes in the write buffer (more
+    /// grows it), for the next flush to send.
+    pub fn stage_with(&mut self, room: usize, write: impl FnOnce(&mut Vec<u8>)) {
+        self.reserve(room);
+        write(&mut self.buf);
+    }
+
+    /// The next flush gives the write buffer back, whatever its size. The
+    /// stream relay waits for its upstream between writes: a buffer kept
+    /// for the next one was 2 KB per open stream on a busy machine, where
+    /// each write carries several frames (docs/performance.md "Issue 28,
+    /// eighth pass"). Other answers keep a small buffer between responses.
+    pub fn shed_next(&mut self) {
+        self.shed = true;
+    }
+
     /// Room for `n` more bytes, and [`SLACK`] after them when the buffer
     /// has to grow.
     fn reserve(&mut self, n: usize) {
@@ -153,32 +173,6 @@ impl Batched {
             self.buf.clear();
         }
         Poll::Ready(Ok(()))
-    }
-}
-
-/// Set beside the held flushes' count: the flush that sends gives the
-/// buffer back ([`hold_flushes`]).
-const SHED: u8 = 0x80;
-
-/// Holds the next `n` flushes (at most 127) of `session`'s connection
-/// (HTTP/1 only): what is written until then leaves with the flush after
-/// them, which then gives the buffer back, whatever its size. The stream
-/// relay, the one caller, waits for its upstream between writes: a buffer
-/// kept for the next one was 2 KB per open stream on a busy machine, where
-/// each write carries several frames (docs/performance.md "Issue 28,
-/// eighth pass"). Other answers keep a small buffer between responses.
-/// False (nothing held) for HTTP/2, whose codec batches its own frames,
-/// and for a connection that is not [`Batched`].
-pub fn hold_flushes(session: &ServerSession, n: u8) -> bool {
-    let batched = session
-        .stream()
-        .and_then(|s| s.as_any().downcast_ref::<Batched>());
-    match batched {
-        Some(b) => {
-            b.held.store(n.min(!SHED) | SHED, Ordering::Release);
-            true
-        }
-        None => false,
     }
 }
 
@@ -246,16 +240,8 @@ impl AsyncWrite for Batched {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        let held = this
-            .held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n & !SHED > 0).then(|| n - 1)
-            });
-        if held.is_ok() {
-            return Poll::Ready(Ok(()));
-        }
         ready!(this.poll_send(cx))?;
-        if this.held.fetch_and(!SHED, Ordering::AcqRel) & SHED != 0 {
+        if std::mem::take(&mut this.shed) {
             this.buf = Vec::new();
         }
         Pin::new(&mut this.inner).poll_flush(cx)
@@ -281,8 +267,7 @@ impl Peek for Batched {
 #[async_trait]
 impl Shutdown for Batched {
     async fn shutdown(&mut self) {
-        // What is buffered goes out first, held or not.
-        self.held.store(0, Ordering::Release);
+        // What is buffered goes out first.
         let _ = self.flush().await;
         Shutdown::shutdown(&mut *self.inner).await;
     }
@@ -359,11 +344,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn nothing_leaves_before_the_flush_and_a_held_flush_waits_for_the_next() {
+    async fn nothing_leaves_before_the_flush_then_all_in_one_send() {
         let (mut b, mut client) = pair().await;
-        b.write_all(b"head ").await.unwrap();
-        b.held.store(1, Ordering::Release);
-        b.flush().await.unwrap();
+        b.stage(b"head ");
         b.write_all(b"body").await.unwrap();
         assert_eq!(b.buf, b"head body");
         b.flush().await.unwrap();
@@ -376,24 +359,30 @@ mod tests {
     #[tokio::test]
     async fn a_shed_flush_gives_the_buffer_back_once_sent_and_only_that_one() {
         let (mut b, mut client) = pair().await;
-        // Held once and shed: the held flush keeps the bytes, the next one
-        // sends them and frees the buffer.
-        b.held.store(1 | SHED, Ordering::Release);
-        b.write_all(b"head ").await.unwrap();
-        b.flush().await.unwrap();
-        assert_eq!(b.buf, b"head ");
-        b.write_all(b"frame").await.unwrap();
+        b.shed_next();
+        b.stage(b"head ");
+        b.stage(b"frame");
         b.flush().await.unwrap();
         assert_eq!(b.buf.capacity(), 0);
         let mut got = [0u8; 10];
         client.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"head frame");
         // The next flush is a plain one again: a small buffer is kept.
-        b.write_all(b"next").await.unwrap();
+        b.stage(b"next");
         b.flush().await.unwrap();
         assert!(b.buf.is_empty() && b.buf.capacity() > 0);
         client.read_exact(&mut got[..4]).await.unwrap();
         assert_eq!(&got[..4], b"next");
+    }
+
+    #[tokio::test]
+    async fn bytes_put_back_come_before_those_read_ahead_after_them() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut b, mut client) = pair().await;
+        client.write_all(b"later").await.unwrap();
+        b.read_ahead(5).await.unwrap();
+        b.put_ahead(BytesMut::from(&b"first "[..]));
+        assert_eq!(b.read_ahead(11).await.unwrap(), b"first later");
     }
 
     #[tokio::test]

@@ -25,6 +25,7 @@
 //!   flight finish, no new ones are taken), not the HTTP/1 linger for one
 //!   more request.
 
+use super::Session;
 use super::{bounded, App, Conn, Guarded, CONN};
 use pingora_core::protocols::http::v2::server::{self, H2Accept, HttpSession};
 use pingora_core::protocols::http::ServerSession;
@@ -156,7 +157,10 @@ impl<A: App> Guarded<A> {
                     tokio::spawn(CONN.scope(state.clone(), async move {
                         let _open = open;
                         let _ = app
-                            .serve_request(ServerSession::new_http2(session), &shutdown)
+                            .serve_request(
+                                Session::H2(ServerSession::new_http2(session)),
+                                &shutdown,
+                            )
                             .await;
                     }));
                 }

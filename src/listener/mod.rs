@@ -51,9 +51,6 @@
 //! `HttpServer` without its error lines that print the whole request head
 //! (a 1 MiB URI made a 1 MiB ERROR line per request).
 
-use pingora_core::apps::http_app::ServeHttp;
-use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream};
-use pingora_core::protocols::http::{HttpTask, ServerSession};
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::{Ssl, Stream, ALPN};
 use pingora_core::server::ShutdownWatch;
@@ -70,11 +67,14 @@ use tokio::time::Instant;
 mod accept;
 mod batch;
 pub mod fdtable;
+mod h1;
 mod http2;
+mod session;
 pub mod tls;
 
 pub use accept::Listening;
-pub use batch::hold_flushes;
+pub use batch::Batched;
+pub use session::Session;
 
 pub use tls::{CertFiles, Tls};
 
@@ -142,7 +142,8 @@ fn nofile_soft_limit() -> Option<u64> {
 }
 
 /// A listener's HTTP application: answers the request on `session` and
-/// hands the connection back for the next one (`None`: close it).
+/// hands an HTTP/1 connection back for the next request (`None`: closed,
+/// or an HTTP/2 stream).
 ///
 /// Pingora's `HttpServerApp` without its `async_trait` box: the request's
 /// future is a type of its own, boxed once where the connection holds it
@@ -155,9 +156,9 @@ pub trait App: Send + Sync + 'static {
     /// One request on `session`.
     fn serve_request(
         self: &Arc<Self>,
-        session: ServerSession,
+        session: Session,
         shutdown: &ShutdownWatch,
-    ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send;
+    ) -> impl std::future::Future<Output = Option<Box<Batched>>> + Send;
 }
 
 /// One connection's state, seen by the application through a task-local.
@@ -176,7 +177,7 @@ tokio::task_local! {
 /// the head deadline and bounds the body's reads (and the drain of an
 /// unread body before the connection is reused) by `body_timeout`. Does
 /// nothing outside a [`Guarded`] connection (tests of the app alone).
-pub fn head_received(session: &mut ServerSession) {
+pub fn head_received(session: &mut Session) {
     let _ = CONN.try_with(|c| {
         c.head_done.store(true, Ordering::Release);
         session.set_read_timeout(Some(c.limits.body_timeout));
@@ -193,7 +194,7 @@ pub fn head_received(session: &mut ServerSession) {
 /// HTTP gets a 400 first, and the connection is shut down. `listener` names
 /// the listener in the debug line, which gives the error's kind only: its
 /// text may quote the head (an Authorization header, a 1 MiB URI).
-pub async fn read_head(session: &mut ServerSession, listener: &str) -> bool {
+pub async fn read_head(session: &mut Session, listener: &str) -> bool {
     let read = tokio::select! {
         // Biased: a head already buffered is read, and the wait for the
         // cleanup is polled (and registered) only while the head is on its way.
@@ -472,10 +473,10 @@ impl<A: App> Guarded<A> {
     /// One request, its head bounded by `deadline`.
     async fn one(
         &self,
-        session: ServerSession,
+        session: Session,
         shutdown: &ShutdownWatch,
         deadline: Instant,
-    ) -> Option<ReusedHttpStream> {
+    ) -> Option<Box<Batched>> {
         let conn = Arc::new(Conn {
             limits: self.limits,
             head_done: AtomicBool::new(false),
@@ -572,34 +573,24 @@ impl<A: App> Guarded<A> {
     /// An HTTP/1 connection whose first bytes have been read ahead: one
     /// request after another, each head within its deadline, the
     /// keep-alive waits between them bounded. Each session starts with
-    /// the bytes read ahead as its request's start.
+    /// the bytes read ahead (or left by the last request) as its
+    /// request's start.
     async fn serve_h1(
         &self,
         mut conn: Box<batch::Batched>,
         shutdown: &ShutdownWatch,
         mut deadline: Instant,
     ) {
-        let mut settings: Option<HttpPersistentSettings> = None;
         loop {
-            let prefix = conn.take_ahead();
-            let mut session = ServerSession::new_http1(conn);
-            session.set_pipelined_prefix(prefix);
-            if let Some(s) = settings {
-                s.apply_to_session(&mut session);
+            let mut session = h1::Http1::new(conn);
+            if *shutdown.borrow() {
+                session.set_keepalive(None);
             }
-            // Pingora's own per-read keep-alive timeout is off: the idle wait
-            // and the head deadline here bound the reads between requests.
-            session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
+            let session = Session::H1(Box::new(session));
             let Some(reused) = self.one(session, shutdown, deadline).await else {
                 return;
             };
-            let stream;
-            (stream, settings) = reused.consume();
-            // The stream given to the session, handed back.
-            let Ok(batched) = stream.into_any().downcast::<batch::Batched>() else {
-                return;
-            };
-            conn = batched;
+            conn = reused;
             if let Idle::Close = self.idle(&mut conn, shutdown).await {
                 return;
             }
@@ -704,21 +695,27 @@ fn bounded(e: &pingora_core::Error) -> String {
     crate::error::cut(&e.to_string(), crate::error::LOGGED_CHARS).into_owned()
 }
 
-/// A [`ServeHttp`] application as an HTTP/1 server (Pingora's `HttpServer`
-/// minus modules), logging only the kind of a client's fault: Pingora's
-/// puts the head it could not parse, or a 1 MiB URI, into an ERROR line.
+/// What the metrics listener's application answers a request with (its
+/// body read from `session` when it has one).
+#[async_trait::async_trait]
+pub trait Respond {
+    async fn response(&self, session: &mut Session) -> http::Response<Vec<u8>>;
+}
+
+/// A [`Respond`] application as a listener's [`App`], logging only the
+/// kind of a client's fault (never the head it could not parse).
 pub struct Served<S>(pub S);
 
-impl<S: ServeHttp + Send + Sync + 'static> App for Served<S> {
+impl<S: Respond + Send + Sync + 'static> App for Served<S> {
     #[allow(
         clippy::manual_async_fn,
         reason = "an async fn keeps each argument twice"
     )]
     fn serve_request(
         self: &Arc<Self>,
-        mut http: ServerSession,
+        mut http: Session,
         shutdown: &ShutdownWatch,
-    ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send {
+    ) -> impl std::future::Future<Output = Option<Box<Batched>>> + Send {
         async move {
             if !read_head(&mut http, "metrics listener").await {
                 return None;
@@ -738,19 +735,13 @@ impl<S: ServeHttp + Send + Sync + 'static> App for Served<S> {
             if !head.headers.contains_key(http::header::CONTENT_LENGTH) {
                 let _ = head.insert_header(http::header::CONTENT_LENGTH, body.len());
             }
-            // Head and body as Pingora's HttpServer writes them.
-            for task in [
-                HttpTask::Header(Box::new(head), body.is_empty()),
-                HttpTask::Body(Some(body.into()), true),
-            ] {
-                if let Err(e) = http.response_duplex_vec(vec![task]).await {
-                    log::debug!("metrics listener: answer not written: {}", bounded(&e));
-                    return None;
-                }
+            let data = (!body.is_empty()).then(|| body.into());
+            if let Err(e) = http.write_response(Some(Box::new(head)), data, true).await {
+                log::debug!("metrics listener: answer not written: {}", bounded(&e));
+                return None;
             }
-            let settings = HttpPersistentSettings::for_session(&http);
             match http.finish().await {
-                Ok(s) => s.map(|s| ReusedHttpStream::from_reusable_stream(s, settings)),
+                Ok(reused) => reused,
                 Err(e) => {
                     log::debug!("metrics listener: connection not reusable: {}", bounded(&e));
                     None

@@ -17,12 +17,11 @@ pub mod stored;
 pub mod tokenize;
 
 use crate::error::{ErrorKind, GatewayError};
+use crate::listener::Session;
 use crate::obs::metrics::Metrics;
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use ctx::RequestCtx;
-use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream};
-use pingora_core::protocols::http::ServerSession;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::{Error, ErrorType, Result};
 use route::Endpoint;
@@ -131,7 +130,7 @@ impl Gateway {
         }
     }
 
-    async fn serve(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<()> {
+    async fn serve(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         let req = session.req_header();
         let routed = route::route(req.method.as_str(), req.uri.path(), req.uri.query());
         if !crate::listener::host_ok(req) {
@@ -233,9 +232,9 @@ impl crate::listener::App for Gateway {
     )]
     fn serve_request(
         self: &Arc<Self>,
-        mut session: ServerSession,
+        mut session: Session,
         _shutdown: &ShutdownWatch,
-    ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send {
+    ) -> impl std::future::Future<Output = Option<Box<crate::listener::Batched>>> + Send {
         async move {
             // Boxed: the head read's state (1.4 KB: Pingora's parse and the
             // select with the shutdown's cut) would otherwise size this
@@ -255,21 +254,18 @@ impl crate::listener::App for Gateway {
             }
             self.logging(&session, failure.as_deref(), &mut ctx);
             match failure {
-                Some(e) => {
+                Some(_) => {
                     // The connection is not reused after a failure (on HTTP/2
-                    // the stream is reset when no answer was written).
-                    session.on_proxy_failure(e);
+                    // the stream is reset when no answer was written): the
+                    // session is dropped.
                     None
                 }
                 None => {
-                    let settings = HttpPersistentSettings::for_session(&session);
-                    // Boxed: Pingora's `finish` future (3.7 KB, its HTTP/2 arm
-                    // included) would otherwise size this request's state for
+                    // Boxed: the `finish` future (Pingora's HTTP/2 arm is
+                    // 3.7 KB) would otherwise size this request's state for
                     // the whole request, a stream's whole life included.
                     match Box::pin(session.finish()).await {
-                        Ok(reused) => {
-                            reused.map(|s| ReusedHttpStream::from_reusable_stream(s, settings))
-                        }
+                        Ok(reused) => reused,
                         Err(e) => {
                             log::debug!("connection not reusable ({})", e.etype().as_str());
                             None
@@ -284,7 +280,7 @@ impl crate::listener::App for Gateway {
 impl Gateway {
     /// One request, its head read: the drain counts it, it gets its id and
     /// the write timeout, and it is answered.
-    async fn request(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<()> {
+    async fn request(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         crate::listener::head_received(session);
         ctx.in_flight = Some(self.drain.enter());
         ctx.request_id = session
@@ -303,7 +299,7 @@ impl Gateway {
     /// gets an error in its family's shape when nothing was sent yet (none
     /// when its connection failed), and the operator an ERROR line unless
     /// the fault was the client's.
-    async fn fail(&self, session: &mut ServerSession, e: &Error, ctx: &mut RequestCtx) {
+    async fn fail(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) {
         let code = match e.etype() {
             ErrorType::HTTPStatus(c) => *c,
             ErrorType::ReadError | ErrorType::WriteError | ErrorType::ConnectionClosed => 0,
@@ -330,7 +326,7 @@ impl Gateway {
     }
 
     /// The request's access log line, trace, metrics and ledger row.
-    fn logging(&self, session: &ServerSession, e: Option<&Error>, ctx: &mut RequestCtx) {
+    fn logging(&self, session: &Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         if log::log_enabled!(target: "access", log::Level::Info) {
             let req = session.req_header();
             let failure = e.map(|e| {

@@ -20,13 +20,13 @@ use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
+use crate::listener::Session;
 use crate::protocol::bedrock::invoke::Chunks;
 use crate::translate::passthrough::{Framing, StreamFault};
 use crate::translate::stream::ClientStream;
 use crate::upstream::client::{Exchange, ReadFault, UpstreamClient};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 use pingora_core::{Error, ErrorType};
 use pingora_http::ResponseHeader;
 use std::time::Instant;
@@ -45,33 +45,19 @@ pub type RelayError = Box<pingora_core::Error>;
 
 /// Writes to the client, bounded by `deadline` (the session's own write
 /// timeout bounds each write too): the response head when given, then
-/// `data`, then the body's end when `end`. On HTTP/1 what one call writes
-/// leaves in one send: the flushes Pingora makes between its parts are
-/// held (`listener::hold_flushes`; on HTTP/2 the data and the end are one
-/// DATA frame with END_STREAM).
+/// `data`, then the body's end when `end`, in one send on HTTP/1 (on
+/// HTTP/2 the data and the end are one DATA frame). The connection's
+/// write buffer is given back once sent: the stream waits for its
+/// upstream between writes.
 async fn write(
-    session: &mut ServerSession,
+    session: &mut Session,
     head: Option<Box<ResponseHeader>>,
     data: Option<Bytes>,
     end: bool,
     deadline: Option<Instant>,
 ) -> Result<(), RelayError> {
-    // Pingora flushes after a chunked head, after each chunk, and after the
-    // terminator: all but the last are held, and the last gives the
-    // connection's write buffer back (the stream waits for its upstream).
-    let flushes = u8::from(head.is_some()) + u8::from(data.is_some()) + u8::from(end);
-    crate::listener::hold_flushes(session, flushes.saturating_sub(1));
-    let writes = async {
-        if let Some(h) = head {
-            session.write_response_header(h).await?;
-        }
-        if data.is_some() || end {
-            session
-                .write_response_body(data.unwrap_or_default(), end)
-                .await?;
-        }
-        Ok(())
-    };
+    session.shed_after_write();
+    let writes = session.write_response(head, data, end);
     let Some(deadline) = deadline else {
         return writes.await;
     };
@@ -116,7 +102,7 @@ enum Next {
 /// Pingora takes it: by value (232 B) it would take a slot in `write`'s
 /// future and another in the block that writes it, for the stream's life.
 fn head(
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     framing: Framing,
 ) -> Result<Box<ResponseHeader>, RelayError> {
@@ -241,7 +227,7 @@ fn translate(
 /// event carrying `e` (or the upstream's own error event, when one was held
 /// back for the continuation that did not come).
 pub async fn fail(
-    session: &mut ServerSession,
+    session: &mut Session,
     pass: &mut ClientStream,
     relay: Relay,
     e: &GatewayError,
@@ -340,7 +326,7 @@ pub struct Relay {
 )]
 pub fn relay_stream<'a>(
     gw: &'a Gateway,
-    session: &'a mut ServerSession,
+    session: &'a mut Session,
     ctx: &'a mut RequestCtx,
     mut answer: Answer<'a>,
     pass: &'a mut ClientStream,

@@ -3,11 +3,11 @@
 use super::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::family::Family;
+use crate::listener::Session;
 use bytes::Bytes;
 use http::header::{
     HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING,
 };
-use pingora_core::protocols::http::ServerSession;
 use pingora_core::{ErrorType, OrErr};
 use pingora_http::ResponseHeader;
 
@@ -90,7 +90,7 @@ fn value(text: &str) -> pingora_core::Result<HeaderValue> {
 /// listener says when (`listener::draining`: once it has stopped
 /// accepting).
 pub fn close_if_draining(
-    session: &mut ServerSession,
+    session: &mut Session,
     h: &mut ResponseHeader,
 ) -> pingora_core::Result<()> {
     if crate::listener::draining() {
@@ -113,7 +113,7 @@ pub fn close_if_draining(
 
 /// Sends a complete JSON response.
 pub async fn json(
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     status: u16,
     body: Bytes,
@@ -124,7 +124,7 @@ pub async fn json(
 
 /// Sends `e` in `family`'s shape, with `retry-after` when it carries one.
 pub async fn error(
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     family: Family,
     e: &GatewayError,
@@ -149,7 +149,7 @@ pub async fn error(
 /// had two slots in this future (an `async fn` argument and its
 /// rebinding) and one more in each caller's.
 async fn send(
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     mut h: Box<ResponseHeader>,
     body: Bytes,
@@ -157,18 +157,12 @@ async fn send(
     close_if_draining(session, &mut h)?;
     ctx.outcome.status = h.status.as_u16();
     let head = session.req_header().method == http::Method::HEAD;
-    // Boxed: Pingora's two write futures (about 1.2 KB) would otherwise be
-    // part of every future that may answer this way, and the ones that
-    // wait on a stream (the request's, the connection's) hold that room
-    // for the stream's whole life. One allocation per answer.
-    Box::pin(async move {
-        session.write_response_header(h).await?;
-        if !head {
-            session.write_response_body(body, true).await?;
-        }
-        Ok(())
-    })
-    .await
+    // Boxed: the write futures (Pingora's HTTP/2 ones are about 1.2 KB)
+    // would otherwise be part of every future that may answer this way,
+    // and the ones that wait on a stream (the request's, the connection's)
+    // hold that room for the stream's whole life. One allocation per answer.
+    let data = (!head && !body.is_empty()).then_some(body);
+    Box::pin(session.write_response(Some(h), data, true)).await
 }
 
 #[cfg(test)]

@@ -15,13 +15,13 @@ use super::respond;
 use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::listener::Session;
 use crate::protocol::responses::envelope::Envelope;
 use crate::state::responses::{
     inherited_items, list_page, new_response_id, normalise_input, quote_single, ListQuery,
 };
 use crate::util::jsonedit::{self, Edit};
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -233,7 +233,7 @@ fn not_found(id: &str) -> GatewayError {
 /// of the key `key_id` (another key's response is not found).
 pub async fn serve(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     key_id: &str,
     id: &str,

@@ -6,7 +6,7 @@
 use super::Gateway;
 use crate::admit::tokens::Cancel;
 use crate::error::{ErrorKind, GatewayError};
-use pingora_core::protocols::http::ServerSession;
+use crate::listener::Session;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -73,7 +73,7 @@ pub enum Counted<T> {
 /// thread, while watching the client connection.
 pub async fn run<T, F>(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     work: F,
 ) -> Result<Counted<T>, GatewayError>
 where

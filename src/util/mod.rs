@@ -10,6 +10,7 @@
 pub mod allocator;
 pub mod base64;
 pub mod gather;
+pub mod h1_body;
 pub mod hash;
 pub mod hex;
 pub mod json_depth;

@@ -5,15 +5,12 @@
 
 use super::Stop;
 use crate::error::{ErrorKind, GatewayError};
+use crate::listener::Session;
 use crate::proxy::Gateway;
 use crate::util::json_depth;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 
-pub(super) async fn read_request_body(
-    gw: &Gateway,
-    session: &mut ServerSession,
-) -> Result<Bytes, Stop> {
+pub(super) async fn read_request_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
     let limit = gw.settings.max_body_bytes;
     let too_large = || {
         GatewayError::new(
@@ -81,7 +78,7 @@ pub(super) fn check_depth(body: &[u8]) -> Result<(), GatewayError> {
 /// timeout, 400 when its framing is broken), and the connection closed after
 /// the answer since the body's end is lost. A client that went away is no
 /// answer at all (`Stop::Io`, in the access log).
-fn body_fault(session: &mut ServerSession, e: Box<pingora_core::Error>) -> Stop {
+fn body_fault(session: &mut Session, e: Box<pingora_core::Error>) -> Stop {
     use pingora_core::ErrorType;
     session.set_keepalive(None);
     match e.etype() {

@@ -15,6 +15,7 @@ use super::Stop;
 use crate::admit::validate::Inspected;
 use crate::config::{ApiKey, Model, Policy, Provider};
 use crate::error::{ErrorKind, GatewayError};
+use crate::listener::Session;
 use crate::proxy::attempt::Planned;
 use crate::proxy::attempt::{self, Answer, Call, Client, Failed, Tried};
 use crate::proxy::ctx::RequestCtx;
@@ -22,7 +23,6 @@ use crate::proxy::Gateway;
 use crate::runtime::Snapshot;
 use crate::state::limits::{Ask, Reservation};
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 use std::time::{Duration, Instant};
 
 /// What the chain needs to know of the request.
@@ -59,7 +59,7 @@ struct Progress<'s> {
 /// by the caller when the request fails).
 pub(super) async fn call<'s>(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     ch: &Chain<'_, 's>,
     (body, req): (Bytes, Inspected),
@@ -218,7 +218,7 @@ fn short_wait(e: &GatewayError, deadline: Option<Instant>) -> Option<Duration> {
 /// the client's answer.
 async fn plan_own(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     ch: &Chain<'_, '_>,
     (body, req): (Bytes, Inspected),
@@ -239,7 +239,7 @@ async fn plan_own(
 /// skip the fallback.
 async fn plan_fallback(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     ch: &Chain<'_, '_>,
     fb: &Model,

@@ -8,6 +8,7 @@ use crate::admit::validate;
 use crate::config::ApiKey;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use crate::listener::Session;
 use crate::protocol::spoke;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::respond;
@@ -15,12 +16,11 @@ use crate::proxy::tokenize::{self, Counted};
 use crate::proxy::Gateway;
 use crate::state::limits::Ask;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 
 /// Answers a count-tokens route: the input counted locally, in the family's shape.
 pub(super) async fn answer(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     key: &ApiKey,
     family: Family,
@@ -44,11 +44,7 @@ pub(super) async fn answer(
 
 /// Runs a token count in a tokenizer slot: its figure, or the stop for a
 /// client that went away (noticed by the gate, or by the count itself).
-pub async fn count_tokens<F>(
-    gw: &Gateway,
-    session: &mut ServerSession,
-    work: F,
-) -> Result<u64, Stop>
+pub async fn count_tokens<F>(gw: &Gateway, session: &mut Session, work: F) -> Result<u64, Stop>
 where
     F: FnOnce(&crate::admit::tokens::Cancel) -> Result<Option<u64>, GatewayError> + Send + 'static,
 {

@@ -15,6 +15,7 @@ use crate::config::{ApiKey, Continuation, Model};
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::ir::Usage as CanonicalUsage;
+use crate::listener::Session;
 use crate::obs::outcome::ErrorNote;
 use crate::protocol::responses::namespace::Namespaces;
 use crate::proxy::attempt::cool;
@@ -30,7 +31,6 @@ use crate::translate::passthrough::{self, Framing, Usage};
 use crate::translate::stream::{ClientStream, Resume};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 
 /// What delivering needs besides the answer.
 pub(super) struct Delivery<'a, 's> {
@@ -53,7 +53,7 @@ pub(super) struct Delivery<'a, 's> {
 /// the reservation settled, then answered.
 pub(super) async fn whole(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     answered: Box<Answered<'_>>,
     d: &mut Delivery<'_, '_>,
@@ -118,7 +118,7 @@ pub(super) async fn whole(
 /// whole life (`Answered` is about 700 bytes, `Delivery` about 400).
 pub(super) async fn stream(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     answered: Box<Answered<'_>>,
     d: &mut Delivery<'_, '_>,
@@ -205,7 +205,7 @@ struct Relayed<'s> {
 /// continuation taking over the client's stream while there may be one.
 async fn relay_segments<'s>(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     d: &Delivery<'_, 's>,
     pass: &mut ClientStream,
@@ -304,7 +304,7 @@ async fn relay_segments<'s>(
 /// be had (the caller ends the stream with the error event).
 async fn take_over<'s>(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     pass: &mut ClientStream,
     cut: &Cut<'_, 's>,

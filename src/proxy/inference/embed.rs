@@ -18,6 +18,7 @@ use super::{body, Stop};
 use crate::config::{ApiKey, Model};
 use crate::error::{ErrorKind, GatewayError};
 use crate::ir::embed::{EmbedInput, EmbedRequest, EmbedResponse, Retrieval};
+use crate::listener::Session;
 use crate::protocol::registry::embed;
 use crate::proxy::attempt::{self, Answer, Call, Failed, Planned, Tried};
 use crate::proxy::ctx::RequestCtx;
@@ -28,7 +29,6 @@ use crate::state::limits::{Ask, Reservation};
 use crate::translate::passthrough::Usage;
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 use std::sync::Arc;
 
 /// The 400 for a model whose `supported_actions` lack `action`.
@@ -50,7 +50,7 @@ pub(super) fn require_action(model: &Model, action: &str) -> Result<(), GatewayE
 /// Answers an embeddings request.
 pub(super) async fn run(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     route: &Route,
     snap: &Snapshot,
@@ -100,7 +100,7 @@ pub(super) struct Admit<'a> {
 /// body, within the context.
 pub(super) async fn admit<'a, 's>(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     snap: &'s Snapshot,
     key: &ApiKey,
@@ -187,7 +187,7 @@ fn split(req: &EmbedRequest, limit: usize) -> Vec<EmbedRequest> {
 /// count of a part whose upstream reported none.
 async fn embed_in_parts(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     snap: &Snapshot,
     t: &Target<'_, '_>,
@@ -326,7 +326,7 @@ async fn call_provider<'s>(
 /// (each is scored beside it) and every document.
 pub(super) async fn count_input(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     job: Arc<Retrieval>,
 ) -> Result<u64, Stop> {
     super::count::count_tokens(gw, session, move |cancel| {

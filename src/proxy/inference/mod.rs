@@ -28,12 +28,12 @@ use crate::admit::validate;
 use crate::config::ApiKey;
 use crate::error::GatewayError;
 use crate::family::Family;
+use crate::listener::Session;
 use crate::protocol::spoke;
 use crate::runtime::Snapshot;
 use crate::state::limits::Reservation;
 use crate::translate::passthrough::Framing;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 
 /// Why the exchange stopped early.
 pub enum Stop {
@@ -60,7 +60,7 @@ impl From<GatewayError> for Stop {
 )]
 pub fn handle<'a>(
     gw: &'a Gateway,
-    session: &'a mut ServerSession,
+    session: &'a mut Session,
     ctx: &'a mut RequestCtx,
     route: &'a Route,
     snap: &'a Snapshot,
@@ -103,7 +103,7 @@ pub fn handle<'a>(
 )]
 fn run<'a>(
     gw: &'a Gateway,
-    session: &'a mut ServerSession,
+    session: &'a mut Session,
     ctx: &'a mut RequestCtx,
     route: &'a Route,
     snap: &'a Snapshot,
@@ -209,7 +209,7 @@ const SESSION_HEADERS: [&str; 3] = ["x-claude-code-session-id", "session_id", "s
 /// affinity"): a session header's value, else what the peek found in the
 /// body (the client's cache key, else the stable prefix, hashed only if a
 /// pick compares upstreams by it). Never logged.
-fn affinity(session: &ServerSession, req: &validate::Inspected, body: &Bytes) -> SessionKey {
+fn affinity(session: &Session, req: &validate::Inspected, body: &Bytes) -> SessionKey {
     let headers = &session.req_header().headers;
     SESSION_HEADERS
         .iter()
@@ -250,7 +250,7 @@ fn invoke_envelope(route: &Route, body: Bytes) -> Result<(Bytes, Option<String>)
 }
 
 /// A header the client's protocol requires (Anthropic's `anthropic-version`).
-fn require_header(session: &ServerSession, family: Family) -> Result<(), GatewayError> {
+fn require_header(session: &Session, family: Family) -> Result<(), GatewayError> {
     match spoke(family).required_header {
         Some(h) if session.req_header().headers.get(h).is_none() => Err(
             GatewayError::invalid_param(h, format!("{h}: header is required")),
@@ -280,7 +280,7 @@ async fn stored_turn(
 /// client's trace; without telemetry, keeps the client's `traceparent` to
 /// forward when it is a valid W3C value (re-written in version 00's form;
 /// anything else is dropped and the upstream starts its own trace).
-fn start_trace(gw: &Gateway, session: &ServerSession, ctx: &mut RequestCtx, model: &str) {
+fn start_trace(gw: &Gateway, session: &Session, ctx: &mut RequestCtx, model: &str) {
     let client_traceparent = session
         .req_header()
         .headers
@@ -307,7 +307,7 @@ fn start_trace(gw: &Gateway, session: &ServerSession, ctx: &mut RequestCtx, mode
 
 /// The client's Anthropic beta surface (the `anthropic-beta` header, and
 /// `?beta=true`), forwarded to Anthropic upstreams of Anthropic requests.
-fn anthropic_beta(session: &ServerSession) -> (Option<String>, bool) {
+fn anthropic_beta(session: &Session) -> (Option<String>, bool) {
     let req = session.req_header();
     let header = req
         .headers

@@ -8,11 +8,11 @@ use super::Stop;
 use crate::admit::{policy, validate};
 use crate::config::Model;
 use crate::family::Family;
+use crate::listener::Session;
 use crate::proxy::attempt::Planned;
 use crate::proxy::Gateway;
 use crate::util::jsonedit;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 
 /// Carries out the policy's plan on the client's body: the upstream (same
 /// protocol or translated) sees the lowered cap and not the dropped fields,
@@ -46,7 +46,7 @@ fn apply_plan(
 /// the model asked for, and the reason a fallback is skipped.
 pub async fn plan_for(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     family: Family,
     req: validate::Inspected,
     body: Bytes,

@@ -15,19 +15,19 @@ use crate::config::ApiKey;
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
 use crate::ir::embed::Retrieval;
+use crate::listener::Session;
 use crate::protocol::rerank;
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::{respond, Gateway};
 use crate::runtime::Snapshot;
 use crate::state::limits::Reservation;
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 use std::sync::Arc;
 
 /// Answers a rerank request.
 pub(super) async fn run(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     snap: &Snapshot,
     key: &ApiKey,

@@ -14,13 +14,13 @@ use super::plan::plan_for;
 use super::resolve::fallback_target;
 use crate::admit::validate::{self, Inspected};
 use crate::config::{Continuation, Model, Prefill, Provider};
+use crate::listener::Session;
 use crate::protocol::spoke;
 use crate::proxy::attempt::{Answer, Failed, Planned, Tried};
 use crate::proxy::ctx::RequestCtx;
 use crate::proxy::Gateway;
 use crate::translate::continuation::{Partial, Splice};
 use bytes::Bytes;
-use pingora_core::protocols::http::ServerSession;
 use std::time::Instant;
 
 /// The most continuations one stream gets.
@@ -58,7 +58,7 @@ pub(super) struct Cut<'a, 's> {
 /// None when none could be had before the deadline.
 pub(super) async fn continue_answer<'s>(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     ctx: &mut RequestCtx,
     cut: &Cut<'_, 's>,
     partial: &Partial,
@@ -160,7 +160,7 @@ pub(super) async fn continue_answer<'s>(
 /// request to plan, the key may not use `m`, or `m` cannot take it).
 async fn fallback_plan(
     gw: &Gateway,
-    session: &mut ServerSession,
+    session: &mut Session,
     cut: &Cut<'_, '_>,
     m: &Model,
 ) -> Option<Planned> {

@@ -9,6 +9,9 @@ mod support;
 
 /// Clients that hold connections, heads or bodies open (item 9).
 mod client_resources;
+/// The HTTP/1 session's framing: refusals, pipelining, drained bodies,
+/// keep-alive (item 11).
+mod http1_framing;
 /// Secrets and unbounded client strings in the process's logs (items 3 and 8).
 mod log_secrets;
 /// Malformed client input answered as a client fault, never a server one

@@ -1,0 +1,683 @@
+//! One HTTP/1.x request on a client connection, read and answered: the
+//! head parsed with `httparse` into the `RequestHeader` the application
+//! reads, the body decoded off the connection's read buffer
+//! (`util::h1_body`), and the answer written into the connection's write
+//! buffer ([`Batched`]) and sent once per call.
+//!
+//! Pingora's HTTP/1 server session did this before, and was the largest
+//! fixed cost of a request (docs/performance.md "Issue 28, eighteenth
+//! pass"): it records each header name's case beside the header map
+//! (`RequestHeader::build`, `append_header_value`: a second map insert a
+//! header), serializes a response head into a fresh 4 KiB buffer, flushes
+//! after a chunked head, after every chunk and after the terminator (held
+//! by `Batched` until this session), and wraps each read and write in its
+//! own timer. This one keeps Pingora's wire behaviour where a client can
+//! see it:
+//!
+//! - the same limits on a head (1 MiB, 256 headers) and the same refusals
+//!   (RFC 9112): a `Transfer-Encoding` on HTTP/1.0 or one whose last coding
+//!   is not `chunked`, and a `Content-Length` that is not digits or differs
+//!   from another, are `400`; with both `Transfer-Encoding` and
+//!   `Content-Length` the length is dropped and the connection closed after
+//!   the answer;
+//! - keep-alive as the client asks (HTTP/1.1 unless `Connection: close`,
+//!   HTTP/1.0 only with `Connection: keep-alive`), and the `Date` and
+//!   `Connection` headers on every final answer;
+//! - the answer framed by its head: `Transfer-Encoding: chunked`, else its
+//!   `Content-Length`, else until close; none for `HEAD`, `204` and `304`;
+//! - a request's remaining body drained (within the drain timeout) before the
+//!   connection is reused, and a pipelined request's bytes kept for it.
+
+use super::batch::Batched;
+use crate::util::h1_body::{Body, Chunk};
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderName, HeaderValue, Method, StatusCode, Version};
+use pingora_core::protocols::http::date::get_cached_date;
+use pingora_core::{Error, ErrorType, OrErr, Result};
+use pingora_http::{RequestHeader, ResponseHeader};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The largest request head accepted (Pingora's `MAX_HEADER_SIZE`).
+const MAX_HEAD: usize = 1_048_575;
+/// Headers in one request head, at most (Pingora's `MAX_HEADERS`).
+const MAX_HEADERS: usize = 256;
+/// A body read takes up to this much at once.
+const BODY_READ: usize = 64 * 1024;
+/// A head read's room when the buffer is empty.
+const HEAD_READ: usize = 4 * 1024;
+
+/// How the answer's body is framed, and how far it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    /// No final head written yet.
+    Unstarted,
+    /// This many bytes still due.
+    Length(u64),
+    Chunked,
+    /// Until the connection closes.
+    UntilClose,
+    /// Complete (a chunked body's terminator written, a length reached).
+    Done,
+}
+
+/// One HTTP/1.x request and its answer (see the module doc).
+pub struct Http1 {
+    conn: Box<Batched>,
+    /// What was read and not yet taken: the head until it is parsed, then
+    /// body bytes, then a pipelined request's start.
+    buf: BytesMut,
+    req: Option<Box<RequestHeader>>,
+    body: Body,
+    body_read: usize,
+    /// The client allows keep-alive (its version and `Connection`).
+    client_keeps: bool,
+    /// The server's wish ([`Http1::set_keepalive`]); off once a framing
+    /// anomaly or a close-delimited answer rules reuse out.
+    server_keeps: bool,
+    out: Out,
+    /// The final answer's status, once written.
+    status: Option<StatusCode>,
+    head_only: bool,
+    continue_sent: bool,
+    /// The client closed its side (seen while waiting for it).
+    half_closed: bool,
+    /// A read while the body was done brought the next request's start.
+    next_stashed: bool,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+    drain_timeout: Option<Duration>,
+}
+
+impl Http1 {
+    /// A request on `conn`, starting with the bytes read ahead on it.
+    pub fn new(mut conn: Box<Batched>) -> Http1 {
+        let buf = conn.take_ahead();
+        Http1 {
+            conn,
+            buf,
+            req: None,
+            body: Body::Done,
+            body_read: 0,
+            client_keeps: false,
+            server_keeps: true,
+            out: Out::Unstarted,
+            status: None,
+            head_only: false,
+            continue_sent: false,
+            half_closed: false,
+            next_stashed: false,
+            read_timeout: None,
+            write_timeout: None,
+            drain_timeout: None,
+        }
+    }
+
+    /// Reads and parses the request head: true when there is one, false
+    /// when the client closed the connection before sending a byte of it.
+    /// A head that is no HTTP, too large, or framed ambiguously is an
+    /// `InvalidHTTPHeader` error (answered `400` by the caller).
+    pub async fn read_request(&mut self) -> Result<bool> {
+        loop {
+            if !self.buf.is_empty() {
+                if let Some(parsed) = parse_head(&self.buf)? {
+                    let head = self.buf.split_to(parsed.len).freeze();
+                    self.take_head(&head, &parsed)?;
+                    return Ok(true);
+                }
+                if self.buf.len() > MAX_HEAD {
+                    return Error::e_explain(
+                        ErrorType::InvalidHTTPHeader,
+                        format!("request head larger than {MAX_HEAD}"),
+                    );
+                }
+            }
+            self.buf.reserve(HEAD_READ);
+            let n = self
+                .conn
+                .read_buf(&mut self.buf)
+                .await
+                .or_err(ErrorType::ReadError, "while reading the request head")?;
+            if n == 0 {
+                if self.buf.is_empty() {
+                    return Ok(false);
+                }
+                return Error::e_explain(
+                    ErrorType::ConnectionClosed,
+                    "the client closed the connection within a request head",
+                );
+            }
+        }
+    }
+
+    /// Builds the request header from a parsed head (its values are
+    /// slices of `head`, not copies) and judges its framing.
+    fn take_head(&mut self, head: &Bytes, parsed: &Parsed) -> Result<()> {
+        let at = |[a, b]: [u32; 2]| &head[a as usize..b as usize];
+        let method = std::str::from_utf8(at(parsed.method)).unwrap_or("");
+        let mut req =
+            RequestHeader::build_no_case(method, at(parsed.path), Some(parsed.headers.len()))?;
+        let version = if parsed.minor == 0 {
+            Version::HTTP_10
+        } else {
+            Version::HTTP_11
+        };
+        req.set_version(version);
+        let mut te: Option<&[u8]> = None;
+        let mut length: Option<u64> = None;
+        let mut keep_alive = None;
+        for &[n0, n1, v0, v1] in &parsed.headers {
+            let (name, value) = (at([n0, n1]), at([v0, v1]));
+            let name = HeaderName::from_bytes(name)
+                .or_err(ErrorType::InvalidHTTPHeader, "invalid header name")?;
+            if name == header::TRANSFER_ENCODING {
+                te = Some(value);
+            } else if name == header::CONTENT_LENGTH {
+                length = Some(content_length(value, length)?);
+            } else if name == header::CONNECTION {
+                keep_alive = connection_keeps(value).or(keep_alive);
+            }
+            let value = HeaderValue::from_maybe_shared(head.slice(v0 as usize..v1 as usize))
+                .or_err(ErrorType::InvalidHTTPHeader, "invalid header value")?;
+            req.append_header(name, value)?;
+        }
+        self.client_keeps = keep_alive.unwrap_or(version == Version::HTTP_11);
+        self.body = match (te, length) {
+            (Some(te), _) => {
+                if version == Version::HTTP_10 {
+                    return Error::e_explain(
+                        ErrorType::InvalidHTTPHeader,
+                        "HTTP/1.0 requests cannot include Transfer-Encoding",
+                    );
+                }
+                if !last_coding_is_chunked(te) {
+                    return Error::e_explain(
+                        ErrorType::InvalidHTTPHeader,
+                        "non-chunked final Transfer-Encoding",
+                    );
+                }
+                if length.is_some() {
+                    // RFC 9112 6.3: the length is ignored, and the
+                    // connection is not reused.
+                    req.remove_header(&header::CONTENT_LENGTH);
+                    self.server_keeps = false;
+                }
+                Body::Chunked(Chunk::Size)
+            }
+            (None, Some(0) | None) => Body::Done,
+            (None, Some(n)) => Body::Length(n),
+        };
+        self.head_only = req.method == Method::HEAD;
+        self.req = Some(Box::new(req));
+        Ok(())
+    }
+
+    /// The request head. Panics before [`Http1::read_request`] succeeded.
+    pub fn req_header(&self) -> &RequestHeader {
+        self.req.as_deref().expect("read_request first")
+    }
+
+    /// `None`: the connection is closed after this answer. `Some`: it is
+    /// kept if the client allows it.
+    pub fn set_keepalive(&mut self, keep: Option<u64>) {
+        self.server_keeps = keep.is_some();
+    }
+
+    /// Whether the connection will be kept after this answer.
+    fn keeps(&self) -> bool {
+        self.server_keeps && self.client_keeps
+    }
+
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) {
+        self.read_timeout = t;
+    }
+
+    pub fn set_write_timeout(&mut self, t: Option<Duration>) {
+        self.write_timeout = t;
+    }
+
+    pub fn set_total_drain_timeout(&mut self, t: Option<Duration>) {
+        self.drain_timeout = t;
+    }
+
+    /// The next piece of the request body; `None` once it is complete.
+    pub async fn read_request_body(&mut self) -> Result<Option<Bytes>> {
+        loop {
+            match self.body.decode(&mut self.buf) {
+                Ok(Some(data)) => {
+                    self.body_read += data.len();
+                    return Ok(Some(data));
+                }
+                Ok(None) if self.body.is_done() => return Ok(None),
+                Ok(None) => {}
+                Err(e) => {
+                    self.server_keeps = false;
+                    return Error::e_explain(ErrorType::InvalidHTTPHeader, e.0);
+                }
+            }
+            let room = match self.body {
+                Body::Length(n) => (n as usize).clamp(1, BODY_READ),
+                _ => BODY_READ / 4,
+            };
+            self.buf.reserve(room);
+            let read = self.conn.read_buf(&mut self.buf);
+            let n = match self.read_timeout {
+                Some(t) => match tokio::time::timeout(t, read).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Error::e_explain(
+                            ErrorType::ReadTimedout,
+                            "while reading the request body",
+                        )
+                    }
+                },
+                None => read.await,
+            }
+            .or_err(ErrorType::ReadError, "while reading the request body")?;
+            if n == 0 {
+                self.server_keeps = false;
+                return Error::e_explain(
+                    ErrorType::ConnectionClosed,
+                    "the client closed the connection within the request body",
+                );
+            }
+        }
+    }
+
+    /// The request body when there is one to read, else a wait on the
+    /// connection: the client closing it is a `ConnectionClosed` error;
+    /// bytes from it (a pipelined request) are kept for the next request
+    /// and the wait goes on for ever.
+    pub async fn read_body_or_idle(&mut self, no_body_expected: bool) -> Result<Option<Bytes>> {
+        if !no_body_expected && !self.body.is_done() {
+            return self.read_request_body().await;
+        }
+        if self.half_closed || self.next_stashed {
+            if self.half_closed {
+                return Error::e_explain(ErrorType::ConnectionClosed, "the client left");
+            }
+            return std::future::pending().await;
+        }
+        self.buf.reserve(1);
+        let n = self
+            .conn
+            .read_buf(&mut self.buf)
+            .await
+            .or_err(ErrorType::ReadError, "while waiting on the client")?;
+        if n == 0 {
+            self.half_closed = true;
+            self.server_keeps = false;
+            return Error::e_explain(
+                ErrorType::ConnectionClosed,
+                if self.status.is_none() {
+                    "the client left before the answer's head"
+                } else {
+                    "the client left before the answer's end"
+                },
+            );
+        }
+        self.next_stashed = true;
+        std::future::pending().await
+    }
+
+    /// `100 Continue`, before the body is read, once.
+    pub async fn write_continue_response(&mut self) -> Result<()> {
+        if self.status.is_some() || self.continue_sent {
+            return Ok(());
+        }
+        self.continue_sent = true;
+        self.conn.stage(b"HTTP/1.1 100 Continue\r\n\r\n");
+        self.flush().await
+    }
+
+    /// Writes the answer's head (when given), then `data`, then the body's
+    /// end when `end`, and sends them together.
+    pub async fn write_response(
+        &mut self,
+        head: Option<Box<ResponseHeader>>,
+        data: Option<Bytes>,
+        end: bool,
+    ) -> Result<()> {
+        if let Some(h) = head {
+            self.stage_head(h)?;
+        }
+        let big = match data {
+            Some(d) if !d.is_empty() => self.stage_data(d)?,
+            _ => None,
+        };
+        if let Some(d) = big {
+            // Large data goes out after what is staged, without a copy.
+            let w = self.conn.write_all(&d);
+            match self.write_timeout {
+                Some(t) => tokio::time::timeout(t, w)
+                    .await
+                    .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+                None => w.await,
+            }
+            .or_err(ErrorType::WriteError, "while writing the response body")?;
+            if self.out == Out::Chunked {
+                self.conn.stage(b"\r\n");
+            }
+        }
+        if end {
+            self.stage_end();
+        }
+        self.flush().await
+    }
+
+    /// Puts the final head in the write buffer and sets the body's framing.
+    fn stage_head(&mut self, mut h: Box<ResponseHeader>) -> Result<()> {
+        if self.status.is_some() {
+            log::warn!("a response head was already sent; not sending another");
+            return Ok(());
+        }
+        let status = h.status;
+        self.out = if self.head_only
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
+            Out::Done
+        } else if h
+            .headers
+            .get(header::TRANSFER_ENCODING)
+            .is_some_and(|v| last_coding_is_chunked(v.as_bytes()))
+        {
+            Out::Chunked
+        } else {
+            match h.headers.get(header::CONTENT_LENGTH).map(|v| v.as_bytes()) {
+                Some(v) => match content_length(v, None) {
+                    Ok(0) => Out::Done,
+                    Ok(n) => Out::Length(n),
+                    Err(_) => Out::UntilClose,
+                },
+                None => Out::UntilClose,
+            }
+        };
+        if self.out == Out::UntilClose {
+            self.server_keeps = false;
+        }
+        h.insert_header(header::DATE, get_cached_date())?;
+        let connection = if self.keeps() { "keep-alive" } else { "close" };
+        h.insert_header(header::CONNECTION, connection)?;
+        let version: &[u8] = if h.version == Version::HTTP_10 {
+            b"HTTP/1.0 "
+        } else {
+            b"HTTP/1.1 "
+        };
+        let reason = h.get_reason_phrase().unwrap_or("");
+        let room = 32 + reason.len() + h.headers.len() * 48;
+        self.conn.stage_with(room, |buf| {
+            buf.extend_from_slice(version);
+            buf.extend_from_slice(status.as_str().as_bytes());
+            buf.push(b' ');
+            buf.extend_from_slice(reason.as_bytes());
+            buf.extend_from_slice(b"\r\n");
+            h.header_to_h1_wire(buf);
+            buf.extend_from_slice(b"\r\n");
+        });
+        self.status = Some(status);
+        Ok(())
+    }
+
+    /// Puts body data in the write buffer as its framing says; data too
+    /// large to copy is given back (its chunk-size line staged) for the
+    /// caller to write after the buffer.
+    fn stage_data(&mut self, data: Bytes) -> Result<Option<Bytes>> {
+        let data = match self.out {
+            Out::Unstarted => {
+                return Error::e_explain(ErrorType::WriteError, "body before the response head")
+            }
+            Out::Done => return Ok(None),
+            Out::Length(left) => {
+                let take = left.min(data.len() as u64);
+                if take < data.len() as u64 {
+                    log::warn!("response body longer than its content-length; cut");
+                }
+                self.out = match left - take {
+                    0 => Out::Done,
+                    n => Out::Length(n),
+                };
+                data.slice(..take as usize)
+            }
+            Out::Chunked => {
+                let mut line = [0u8; 18];
+                let n = chunk_line(data.len(), &mut line);
+                self.conn.stage(&line[..n]);
+                data
+            }
+            Out::UntilClose => data,
+        };
+        if data.len() >= super::batch::MAX {
+            return Ok(Some(data));
+        }
+        self.conn.stage(&data);
+        if self.out == Out::Chunked {
+            self.conn.stage(b"\r\n");
+        }
+        Ok(None)
+    }
+
+    /// Ends the body: a chunked body's terminator.
+    fn stage_end(&mut self) {
+        match self.out {
+            Out::Chunked => {
+                self.conn.stage(b"0\r\n\r\n");
+                self.out = Out::Done;
+            }
+            Out::UntilClose => self.out = Out::Done,
+            _ => {}
+        }
+    }
+
+    /// Sends what is staged, within the write timeout.
+    async fn flush(&mut self) -> Result<()> {
+        let f = self.conn.flush();
+        match self.write_timeout {
+            Some(t) => match tokio::time::timeout(t, f).await {
+                Ok(r) => r.or_err(ErrorType::WriteError, "while writing the response"),
+                Err(_) => Error::e_explain(ErrorType::WriteTimedout, "while writing the response"),
+            },
+            None => f
+                .await
+                .or_err(ErrorType::WriteError, "while writing the response"),
+        }
+    }
+
+    /// A bare error answer (`Content-Length: 0`), the connection closed after it.
+    pub async fn respond_error(&mut self, code: u16) -> Result<()> {
+        self.server_keeps = false;
+        if self.status.is_some() {
+            return Ok(());
+        }
+        let head = pingora_core::protocols::http::error_resp::gen_error_response(code);
+        self.write_response(Some(Box::new(head)), None, true).await
+    }
+
+    /// Closes the connection (what is staged is sent first).
+    pub async fn shutdown(&mut self) {
+        let _ = self.conn.shutdown().await;
+    }
+
+    /// The request is answered: the connection back for the next request
+    /// (the rest of this one's body drained, a pipelined request's start
+    /// kept for it), or `None` when it is not to be reused (then closed).
+    pub async fn finish(mut self: Box<Self>) -> Result<Option<Box<Batched>>> {
+        if self.out == Out::Chunked {
+            self.stage_end();
+            self.flush().await?;
+        }
+        if !self.keeps() || self.out != Out::Done || self.half_closed {
+            self.shutdown().await;
+            return Ok(None);
+        }
+        if !self.body.is_done() {
+            let limit = self.drain_timeout;
+            let drain = async {
+                while self.read_request_body().await?.is_some() {}
+                Ok::<(), Box<Error>>(())
+            };
+            match limit {
+                Some(t) => tokio::time::timeout(t, drain).await.unwrap_or_else(|_| {
+                    Error::e_explain(ErrorType::ReadTimedout, "draining the request body")
+                })?,
+                None => drain.await?,
+            }
+        }
+        let Http1 { mut conn, buf, .. } = *self;
+        conn.put_ahead(buf);
+        Ok(Some(conn))
+    }
+
+    /// The connection's write buffer is given back once the next write
+    /// has sent it (a stream's relay waits for its upstream between writes).
+    pub fn shed_after_write(&mut self) {
+        self.conn.shed_next();
+    }
+}
+
+/// Where a parsed request head's parts are, as offsets into it.
+struct Parsed {
+    /// The head's length, blank line included.
+    len: usize,
+    /// HTTP/1.`minor`.
+    minor: u8,
+    method: [u32; 2],
+    path: [u32; 2],
+    /// Each header's name and value.
+    headers: Vec<[u32; 4]>,
+}
+
+/// Parses a request head at the start of `buf`: `None` while incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<Parsed>> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => {
+            return Error::e_explain(
+                ErrorType::InvalidHTTPHeader,
+                format!("invalid request head ({e})"),
+            )
+        }
+    };
+    let base = buf.as_ptr() as usize;
+    let span = |s: &[u8]| {
+        let a = (s.as_ptr() as usize - base) as u32;
+        [a, a + s.len() as u32]
+    };
+    let headers = req
+        .headers
+        .iter()
+        .map(|h| {
+            let ([n0, n1], [v0, v1]) = (span(h.name.as_bytes()), span(h.value));
+            [n0, n1, v0, v1]
+        })
+        .collect();
+    Ok(Some(Parsed {
+        len,
+        minor: req.version.unwrap_or(1),
+        method: span(req.method.unwrap_or("").as_bytes()),
+        path: span(req.path.unwrap_or("").as_bytes()),
+        headers,
+    }))
+}
+
+/// A `Content-Length` value (digits, or a list of equal ones), agreeing
+/// with an earlier one when there is one (RFC 9110 8.6).
+fn content_length(v: &[u8], earlier: Option<u64>) -> Result<u64> {
+    let mut length = earlier;
+    for part in v.split(|&b| b == b',') {
+        let part = part.trim_ascii();
+        if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
+            return Error::e_explain(ErrorType::InvalidHTTPHeader, "invalid Content-Length");
+        }
+        let n = part.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+        if length.is_some_and(|l| l != n) {
+            return Error::e_explain(ErrorType::InvalidHTTPHeader, "conflicting Content-Length");
+        }
+        length = Some(n);
+    }
+    match length {
+        Some(n) => Ok(n),
+        None => Error::e_explain(ErrorType::InvalidHTTPHeader, "empty Content-Length"),
+    }
+}
+
+/// Whether a `Transfer-Encoding` value's last coding is `chunked`.
+fn last_coding_is_chunked(v: &[u8]) -> bool {
+    let last = v.rsplit(|&b| b == b',').next().unwrap_or_default();
+    last.trim_ascii().eq_ignore_ascii_case(b"chunked")
+}
+
+/// What a `Connection` value says of keep-alive: `close` wins, then
+/// `keep-alive`; `None` when it names neither.
+fn connection_keeps(v: &[u8]) -> Option<bool> {
+    let mut keep = None;
+    for token in v.split(|&b| b == b',') {
+        let token = token.trim_ascii();
+        if token.eq_ignore_ascii_case(b"close") {
+            return Some(false);
+        }
+        if token.eq_ignore_ascii_case(b"keep-alive") {
+            keep = Some(true);
+        }
+    }
+    keep
+}
+
+/// A chunk-size line for `len` bytes (`1A3\r\n`) into `out`; its length.
+fn chunk_line(len: usize, out: &mut [u8; 18]) -> usize {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let digits = (usize::BITS - len.leading_zeros()).div_ceil(4).max(1) as usize;
+    for i in 0..digits {
+        out[digits - 1 - i] = HEX[(len >> (4 * i)) & 0xf];
+    }
+    out[digits] = b'\r';
+    out[digits + 1] = b'\n';
+    digits + 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_lines_are_uppercase_hex() {
+        let mut out = [0u8; 18];
+        for len in [0usize, 1, 9, 10, 15, 16, 255, 4096, 0x1A3, usize::MAX] {
+            let n = chunk_line(len, &mut out);
+            assert_eq!(&out[..n], format!("{len:X}\r\n").as_bytes());
+        }
+    }
+
+    #[test]
+    fn content_lengths_are_digits_and_agree() {
+        assert_eq!(content_length(b"42", None).unwrap(), 42);
+        assert_eq!(content_length(b"42, 42", None).unwrap(), 42);
+        assert_eq!(content_length(b"42", Some(42)).unwrap(), 42);
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"+1",
+            b"4 2",
+            b"0x10",
+            b"42, 43",
+            b"99999999999999999999",
+        ] {
+            assert!(content_length(bad, None).is_err(), "{bad:?}");
+        }
+        assert!(content_length(b"42", Some(41)).is_err());
+    }
+
+    #[test]
+    fn connection_and_transfer_encoding_tokens() {
+        assert_eq!(connection_keeps(b"close"), Some(false));
+        assert_eq!(connection_keeps(b"Keep-Alive"), Some(true));
+        assert_eq!(connection_keeps(b"keep-alive, Close"), Some(false));
+        assert_eq!(connection_keeps(b"upgrade"), None);
+        assert!(last_coding_is_chunked(b"gzip, Chunked "));
+        assert!(!last_coding_is_chunked(b"chunked, gzip"));
+        assert!(!last_coding_is_chunked(b""));
+    }
+}
