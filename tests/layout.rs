@@ -64,11 +64,12 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     ("obs", &["adjust", "error", "family", "util"]),
     ("state", &["config", "error", "family", "ir", "obs", "util"]),
-    ("listener", &["error"]),
+    ("listener", &["error", "util"]),
     (
         "admin",
         &[
-            "config", "error", "family", "identity", "obs", "runtime", "state", "upstream", "util",
+            "config", "error", "family", "identity", "listener", "obs", "runtime", "state",
+            "upstream", "util",
         ],
     ),
     (

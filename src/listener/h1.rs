@@ -31,7 +31,7 @@
 use super::batch::Batched;
 use crate::util::h1_body::{Body, Chunk};
 use bytes::{Bytes, BytesMut};
-use http::{header, HeaderName, HeaderValue, Method, StatusCode, Version};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 use pingora_core::protocols::http::date::get_cached_date;
 use pingora_core::{Error, ErrorType, OrErr, Result};
 use pingora_http::{RequestHeader, ResponseHeader};
@@ -118,20 +118,24 @@ impl Http1 {
     /// A head that is no HTTP, too large, or framed ambiguously is an
     /// `InvalidHTTPHeader` error (answered `400` by the caller).
     pub async fn read_request(&mut self) -> Result<bool> {
+        // Bytes already looked through for a head's end (a trickled head
+        // is parsed again only when its end may have come, not per read).
+        let mut scanned = 0;
         loop {
-            if !self.buf.is_empty() {
+            if !self.buf.is_empty() && worth_parsing(&self.buf, scanned) {
                 if let Some(parsed) = parse_head(&self.buf)? {
                     let head = self.buf.split_to(parsed.len).freeze();
                     self.take_head(&head, &parsed)?;
                     return Ok(true);
                 }
-                if self.buf.len() > MAX_HEAD {
-                    return Error::e_explain(
-                        ErrorType::InvalidHTTPHeader,
-                        format!("request head larger than {MAX_HEAD}"),
-                    );
-                }
             }
+            if self.buf.len() > MAX_HEAD {
+                return Error::e_explain(
+                    ErrorType::InvalidHTTPHeader,
+                    format!("request head larger than {MAX_HEAD}"),
+                );
+            }
+            scanned = self.buf.len();
             self.buf.reserve(HEAD_READ);
             let n = self
                 .conn
@@ -155,14 +159,12 @@ impl Http1 {
     fn take_head(&mut self, head: &Bytes, parsed: &Parsed) -> Result<()> {
         let at = |[a, b]: [u32; 2]| &head[a as usize..b as usize];
         let method = std::str::from_utf8(at(parsed.method)).unwrap_or("");
-        let mut req =
-            RequestHeader::build_no_case(method, at(parsed.path), Some(parsed.headers.len()))?;
         let version = if parsed.minor == 0 {
             Version::HTTP_10
         } else {
             Version::HTTP_11
         };
-        req.set_version(version);
+        let mut headers = HeaderMap::with_capacity(parsed.headers.len());
         let mut te: Option<&[u8]> = None;
         let mut length: Option<u64> = None;
         let mut keep_alive = None;
@@ -179,7 +181,9 @@ impl Http1 {
             }
             let value = HeaderValue::from_maybe_shared(head.slice(v0 as usize..v1 as usize))
                 .or_err(ErrorType::InvalidHTTPHeader, "invalid header value")?;
-            req.append_header(name, value)?;
+            headers
+                .try_append(name, value)
+                .or_err(ErrorType::InvalidHTTPHeader, "too many headers")?;
         }
         self.client_keeps = keep_alive.unwrap_or(version == Version::HTTP_11);
         self.body = match (te, length) {
@@ -199,7 +203,7 @@ impl Http1 {
                 if length.is_some() {
                     // RFC 9112 6.3: the length is ignored, and the
                     // connection is not reused.
-                    req.remove_header(&header::CONTENT_LENGTH);
+                    headers.remove(header::CONTENT_LENGTH);
                     self.server_keeps = false;
                 }
                 Body::Chunked(Chunk::Size)
@@ -207,8 +211,15 @@ impl Http1 {
             (None, Some(0) | None) => Body::Done,
             (None, Some(n)) => Body::Length(n),
         };
-        self.head_only = req.method == Method::HEAD;
-        self.req = Some(Box::new(req));
+        // The method and target parsed and checked by Pingora's builder;
+        // the headers set as one map (its `append_header` parses each
+        // name again from its bytes, about 900 instructions a header).
+        let req = RequestHeader::build_no_case(method, at(parsed.path), Some(0))?;
+        let mut parts: http::request::Parts = req.into();
+        parts.version = version;
+        parts.headers = headers;
+        self.head_only = parts.method == Method::HEAD;
+        self.req = Some(Box::new(parts.into()));
         Ok(())
     }
 
@@ -366,7 +377,7 @@ impl Http1 {
     }
 
     /// Puts the final head in the write buffer and sets the body's framing.
-    fn stage_head(&mut self, mut h: Box<ResponseHeader>) -> Result<()> {
+    fn stage_head(&mut self, h: Box<ResponseHeader>) -> Result<()> {
         if self.status.is_some() {
             log::warn!("a response head was already sent; not sending another");
             return Ok(());
@@ -382,7 +393,17 @@ impl Http1 {
             .get(header::TRANSFER_ENCODING)
             .is_some_and(|v| last_coding_is_chunked(v.as_bytes()))
         {
-            Out::Chunked
+            if self
+                .req
+                .as_ref()
+                .is_some_and(|r| r.version == Version::HTTP_10)
+            {
+                // An HTTP/1.0 client reads no chunks: the body runs to the
+                // connection's close (RFC 9112 6.1).
+                Out::UntilClose
+            } else {
+                Out::Chunked
+            }
         } else {
             match h.headers.get(header::CONTENT_LENGTH).map(|v| v.as_bytes()) {
                 Some(v) => match content_length(v, None) {
@@ -396,15 +417,26 @@ impl Http1 {
         if self.out == Out::UntilClose {
             self.server_keeps = false;
         }
-        h.insert_header(header::DATE, get_cached_date())?;
+        // Set in the head's map by their typed names (Pingora's
+        // `insert_header` parses each name again from its bytes). No
+        // answer here sets its own reason phrase, which the map's parts
+        // would not carry.
+        let mut parts: http::response::Parts = (*h).into();
+        if self.out == Out::UntilClose {
+            parts.headers.remove(header::TRANSFER_ENCODING);
+        }
+        parts.headers.insert(header::DATE, get_cached_date());
         let connection = if self.keeps() { "keep-alive" } else { "close" };
-        h.insert_header(header::CONNECTION, connection)?;
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static(connection));
+        let h = ResponseHeader::from(parts);
         let version: &[u8] = if h.version == Version::HTTP_10 {
             b"HTTP/1.0 "
         } else {
             b"HTTP/1.1 "
         };
-        let reason = h.get_reason_phrase().unwrap_or("");
+        let reason = status.canonical_reason().unwrap_or("");
         let room = 32 + reason.len() + h.headers.len() * 48;
         self.conn.stage_with(room, |buf| {
             buf.extend_from_slice(version);
@@ -535,6 +567,20 @@ impl Http1 {
     }
 }
 
+/// Whether `buf`, looked through up to `scanned` before its last read, is
+/// worth parsing: while short (so bytes that are no HTTP are refused at
+/// once), or when its new bytes may end the head (a blank line, CRLF or
+/// bare LF, which `httparse` both accepts). A head trickled a few bytes a
+/// read is not parsed again from its start at each one.
+fn worth_parsing(buf: &[u8], scanned: usize) -> bool {
+    if buf.len() <= HEAD_READ {
+        return true;
+    }
+    let from = scanned.saturating_sub(3);
+    let new = &buf[from..];
+    memchr::memmem::find(new, b"\n\n").is_some() || memchr::memmem::find(new, b"\n\r\n").is_some()
+}
+
 /// Where a parsed request head's parts are, as offsets into it.
 struct Parsed {
     /// The head's length, blank line included.
@@ -648,6 +694,22 @@ mod tests {
         for len in [0usize, 1, 9, 10, 15, 16, 255, 4096, 0x1A3, usize::MAX] {
             let n = chunk_line(len, &mut out);
             assert_eq!(&out[..n], format!("{len:X}\r\n").as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_long_head_is_parsed_again_only_when_its_end_may_have_come() {
+        let short = b"GET / HTTP/1.1\r\nx: y";
+        assert!(worth_parsing(short, short.len()));
+        let mut long = b"GET / HTTP/1.1\r\n".to_vec();
+        long.resize(HEAD_READ + 100, b'a');
+        assert!(!worth_parsing(&long, 0));
+        for end in [&b"\r\n\r\n"[..], b"\n\n", b"\n\r\n"] {
+            // The end split across the last read: found from 3 bytes back.
+            let mut l = long.clone();
+            l.extend_from_slice(end);
+            assert!(worth_parsing(&l, l.len() - 1), "{end:?}");
+            assert!(!worth_parsing(&l, l.len() + 3), "{end:?}");
         }
     }
 

@@ -5,8 +5,8 @@
 //! but not the head as a whole, keeps an HTTP/1.1 keep-alive connection for
 //! ever, and accepts until the process runs out of descriptors (then logs
 //! `Accept() failed … Too many open files` every second while new clients
-//! hang). [`Guarded`] wraps a listener's HTTP application, without forking
-//! Pingora, and runs each connection's HTTP/1 loop (or HTTP/2 accept loop) itself:
+//! hang). [`Guarded`] runs a listener's HTTP application, and each
+//! connection's HTTP/1 loop (or HTTP/2 accept loop), itself:
 //!
 //! - **connection cap**: past `max_connections` open connections, the
 //!   longest-idle keep-alive connection is closed to make room; with none
@@ -42,14 +42,15 @@
 //!   HTTP/2 if the client chose `h2` by ALPN; without TLS,
 //!   [`Guarded::with_h2c`] serves a connection that opens with the HTTP/2
 //!   preface as HTTP/2 (`http2.rs`: how each limit applies there).
-//! - **batched writes**: each connection's writes wait in one buffer for
-//!   Pingora's flush, and a flush can be held so a head and its first
-//!   bytes, or a stream's last frames and its end, go out in one send
-//!   ([`hold_flushes`], `batch.rs`).
+//! - **HTTP/1 on our own session** (`h1.rs`; HTTP/2 stays on Pingora's):
+//!   each write's head, data and end leave in one send through the
+//!   connection's buffer (`batch.rs`); [`Session`] is a request as the
+//!   applications see it, either kind.
 //!
-//! [`Served`] is the metrics listener's HTTP application: Pingora's
-//! `HttpServer` without its error lines that print the whole request head
-//! (a 1 MiB URI made a 1 MiB ERROR line per request).
+//! [`Served`] is the metrics listener's HTTP application, over a
+//! [`Respond`]: like Pingora's `HttpServer`, without its error lines that
+//! print the whole request head (a 1 MiB URI made a 1 MiB ERROR line per
+//! request).
 
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::{Ssl, Stream, ALPN};

@@ -343,3 +343,26 @@ async fn keep_alive_is_what_the_client_asks() {
         }
     }
 }
+
+/// An HTTP/1.0 client reads no chunks: a stream's answer runs to the
+/// connection's close, its frames unframed.
+#[tokio::test]
+async fn a_stream_to_an_http10_client_is_delimited_by_the_close() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
+    let body = crate::common::families::openai_body("gpt-5", "hi", None, true).to_string();
+    let req = format!(
+        "POST {CHAT} HTTP/1.0\r\nhost: x\r\nauthorization: Bearer {KEY}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut c = Client::connect(&gw).await;
+    c.send(req.as_bytes()).await;
+    let a = c.answer(true).await.unwrap();
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.header("transfer-encoding"), None, "{a:?}");
+    assert_eq!(a.header("connection"), Some("close"), "{a:?}");
+    while c.fill().await {}
+    let text = String::from_utf8_lossy(&c.buf);
+    assert!(text.starts_with("data: {"), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}
