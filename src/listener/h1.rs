@@ -223,9 +223,12 @@ impl Http1 {
         Ok(())
     }
 
-    /// The request head. Panics before [`Http1::read_request`] succeeded.
+    /// The request head; an empty `GET /` before [`Http1::read_request`]
+    /// succeeded (Pingora's session panics there).
     pub fn req_header(&self) -> &RequestHeader {
-        self.req.as_deref().expect("read_request first")
+        static NONE: std::sync::LazyLock<RequestHeader> =
+            std::sync::LazyLock::new(|| http::Request::new(()).into_parts().0.into());
+        self.req.as_deref().unwrap_or(&NONE)
     }
 
     /// `None`: the connection is closed after this answer. `Some`: it is

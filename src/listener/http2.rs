@@ -158,7 +158,7 @@ impl<A: App> Guarded<A> {
                         let _open = open;
                         let _ = app
                             .serve_request(
-                                Session::H2(ServerSession::new_http2(session)),
+                                Session::H2(Box::new(ServerSession::new_http2(session))),
                                 &shutdown,
                             )
                             .await;

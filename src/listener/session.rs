@@ -14,7 +14,9 @@ use std::time::Duration;
 /// A request and its answer (see the module doc).
 pub enum Session {
     H1(Box<Http1>),
-    H2(ServerSession),
+    /// Boxed: Pingora's session is 680 bytes, and every future that holds
+    /// a request (a stream's for its whole life) would hold that room.
+    H2(Box<ServerSession>),
 }
 
 impl Session {
