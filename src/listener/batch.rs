@@ -149,6 +149,43 @@ impl Batched {
         self.shed = true;
     }
 
+    /// Sends what the buffer holds, then `data`, then `suffix`, in one
+    /// vectored write: `data` is not copied when the connection takes it
+    /// all. What the write leaves is buffered (copied) for the next flush.
+    /// A connection whose writes are not vectored (TLS) takes the buffer
+    /// alone, and the rest is copied as a plain write would.
+    pub async fn write_through(&mut self, data: &[u8], suffix: &[u8]) -> io::Result<()> {
+        let n = std::future::poll_fn(|cx| {
+            let parts = [
+                io::IoSlice::new(&self.buf[self.sent..]),
+                io::IoSlice::new(data),
+                io::IoSlice::new(suffix),
+            ];
+            Pin::new(&mut self.inner).poll_write_vectored(cx, &parts)
+        })
+        .await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let held = self.buf.len() - self.sent;
+        if n < held {
+            self.sent += n;
+            self.stage(data);
+            self.stage(suffix);
+            return Ok(());
+        }
+        self.sent = 0;
+        self.buf.clear();
+        let n = n - held;
+        if n < data.len() {
+            self.stage(&data[n..]);
+            self.stage(suffix);
+        } else {
+            self.stage(&suffix[n - data.len()..]);
+        }
+        Ok(())
+    }
+
     /// Room for `n` more bytes, and [`SLACK`] after them when the buffer
     /// has to grow.
     fn reserve(&mut self, n: usize) {
@@ -373,6 +410,46 @@ mod tests {
         assert!(b.buf.is_empty() && b.buf.capacity() > 0);
         client.read_exact(&mut got[..4]).await.unwrap();
         assert_eq!(&got[..4], b"next");
+    }
+
+    #[tokio::test]
+    async fn written_through_data_follows_the_buffer_and_is_not_copied() {
+        let (mut b, mut client) = pair().await;
+        b.stage(b"head ");
+        let data = vec![b'x'; 10_000];
+        b.write_through(&data, b" end").await.unwrap();
+        // All taken by the socket: nothing was copied into the buffer.
+        assert!(b.buf.is_empty(), "{}", b.buf.len());
+        b.flush().await.unwrap();
+        let mut got = vec![0u8; 5 + data.len() + 4];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got[..5], b"head ");
+        assert!(got[5..5 + data.len()].iter().all(|&c| c == b'x'));
+        assert_eq!(&got[5 + data.len()..], b" end");
+    }
+
+    #[tokio::test]
+    async fn what_a_full_socket_leaves_of_a_write_through_is_sent_in_order() {
+        let (mut b, mut client) = pair().await;
+        // More than the socket buffers take at once, while nobody reads.
+        let data: Vec<u8> = (0..8_000_000u32).map(|i| (i % 251) as u8).collect();
+        let expected = {
+            let mut e = b"head ".to_vec();
+            e.extend_from_slice(&data);
+            e.extend_from_slice(b" end");
+            e
+        };
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            client.read_to_end(&mut got).await.unwrap();
+            assert!(got == expected, "the bytes arrived out of order or cut");
+        });
+        b.stage(b"head ");
+        b.write_through(&data, b" end").await.unwrap();
+        b.flush().await.unwrap();
+        Shutdown::shutdown(&mut b).await;
+        reader.await.unwrap();
     }
 
     #[tokio::test]

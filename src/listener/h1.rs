@@ -46,6 +46,11 @@ const MAX_HEADERS: usize = 256;
 const BODY_READ: usize = 64 * 1024;
 /// A head read's room when the buffer is empty.
 const HEAD_READ: usize = 4 * 1024;
+/// Body data from this size on is written from where it is, beside what
+/// the buffer holds (`Batched::write_through`), not copied into it: a
+/// stream's burst of frames (15 kB on S2) was copied, into a buffer grown
+/// for it and freed after the send.
+const WRITE_THROUGH: usize = 4 * 1024;
 
 /// How the answer's body is framed, and how far it is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,8 +365,19 @@ impl Http1 {
             _ => None,
         };
         if let Some(d) = big {
-            // Large data goes out after what is staged, without a copy.
-            let w = self.conn.write_all(&d);
+            // After what is staged, with its chunk's CRLF (and the
+            // terminator when this is the end) in the same vectored write:
+            // the data is not copied into the buffer.
+            let chunked = self.out == Out::Chunked;
+            let suffix: &[u8] = match (chunked, end) {
+                (true, true) => b"\r\n0\r\n\r\n",
+                (true, false) => b"\r\n",
+                (false, _) => b"",
+            };
+            if chunked && end {
+                self.out = Out::Done;
+            }
+            let w = self.conn.write_through(&d, suffix);
             match self.write_timeout {
                 Some(t) => tokio::time::timeout(t, w)
                     .await
@@ -369,9 +385,6 @@ impl Http1 {
                 None => w.await,
             }
             .or_err(ErrorType::WriteError, "while writing the response body")?;
-            if self.out == Out::Chunked {
-                self.conn.stage(b"\r\n");
-            }
         }
         if end {
             self.stage_end();
@@ -454,9 +467,9 @@ impl Http1 {
         Ok(())
     }
 
-    /// Puts body data in the write buffer as its framing says; data too
-    /// large to copy is given back (its chunk-size line staged) for the
-    /// caller to write after the buffer.
+    /// Puts body data in the write buffer as its framing says; data of
+    /// [`WRITE_THROUGH`] bytes or more is given back (its chunk-size line
+    /// staged) for the caller to write after the buffer.
     fn stage_data(&mut self, data: Bytes) -> Result<Option<Bytes>> {
         let data = match self.out {
             Out::Unstarted => {
@@ -482,7 +495,7 @@ impl Http1 {
             }
             Out::UntilClose => data,
         };
-        if data.len() >= super::batch::MAX {
+        if data.len() >= WRITE_THROUGH {
             return Ok(Some(data));
         }
         self.conn.stage(&data);
