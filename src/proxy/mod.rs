@@ -236,7 +236,7 @@ impl crate::listener::App for Gateway {
         _shutdown: &ShutdownWatch,
     ) -> impl std::future::Future<Output = Option<Box<crate::listener::Batched>>> + Send {
         async move {
-            // Boxed: the head read's state (1.4 KB: Pingora's parse and the
+            // Boxed: the head read's state (the parse and the
             // select with the shutdown's cut) would otherwise size this
             // request's state for its whole life, an open stream's included.
             if !Box::pin(crate::listener::read_head(&mut session, "client listener")).await {

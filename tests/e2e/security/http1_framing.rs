@@ -140,6 +140,9 @@ fn chat(extra: &str) -> String {
 
 const HEALTH: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n";
 
+/// A chat request's body, answered whole by the mock.
+const CHAT_BODY: &str = r#"{"model":"gpt-5","messages":[{"role":"user","content":"hi"}]}"#;
+
 #[tokio::test]
 async fn refused_framings_are_a_400_and_a_closed_connection() {
     let mock = MockUpstream::start().await;
@@ -197,10 +200,7 @@ async fn a_head_over_a_mebibyte_is_refused() {
 async fn chunked_wins_over_a_length_and_the_connection_is_closed() {
     let mock = MockUpstream::start().await;
     let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
-    let body = format!(
-        r#"{{"model":"{}","messages":[{{"role":"user","content":"hi"}}]}}"#,
-        "gpt-5"
-    );
+    let body = CHAT_BODY;
     let mut c = Client::connect(&gw).await;
     let mut req = chat("transfer-encoding: chunked\r\ncontent-length: 5\r\n").into_bytes();
     req.extend_from_slice(format!("{:x}\r\n{body}\r\n0\r\n\r\n", body.len()).as_bytes());
@@ -219,10 +219,7 @@ async fn chunked_wins_over_a_length_and_the_connection_is_closed() {
 async fn pipelined_requests_are_answered_in_order() {
     let mock = MockUpstream::start().await;
     let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
-    let body = format!(
-        r#"{{"model":"{}","messages":[{{"role":"user","content":"hi"}}]}}"#,
-        "gpt-5"
-    );
+    let body = CHAT_BODY;
     let mut all = Vec::new();
     all.extend_from_slice(HEALTH);
     all.extend_from_slice(chat(&format!("content-length: {}\r\n", body.len())).as_bytes());
