@@ -25,8 +25,9 @@
 //!   `Connection` headers on every final answer;
 //! - the answer framed by its head: `Transfer-Encoding: chunked`, else its
 //!   `Content-Length`, else until close; none for `HEAD`, `204` and `304`;
-//! - a request's remaining body drained (within the drain timeout) before the
-//!   connection is reused, and a pipelined request's bytes kept for it.
+//! - a request's remaining body drained (within the drain timeout, up to
+//!   1 MiB: a longer one closes the connection) before the connection is
+//!   reused, and a pipelined request's bytes kept for it.
 
 use super::batch::Batched;
 use crate::util::h1_body::{Body, Chunk};
@@ -46,6 +47,10 @@ const MAX_HEADERS: usize = 256;
 const BODY_READ: usize = 64 * 1024;
 /// A head read's room when the buffer is empty.
 const HEAD_READ: usize = 4 * 1024;
+/// The most of a request body left unread (an answer before it, such as a
+/// `401`) that is read and dropped to keep the connection; past it the
+/// connection is closed (nginx's lingering close bounds the same).
+const MAX_DRAIN: usize = 1024 * 1024;
 /// Body data from this size on is written from where it is, beside what
 /// the buffer holds (`Batched::write_through`), not copied into it: a
 /// stream's burst of frames (15 kB on S2) was copied, into a buffer grown
@@ -430,7 +435,11 @@ impl Http1 {
                 None => Out::UntilClose,
             }
         };
-        if self.out == Out::UntilClose {
+        if self.out == Out::UntilClose
+            || matches!(self.body, Body::Length(n) if n > MAX_DRAIN as u64)
+        {
+            // A close-delimited answer, or a request body left too long to
+            // drain (`finish`): this is the connection's last answer.
             self.server_keeps = false;
         }
         // Set in the head's map by their typed names (Pingora's
@@ -547,8 +556,9 @@ impl Http1 {
     }
 
     /// The request is answered: the connection back for the next request
-    /// (the rest of this one's body drained, a pipelined request's start
-    /// kept for it), or `None` when it is not to be reused (then closed).
+    /// (the rest of this one's body drained, up to [`MAX_DRAIN`] bytes and
+    /// within the drain timeout, a pipelined request's start kept for it),
+    /// or `None` when it is not to be reused (then closed).
     pub async fn finish(mut self: Box<Self>) -> Result<Option<Box<Batched>>> {
         if self.out == Out::Chunked {
             self.stage_end();
@@ -558,10 +568,24 @@ impl Http1 {
             self.shutdown().await;
             return Ok(None);
         }
+        if matches!(self.body, Body::Length(n) if n > MAX_DRAIN as u64) {
+            // Not worth reading to keep the connection.
+            self.shutdown().await;
+            return Ok(None);
+        }
         if !self.body.is_done() {
             let limit = self.drain_timeout;
             let drain = async {
-                while self.read_request_body().await?.is_some() {}
+                let mut drained = 0;
+                while let Some(piece) = self.read_request_body().await? {
+                    drained += piece.len();
+                    if drained > MAX_DRAIN {
+                        return Error::e_explain(
+                            ErrorType::InvalidHTTPHeader,
+                            "an unread request body too long to drain",
+                        );
+                    }
+                }
                 Ok::<(), Box<Error>>(())
             };
             match limit {

@@ -307,6 +307,25 @@ async fn an_unread_body_is_drained_before_the_next_request() {
     }
 }
 
+/// A body too long to be worth draining (over 1 MiB left unread) closes
+/// the connection after the answer, instead of reading it all.
+#[tokio::test]
+async fn a_long_unread_body_closes_the_connection() {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(&catalog(&mock), &keys(), &[]).await;
+    let mut c = Client::connect(&gw).await;
+    // No key: a 401 before the body is read. Only its start is sent.
+    let head = format!("POST {CHAT} HTTP/1.1\r\nhost: x\r\ncontent-length: 10000000\r\n\r\n");
+    c.send(head.as_bytes()).await;
+    c.send(&[b' '; 1000]).await;
+    let a = c.answer(false).await.unwrap();
+    assert_eq!(a.status, 401, "{a:?}");
+    assert!(
+        c.closed().await,
+        "the gateway waited for the rest of the body"
+    );
+}
+
 /// HTTP/1.1 keeps the connection unless the client says `close`; HTTP/1.0
 /// keeps it only when asked.
 #[tokio::test]
