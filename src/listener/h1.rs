@@ -79,7 +79,6 @@ pub struct Http1 {
     buf: BytesMut,
     req: Option<Box<RequestHeader>>,
     body: Body,
-    body_read: usize,
     /// The client allows keep-alive (its version and `Connection`).
     client_keeps: bool,
     /// The server's wish ([`Http1::set_keepalive`]); off once a framing
@@ -108,7 +107,6 @@ impl Http1 {
             buf,
             req: None,
             body: Body::Done,
-            body_read: 0,
             client_keeps: false,
             server_keeps: true,
             out: Out::Unstarted,
@@ -268,10 +266,7 @@ impl Http1 {
     pub async fn read_request_body(&mut self) -> Result<Option<Bytes>> {
         loop {
             match self.body.decode(&mut self.buf) {
-                Ok(Some(data)) => {
-                    self.body_read += data.len();
-                    return Ok(Some(data));
-                }
+                Ok(Some(data)) => return Ok(Some(data)),
                 Ok(None) if self.body.is_done() => return Ok(None),
                 Ok(None) => {}
                 Err(e) => {
