@@ -47,8 +47,8 @@ const KEEP: usize = 4 * 1024;
 /// (`0\r\n\r\n`, written on its own) then fits without the buffer being
 /// moved (a reallocation copies the whole burst written before it).
 const SLACK: usize = 64;
-/// The most one peek reads ahead: Pingora's request-head buffer starts at
-/// this size (`protocols/http/v1/server.rs`, `INIT_HEADER_BUF_SIZE`).
+/// The most one peek reads ahead: as much as the HTTP/1 session's head
+/// read asks room for (`h1.rs`, `HEAD_READ`).
 const READ_AHEAD: usize = 4 * 1024;
 
 /// A client connection whose writes wait in one buffer for the flush, and
@@ -88,10 +88,9 @@ impl Batched {
     }
 
     /// The bytes read ahead, for the next session to parse as its request's
-    /// start: a buffer of exactly
-    /// what arrived, where Pingora's head buffer is 4 KiB however short the
-    /// head, and is kept as long as the request (its header values point
-    /// into it).
+    /// start: a buffer of exactly what arrived, not a 4 KiB one however
+    /// short the head, since it is kept as long as the request (its header
+    /// values point into it).
     pub fn take_ahead(&mut self) -> BytesMut {
         std::mem::take(&mut self.ahead)
     }
@@ -466,7 +465,7 @@ mod tests {
     async fn a_chunked_body_s_last_chunk_fits_without_moving_the_burst() {
         let (mut b, mut client) = pair().await;
         b.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
-        // A burst as Pingora writes a chunk (size line, data, CRLF in one
+        // A burst written as a chunk (size line, data, CRLF in one
         // vectored write), then the last chunk on its own.
         let burst = vec![b'x'; 15_000];
         let parts = [

@@ -30,7 +30,7 @@
 //!   reused, and a pipelined request's bytes kept for it.
 
 use super::batch::Batched;
-use crate::util::h1_body::{Body, Chunk};
+use crate::util::h1_body::{last_coding_is_chunked, Body, Chunk};
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 use pingora_core::protocols::http::date::get_cached_date;
@@ -85,9 +85,6 @@ pub struct Http1 {
     /// anomaly or a close-delimited answer rules reuse out.
     server_keeps: bool,
     out: Out,
-    /// The final answer's status, once written.
-    status: Option<StatusCode>,
-    head_only: bool,
     continue_sent: bool,
     /// The client closed its side (seen while waiting for it).
     half_closed: bool,
@@ -110,8 +107,6 @@ impl Http1 {
             client_keeps: false,
             server_keeps: true,
             out: Out::Unstarted,
-            status: None,
-            head_only: false,
             continue_sent: false,
             half_closed: false,
             next_stashed: false,
@@ -226,7 +221,6 @@ impl Http1 {
         let mut parts: http::request::Parts = req.into();
         parts.version = version;
         parts.headers = headers;
-        self.head_only = parts.method == Method::HEAD;
         self.req = Some(Box::new(parts.into()));
         Ok(())
     }
@@ -279,20 +273,12 @@ impl Http1 {
                 _ => BODY_READ / 4,
             };
             self.buf.reserve(room);
-            let read = self.conn.read_buf(&mut self.buf);
-            let n = match self.read_timeout {
-                Some(t) => match tokio::time::timeout(t, read).await {
-                    Ok(r) => r,
-                    Err(_) => {
-                        return Error::e_explain(
-                            ErrorType::ReadTimedout,
-                            "while reading the request body",
-                        )
-                    }
-                },
-                None => read.await,
-            }
-            .or_err(ErrorType::ReadError, "while reading the request body")?;
+            let what = "while reading the request body";
+            let n = within(self.read_timeout, ErrorType::ReadTimedout, what, async {
+                let n = self.conn.read_buf(&mut self.buf).await;
+                n.or_err(ErrorType::ReadError, what)
+            })
+            .await?;
             if n == 0 {
                 self.server_keeps = false;
                 return Error::e_explain(
@@ -328,7 +314,7 @@ impl Http1 {
             self.server_keeps = false;
             return Error::e_explain(
                 ErrorType::ConnectionClosed,
-                if self.status.is_none() {
+                if self.out == Out::Unstarted {
                     "the client left before the answer's head"
                 } else {
                     "the client left before the answer's end"
@@ -341,7 +327,7 @@ impl Http1 {
 
     /// `100 Continue`, before the body is read, once.
     pub async fn write_continue_response(&mut self) -> Result<()> {
-        if self.status.is_some() || self.continue_sent {
+        if self.out != Out::Unstarted || self.continue_sent {
             return Ok(());
         }
         self.continue_sent = true;
@@ -377,14 +363,12 @@ impl Http1 {
             if chunked && end {
                 self.out = Out::Done;
             }
-            let w = self.conn.write_through(&d, suffix);
-            match self.write_timeout {
-                Some(t) => tokio::time::timeout(t, w)
-                    .await
-                    .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
-                None => w.await,
-            }
-            .or_err(ErrorType::WriteError, "while writing the response body")?;
+            let what = "while writing the response body";
+            within(self.write_timeout, ErrorType::WriteError, what, async {
+                let w = self.conn.write_through(&d, suffix).await;
+                w.or_err(ErrorType::WriteError, what)
+            })
+            .await?;
         }
         if end {
             self.stage_end();
@@ -394,12 +378,13 @@ impl Http1 {
 
     /// Puts the final head in the write buffer and sets the body's framing.
     fn stage_head(&mut self, h: Box<ResponseHeader>) -> Result<()> {
-        if self.status.is_some() {
+        if self.out != Out::Unstarted {
             log::warn!("a response head was already sent; not sending another");
             return Ok(());
         }
         let status = h.status;
-        self.out = if self.head_only
+        let head_only = self.req.as_ref().is_some_and(|r| r.method == Method::HEAD);
+        self.out = if head_only
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED
         {
@@ -467,7 +452,6 @@ impl Http1 {
             h.header_to_h1_wire(buf);
             buf.extend_from_slice(b"\r\n");
         });
-        self.status = Some(status);
         Ok(())
     }
 
@@ -523,22 +507,17 @@ impl Http1 {
 
     /// Sends what is staged, within the write timeout.
     async fn flush(&mut self) -> Result<()> {
-        let f = self.conn.flush();
-        match self.write_timeout {
-            Some(t) => match tokio::time::timeout(t, f).await {
-                Ok(r) => r.or_err(ErrorType::WriteError, "while writing the response"),
-                Err(_) => Error::e_explain(ErrorType::WriteTimedout, "while writing the response"),
-            },
-            None => f
-                .await
-                .or_err(ErrorType::WriteError, "while writing the response"),
-        }
+        let what = "while writing the response";
+        within(self.write_timeout, ErrorType::WriteTimedout, what, async {
+            self.conn.flush().await.or_err(ErrorType::WriteError, what)
+        })
+        .await
     }
 
     /// A bare error answer (`Content-Length: 0`), the connection closed after it.
     pub async fn respond_error(&mut self, code: u16) -> Result<()> {
         self.server_keeps = false;
-        if self.status.is_some() {
+        if self.out != Out::Unstarted {
             return Ok(());
         }
         let head = pingora_core::protocols::http::error_resp::gen_error_response(code);
@@ -583,12 +562,13 @@ impl Http1 {
                 }
                 Ok::<(), Box<Error>>(())
             };
-            match limit {
-                Some(t) => tokio::time::timeout(t, drain).await.unwrap_or_else(|_| {
-                    Error::e_explain(ErrorType::ReadTimedout, "draining the request body")
-                })?,
-                None => drain.await?,
-            }
+            within(
+                limit,
+                ErrorType::ReadTimedout,
+                "draining the request body",
+                drain,
+            )
+            .await?;
         }
         let Http1 { mut conn, buf, .. } = *self;
         conn.put_ahead(buf);
@@ -614,6 +594,21 @@ fn worth_parsing(buf: &[u8], scanned: usize) -> bool {
     let from = scanned.saturating_sub(3);
     let new = &buf[from..];
     memchr::memmem::find(new, b"\n\n").is_some() || memchr::memmem::find(new, b"\n\r\n").is_some()
+}
+
+/// `f`'s result, or a `kind` error (`what`) when `limit` passes first.
+async fn within<T>(
+    limit: Option<Duration>,
+    kind: ErrorType,
+    what: &'static str,
+    f: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match limit {
+        Some(t) => tokio::time::timeout(t, f)
+            .await
+            .unwrap_or_else(|_| Error::e_explain(kind, what)),
+        None => f.await,
+    }
 }
 
 /// Where a parsed request head's parts are, as offsets into it.
@@ -683,12 +678,6 @@ fn content_length(v: &[u8], earlier: Option<u64>) -> Result<u64> {
         Some(n) => Ok(n),
         None => Error::e_explain(ErrorType::InvalidHTTPHeader, "empty Content-Length"),
     }
-}
-
-/// Whether a `Transfer-Encoding` value's last coding is `chunked`.
-fn last_coding_is_chunked(v: &[u8]) -> bool {
-    let last = v.rsplit(|&b| b == b',').next().unwrap_or_default();
-    last.trim_ascii().eq_ignore_ascii_case(b"chunked")
 }
 
 /// What a `Connection` value says of keep-alive: `close` wins, then

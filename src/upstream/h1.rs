@@ -195,8 +195,7 @@ impl ResponseHead {
             .map(|(_, v)| v)
             .last();
         if let Some(te) = te {
-            let last = te.rsplit(|&b| b == b',').next().unwrap_or_default();
-            return if last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+            return if crate::util::h1_body::last_coding_is_chunked(te) {
                 Ok(Body::Chunked(Chunk::Size))
             } else {
                 Ok(Body::UntilClose)

@@ -19,6 +19,14 @@ impl std::fmt::Display for WireError {
     }
 }
 
+/// Whether a `Transfer-Encoding` value's last coding is `chunked` (RFC
+/// 9112 6.3: then the body is chunked; else a request is refused and an
+/// answer read until close).
+pub fn last_coding_is_chunked(v: &[u8]) -> bool {
+    let last = v.rsplit(|&b| b == b',').next().unwrap_or_default();
+    last.trim_ascii().eq_ignore_ascii_case(b"chunked")
+}
+
 /// Where a chunked body's decoder is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chunk {
