@@ -180,7 +180,10 @@ impl Http1 {
             } else if name == header::CONTENT_LENGTH {
                 length = Some(content_length(value, length)?);
             } else if name == header::CONNECTION {
-                keep_alive = connection_keeps(value).or(keep_alive);
+                // `close` in any of them wins, as within one.
+                if let Some(k) = connection_keeps(value) {
+                    keep_alive = Some(keep_alive != Some(false) && k);
+                }
             }
             let value = HeaderValue::from_maybe_shared(head.slice(v0 as usize..v1 as usize))
                 .or_err(ErrorType::InvalidHTTPHeader, "invalid header value")?;

@@ -338,6 +338,11 @@ async fn keep_alive_is_what_the_client_asks() {
             "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
             false,
         ),
+        // `close` wins over a later `keep-alive`.
+        (
+            "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\nconnection: keep-alive\r\n\r\n",
+            false,
+        ),
         ("GET /healthz HTTP/1.0\r\n\r\n", false),
         (
             "GET /healthz HTTP/1.0\r\nconnection: keep-alive\r\n\r\n",
