@@ -383,6 +383,44 @@ pub(crate) fn digits(b: &[u8]) -> bool {
     !b.is_empty() && b.iter().all(u8::is_ascii_digit) && (b[0] != b'0' || b.len() == 1)
 }
 
+/// A skimmed member's value as serde reads an `Option<u64>`: `Some(None)`
+/// for no value or `null`, `Some(Some(n))` for digits alone that fit a
+/// u64; None for anything else, which the caller leaves to serde (it
+/// refuses a sign, a fraction, an exponent, a string, an overflow).
+pub fn count(doc: &[u8], span: Option<Range<usize>>) -> Option<Option<u64>> {
+    match non_null(doc, span) {
+        None => Some(None),
+        Some((v, _)) if digits(v) => v
+            .iter()
+            .try_fold(0u64, |n, d| {
+                n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+            })
+            .map(Some),
+        Some(_) => None,
+    }
+}
+
+/// The counts named in `wanted` of the object member of `doc` at `span`,
+/// as serde reads an `Option` of a struct of `Option<u64>` fields (usage
+/// objects and their details): all None for no value or `null`, each
+/// [`count`]; None when the skim does not vouch for the object or a count
+/// is no plain one (serde then decides).
+pub fn counts<const N: usize>(
+    doc: &[u8],
+    span: Option<Range<usize>>,
+    wanted: [&[u8]; N],
+) -> Option<[Option<u64>; N]> {
+    let Some((obj, _)) = non_null(doc, span) else {
+        return Some([None; N]);
+    };
+    let found = members(obj, wanted)?;
+    let mut out = [None; N];
+    for (n, r) in out.iter_mut().zip(found) {
+        *n = count(obj, r)?;
+    }
+    Some(out)
+}
+
 impl<const N: usize> Resume<N> {
     /// The answer for `doc` when it is the last document with some of its
     /// scalars changed (see the type's doc); `shared`: the bytes the two
@@ -590,6 +628,31 @@ mod tests {
                 .map(|r| r.clone().map(|r| doc[r].to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn counts_read_as_serde_reads_optional_u64s() {
+        let doc = br#"{"a":18446744073709551615,"b":null,"d":{"x":0,"y":7,"z":"s"},"e":[1]}"#;
+        let at = members(doc, [&b"a"[..], b"b", b"c", b"d", b"e"]).unwrap();
+        assert_eq!(count(doc, at[0].clone()), Some(Some(u64::MAX)));
+        assert_eq!(count(doc, at[1].clone()), Some(None));
+        assert_eq!(count(doc, at[2].clone()), Some(None));
+        assert_eq!(
+            counts(doc, at[3].clone(), [&b"y"[..], b"x", b"w"]),
+            Some([Some(7), Some(0), None])
+        );
+        assert_eq!(counts(doc, at[1].clone(), [&b"y"[..]]), Some([None]));
+        // Left to serde: a string count, no object, an overflow, a sign,
+        // a fraction, a leading zero.
+        assert_eq!(counts(doc, at[3].clone(), [&b"z"[..]]), None);
+        assert_eq!(counts(doc, at[4].clone(), [&b"y"[..]]), None);
+        for v in ["18446744073709551616", "-1", "1.0", "1e2", "07"] {
+            let d = format!("{{\"n\":{v}}}");
+            // (A leading zero is no JSON: the skim refuses the object.)
+            let read = members(d.as_bytes(), [&b"n"[..]])
+                .and_then(|at| count(d.as_bytes(), at[0].clone()));
+            assert_eq!(read, None, "{v}");
+        }
     }
 
     #[test]

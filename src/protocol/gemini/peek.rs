@@ -222,7 +222,12 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
         span: value(model),
         // serde reads a member's value alone as it reads it in place.
         usage: match usage {
-            Some(u) => usage_of(serde_json::from_slice(&doc[u]).ok()?),
+            Some(u) => {
+                let u = &doc[u];
+                skim::counts(u, Some(0..u.len()), USAGE_COUNTS)
+                    .map(counted)
+                    .or_else(|| serde_json::from_slice(u).ok().map(usage_of))?
+            }
             None => Usage::default(),
         },
         terminal: terminal(candidates.map(|c| &doc[c]))?,
@@ -259,16 +264,36 @@ fn usage_of(u: Option<GeminiUsage>) -> Usage {
     let Some(u) = u else {
         return Usage::default();
     };
+    counted([
+        u.prompt_token_count,
+        u.candidates_token_count,
+        u.thoughts_token_count,
+        u.cached_content_token_count,
+    ])
+}
+
+/// The members of a `usageMetadata` object the gateway reads, in
+/// [`counted`]'s order (a skim's, `skim::counts`).
+const USAGE_COUNTS: [&[u8]; 4] = [
+    b"promptTokenCount",
+    b"candidatesTokenCount",
+    b"thoughtsTokenCount",
+    b"cachedContentTokenCount",
+];
+
+/// The gateway's usage from the counts of a `usageMetadata` object
+/// ([`USAGE_COUNTS`]).
+fn counted([input, candidates, thoughts, cached]: [Option<u64>; 4]) -> Usage {
     Usage {
-        input: u.prompt_token_count,
-        output: match (u.candidates_token_count, u.thoughts_token_count) {
+        input,
+        output: match (candidates, thoughts) {
             (None, None) => None,
             (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
         },
-        cached: u.cached_content_token_count,
+        cached,
         cache_write: None,
         cache_write_1h: None,
-        reasoning: u.thoughts_token_count,
+        reasoning: thoughts,
     }
 }
 
@@ -300,6 +325,15 @@ mod tests {
                 Just(r#""usageMetadata":{"promptTokenCount":"9"}"#),
                 Just(r#""usageMetadata":null"#),
                 Just(r#""usageMetadata":[]"#),
+                Just(r#""usageMetadata":[9,2]"#),
+                Just(r#""usageMetadata":{"promptTokenCount":18446744073709551615,"candidatesTokenCount":0}"#),
+                Just(r#""usageMetadata":{"promptTokenCount":18446744073709551616}"#),
+                Just(r#""usageMetadata":{"promptTokenCount":1,"promptTokenCount":2}"#),
+                Just(r#""usageMetadata":{"candidatesTokenCount":-1}"#),
+                Just(r#""usageMetadata":{"candidatesTokenCount":2.0}"#),
+                Just(r#""usageMetadata":{"candidatesTokenCount":01}"#),
+                Just(r#""usageMetadata":{"thoughtsTokenCount":null,"totalTokenCount":"x","promptTokensDetails":[{"modality":"TEXT","tokenCount":9}]}"#),
+                Just(r#""usageMetadata":{"prompt\u0054okenCount":9}"#),
             ]
             .prop_map(str::to_string),
             prop_oneof![

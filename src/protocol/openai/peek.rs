@@ -346,6 +346,36 @@ fn usage_of(u: OpenAiUsage) -> Usage {
     }
 }
 
+/// [`usage_of`] of a usage object by a skim of its members, None where the
+/// skim does not vouch for it (serde then reads it).
+fn usage_skimmed(u: &[u8]) -> Option<Usage> {
+    let wanted = [
+        &b"prompt_tokens"[..],
+        b"completion_tokens",
+        b"prompt_tokens_details",
+        b"completion_tokens_details",
+        b"prompt_cache_hit_tokens",
+        b"cached_tokens",
+    ];
+    let [input, output, prompt_details, completion_details, hit, cached] =
+        skim::members(u, wanted)?;
+    let [details_cached, cache_write] = skim::counts(
+        u,
+        prompt_details,
+        [&b"cached_tokens"[..], b"cache_write_tokens"],
+    )?;
+    let [reasoning] = skim::counts(u, completion_details, [&b"reasoning_tokens"[..]])?;
+    let (hit, cached) = (skim::count(u, hit)?, skim::count(u, cached)?);
+    Some(Usage {
+        input: skim::count(u, input)?,
+        output: skim::count(u, output)?,
+        cached: details_cached.or(hit).or(cached),
+        cache_write,
+        cache_write_1h: None,
+        reasoning,
+    })
+}
+
 thread_local! {
     /// The last frame this thread skimmed: the next one of the same stream
     /// (most often the next in the same read) is skimmed from where the two
@@ -374,7 +404,8 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     };
     if let Some((usage, _)) = value(usage) {
         // serde reads a member's value alone as it reads it in place.
-        found.usage = usage_of(serde_json::from_slice(usage).ok()?);
+        found.usage =
+            usage_skimmed(usage).or_else(|| serde_json::from_slice(usage).ok().map(usage_of))?;
         found.usage_only = choices_value == Some(b"[]");
     } else if !found.finished {
         keep(doc, found.span.clone(), choices);

@@ -176,6 +176,32 @@ impl UsagePeek {
     }
 }
 
+/// [`UsagePeek::into_usage`] of a usage object by a skim of its members,
+/// None where the skim does not vouch for it (serde then reads it).
+fn usage_skimmed(u: &[u8]) -> Option<Usage> {
+    let wanted = [
+        &b"input_tokens"[..],
+        b"output_tokens",
+        b"input_tokens_details",
+        b"output_tokens_details",
+    ];
+    let [input, output, input_details, output_details] = skim::members(u, wanted)?;
+    let [cached, cache_write] = skim::counts(
+        u,
+        input_details,
+        [&b"cached_tokens"[..], b"cache_write_tokens"],
+    )?;
+    let [reasoning] = skim::counts(u, output_details, [&b"reasoning_tokens"[..]])?;
+    Some(Usage {
+        input: skim::count(u, input)?,
+        output: skim::count(u, output)?,
+        cached,
+        cache_write,
+        cache_write_1h: None,
+        reasoning,
+    })
+}
+
 #[derive(Deserialize, Default)]
 struct InputDetails {
     cached_tokens: Option<u64>,
@@ -343,7 +369,11 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
             let id = skim::lent(inner(id).map(|(v, _)| v))?;
             let usage = match inner(usage) {
                 None => Usage::default(),
-                Some((v, _)) => serde_json::from_slice::<UsagePeek>(v).ok()?.into_usage(),
+                Some((v, _)) => usage_skimmed(v).or_else(|| {
+                    serde_json::from_slice::<UsagePeek>(v)
+                        .ok()
+                        .map(UsagePeek::into_usage)
+                })?,
             };
             (inner(model).map(|(_, r)| r), usage, Some(id))
         }
@@ -453,6 +483,14 @@ mod tests {
                 Just(r#""response":{"id":"r","model":null,"usage":null,"output":[{"a":[1,2]}]}"#),
                 Just(r#""response":{"model":"m","usage":{"input_tokens":3,"output_tokens":4,"input_tokens_details":{"cached_tokens":1},"output_tokens_details":{"reasoning_tokens":2}}}"#),
                 Just(r#""response":{"id":null,"usage":{"input_tokens":-3}}"#),
+                Just(r#""response":{"id":"r","usage":{"input_tokens":1,"input_tokens":2}}"#),
+                Just(r#""response":{"id":"r","usage":{"output_tokens":18446744073709551616}}"#),
+                Just(r#""response":{"id":"r","usage":{"input_tokens":07,"output_tokens":1e2}}"#),
+                Just(r#""response":{"id":"r","usage":{"input_tokens_details":null,"output_tokens_details":{"reasoning_tokens":null},"total_tokens":9}}"#),
+                Just(r#""response":{"id":"r","usage":{"input_tokens_details":{"cached_tokens":"1"}}}"#),
+                Just(r#""response":{"id":"r","usage":{"input_tokens_details":[1,2]}}"#),
+                Just(r#""response":{"id":"r","usage":[1,2]}"#),
+                Just(r#""response":{"id":"r","usage":{"output_tokens_details":{"reasoning_tokens":2,"reasoning_tokens":3}}}"#),
                 Just(r#""response":{"id":"r\u0031","model":"m"}"#),
                 Just(r#""response":{"id":5}"#),
                 Just(r#""response":{"id":"a","id":"b"}"#),
