@@ -6,6 +6,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::util::h1_body::{content_length, BadLength};
 pub use crate::util::h1_body::{Body, Chunk, WireError};
 
 /// The largest response head accepted.
@@ -206,18 +207,12 @@ impl ResponseHead {
             if !n.eq_ignore_ascii_case(b"content-length") {
                 continue;
             }
-            for part in v.split(|&b| b == b',') {
-                let part = part.trim_ascii();
-                let parsed = std::str::from_utf8(part)
-                    .ok()
-                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or(WireError("the upstream sent an invalid content-length"))?;
-                if length.is_some_and(|l| l != parsed) {
-                    return Err(WireError("the upstream sent conflicting content-lengths"));
+            length = Some(content_length(v, length).map_err(|e| match e {
+                BadLength::Invalid => WireError("the upstream sent an invalid content-length"),
+                BadLength::Conflicting => {
+                    WireError("the upstream sent conflicting content-lengths")
                 }
-                length = Some(parsed);
-            }
+            })?);
         }
         Ok(match length {
             Some(0) => Body::Done,

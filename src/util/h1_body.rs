@@ -27,6 +27,40 @@ pub fn last_coding_is_chunked(v: &[u8]) -> bool {
     last.trim_ascii().eq_ignore_ascii_case(b"chunked")
 }
 
+/// Why a `Content-Length` value is refused ([`content_length`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadLength {
+    /// Not digits (or digits past a u64).
+    Invalid,
+    /// Digits that disagree with another length of the same message.
+    Conflicting,
+}
+
+/// A `Content-Length` value (RFC 9110 8.6: digits, or a comma-separated
+/// list of equal ones) agreeing with `earlier`, an earlier field's length
+/// in the same message. Leading zeros are digits like any; a value past
+/// u64 is invalid. Both ends read lengths by this one rule.
+pub fn content_length(v: &[u8], earlier: Option<u64>) -> Result<u64, BadLength> {
+    let mut length = earlier;
+    // An empty value is one empty part: invalid.
+    for part in v.split(|&b| b == b',') {
+        let part = part.trim_ascii();
+        if part.is_empty() {
+            return Err(BadLength::Invalid);
+        }
+        let n = part.iter().try_fold(0u64, |n, &d| {
+            let digit = d.is_ascii_digit().then(|| u64::from(d - b'0'))?;
+            n.checked_mul(10)?.checked_add(digit)
+        });
+        let n = n.ok_or(BadLength::Invalid)?;
+        if length.is_some_and(|l| l != n) {
+            return Err(BadLength::Conflicting);
+        }
+        length = Some(n);
+    }
+    length.ok_or(BadLength::Invalid)
+}
+
 /// Where a chunked body's decoder is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chunk {
@@ -186,6 +220,35 @@ fn chunk_size(line: &[u8]) -> Result<u64, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_lengths_are_digits_and_agree() {
+        assert_eq!(content_length(b"42", None), Ok(42));
+        assert_eq!(content_length(b"42, 42", None), Ok(42));
+        assert_eq!(content_length(b"42", Some(42)), Ok(42));
+        assert_eq!(content_length(b" 0042 ", None), Ok(42));
+        assert_eq!(content_length(b"18446744073709551615", None), Ok(u64::MAX));
+        assert_eq!(content_length(b"000000000000000000000001", None), Ok(1));
+        for bad in [
+            &b""[..],
+            b" ",
+            b"-1",
+            b"+1",
+            b"4 2",
+            b"0x10",
+            b"42,",
+            b"18446744073709551616",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(
+                content_length(bad, None),
+                Err(BadLength::Invalid),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(content_length(b"42, 43", None), Err(BadLength::Conflicting));
+        assert_eq!(content_length(b"42", Some(41)), Err(BadLength::Conflicting));
+    }
 
     /// Decodes `raw` fed in pieces of `step` bytes; the data and whether it ended.
     fn decode_in_steps(
