@@ -63,16 +63,29 @@ pub fn encode_named<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data
 /// only by JSON that has none): written as they are, not looked through
 /// for one.
 pub fn encode_unbroken<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data: &[u8]) {
-    debug_assert!(memchr2(b'\n', b'\r', data).is_none());
+    encode_unbroken_pieces(out, event, &[data]);
+}
+
+/// [`encode_unbroken`] of data given in pieces, one after another (a frame
+/// with a value spliced into it), written without joining them first.
+pub fn encode_unbroken_pieces<S: SseSink + ?Sized>(
+    out: &mut S,
+    event: Option<&[u8]>,
+    data: &[&[u8]],
+) {
+    debug_assert!(data.iter().all(|d| memchr2(b'\n', b'\r', d).is_none()));
     debug_assert!(event.is_none_or(|e| memchr2(b'\n', b'\r', e).is_none()));
-    out.reserve_bytes(frame_size_hint(event, data));
+    let len = data.iter().map(|d| d.len()).sum::<usize>();
+    out.reserve_bytes(event.map_or(0, |e| e.len() + 8) + len + 8);
     if let Some(name) = event.filter(|e| !e.is_empty()) {
         out.put_bytes(b"event: ");
         out.put_bytes(name);
         out.put_bytes(b"\n");
     }
     out.put_bytes(b"data: ");
-    out.put_bytes(data);
+    for d in data {
+        out.put_bytes(d);
+    }
     out.put_bytes(b"\n\n");
 }
 

@@ -20,8 +20,8 @@ pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::Envelope;
 use crate::protocol::{spoke, Spoke};
 use crate::sse::{
-    encode_comment, encode_event, encode_named, encode_unbroken, SseDecoder, SseError, SseEvent,
-    SseItem,
+    encode_comment, encode_event, encode_named, encode_unbroken, encode_unbroken_pieces,
+    SseDecoder, SseError, SseEvent, SseItem,
 };
 use std::ops::Range;
 
@@ -34,6 +34,18 @@ fn splice(doc: &[u8], span: Option<&Range<usize>>, model_json: &[u8], out: &mut 
             out.extend_from_slice(&doc[r.end..]);
         }
         None => out.extend_from_slice(doc),
+    }
+}
+
+/// The pieces [`splice`] writes, in order (empty ones where `span` is None).
+fn spliced_pieces<'a>(
+    doc: &'a [u8],
+    span: Option<&Range<usize>>,
+    model_json: &'a [u8],
+) -> [&'a [u8]; 3] {
+    match span {
+        Some(r) => [&doc[..r.start], model_json, &doc[r.end..]],
+        None => [doc, &[], &[]],
     }
 }
 
@@ -311,11 +323,20 @@ impl PassthroughStream {
                     if *withhold_usage && p.usage_only {
                         return;
                     }
-                    scratch.clear();
-                    splice(data, p.span.as_ref(), model_json, scratch);
                     // One data line with the model's JSON string in it
                     // holds no line break; the envelope's values may.
                     let mut unbroken = ev.one_line;
+                    let sse = framing != &Framing::JsonArray;
+                    if sse && unbroken && (envelope.is_none() || p.response.is_none()) {
+                        // Nothing else to edit: the frame goes to the
+                        // client with the model spliced in on the way, not
+                        // through `scratch` first.
+                        let pieces = spliced_pieces(data, p.span.as_ref(), model_json);
+                        encode_unbroken_pieces(out, ev.event, &pieces);
+                        return;
+                    }
+                    scratch.clear();
+                    splice(data, p.span.as_ref(), model_json, scratch);
                     // The envelope goes on the events that wrap the
                     // response object (the peek found one): not on deltas.
                     if let (Some(env), Some(at)) = (envelope.as_ref(), p.response) {
