@@ -261,9 +261,10 @@ impl crate::listener::App for Gateway {
                     None
                 }
                 None => {
-                    // Boxed: the `finish` future (Pingora's HTTP/2 arm is
-                    // 3.7 KB) would otherwise size this request's state for
-                    // the whole request, a stream's whole life included.
+                    // Boxed: the `finish` future (about 1 KB, HTTP/2's
+                    // arm boxed in turn) would otherwise size this
+                    // request's state for the whole request, a stream's
+                    // whole life included.
                     match Box::pin(session.finish()).await {
                         Ok(reused) => reused,
                         Err(e) => {
