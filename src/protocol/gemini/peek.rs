@@ -288,7 +288,7 @@ fn counted([input, candidates, thoughts, cached]: [Option<u64>; 4]) -> Usage {
         input,
         output: match (candidates, thoughts) {
             (None, None) => None,
-            (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
+            (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
         },
         cached,
         cache_write: None,
@@ -327,6 +327,7 @@ mod tests {
                 Just(r#""usageMetadata":[]"#),
                 Just(r#""usageMetadata":[9,2]"#),
                 Just(r#""usageMetadata":{"promptTokenCount":18446744073709551615,"candidatesTokenCount":0}"#),
+                Just(r#""usageMetadata":{"candidatesTokenCount":18446744073709551615,"thoughtsTokenCount":1}"#),
                 Just(r#""usageMetadata":{"promptTokenCount":18446744073709551616}"#),
                 Just(r#""usageMetadata":{"promptTokenCount":1,"promptTokenCount":2}"#),
                 Just(r#""usageMetadata":{"candidatesTokenCount":-1}"#),
