@@ -61,22 +61,13 @@ pub fn encode_named<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data
 /// [`encode_named`] for a name and data the caller knows hold no line
 /// break (a decoded frame's, [`SseEvent::one_line`], with its data edited
 /// only by JSON that has none): written as they are, not looked through
-/// for one.
-pub fn encode_unbroken<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data: &[u8]) {
-    encode_unbroken_pieces(out, event, &[data]);
-}
-
-/// [`encode_unbroken`] of data given in pieces, one after another (a frame
-/// with a value spliced into it), written without joining them first.
-pub fn encode_unbroken_pieces<S: SseSink + ?Sized>(
-    out: &mut S,
-    event: Option<&[u8]>,
-    data: &[&[u8]],
-) {
+/// for one. The data comes in pieces, written one after another without
+/// joining them first (a frame with a value spliced into it).
+pub fn encode_unbroken<S: SseSink + ?Sized>(out: &mut S, event: Option<&[u8]>, data: &[&[u8]]) {
     debug_assert!(data.iter().all(|d| memchr2(b'\n', b'\r', d).is_none()));
     debug_assert!(event.is_none_or(|e| memchr2(b'\n', b'\r', e).is_none()));
     let len = data.iter().map(|d| d.len()).sum::<usize>();
-    out.reserve_bytes(event.map_or(0, |e| e.len() + 8) + len + 8);
+    out.reserve_bytes(frame_size_hint(event, &[]) + len);
     if let Some(name) = event.filter(|e| !e.is_empty()) {
         out.put_bytes(b"event: ");
         out.put_bytes(name);
@@ -238,8 +229,13 @@ mod tests {
         ] {
             let (mut named, mut unbroken) = (Vec::new(), Vec::new());
             encode_named(&mut named, name, data);
-            encode_unbroken(&mut unbroken, name, data);
+            encode_unbroken(&mut unbroken, name, &[data]);
             assert_eq!(unbroken, named, "{name:?} {data:?}");
+            // In pieces, as a spliced frame is written.
+            let (head, tail) = data.split_at(data.len() / 2);
+            let mut pieces = Vec::new();
+            encode_unbroken(&mut pieces, name, &[head, &[], tail]);
+            assert_eq!(pieces, named, "{name:?} {data:?}");
         }
     }
 

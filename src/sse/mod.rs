@@ -32,6 +32,5 @@ mod tests;
 
 pub use decoder::{SseDecoder, SseError, SseEvent, SseItem, DEFAULT_MAX_FRAME_BYTES};
 pub use encoder::{
-    encode_comment, encode_event, encode_frame, encode_named, encode_unbroken,
-    encode_unbroken_pieces, SseSink,
+    encode_comment, encode_event, encode_frame, encode_named, encode_unbroken, SseSink,
 };

@@ -20,24 +20,20 @@ pub use crate::protocol::common::peek::Usage;
 use crate::protocol::responses::envelope::Envelope;
 use crate::protocol::{spoke, Spoke};
 use crate::sse::{
-    encode_comment, encode_event, encode_named, encode_unbroken, encode_unbroken_pieces,
-    SseDecoder, SseError, SseEvent, SseItem,
+    encode_comment, encode_event, encode_named, encode_unbroken, SseDecoder, SseError, SseEvent,
+    SseItem,
 };
 use std::ops::Range;
 
 /// Appends `doc` to `out` with the model value replaced by `model_json`.
 fn splice(doc: &[u8], span: Option<&Range<usize>>, model_json: &[u8], out: &mut Vec<u8>) {
-    match span {
-        Some(r) => {
-            out.extend_from_slice(&doc[..r.start]);
-            out.extend_from_slice(model_json);
-            out.extend_from_slice(&doc[r.end..]);
-        }
-        None => out.extend_from_slice(doc),
+    for piece in spliced_pieces(doc, span, model_json) {
+        out.extend_from_slice(piece);
     }
 }
 
-/// The pieces [`splice`] writes, in order (empty ones where `span` is None).
+/// `doc` with the model value at `span` replaced by `model_json`, as the
+/// pieces to write one after another (empty ones where `span` is None).
 fn spliced_pieces<'a>(
     doc: &'a [u8],
     span: Option<&Range<usize>>,
@@ -323,24 +319,22 @@ impl PassthroughStream {
                     if *withhold_usage && p.usage_only {
                         return;
                     }
+                    // The envelope goes on the events that wrap the
+                    // response object (the peek found one): not on deltas.
+                    let enveloped = envelope.is_some() && p.response.is_some();
                     // One data line with the model's JSON string in it
-                    // holds no line break; the envelope's values may.
-                    let mut unbroken = ev.one_line;
-                    let sse = framing != &Framing::JsonArray;
-                    if sse && unbroken && (envelope.is_none() || p.response.is_none()) {
-                        // Nothing else to edit: the frame goes to the
-                        // client with the model spliced in on the way, not
-                        // through `scratch` first.
+                    // holds no line break (the envelope's values may): with
+                    // nothing else to edit, the frame goes to the client
+                    // with the model spliced in on the way, not through
+                    // `scratch` first.
+                    if framing != &Framing::JsonArray && ev.one_line && !enveloped {
                         let pieces = spliced_pieces(data, p.span.as_ref(), model_json);
-                        encode_unbroken_pieces(out, ev.event, &pieces);
+                        encode_unbroken(out, ev.event, &pieces);
                         return;
                     }
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
-                    // The envelope goes on the events that wrap the
-                    // response object (the peek found one): not on deltas.
                     if let (Some(env), Some(at)) = (envelope.as_ref(), p.response) {
-                        unbroken = false;
                         let at = spliced(at, p.span.as_ref(), model_json.len());
                         let response = match env.apply_event(scratch, at.clone()) {
                             Some((edited, r)) => {
@@ -357,11 +351,7 @@ impl PassthroughStream {
                         // A Bedrock framing is SSE here (E23 re-frames the
                         // SSE after; a Bedrock client is never passed through).
                         Framing::Sse | Framing::EventStream | Framing::BedrockChunks => {
-                            if unbroken {
-                                encode_unbroken(out, ev.event, scratch)
-                            } else {
-                                encode_named(out, ev.event, scratch)
-                            }
+                            encode_named(out, ev.event, scratch)
                         }
                         Framing::JsonArray => {
                             out.extend_from_slice(if *elements == 0 { b"[" } else { b",\r\n" });

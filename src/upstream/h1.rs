@@ -6,7 +6,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::util::h1_body::{content_length, BadLength};
+use crate::util::h1_body::{content_length, last_coding_is_chunked, BadLength};
 pub use crate::util::h1_body::{Body, Chunk, WireError};
 
 /// The largest response head accepted.
@@ -196,7 +196,7 @@ impl ResponseHead {
             .map(|(_, v)| v)
             .last();
         if let Some(te) = te {
-            return if crate::util::h1_body::last_coding_is_chunked(te) {
+            return if last_coding_is_chunked(te) {
                 Ok(Body::Chunked(Chunk::Size))
             } else {
                 Ok(Body::UntilClose)
