@@ -218,20 +218,39 @@ pub type DailyCell = (String, Sums);
 /// A batch summed per UTC day, key and model: what the batch adds to the rollups.
 pub fn rollup(rows: &[Row]) -> BTreeMap<DailyKey, DailyCell> {
     let mut out: BTreeMap<DailyKey, DailyCell> = BTreeMap::new();
+    // A batch's rows of one cell mostly come one after another: the cell
+    // is looked up (its key made) when the run of rows changes cell, not
+    // once a row.
+    let mut run: Option<(&Row, i64, &mut DailyCell)> = None;
     for r in rows {
-        let k = (
-            day_string(r.time_ms.div_euclid(DAY_MS)),
-            r.key_id.clone(),
-            r.provider.clone().unwrap_or_default(),
-            r.model.clone().unwrap_or_default(),
-        );
-        let cell = out.entry(k).or_default();
+        let day = r.time_ms.div_euclid(DAY_MS);
+        let cell = match run {
+            Some((first, d, cell)) if d == day && same_cell(first, r) => cell,
+            _ => {
+                let k = (
+                    day_string(day),
+                    r.key_id.clone(),
+                    r.provider.clone().unwrap_or_default(),
+                    r.model.clone().unwrap_or_default(),
+                );
+                out.entry(k).or_default()
+            }
+        };
         if let Some(t) = &r.team {
             t.clone_into(&mut cell.0);
         }
         cell.1.add_row(r);
+        run = Some((r, day, cell));
     }
     out
+}
+
+/// Whether two rows of one day add to one rollup cell (key, provider, model;
+/// an absent provider or model is the empty one).
+fn same_cell(a: &Row, b: &Row) -> bool {
+    a.key_id == b.key_id
+        && a.provider.as_deref().unwrap_or("") == b.provider.as_deref().unwrap_or("")
+        && a.model.as_deref().unwrap_or("") == b.model.as_deref().unwrap_or("")
 }
 
 /// A row with test figures: 10 input, 5 output and 2 reasoning tokens, 0.5 USD.

@@ -77,7 +77,61 @@ const ADDED: [(&str, &str); 8] = [
 const INDEXES: &str =
     "CREATE INDEX IF NOT EXISTS ledger_requests_key_time ON ledger_requests (key_id, time_ms);";
 
-const INSERT: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, team, tried, adjusted, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
+/// The columns a request's row sets, in [`bind_row`]'s order.
+const COLUMNS: usize = 21;
+
+const INSERT_INTO: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, team, tried, adjusted, error) VALUES ";
+
+/// Rows one INSERT statement writes when a batch has that many left: the
+/// statement's start, end and reset are paid once for them, not once a
+/// row (`benches/ledger.rs`: docs/performance.md "The ledger's writes").
+/// 32 rows bind 672 parameters, far below SQLite's limit (32,766).
+const ROWS_PER_INSERT: usize = 32;
+
+/// `INSERT ... VALUES (?, ...), ...` of `rows` rows, numbered parameters.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from(INSERT_INTO);
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..COLUMNS {
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('?');
+            sql.push_str(&(r * COLUMNS + c + 1).to_string());
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Binds `r`'s columns to the parameters after `base` (the row's place in
+/// a multi-row statement times [`COLUMNS`]).
+fn bind_row(stmt: &mut rusqlite::Statement<'_>, base: usize, r: &Row) -> rusqlite::Result<()> {
+    let tried = r.tried_json();
+    let p = |i: usize| base + i;
+    stmt.raw_bind_parameter(p(1), &r.request_id)?;
+    stmt.raw_bind_parameter(p(2), r.time_ms)?;
+    stmt.raw_bind_parameter(p(3), &r.key_id)?;
+    stmt.raw_bind_parameter(p(4), r.family)?;
+    stmt.raw_bind_parameter(p(5), &r.provider)?;
+    stmt.raw_bind_parameter(p(6), &r.model)?;
+    stmt.raw_bind_parameter(p(7), r.upstream_protocol)?;
+    stmt.raw_bind_parameter(p(8), &r.upstream_host)?;
+    stmt.raw_bind_parameter(p(9), r.status)?;
+    stmt.raw_bind_parameter(p(10), sql_int(r.input_tokens))?;
+    stmt.raw_bind_parameter(p(11), sql_int(r.output_tokens))?;
+    stmt.raw_bind_parameter(p(12), sql_int(r.cached_tokens))?;
+    stmt.raw_bind_parameter(p(13), sql_int(r.cache_write_tokens))?;
+    stmt.raw_bind_parameter(p(14), sql_int(r.reasoning_tokens))?;
+    stmt.raw_bind_parameter(p(15), r.cost_usd)?;
+    stmt.raw_bind_parameter(p(16), r.latency_ms)?;
+    stmt.raw_bind_parameter(p(17), r.ttft_ms)?;
+    stmt.raw_bind_parameter(p(18), &r.team)?;
+    stmt.raw_bind_parameter(p(19), tried)?;
+    stmt.raw_bind_parameter(p(20), &r.adjusted)?;
+    stmt.raw_bind_parameter(p(21), &r.error)
+}
 
 const UPSERT: &str = "INSERT INTO ledger_daily (day, key_id, provider, model, requests, errors, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, team, latency_ms_sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 ON CONFLICT (day, key_id, provider, model) DO UPDATE SET
@@ -100,6 +154,9 @@ fn err(e: rusqlite::Error) -> String {
 pub struct Sqlite {
     conn: Connection,
     path: PathBuf,
+    /// The INSERT of one row, and of [`ROWS_PER_INSERT`] rows.
+    insert_one: String,
+    insert_many: String,
 }
 
 impl Sqlite {
@@ -122,6 +179,8 @@ impl Sqlite {
         Ok(Sqlite {
             conn,
             path: path.to_path_buf(),
+            insert_one: insert_sql(1),
+            insert_many: insert_sql(ROWS_PER_INSERT),
         })
     }
 }
@@ -208,32 +267,23 @@ impl Backend for Sqlite {
     fn write(&mut self, rows: &[Row]) -> Result<(), String> {
         let tx = self.conn.transaction().map_err(err)?;
         {
-            let mut ins = tx.prepare_cached(INSERT).map_err(err)?;
-            for r in rows {
-                ins.execute(params![
-                    r.request_id,
-                    r.time_ms,
-                    r.key_id,
-                    r.family,
-                    r.provider,
-                    r.model,
-                    r.upstream_protocol,
-                    r.upstream_host,
-                    r.status,
-                    sql_int(r.input_tokens),
-                    sql_int(r.output_tokens),
-                    sql_int(r.cached_tokens),
-                    sql_int(r.cache_write_tokens),
-                    sql_int(r.reasoning_tokens),
-                    r.cost_usd,
-                    r.latency_ms,
-                    r.ttft_ms,
-                    r.team,
-                    r.tried_json(),
-                    r.adjusted,
-                    r.error,
-                ])
-                .map_err(err)?;
+            let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
+            if chunks.len() > 0 {
+                let mut many = tx.prepare_cached(&self.insert_many).map_err(err)?;
+                for chunk in chunks.by_ref() {
+                    for (i, r) in chunk.iter().enumerate() {
+                        bind_row(&mut many, i * COLUMNS, r).map_err(err)?;
+                    }
+                    many.raw_execute().map_err(err)?;
+                }
+            }
+            let rest = chunks.remainder();
+            if !rest.is_empty() {
+                let mut one = tx.prepare_cached(&self.insert_one).map_err(err)?;
+                for r in rest {
+                    bind_row(&mut one, 0, r).map_err(err)?;
+                    one.raw_execute().map_err(err)?;
+                }
             }
             let mut up = tx.prepare_cached(UPSERT).map_err(err)?;
             for ((day, key, provider, model), (team, s)) in super::rollup(rows) {
@@ -607,6 +657,7 @@ pub fn requests(path: &Path, q: &RequestsQuery) -> Result<Vec<RequestRow>, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::obs::outcome::AttemptNote;
     use crate::state::ledger::{Bound, Sums};
 
     fn row(key: &str, provider: &str, model: &str, time_ms: i64, input: u64) -> Row {
@@ -633,6 +684,98 @@ mod tests {
             adjusted: None,
             error: None,
         }
+    }
+
+    /// Every column of every row, read back in rowid order.
+    fn stored_rows(path: &Path) -> Vec<Vec<rusqlite::types::Value>> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, team, tried, adjusted, error FROM ledger_requests ORDER BY rowid")
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| {
+                (0..COLUMNS)
+                    .map(|i| r.get::<_, rusqlite::types::Value>(i))
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .unwrap();
+        rows.collect::<rusqlite::Result<Vec<_>>>().unwrap()
+    }
+
+    #[test]
+    fn a_batch_in_multi_row_statements_keeps_every_row_as_one_by_one() {
+        use rusqlite::types::Value;
+        let dir = std::env::temp_dir().join(format!("sb-ledger-many-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Two full statements and a remainder: 2 x 32 + 7 rows, each unlike
+        // its neighbours in every column that can differ, nulls included.
+        let n = 2 * ROWS_PER_INSERT + 7;
+        let rows: Vec<Row> = (0..n)
+            .map(|i| {
+                let t = i64::try_from(i).unwrap();
+                let u = u64::try_from(i).unwrap();
+                let mut r = row(
+                    &format!("k{}", i % 3),
+                    "openai",
+                    &format!("m{}", i % 2),
+                    t,
+                    u,
+                );
+                r.team = (i % 4 == 0).then(|| "ml".to_string());
+                r.status = if i % 5 == 0 { 503 } else { 200 };
+                r.cached_tokens = (i % 2 == 0).then_some(u);
+                r.reasoning_tokens = (i % 3 == 0).then_some(u + 1);
+                r.cost_usd = (i % 6 != 0).then_some(0.000_001 * (t as f64));
+                r.ttft_ms = (i % 7 != 0).then_some(t as f64 / 4.0);
+                r.adjusted = (i % 8 == 0).then(|| format!("temperature dropped {i}"));
+                r.error = (i % 5 == 0).then(|| "upstream: 503".to_string());
+                r.tried = vec![AttemptNote {
+                    provider: "openai".into(),
+                    model: format!("m{}", i % 2),
+                    upstream: format!("u{i}"),
+                    status: Some(r.status),
+                    failure: (i % 5 == 0).then_some("status_5xx"),
+                    cooled_ms: None,
+                    ms: u,
+                }];
+                r
+            })
+            .collect();
+        let many = dir.join("many.sqlite");
+        Sqlite::open(&many).unwrap().write(&rows).unwrap();
+        let one = dir.join("one.sqlite");
+        let mut db = Sqlite::open(&one).unwrap();
+        for r in &rows {
+            db.write(std::slice::from_ref(r)).unwrap();
+        }
+        let stored = stored_rows(&many);
+        assert_eq!(stored.len(), n);
+        assert_eq!(stored, stored_rows(&one));
+        // The values are the rows' own, in the rows' order.
+        for (r, s) in rows.iter().zip(&stored) {
+            assert_eq!(s[0], Value::Text(r.request_id.clone()));
+            assert_eq!(s[2], Value::Text(r.key_id.clone()));
+            assert_eq!(s[8], Value::Integer(i64::from(r.status)));
+            assert_eq!(s[18], Value::Text(r.tried_json()));
+            assert_eq!(s[20], r.error.clone().map_or(Value::Null, Value::Text));
+        }
+        // The rollups of the one batch are those of the single rows.
+        let q = UsageQuery {
+            group_by: Some(GroupBy::Key),
+            ..UsageQuery::default()
+        };
+        let sums = |p: &Path| {
+            let u = usage(p, &q).unwrap();
+            assert_eq!(u.source, "rollups");
+            u.groups
+                .into_iter()
+                .map(|g| (g.value, g.sums.requests, g.sums.errors, g.sums.input_tokens))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sums(&many), sums(&one));
+        assert_eq!(sums(&many).iter().map(|g| g.1).sum::<i64>(), 71);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
