@@ -61,8 +61,10 @@ struct Series {
     latency: [Histogram; 5],
     ttft: [Histogram; 5],
     upstream_errors: BTreeMap<(String, String), u64>,
-    /// Upstream attempts by (provider, upstream, outcome).
-    attempts: BTreeMap<(String, String, &'static str), u64>,
+    /// Upstream attempts by provider, upstream, then outcome: nested, so
+    /// the count of a request's attempt is found by its names as they are
+    /// (no key made for it but the first time).
+    attempts: BTreeMap<String, BTreeMap<String, BTreeMap<&'static str, u64>>>,
     /// Input tokens of answers and those read from the prompt cache, by
     /// provider, then upstream.
     upstream_tokens: BTreeMap<String, BTreeMap<String, (u64, u64)>>,
@@ -206,9 +208,18 @@ impl Metrics {
     /// final 4xx, or a failure label of `pool::Cause`).
     pub fn upstream_attempt(&self, provider: &str, upstream: &str, outcome: &'static str) {
         self.with(|s| {
-            *s.attempts
-                .entry((provider.to_string(), upstream.to_string(), outcome))
-                .or_default() += 1;
+            if !s.attempts.contains_key(provider) {
+                s.attempts.insert(provider.to_string(), BTreeMap::new());
+            }
+            let Some(ups) = s.attempts.get_mut(provider) else {
+                return;
+            };
+            if !ups.contains_key(upstream) {
+                ups.insert(upstream.to_string(), BTreeMap::new());
+            }
+            if let Some(outcomes) = ups.get_mut(upstream) {
+                *outcomes.entry(outcome).or_default() += 1;
+            }
         });
     }
 
@@ -367,13 +378,17 @@ impl Metrics {
                 );
             }
             out.push_str("# HELP switchboard_upstream_attempts_total Upstream attempts by provider, upstream and outcome (ok; error: a 4xx passed to the client; rate_limited, status_5xx, timeout, unreachable, invalid, credential_refused: failed and cooled; skipped: no key; unfit: the request cannot be translated for it; stale_connection: a pooled connection failed before the answer and the request was sent once more on a new one).\n# TYPE switchboard_upstream_attempts_total counter\n");
-            for ((p, u, o), n) in &s.attempts {
-                let _ = writeln!(
-                    out,
-                    "switchboard_upstream_attempts_total{{provider=\"{}\",upstream=\"{}\",outcome=\"{o}\"}} {n}",
-                    esc(p),
-                    esc(u)
-                );
+            for (p, ups) in &s.attempts {
+                for (u, outcomes) in ups {
+                    for (o, n) in outcomes {
+                        let _ = writeln!(
+                            out,
+                            "switchboard_upstream_attempts_total{{provider=\"{}\",upstream=\"{}\",outcome=\"{o}\"}} {n}",
+                            esc(p),
+                            esc(u)
+                        );
+                    }
+                }
             }
             for (name, help, part) in [
                 ("switchboard_upstream_input_tokens_total", "Input tokens of the answers of each upstream, those read from the prompt cache included.", 0),
