@@ -335,8 +335,15 @@ impl PassthroughStream {
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
                     if let (Some(env), Some(at)) = (envelope.as_ref(), p.response) {
-                        let at = spliced(at, p.span.as_ref(), model_json.len());
-                        let response = match env.apply_event(scratch, at.clone()) {
+                        let moved = |r| spliced(r, p.span.as_ref(), model_json.len());
+                        let at = moved(at);
+                        // Where the peek found the members the envelope
+                        // sets, they are set there (no walk of the object).
+                        let found = p.envelope_members.map(|m| m.map(|r| r.map(moved)));
+                        let edited = found
+                            .and_then(|m| env.apply_event_at(scratch, at.clone(), &m))
+                            .or_else(|| env.apply_event(scratch, at.clone()));
+                        let response = match edited {
                             Some((edited, r)) => {
                                 *scratch = edited;
                                 r

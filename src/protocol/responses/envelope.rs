@@ -7,6 +7,15 @@
 use crate::util::jsonedit;
 use std::ops::Range;
 
+/// The members of a response object an envelope may set, in the order a
+/// stream peek reports where they are ([`MemberSpans`]).
+pub const MEMBERS: [&str; 4] = ["id", "previous_response_id", "store", "instructions"];
+
+/// Where each of [`MEMBERS`] is in a stream event (its value's bytes), as
+/// the peek's skim of the event's response object found them; None for one
+/// the object does not have.
+pub type MemberSpans = [Option<Range<usize>>; 4];
+
 /// Members set on a response object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Envelope {
@@ -43,6 +52,91 @@ impl Envelope {
         }
         set.extend(self.fields.iter().map(|(k, v)| (*k, v.as_slice())));
         jsonedit::set_members(obj, &set)
+    }
+
+    /// [`Envelope::apply_event`] of an event whose response object, at
+    /// `span`, has its [`MEMBERS`] where `members` says (the peek's skim
+    /// found them): the event is written once, in pieces, without another
+    /// walk of the object; the bytes are `apply_event`'s. None when the
+    /// envelope sets a member outside [`MEMBERS`] or `members` do not lie
+    /// in the object (then `apply_event`).
+    pub fn apply_event_at(
+        &self,
+        event: &[u8],
+        span: Range<usize>,
+        members: &MemberSpans,
+    ) -> Option<(Vec<u8>, Range<usize>)> {
+        let obj = event.get(span.clone())?;
+        if obj.first() != Some(&b'{') {
+            return None;
+        }
+        let id = self
+            .id
+            .as_ref()
+            .map(|id| serde_json::to_vec(id).unwrap_or_default());
+        // The value set for each of MEMBERS, and the order they were set in.
+        let mut value: [Option<&[u8]>; 4] = [None; 4];
+        let mut order = [0usize; 4];
+        let mut n = 0;
+        let named = id.as_deref().map(|v| ("id", v));
+        for (name, v) in named
+            .into_iter()
+            .chain(self.fields.iter().map(|(k, v)| (*k, v.as_slice())))
+        {
+            let i = MEMBERS.iter().position(|m| *m == name)?;
+            if value[i].replace(v).is_some() {
+                return None;
+            }
+            order[n] = i;
+            n += 1;
+        }
+        let inside = |r: &Range<usize>| r.start > span.start && r.end < span.end;
+        if !members.iter().flatten().all(inside) {
+            return None;
+        }
+        let added: usize = value.iter().flatten().map(|v| v.len() + 16).sum();
+        let mut out = Vec::with_capacity(event.len() + added);
+        out.extend_from_slice(&event[..=span.start]);
+        // The members the object lacks go first, in the order set.
+        let mut wrote = false;
+        for &i in &order[..n] {
+            if members[i].is_some() {
+                continue;
+            }
+            if wrote {
+                out.push(b',');
+            }
+            out.push(b'"');
+            out.extend_from_slice(MEMBERS[i].as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(value[i].unwrap_or_default());
+            wrote = true;
+        }
+        let empty = obj[1..].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'}');
+        if wrote && !empty {
+            out.push(b',');
+        }
+        // Then the object, its members that are set given their new values.
+        let mut replaced: [(usize, usize, &[u8]); 4] = [(0, 0, &[]); 4];
+        let mut r = 0;
+        for (i, at) in members.iter().enumerate() {
+            if let (Some(at), Some(v)) = (at, value[i]) {
+                replaced[r] = (at.start, at.end, v);
+                r += 1;
+            }
+        }
+        let replaced = &mut replaced[..r];
+        replaced.sort_unstable_by_key(|(start, _, _)| *start);
+        let mut at = span.start + 1;
+        for &(start, end, v) in replaced.iter() {
+            out.extend_from_slice(&event[at..start]);
+            out.extend_from_slice(v);
+            at = end;
+        }
+        out.extend_from_slice(&event[at..span.end]);
+        let response = span.start..out.len();
+        out.extend_from_slice(&event[span.end..]);
+        Some((out, response))
     }
 
     /// A stream event with its nested `response` object, at `span` (as the
@@ -86,6 +180,64 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["id"], "resp_new");
         assert!(env().apply(b"[1]").is_none());
+    }
+
+    #[test]
+    fn members_found_by_the_peek_are_set_as_a_walk_of_the_object_sets_them() {
+        let envs = [
+            env(),
+            Envelope {
+                id: None,
+                fields: vec![("store", b"false".to_vec())],
+            },
+            Envelope {
+                id: Some("resp_\"q\"".into()),
+                fields: vec![
+                    ("instructions", b"\"be brief\"".to_vec()),
+                    ("previous_response_id", b"\"resp_0\"".to_vec()),
+                ],
+            },
+        ];
+        let events: [&[u8]; 7] = [
+            br#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_up","object":"response","model":"m","store":false,"output":[]}}"#,
+            br#"{"type":"response.completed","response":{"output":[{"type":"message","content":[{"text":"{\"id\":1}"}]}],"previous_response_id":null,"instructions":null,"usage":{"input_tokens":3,"output_tokens":4}},"sequence_number":9}"#,
+            br#"{"type":"response.in_progress","response":{ }}"#,
+            br#"{"type":"response.in_progress","response":{}}"#,
+            br#"{ "type" : "response.created" , "response" : { "store" : true , "id" : "r" , "model" : "m" } }"#,
+            // Escaped keys and a duplicate: the skim leaves these to serde.
+            br#"{"type":"response.created","response":{"\u0069d":"x","model":"m"}}"#,
+            br#"{"type":"response.created","response":{"store":true,"store":false}}"#,
+        ];
+        for ev in events {
+            let p = crate::protocol::responses::peek::response(ev).unwrap();
+            let at = p.response.clone().unwrap();
+            for e in &envs {
+                let walked = e.apply_event(ev, at.clone()).unwrap();
+                match &p.envelope_members {
+                    Some(m) => {
+                        let found = e.apply_event_at(ev, at.clone(), m).unwrap();
+                        assert_eq!(
+                            String::from_utf8_lossy(&found.0),
+                            String::from_utf8_lossy(&walked.0)
+                        );
+                        assert_eq!(found.1, walked.1);
+                        let v: serde_json::Value = serde_json::from_slice(&found.0).unwrap();
+                        assert!(v["response"].is_object());
+                    }
+                    // Only the duplicate has no spans (serde's walk then).
+                    None => assert!(ev.windows(7).filter(|w| w == br#""store""#).count() == 2),
+                }
+            }
+        }
+        // An envelope setting a member outside MEMBERS is the walk's to apply.
+        let other = Envelope {
+            id: None,
+            fields: vec![("metadata", b"{}".to_vec())],
+        };
+        let ev = events[0];
+        let p = crate::protocol::responses::peek::response(ev).unwrap();
+        let m = p.envelope_members.unwrap();
+        assert_eq!(other.apply_event_at(ev, p.response.unwrap(), &m), None);
     }
 
     #[test]

@@ -14,6 +14,8 @@ use crate::protocol::common::peek::{
 };
 use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::skim;
+use crate::protocol::responses::envelope;
+use crate::util::jsonedit;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
@@ -251,6 +253,10 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
     out.response = p.response.and_then(|r| span_of(r.get(), doc));
+    out.envelope_members = out.response.as_ref().and_then(|at| {
+        let found = jsonedit::member_spans(&doc[at.clone()], envelope::MEMBERS)?;
+        Some(found.map(|r| r.map(|r| r.start + at.start..r.end + at.start)))
+    });
     let object = match p.response {
         Some(r) => Some(serde_json::from_str::<ObjectPeek<'_>>(r.get()).ok()?),
         None => None,
@@ -356,16 +362,31 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     };
     // A response object's own members stand for the event's (as `parsed`).
     let response_at = value(response.clone()).map(|(_, r)| r);
+    let mut envelope_members = None;
     let (model, usage, id) = match value(response) {
         None => (value(model).map(|(_, r)| r), Usage::default(), None),
         Some((obj, at)) => {
             if obj.first() != Some(&b'{') {
                 return None;
             }
-            let [id, model, usage] = skim::members(obj, [&b"id"[..], b"model", b"usage"])?;
-            let inner = |r: Option<Range<usize>>| {
-                skim::non_null(doc, r.map(|r| r.start + at.start..r.end + at.start))
-            };
+            let wanted = [
+                &b"id"[..],
+                b"model",
+                b"usage",
+                b"previous_response_id",
+                b"store",
+                b"instructions",
+            ];
+            let [id, model, usage, previous, store, instructions] = skim::members(obj, wanted)?;
+            let moved = |r: Option<Range<usize>>| r.map(|r| r.start + at.start..r.end + at.start);
+            // The envelope's members (envelope::MEMBERS), null ones included.
+            envelope_members = Some([
+                moved(id.clone()),
+                moved(previous),
+                moved(store),
+                moved(instructions),
+            ]);
+            let inner = |r: Option<Range<usize>>| skim::non_null(doc, moved(r));
             let id = skim::lent(inner(id).map(|(v, _)| v))?;
             let usage = match inner(usage) {
                 None => Usage::default(),
@@ -395,6 +416,7 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
             Some(b"response.completed" | b"response.incomplete" | b"response.failed")
         ),
         error: kind == Some(b"error"),
+        envelope_members,
         ..Peeked::default()
     };
     // An answer of the sequence number alone is what the next event that
