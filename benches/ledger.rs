@@ -3,6 +3,7 @@
 //! (one attempt, a key, a model, an upstream host), written in one
 //! transaction into a file in a temporary directory, with its rollups.
 //! Reported per row: the ledger thread's cost per request under load.
+#![allow(clippy::panic)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use switchboard::obs::outcome::AttemptNote;
@@ -45,8 +46,10 @@ fn row(i: i64) -> Row {
 
 fn bench_write(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("switchboard-ledger-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    let mut db = Sqlite::open(&dir.join("ledger.sqlite")).expect("ledger file");
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        panic!("{}: {e}", dir.display());
+    }
+    let mut db = Sqlite::open(&dir.join("ledger.sqlite")).unwrap_or_else(|e| panic!("{e}"));
     let mut next = 0i64;
     let mut g = c.benchmark_group("ledger_sqlite");
     g.throughput(Throughput::Elements(256));
@@ -57,7 +60,11 @@ fn bench_write(c: &mut Criterion) {
                 next += 256;
                 rows
             },
-            |rows| db.write(&rows).expect("write"),
+            |rows| {
+                if let Err(e) = db.write(&rows) {
+                    panic!("ledger write: {e}");
+                }
+            },
             criterion::BatchSize::LargeInput,
         )
     });

@@ -17,7 +17,7 @@ use crate::protocol::common::framing::name_is_utf8;
 pub use crate::protocol::common::framing::{check_utf8, Framing, StreamFault, MAX_SKIPPED_FRAMES};
 use crate::protocol::common::peek::Peeked;
 pub use crate::protocol::common::peek::Usage;
-use crate::protocol::responses::envelope::Envelope;
+use crate::protocol::responses::{self, envelope::Envelope};
 use crate::protocol::{spoke, Spoke};
 use crate::sse::{
     encode_comment, encode_event, encode_named, encode_unbroken, SseDecoder, SseError, SseEvent,
@@ -58,6 +58,37 @@ fn spliced(r: Range<usize>, span: Option<&Range<usize>>, new_len: usize) -> Rang
     moved(r.start)..moved(r.end)
 }
 
+/// Sets `env` on the event in `scratch` (`data` with the model spliced
+/// in at `span`), whose response object the peek found at `at` in `data`; where
+/// that object now is in `scratch`. Where the peek found the members the
+/// envelope sets, they are set there, without another walk of the object
+/// (an envelope is the Responses API's, whose peek read `data` last on
+/// this thread). Kept out of the frame loop: three events of a stream come
+/// here, and the loop is kept small.
+#[inline(never)]
+fn enveloped_event(
+    env: &Envelope,
+    data: &[u8],
+    span: Option<&Range<usize>>,
+    at: Range<usize>,
+    model_json: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Range<usize> {
+    let moved = |r| spliced(r, span, model_json.len());
+    let at = moved(at);
+    let found = responses::peek::envelope_members(data).map(|m| m.map(|r| r.map(moved)));
+    let edited = found
+        .and_then(|m| env.apply_event_at(scratch, at.clone(), &m))
+        .or_else(|| env.apply_event(scratch, at.clone()));
+    match edited {
+        Some((edited, r)) => {
+            *scratch = edited;
+            r
+        }
+        None => at,
+    }
+}
+
 /// The model name a family's responses carry, as a JSON string literal.
 pub fn model_json(name: &str) -> Vec<u8> {
     serde_json::to_vec(name).unwrap_or_else(|_| b"\"\"".to_vec())
@@ -88,6 +119,9 @@ enum Read {
 /// is answered from that one, checked as UTF-8 where it differs
 /// (`Spoke::peek_repeated`); any other is checked whole, then peeked at.
 /// Err: the fault it is (invalid UTF-8, one unreadable frame too many).
+// Inlined into the frame loop, its one caller: called, its answer (a
+// `Peeked`) is written to memory and copied out, 40 instructions a frame.
+#[inline(always)]
 fn read_event(spoke: &Spoke, ev: &SseEvent<'_>, skipped: &mut u32) -> Result<Read, StreamFault> {
     let data = ev.data;
     if name_is_utf8(ev.event) {
@@ -334,23 +368,11 @@ impl PassthroughStream {
                     }
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
-                    if let (Some(env), Some(at)) = (envelope.as_ref(), p.response) {
-                        let moved = |r| spliced(r, p.span.as_ref(), model_json.len());
-                        let at = moved(at);
-                        // Where the peek found the members the envelope
-                        // sets, they are set there (no walk of the object).
-                        let found = p.envelope_members.map(|m| m.map(|r| r.map(moved)));
-                        let edited = found
-                            .and_then(|m| env.apply_event_at(scratch, at.clone(), &m))
-                            .or_else(|| env.apply_event(scratch, at.clone()));
-                        let response = match edited {
-                            Some((edited, r)) => {
-                                *scratch = edited;
-                                r
-                            }
-                            None => at,
-                        };
-                        if p.terminal && !p.error {
+                    if let (Some(env), Some(at)) = (envelope.as_ref(), p.response.clone()) {
+                        let whole = p.terminal && !p.error;
+                        let span = p.span.as_ref();
+                        let response = enveloped_event(env, data, span, at, model_json, scratch);
+                        if whole {
                             *final_response = scratch.get(response).map(<[u8]>::to_vec);
                         }
                     }

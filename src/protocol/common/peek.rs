@@ -465,11 +465,6 @@ pub struct Peeked {
     /// stream events that wrap the response object): the only events a
     /// stored or continued stream's envelope edits.
     pub response: Option<Range<usize>>,
-    /// Where that response object's members an envelope sets are
-    /// (`responses::envelope::MEMBERS`, in that order; None for one
-    /// absent), when the peek found them: the envelope is then applied
-    /// without another walk of the object.
-    pub envelope_members: Option<[Option<Range<usize>>; 4]>,
 }
 
 /// The byte range of a borrowed raw value inside `doc`.

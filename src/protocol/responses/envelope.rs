@@ -211,9 +211,13 @@ mod tests {
         for ev in events {
             let p = crate::protocol::responses::peek::response(ev).unwrap();
             let at = p.response.clone().unwrap();
+            let members = crate::protocol::responses::peek::envelope_members(ev);
+            // Handed over once: a second ask, or one about another
+            // document, has no answer.
+            assert_eq!(crate::protocol::responses::peek::envelope_members(ev), None);
             for e in &envs {
                 let walked = e.apply_event(ev, at.clone()).unwrap();
-                match &p.envelope_members {
+                match &members {
                     Some(m) => {
                         let found = e.apply_event_at(ev, at.clone(), m).unwrap();
                         assert_eq!(
@@ -236,8 +240,19 @@ mod tests {
         };
         let ev = events[0];
         let p = crate::protocol::responses::peek::response(ev).unwrap();
-        let m = p.envelope_members.unwrap();
+        let m = crate::protocol::responses::peek::envelope_members(ev).unwrap();
         assert_eq!(other.apply_event_at(ev, p.response.unwrap(), &m), None);
+        // Another document peeked at since: no answer for the first.
+        crate::protocol::responses::peek::response(events[4]).unwrap();
+        assert_eq!(crate::protocol::responses::peek::envelope_members(ev), None);
+        // Nor for a delta peeked at after it (it has no response object).
+        crate::protocol::responses::peek::response(events[4]).unwrap();
+        let delta = br#"{"type":"response.output_text.delta","sequence_number":3,"delta":"x"}"#;
+        crate::protocol::responses::peek::response(delta).unwrap();
+        assert_eq!(
+            crate::protocol::responses::peek::envelope_members(events[4]),
+            None
+        );
     }
 
     #[test]

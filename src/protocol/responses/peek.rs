@@ -243,6 +243,12 @@ struct ResponsePeek<'a> {
 /// for, are parsed, with the same answers (docs/performance.md "Peeking at
 /// stream frames").
 pub fn response(doc: &[u8]) -> Option<Peeked> {
+    // What [`envelope_members`] answers is about this document or none.
+    MEMBERS_FOUND.with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            *m = None;
+        }
+    });
     repeated(doc)
         .or_else(|| skimmed(doc))
         .or_else(|| parsed(doc))
@@ -253,10 +259,12 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
     let mut out = Peeked::default();
     let p: ResponsePeek<'_> = serde_json::from_slice(doc).ok()?;
     out.response = p.response.and_then(|r| span_of(r.get(), doc));
-    out.envelope_members = out.response.as_ref().and_then(|at| {
-        let found = jsonedit::member_spans(&doc[at.clone()], envelope::MEMBERS)?;
-        Some(found.map(|r| r.map(|r| r.start + at.start..r.end + at.start)))
-    });
+    if let Some(at) = &out.response {
+        if let Some(found) = jsonedit::member_spans(&doc[at.clone()], envelope::MEMBERS) {
+            let moved = found.map(|r| r.map(|r| r.start + at.start..r.end + at.start));
+            found_members(doc, moved);
+        }
+    }
     let object = match p.response {
         Some(r) => Some(serde_json::from_str::<ObjectPeek<'_>>(r.get()).ok()?),
         None => None,
@@ -280,6 +288,45 @@ fn parsed(doc: &[u8]) -> Option<Peeked> {
     );
     out.error = p.kind == Some("error");
     Some(out)
+}
+
+thread_local! {
+    /// Where the members an envelope sets (`envelope::MEMBERS`) are in the
+    /// response object of the document the last [`response`] call on this
+    /// thread read (that document's address and length, and the spans), if
+    /// it had one and they were found: [`envelope_members`] hands them to
+    /// the stream relay, which sets the envelope there without walking the
+    /// object again. Kept aside rather than in [`Peeked`]: every frame's
+    /// answer is moved a few times, and 96 more bytes in it cost an OpenAI
+    /// stream 110 instructions a frame. Every `response` call clears it.
+    static MEMBERS_FOUND: std::cell::RefCell<Option<(usize, usize, envelope::MemberSpans)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Keeps where `doc`'s response object has the envelope's members.
+fn found_members(doc: &[u8], spans: envelope::MemberSpans) {
+    MEMBERS_FOUND.with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            *m = Some((doc.as_ptr() as usize, doc.len(), spans));
+        }
+    });
+}
+
+/// Where the members an envelope sets (`envelope::MEMBERS`, in that order;
+/// None for one absent) are in `doc`, a stream event the last [`response`]
+/// call on this thread was given and found a response object in; None when
+/// that call was about another document or did not find them (the envelope
+/// then walks the object: `Envelope::apply_event`).
+pub fn envelope_members(doc: &[u8]) -> Option<envelope::MemberSpans> {
+    MEMBERS_FOUND.with(|m| {
+        let mut m = m.try_borrow_mut().ok()?;
+        match m.take() {
+            Some((at, len, spans)) if at == doc.as_ptr() as usize && len == doc.len() => {
+                Some(spans)
+            }
+            _ => None,
+        }
+    })
 }
 
 thread_local! {
@@ -362,7 +409,6 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
     };
     // A response object's own members stand for the event's (as `parsed`).
     let response_at = value(response.clone()).map(|(_, r)| r);
-    let mut envelope_members = None;
     let (model, usage, id) = match value(response) {
         None => (value(model).map(|(_, r)| r), Usage::default(), None),
         Some((obj, at)) => {
@@ -380,12 +426,15 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
             let [id, model, usage, previous, store, instructions] = skim::members(obj, wanted)?;
             let moved = |r: Option<Range<usize>>| r.map(|r| r.start + at.start..r.end + at.start);
             // The envelope's members (envelope::MEMBERS), null ones included.
-            envelope_members = Some([
-                moved(id.clone()),
-                moved(previous),
-                moved(store),
-                moved(instructions),
-            ]);
+            found_members(
+                doc,
+                [
+                    moved(id.clone()),
+                    moved(previous),
+                    moved(store),
+                    moved(instructions),
+                ],
+            );
             let inner = |r: Option<Range<usize>>| skim::non_null(doc, moved(r));
             let id = skim::lent(inner(id).map(|(v, _)| v))?;
             let usage = match inner(usage) {
@@ -416,7 +465,6 @@ fn skimmed(doc: &[u8]) -> Option<Peeked> {
             Some(b"response.completed" | b"response.incomplete" | b"response.failed")
         ),
         error: kind == Some(b"error"),
-        envelope_members,
         ..Peeked::default()
     };
     // An answer of the sequence number alone is what the next event that

@@ -178,18 +178,31 @@ impl ResponseStore {
                     store.backend.name()
                 );
             }
-            let deleted = store.pending(|p| p.remove(&id).is_some_and(|x| x.deleted));
+            // Handed over to the backend, unless it was deleted meanwhile:
+            // then its entry stays (a tombstone: reads find nothing) until
+            // the backend's copy is deleted too. Removed first, a read in
+            // between found the record the client had deleted.
+            let deleted = store.pending(|p| match p.get(&id) {
+                Some(x) if x.deleted => true,
+                _ => {
+                    p.remove(&id);
+                    false
+                }
+            });
             if r.is_err() || deleted {
                 // Not kept after all: counted in `save`, read again next time.
                 store.usage_edit(|m| {
                     m.remove(&rec.key_id);
                 });
             }
-            if deleted && r.is_ok() {
-                if let Err(e) = store.backend.delete(&rec.key_id, &id).await {
-                    store.failures.fetch_add(1, Ordering::Relaxed);
-                    log::error!("stored response {id}: deleting it failed: {e}");
+            if deleted {
+                if r.is_ok() {
+                    if let Err(e) = store.backend.delete(&rec.key_id, &id).await {
+                        store.failures.fetch_add(1, Ordering::Relaxed);
+                        log::error!("stored response {id}: deleting it failed: {e}");
+                    }
                 }
+                store.pending(|p| p.remove(&id));
             }
         };
         match tokio::runtime::Handle::try_current() {
@@ -301,6 +314,66 @@ pub(super) mod tests {
                 r#"{{"id":"{id}","output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"a-{id}"}}]}}]}}"#
             )),
         )
+    }
+
+    /// The memory backend with `put` and `delete` held until let go.
+    #[derive(Debug)]
+    struct Gated {
+        inner: Memory,
+        put_go: tokio::sync::Semaphore,
+        delete_go: tokio::sync::Semaphore,
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for Gated {
+        async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError> {
+            self.put_go.acquire().await.unwrap().forget();
+            self.inner.put(rec).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+            self.inner.get(id).await
+        }
+        async fn delete(&self, key_id: &str, id: &str) -> Result<bool, StoreError> {
+            self.delete_go.acquire().await.unwrap().forget();
+            self.inner.delete(key_id, id).await
+        }
+        async fn usage(&self, key_id: &str) -> Result<u64, StoreError> {
+            self.inner.usage(key_id).await
+        }
+        fn name(&self) -> &'static str {
+            "gated"
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_deleted_before_its_write_landed_is_never_read_again() {
+        let backend = Arc::new(Gated {
+            inner: Memory::default(),
+            put_go: tokio::sync::Semaphore::new(0),
+            delete_go: tokio::sync::Semaphore::new(0),
+        });
+        let store = Arc::new(ResponseStore::new(backend.clone(), DEFAULT_TTL));
+        assert!(store.save(rec(&store, "r", "k", None)));
+        // Deleted while its write is held: answered from the pending entry.
+        assert!(store.delete("k", "r").await.unwrap());
+        assert!(store.lookup("k", "r").await.unwrap().is_none());
+        // The write lands, and the backend's delete is held: the record is
+        // in the backend, and still no read finds it.
+        backend.put_go.add_permits(1);
+        while backend.inner.get("r").await.unwrap().is_none() {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..50 {
+            assert!(store.lookup("k", "r").await.unwrap().is_none());
+            assert!(!store.delete("k", "r").await.unwrap());
+            tokio::task::yield_now().await;
+        }
+        backend.delete_go.add_permits(1);
+        while store.pending(|p| !p.is_empty()) {
+            tokio::task::yield_now().await;
+        }
+        assert!(backend.inner.get("r").await.unwrap().is_none());
+        assert!(store.lookup("k", "r").await.unwrap().is_none());
     }
 
     #[tokio::test]
