@@ -131,22 +131,22 @@ fn entry<'m>(map: &'m mut PerModel, provider: &str, model: &str) -> Option<&'m m
     models.get_mut(model)
 }
 
+/// `map`'s value under `key`, the default inserted the first time: the
+/// only time a key is made (a lookup allocates nothing). Always `Some`.
+fn named<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> Option<&'m mut V> {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key)
+}
+
 /// Adds an answered request's input and cached tokens to its upstream's
-/// series (inserted on first use; a lookup allocates nothing).
+/// series (inserted on first use).
 fn upstream_tokens(map: &mut BTreeMap<String, BTreeMap<String, (u64, u64)>>, o: &Outcome) {
     let (Some(a), Some(input)) = (o.answered(), o.prompt_tokens()) else {
         return;
     };
-    if !map.contains_key(&a.provider) {
-        map.insert(a.provider.clone(), BTreeMap::new());
-    }
-    let Some(ups) = map.get_mut(&a.provider) else {
-        return;
-    };
-    if !ups.contains_key(&a.upstream) {
-        ups.insert(a.upstream.clone(), (0, 0));
-    }
-    if let Some(t) = ups.get_mut(&a.upstream) {
+    if let Some(t) = named(map, &a.provider).and_then(|ups| named(ups, &a.upstream)) {
         t.0 += input;
         t.1 += o.usage.cached_tokens.unwrap_or(0);
     }
@@ -208,16 +208,9 @@ impl Metrics {
     /// final 4xx, or a failure label of `pool::Cause`).
     pub fn upstream_attempt(&self, provider: &str, upstream: &str, outcome: &'static str) {
         self.with(|s| {
-            if !s.attempts.contains_key(provider) {
-                s.attempts.insert(provider.to_string(), BTreeMap::new());
-            }
-            let Some(ups) = s.attempts.get_mut(provider) else {
-                return;
-            };
-            if !ups.contains_key(upstream) {
-                ups.insert(upstream.to_string(), BTreeMap::new());
-            }
-            if let Some(outcomes) = ups.get_mut(upstream) {
+            if let Some(outcomes) =
+                named(&mut s.attempts, provider).and_then(|u| named(u, upstream))
+            {
                 *outcomes.entry(outcome).or_default() += 1;
             }
         });

@@ -369,10 +369,9 @@ impl PassthroughStream {
                     scratch.clear();
                     splice(data, p.span.as_ref(), model_json, scratch);
                     if let (Some(env), Some(at)) = (envelope.as_ref(), p.response.clone()) {
-                        let whole = p.terminal && !p.error;
                         let span = p.span.as_ref();
                         let response = enveloped_event(env, data, span, at, model_json, scratch);
-                        if whole {
+                        if p.terminal && !p.error {
                             *final_response = scratch.get(response).map(<[u8]>::to_vec);
                         }
                     }

@@ -42,16 +42,23 @@ impl Envelope {
     /// `obj` (a response object) with the members set: replaced where present,
     /// added at the front where not. `None` when `obj` is not an object.
     pub fn apply(&self, obj: &[u8]) -> Option<Vec<u8>> {
-        let id = self
-            .id
-            .as_ref()
-            .map(|id| serde_json::to_vec(id).unwrap_or_default());
-        let mut set: Vec<(&str, &[u8])> = Vec::with_capacity(self.fields.len() + 1);
-        if let Some(id) = &id {
-            set.push(("id", id));
-        }
-        set.extend(self.fields.iter().map(|(k, v)| (*k, v.as_slice())));
+        let id = self.id_json();
+        let set: Vec<(&str, &[u8])> = self.members(id.as_deref()).collect();
         jsonedit::set_members(obj, &set)
+    }
+
+    /// The id's JSON string, when the envelope sets one.
+    fn id_json(&self) -> Option<Vec<u8>> {
+        self.id
+            .as_ref()
+            .map(|id| serde_json::to_vec(id).unwrap_or_default())
+    }
+
+    /// The members set (name, JSON value), in order: `id` (as
+    /// [`Envelope::id_json`] wrote it) first, then the fields.
+    fn members<'a>(&'a self, id: Option<&'a [u8]>) -> impl Iterator<Item = (&'a str, &'a [u8])> {
+        let fields = self.fields.iter().map(|(k, v)| (*k, v.as_slice()));
+        id.map(|v| ("id", v)).into_iter().chain(fields)
     }
 
     /// [`Envelope::apply_event`] of an event whose response object, at
@@ -70,19 +77,12 @@ impl Envelope {
         if obj.first() != Some(&b'{') {
             return None;
         }
-        let id = self
-            .id
-            .as_ref()
-            .map(|id| serde_json::to_vec(id).unwrap_or_default());
+        let id = self.id_json();
         // The value set for each of MEMBERS, and the order they were set in.
         let mut value: [Option<&[u8]>; 4] = [None; 4];
         let mut order = [0usize; 4];
         let mut n = 0;
-        let named = id.as_deref().map(|v| ("id", v));
-        for (name, v) in named
-            .into_iter()
-            .chain(self.fields.iter().map(|(k, v)| (*k, v.as_slice())))
-        {
+        for (name, v) in self.members(id.as_deref()) {
             let i = MEMBERS.iter().position(|m| *m == name)?;
             if value[i].replace(v).is_some() {
                 return None;
