@@ -11,7 +11,7 @@
 
 use crate::family::Family;
 use crate::obs::outcome::Outcome;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,9 +50,10 @@ struct ModelSeries {
     cost_nanos: i64,
 }
 
-/// Per family, provider, model; keyed so a lookup by `&str` allocates nothing
-/// (only the first request of a model inserts its names).
-type PerModel = HashMap<String, HashMap<String, ModelSeries>>;
+/// Per family, provider, model; nested so a lookup by `&str` allocates
+/// nothing (only the first request of a model inserts its names), ordered
+/// (a few names each: a lookup is a few comparisons, no hashing).
+type PerModel = BTreeMap<String, BTreeMap<String, ModelSeries>>;
 
 #[derive(Debug, Default)]
 struct Series {
@@ -119,18 +120,6 @@ impl Drop for StreamGuard {
     }
 }
 
-/// The series of (provider, model), inserted on first use (always `Some`).
-fn entry<'m>(map: &'m mut PerModel, provider: &str, model: &str) -> Option<&'m mut ModelSeries> {
-    if !map.contains_key(provider) {
-        map.insert(provider.to_string(), HashMap::new());
-    }
-    let models = map.get_mut(provider)?;
-    if !models.contains_key(model) {
-        models.insert(model.to_string(), ModelSeries::default());
-    }
-    models.get_mut(model)
-}
-
 /// `map`'s value under `key`, the default inserted the first time: the
 /// only time a key is made (a lookup allocates nothing). Always `Some`.
 fn named<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> Option<&'m mut V> {
@@ -171,7 +160,8 @@ impl Metrics {
             if let Some(t) = o.ttft {
                 s.ttft[i].observe(t.as_secs_f64());
             }
-            let Some(m) = entry(&mut s.per_model[i], provider, model) else {
+            let Some(m) = named(&mut s.per_model[i], provider).and_then(|ms| named(ms, model))
+            else {
                 return;
             };
             match m.statuses.iter_mut().find(|(st, _)| *st == o.status) {

@@ -1,6 +1,7 @@
-//! Eight bytes at a time: where the first byte of a set is in a word read
-//! little-endian, for the stream peeks' skim of a JSON string and the
-//! encoders' escaping of one (`json_write`), whether text needs no escape
+//! Eight bytes at a time (sixteen with SSE2 on x86-64): where the first
+//! byte of a set is in a word read little-endian, for the stream peeks'
+//! skim of a JSON string and its whitespace and the encoders' escaping of
+//! one (`json_write`), whether text needs no escape
 //! (the skim's and the stream parsers' repeated frames: `protocol::common::repeat`), and how many
 //! bytes two slices share at their start or end, for a stream transcript's
 //! frames (`translate::transcript`). The set tests were tried in
@@ -62,26 +63,121 @@ static SPECIAL: [bool; 256] = {
 };
 
 /// The position of the first byte at or after `from` that must be
-/// escaped: a table lookup per byte below a word's length, else a word at
-/// a time, the last (partial) word read as the 8 bytes that end the string
-/// (those it shares with the word before are known to need nothing, and
-/// the lowest flag is exact).
+/// escaped (see [`plain_end`]), if any.
 #[inline]
 pub fn find_json_special(b: &[u8], from: usize) -> Option<usize> {
+    let at = plain_end(b, from);
+    (at < b.len()).then_some(at)
+}
+
+/// Where the run of bytes a JSON string holds as they are, from `from`,
+/// ends: the first `"`, `\\` or control character at or after it, or
+/// `b.len()`. Sixteen bytes at a time where the target has SSE2 (every
+/// x86-64), else a word at a time; the last partial block is read as the
+/// block that ends `b`, its flags of bytes already passed (or before
+/// `from`) dropped; below a word, a table.
+#[inline]
+pub fn plain_end(b: &[u8], from: usize) -> usize {
     let n = b.len();
-    if n - from < 8 {
-        return (from..n).find(|&i| SPECIAL[usize::from(b[i])]);
-    }
     let mut i = from;
-    while let Some(w) = word(b, i) {
-        let at = first_json_special(w);
-        if at < 8 {
-            return Some(i + at);
+    #[cfg(target_arch = "x86_64")]
+    if n >= 16 {
+        while i + 16 <= n {
+            let m = special16(b, i);
+            if m != 0 {
+                return i + m.trailing_zeros() as usize;
+            }
+            i += 16;
         }
-        i += 8;
+        if i < n {
+            // Flags below `i` are of bytes before `from` or already passed.
+            let m = special16(b, n - 16) >> (i - (n - 16));
+            return if m != 0 {
+                i + m.trailing_zeros() as usize
+            } else {
+                n
+            };
+        }
+        return n;
     }
-    let at = word(b, n - 8).map_or(8, first_json_special);
-    (i < n && at < 8).then_some(n - 8 + at)
+    if n.saturating_sub(from) >= 8 {
+        while let Some(w) = word(b, i) {
+            let at = first_json_special(w);
+            if at < 8 {
+                return i + at;
+            }
+            i += 8;
+        }
+        let at = word(b, n - 8).map_or(8, first_json_special);
+        return if i < n && at < 8 { n - 8 + at } else { n };
+    }
+    (i..n).find(|&i| SPECIAL[usize::from(b[i])]).unwrap_or(n)
+}
+
+/// Where the run of JSON whitespace (space, tab, line feed, carriage
+/// return) from `from` ends: sixteen bytes at a time where the target has
+/// SSE2 (a pretty-printed document's indentation in one step), else, and
+/// for the last bytes, one at a time.
+#[inline]
+pub fn space_end(b: &[u8], from: usize) -> usize {
+    let mut i = from;
+    #[cfg(target_arch = "x86_64")]
+    while i + 16 <= b.len() {
+        let m = !space16(b, i) & 0xffff;
+        if m != 0 {
+            return i + m.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// Flags the JSON whitespace bytes of `b[at..at + 16]` (as [`special16`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn space16(b: &[u8], at: usize) -> u32 {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let block = &b[at..at + 16];
+    // SAFETY: as `special16`'s.
+    unsafe {
+        let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+        let space = _mm_cmpeq_epi8(v, _mm_set1_epi8(b' ' as i8));
+        let lf = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8));
+        let tab = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\t' as i8));
+        let cr = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\r' as i8));
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(space, lf), _mm_or_si128(tab, cr))) as u32
+    }
+}
+
+/// Flags (bit k for byte `at + k`) the bytes of `b[at..at + 16]` a JSON
+/// string cannot hold as they are; `at + 16` must be at most `b.len()`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn special16(b: &[u8], at: usize) -> u32 {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    let block = &b[at..at + 16];
+    // SAFETY: SSE2 is part of every x86-64 target (the intrinsics need no
+    // detection); `block` is 16 readable bytes, and an unaligned load
+    // reads exactly them.
+    unsafe {
+        let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // A byte is at most 0x1f when the larger of it and 0x1f (unsigned) is 0x1f.
+        let low = _mm_set1_epi8(0x1f);
+        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+    }
 }
 
 /// Whether `b` holds no byte a JSON string cannot hold as it is.
@@ -200,6 +296,53 @@ mod tests {
                     assert_eq!(common_suffix(&a, &b), naive.count(), "{a:?} {b:?}");
                 }
             }
+        }
+    }
+
+    /// Every special byte (and a plain one) at every place of every length
+    /// up to 70 (past four blocks), from every start, with specials and
+    /// plain bytes above it, against a byte-by-byte scan.
+    #[test]
+    fn plain_runs_end_at_the_first_special_byte() {
+        for n in 0..70usize {
+            for at in 0..=n {
+                for special in [b'"', b'\\', 0x00, 0x1f, b'a', 0x20, 0x7f, 0x80, 0xff] {
+                    for above in [b'a', b'"', 0x01, 0xc3] {
+                        let mut b = vec![b'x'; n];
+                        if at < n {
+                            b[at] = special;
+                            for x in &mut b[at + 1..] {
+                                *x = above;
+                            }
+                        }
+                        for from in 0..=n {
+                            let want = (from..n)
+                                .find(|&i| matches!(b[i], b'"' | b'\\' | 0..=0x1f))
+                                .unwrap_or(n);
+                            assert_eq!(plain_end(&b, from), want, "{b:?} from {from}");
+                            assert_eq!(find_json_special(&b, from), (want < n).then_some(want));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whitespace runs of every length up to 40 ended by every kind of byte
+    /// (or by the end), from every start, against a byte-by-byte scan.
+    #[test]
+    fn space_runs_end_at_the_first_other_byte() {
+        for n in 0..40usize {
+            for end in [b'a', b'{', 0x00, 0x0b, 0x0c, 0xa0, 0x21, 0x1f] {
+                let mut b: Vec<u8> = (0..n).map(|i| b" \n\t\r"[i % 4]).collect();
+                b.push(end);
+                b.extend_from_slice(b"   more text after it  ");
+                for from in 0..=n {
+                    assert_eq!(space_end(&b, from), n, "{b:?} from {from}");
+                }
+            }
+            let b: Vec<u8> = (0..n).map(|i| b" \n\t\r"[i % 4]).collect();
+            assert_eq!(space_end(&b, 0), n);
         }
     }
 

@@ -148,13 +148,43 @@ async fn deeply_nested_json_gets_a_clear_400_in_every_family() {
             COUNT_C.to_string(),
             format!(r#"{{"contents":[{{"role":"user","parts":{deep}}}]}}"#),
         ),
+        (
+            Protocol::Responses,
+            "/v1/responses".to_string(),
+            format!(r#"{{"model":"deepseek/big","input":[{{"role":"user","content":{deep}}}]}}"#),
+        ),
     ];
     for (p, path, body) in cases {
         let req = call(p, &path, &json!({})).body(body.into_bytes());
         let r = gw.send(&req).await;
         let e = assert_error(p, &r, 400);
         let message = e["message"].as_str().unwrap();
-        assert!(message.contains("recursion limit"), "{message}");
+        assert!(message.contains("recursion limit"), "{path}: {message}");
+        assert!(message.len() < 2048, "{}", message.len());
+    }
+    // Bedrock's routes: Converse, and InvokeModel's envelope (read before
+    // the Anthropic body inside it).
+    let bedrock = [
+        (
+            "/bedrock/model/deepseek%2Fbig/converse",
+            format!(r#"{{"messages":[{{"role":"user","content":{deep}}}]}}"#),
+        ),
+        (
+            "/bedrock/model/deepseek%2Fbig/invoke",
+            format!(
+                r#"{{"anthropic_version":"bedrock-2023-05-31","max_tokens":10,"messages":[{{"role":"user","content":{deep}}}]}}"#
+            ),
+        ),
+    ];
+    for (path, body) in bedrock {
+        let req = Request::post(path)
+            .header("authorization", &format!("Bearer {KEY}"))
+            .header("content-type", "application/json")
+            .body(body.into_bytes());
+        let r = gw.send(&req).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        let message = r.json()["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("recursion limit"), "{path}: {message}");
         assert!(message.len() < 2048, "{}", message.len());
     }
     assert!(mock.requests().is_empty(), "no upstream call");

@@ -5,7 +5,7 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, nonempty_string_after, nonempty_string_member, number,
+    bad, contains, model_of, nonempty_string_after, nonempty_string_member, number, parse_request,
     positive_int, present, span_of, typed, AffinitySource, Inspected, Peeked, Raw, RawText, Usage,
 };
 use crate::protocol::common::skim;
@@ -138,7 +138,7 @@ impl<'a> RequestPeek<'a> {
 pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayError> {
     let p = match RequestPeek::skimmed(body) {
         Some(p) => p,
-        None => serde_json::from_slice(body).map_err(|e| body_error(&e))?,
+        None => parse_request(body)?,
     };
     inspected(p, body)
 }

@@ -42,12 +42,7 @@ pub fn unwrap_body(
     model: &str,
     stream: bool,
 ) -> Result<(Vec<u8>, Option<String>), GatewayError> {
-    let p: EnvelopePeek<'_> = serde_json::from_slice(body).map_err(|e| {
-        GatewayError::new(
-            ErrorKind::InvalidRequest,
-            format!("request body is not valid JSON for this route: {e}"),
-        )
-    })?;
+    let p: EnvelopePeek<'_> = crate::protocol::common::peek::parse_request(body)?;
     match p.anthropic_version.map(RawValue::get) {
         Some(v) if v == format!("\"{VERSION}\"") => {}
         Some(_) => {

@@ -6,7 +6,7 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, number, positive_int, present, AffinitySource, Inspected, Peeked,
+    bad, contains, number, parse_request, positive_int, present, AffinitySource, Inspected, Peeked,
     Raw, Usage,
 };
 use serde::Deserialize;
@@ -61,7 +61,7 @@ struct RequestPeek<'a> {
 /// Scans a request body (`path_stream`: `/converse-stream`).
 pub fn request(body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError> {
     let mut out = Inspected::default();
-    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
+    let p: RequestPeek<'_> = parse_request(body)?;
     if !present(p.messages) {
         return Err(bad("messages", "messages is required"));
     }

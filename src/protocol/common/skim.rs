@@ -36,8 +36,8 @@ impl Skim<'_> {
     }
 
     fn ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.i += 1;
+        if matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i = words::space_end(self.b, self.i + 1);
         }
     }
 
@@ -50,15 +50,9 @@ impl Skim<'_> {
         self.eat(b'"')?;
         let mut escaped = false;
         loop {
-            // Eight bytes at a time up to the next special byte (a short
+            // A block at a time up to the next special byte (a short
             // string's end is found in one step, not one byte per step).
-            while let Some(w) = words::word(self.b, self.i) {
-                let at = words::first_json_special(w);
-                self.i += at;
-                if at < 8 {
-                    break;
-                }
-            }
+            self.i = words::plain_end(self.b, self.i);
             let c = self.peek()?;
             self.i += 1;
             match c {

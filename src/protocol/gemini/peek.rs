@@ -5,7 +5,7 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, is_true, more_than_one, number, positive_int, present, span_of,
+    bad, contains, is_true, more_than_one, number, parse_request, positive_int, present, span_of,
     AffinitySource, Inspected, Peeked, Raw, Usage,
 };
 use crate::protocol::common::skim;
@@ -70,7 +70,7 @@ struct RequestPeek<'a> {
 /// Scans a request body (`path_stream`: the stream flag Gemini takes from its path).
 pub fn request(body: &[u8], path_stream: bool) -> Result<Inspected, GatewayError> {
     let mut out = Inspected::default();
-    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
+    let p: RequestPeek<'_> = parse_request(body)?;
     if !present(p.contents) {
         return Err(bad("contents", "contents is required"));
     }

@@ -9,8 +9,8 @@
 
 use crate::error::GatewayError;
 use crate::protocol::common::peek::{
-    bad, body_error, contains, model_of, positive_int, present, span_of, AffinitySource, Inspected,
-    Peeked, Raw, Usage,
+    bad, contains, model_of, parse_request, positive_int, present, span_of, AffinitySource,
+    Inspected, Peeked, Raw, Usage,
 };
 use crate::protocol::common::repeat::Repeat;
 use crate::protocol::common::skim;
@@ -82,7 +82,7 @@ struct FormatPeek<'a> {
 /// Scans a request body.
 pub fn request(body: &[u8], _path_stream: bool) -> Result<Inspected, GatewayError> {
     let mut out = Inspected::default();
-    let p: RequestPeek<'_> = serde_json::from_slice(body).map_err(|e| body_error(&e))?;
+    let p: RequestPeek<'_> = parse_request(body)?;
     model_of(p.model, body, &mut out)?;
     if out.model.is_none() {
         return Err(bad("model", "model is required"));

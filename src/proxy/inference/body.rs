@@ -1,13 +1,12 @@
 //! Reading the client's request body: up to `--max-body-bytes`, after a
 //! `100 Continue` when asked, each read within the listener's body deadline;
 //! a broken or slow body is the client's 400 or 408 and closes the
-//! connection; a body nested deeper than the parser's limit is refused.
+//! connection.
 
 use super::Stop;
 use crate::error::{ErrorKind, GatewayError};
 use crate::listener::Session;
 use crate::proxy::Gateway;
-use crate::util::json_depth;
 use bytes::Bytes;
 
 pub(super) async fn read_request_body(gw: &Gateway, session: &mut Session) -> Result<Bytes, Stop> {
@@ -57,20 +56,6 @@ pub(super) async fn read_request_body(gw: &Gateway, session: &mut Session) -> Re
         body.push(chunk);
     }
     Ok(body.finish())
-}
-
-/// Refuses a body that nests arrays and objects deeper than the parser allows.
-pub(super) fn check_depth(body: &[u8]) -> Result<(), GatewayError> {
-    if json_depth::within(body, json_depth::MAX_DEPTH) {
-        return Ok(());
-    }
-    Err(GatewayError::new(
-        ErrorKind::InvalidRequest,
-        format!(
-            "the request body is not valid JSON for this route: it nests arrays and objects deeper than {} levels (recursion limit exceeded)",
-            json_depth::MAX_DEPTH
-        ),
-    ))
 }
 
 /// A request body that could not be read: the client's fault, answered in

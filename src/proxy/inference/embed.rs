@@ -59,7 +59,7 @@ pub(super) async fn run(
 ) -> Result<(), Stop> {
     let family = route.family;
     let body = body::read_request_body(gw, session).await?;
-    body::check_depth(&body)?;
+    crate::protocol::common::peek::check_nesting(&body)?;
     let (path_model, _) = route.endpoint.gemini_model();
     let batch = matches!(route.endpoint, Endpoint::EmbedContent { batch: true, .. });
     let (body_model, req) = embed::decode_client(family, &body, batch)?;

@@ -123,7 +123,6 @@ fn run<'a>(
         let family = route.endpoint.body_family(route.family);
         require_header(session, route.family)?;
         let body = body::read_request_body(gw, session).await?;
-        body::check_depth(&body)?;
         let (body, turn) = stored_turn(gw, route, key, body).await?;
         let (body, invoke_beta) = invoke_envelope(route, body)?;
         let gemini_stream = route.endpoint.gemini_model().1;

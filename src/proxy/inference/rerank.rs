@@ -34,7 +34,7 @@ pub(super) async fn run(
     held: &mut Option<Reservation>,
 ) -> Result<(), Stop> {
     let body = body::read_request_body(gw, session).await?;
-    body::check_depth(&body)?;
+    crate::protocol::common::peek::check_nesting(&body)?;
     let (name, req) = rerank::decode_request(&body)?;
     let at = Admit {
         family: Family::OpenAi,
