@@ -262,15 +262,18 @@ impl Plan {
     }
 }
 
+/// Built once: building a finder costs more than searching a small body.
+static IMAGE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"image"));
+
 /// Whether the conversation of a `family` body carries an image part.
 /// Parses the body; called only for models without vision.
 fn has_images(family: Family, body: &[u8]) -> bool {
     // Every image part names "image" (its type or its media type) unless
     // written with escapes: a body with neither is read no further (the
     // parse below is most of a small request's cost).
-    if memchr::memmem::find(body, b"image").is_none()
-        && memchr::memmem::find(body, b"\\u").is_none()
-    {
+    let unicode_escape = memchr::memchr_iter(b'\\', body).any(|at| body.get(at + 1) == Some(&b'u'));
+    if !unicode_escape && IMAGE.find(body).is_none() {
         return false;
     }
     let Ok(v) = serde_json::from_slice::<Value>(body) else {

@@ -287,7 +287,7 @@ impl Gateway {
         ctx.request_id = session
             .req_header()
             .headers
-            .get("x-request-id")
+            .get(respond::X_REQUEST_ID)
             .and_then(|v| ctx::client_request_id(v.as_bytes()))
             .unwrap_or_else(ctx::new_request_id);
         // Every write to the client (answers, stream frames, errors) must

@@ -71,7 +71,7 @@ pub fn header(
     Ok(parts.into())
 }
 
-const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_ADJUSTED: HeaderName = HeaderName::from_static("x-switchboard-adjusted");
 const X_MODEL: HeaderName = HeaderName::from_static("x-switchboard-model");
 const X_BUDGET_REMAINING: HeaderName = HeaderName::from_static("x-switchboard-budget-remaining");

@@ -97,9 +97,11 @@ impl RequestHead {
     /// Ends the head with `content-length` and the blank line, and appends
     /// `body` when `with_body`: the bytes of one write.
     pub fn finish(mut self, body: &[u8], with_body: bool) -> Vec<u8> {
-        use std::io::Write as _;
-        // Writing into a Vec cannot fail.
-        let _ = write!(self.buf, "content-length: {}\r\n\r\n", body.len());
+        self.buf.extend_from_slice(b"content-length: ");
+        let mut digits = itoa::Buffer::new();
+        self.buf
+            .extend_from_slice(digits.format(body.len()).as_bytes());
+        self.buf.extend_from_slice(b"\r\n\r\n");
         if with_body {
             self.buf.extend_from_slice(body);
         }

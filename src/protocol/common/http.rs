@@ -24,7 +24,7 @@ pub type SetHeader<'a> = dyn FnMut(&'static str, &str) + 'a;
 
 /// The token of an `Authorization: Bearer` header.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get("authorization")?.to_str().ok()?;
+    let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

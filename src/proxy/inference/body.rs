@@ -20,7 +20,7 @@ pub(super) async fn read_request_body(gw: &Gateway, session: &mut Session) -> Re
     let req = session.req_header();
     let declared = req
         .headers
-        .get("content-length")
+        .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
@@ -28,7 +28,7 @@ pub(super) async fn read_request_body(gw: &Gateway, session: &mut Session) -> Re
     }
     let expects_continue = req
         .headers
-        .get("expect")
+        .get(http::header::EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     if expects_continue {
         session.write_continue_response().await.map_err(Stop::Io)?;

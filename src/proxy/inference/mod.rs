@@ -34,6 +34,7 @@ use crate::runtime::Snapshot;
 use crate::state::limits::Reservation;
 use crate::translate::passthrough::Framing;
 use bytes::Bytes;
+use http::header::HeaderName;
 
 /// Why the exchange stopped early.
 pub enum Stop {
@@ -202,7 +203,15 @@ fn run<'a>(
 /// The headers that name an agent's session, in the order they are read:
 /// Claude Code's, then Codex's (`session_id` in earlier versions, `session-id` in 0.169;
 /// both the session's UUID, which Codex also sends as `prompt_cache_key`).
-const SESSION_HEADERS: [&str; 3] = ["x-claude-code-session-id", "session_id", "session-id"];
+/// Looked up by typed names (a `&str` is parsed as a name again at every
+/// lookup).
+const SESSION_HEADERS: [HeaderName; 3] = [
+    HeaderName::from_static("x-claude-code-session-id"),
+    HeaderName::from_static("session_id"),
+    HeaderName::from_static("session-id"),
+];
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
 
 /// The request's session key, hashed (docs/resilience.md "Session
 /// affinity"): a session header's value, else what the peek found in the
@@ -212,7 +221,7 @@ fn affinity(session: &Session, req: &validate::Inspected, body: &Bytes) -> Sessi
     let headers = &session.req_header().headers;
     SESSION_HEADERS
         .iter()
-        .filter_map(|h| headers.get(*h))
+        .filter_map(|h| headers.get(h))
         .map(|v| v.as_bytes())
         .find(|v| !v.is_empty())
         .map_or_else(
@@ -283,7 +292,7 @@ fn start_trace(gw: &Gateway, session: &Session, ctx: &mut RequestCtx, model: &st
     let client_traceparent = session
         .req_header()
         .headers
-        .get("traceparent")
+        .get(TRACEPARENT)
         .and_then(|v| v.to_str().ok());
     if let Some(t) = &gw.telemetry {
         let started = std::time::SystemTime::now() - ctx.started.elapsed();
@@ -310,7 +319,7 @@ fn anthropic_beta(session: &Session) -> (Option<String>, bool) {
     let req = session.req_header();
     let header = req
         .headers
-        .get("anthropic-beta")
+        .get(ANTHROPIC_BETA)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let query = req
