@@ -7,9 +7,9 @@
 //! in their short forms, the other control characters as `\u00xx` (lower
 //! case hex), everything else (non-ASCII, DEL, `/`) as it is. serde_json
 //! looks each byte up in a table; here the runs between bytes that need
-//! escaping (most strings have none) are found eight bytes at a time
-//! ([`words::find_json_special`]; by table in a string shorter than a
-//! word) and copied whole. A `u64` goes through `itoa`, as serde_json's own
+//! escaping (most strings have none) are found sixteen bytes at a time
+//! ([`words::find_json_special`]; eight without SSE2, by table in a string
+//! shorter than a word) and copied whole. A `u64` goes through `itoa`, as serde_json's own
 //! serializer does, instead of `write!`'s `fmt` path (docs/performance.md
 //! "Issue 28, eleventh pass").
 
