@@ -404,10 +404,31 @@ pub fn counts<const N: usize>(
     span: Option<Range<usize>>,
     wanted: [&[u8]; N],
 ) -> Option<[Option<u64>; N]> {
+    counts_found(doc, span, |obj| members(obj, wanted))
+}
+
+/// [`counts`], the object's members found with `memo` ([`members_kept`]:
+/// a usage object's details, most often the last one's with other
+/// numbers, are not skimmed again).
+pub fn counts_kept<const N: usize>(
+    memo: &'static std::thread::LocalKey<std::cell::RefCell<Resume<N>>>,
+    doc: &[u8],
+    span: Option<Range<usize>>,
+    wanted: [&[u8]; N],
+) -> Option<[Option<u64>; N]> {
+    counts_found(doc, span, |obj| memo.with(|m| members_kept(m, obj, wanted)))
+}
+
+/// [`counts`] with the object's members found by `find`.
+fn counts_found<const N: usize>(
+    doc: &[u8],
+    span: Option<Range<usize>>,
+    find: impl FnOnce(&[u8]) -> Option<[Option<Range<usize>>; N]>,
+) -> Option<[Option<u64>; N]> {
     let Some((obj, _)) = non_null(doc, span) else {
         return Some([None; N]);
     };
-    let found = members(obj, wanted)?;
+    let found = find(obj)?;
     let mut out = [None; N];
     for (n, r) in out.iter_mut().zip(found) {
         *n = count(obj, r)?;

@@ -346,6 +346,18 @@ fn usage_of(u: OpenAiUsage) -> Usage {
     }
 }
 
+thread_local! {
+    /// The last usage object this thread skimmed, and its details: the
+    /// next answer's is most often the same but for its numbers, which a
+    /// skim resumed from it reads alone (`skim::Resume`; the answer never
+    /// depends on it).
+    static USAGE_SKIMMED: std::cell::RefCell<skim::Resume<6>> = std::cell::RefCell::default();
+    static PROMPT_DETAILS_SKIMMED: std::cell::RefCell<skim::Resume<2>> =
+        std::cell::RefCell::default();
+    static COMPLETION_DETAILS_SKIMMED: std::cell::RefCell<skim::Resume<1>> =
+        std::cell::RefCell::default();
+}
+
 /// [`usage_of`] of a usage object by a skim of its members, None where the
 /// skim does not vouch for it (serde then reads it).
 fn usage_skimmed(u: &[u8]) -> Option<Usage> {
@@ -358,13 +370,19 @@ fn usage_skimmed(u: &[u8]) -> Option<Usage> {
         b"cached_tokens",
     ];
     let [input, output, prompt_details, completion_details, hit, cached] =
-        skim::members(u, wanted)?;
-    let [details_cached, cache_write] = skim::counts(
+        USAGE_SKIMMED.with(|memo| skim::members_kept(memo, u, wanted))?;
+    let [details_cached, cache_write] = skim::counts_kept(
+        &PROMPT_DETAILS_SKIMMED,
         u,
         prompt_details,
         [&b"cached_tokens"[..], b"cache_write_tokens"],
     )?;
-    let [reasoning] = skim::counts(u, completion_details, [&b"reasoning_tokens"[..]])?;
+    let [reasoning] = skim::counts_kept(
+        &COMPLETION_DETAILS_SKIMMED,
+        u,
+        completion_details,
+        [&b"reasoning_tokens"[..]],
+    )?;
     let (hit, cached) = (skim::count(u, hit)?, skim::count(u, cached)?);
     Some(Usage {
         input: skim::count(u, input)?,
@@ -633,6 +651,34 @@ mod tests {
         assert!(RequestPeek::skimmed(br#"{"model":"m","messages":[],"stream":"yes"}"#).is_none());
         let err = request(br#"{"model":"m","messages":[],"stream":"yes"}"#, false).unwrap_err();
         assert!(err.message.contains("not valid JSON"), "{}", err.message);
+    }
+
+    proptest! {
+        /// Answers whose usage repeats the last one's but for its numbers
+        /// (what the usage memos resume from), details null or absent in
+        /// some: each is skimmed, and read as serde reads it.
+        #[test]
+        fn usage_with_changed_numbers_reads_as_parsed(
+            answers in proptest::collection::vec(
+                (0u64..200_000, 0u64..5_000, proptest::option::of(0u64..100), 0u64..30, 0u8..3),
+                1..10,
+            )
+        ) {
+            for (prompt, completion, cached, reasoning, shape) in answers {
+                let cached = cached.map_or("null".to_string(), |n| n.to_string());
+                let completion_details = match shape {
+                    0 => format!(r#","completion_tokens_details":{{"reasoning_tokens":{reasoning},"audio_tokens":0}}"#),
+                    1 => r#","completion_tokens_details":null"#.to_string(),
+                    _ => String::new(),
+                };
+                let doc = format!(
+                    r#"{{"id":"chatcmpl-1","model":"gpt-4o","choices":[],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":{cached},"audio_tokens":0}}{completion_details}}}}}"#,
+                    prompt + completion
+                );
+                proptest::prop_assert!(skimmed(doc.as_bytes()).is_some(), "{}", doc);
+                skim::agrees(skimmed, parsed, &doc)?;
+            }
+        }
     }
 
     proptest! {
