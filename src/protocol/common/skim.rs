@@ -411,12 +411,12 @@ pub fn counts<const N: usize>(
 /// a usage object's details, most often the last one's with other
 /// numbers, are not skimmed again).
 pub fn counts_kept<const N: usize>(
-    memo: &'static std::thread::LocalKey<std::cell::RefCell<Resume<N>>>,
+    memo: &std::cell::RefCell<Resume<N>>,
     doc: &[u8],
     span: Option<Range<usize>>,
     wanted: [&[u8]; N],
 ) -> Option<[Option<u64>; N]> {
-    counts_found(doc, span, |obj| memo.with(|m| members_kept(m, obj, wanted)))
+    counts_found(doc, span, |obj| members_kept(memo, obj, wanted))
 }
 
 /// [`counts`] with the object's members found by `find`.

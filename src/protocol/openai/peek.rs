@@ -371,18 +371,16 @@ fn usage_skimmed(u: &[u8]) -> Option<Usage> {
     ];
     let [input, output, prompt_details, completion_details, hit, cached] =
         USAGE_SKIMMED.with(|memo| skim::members_kept(memo, u, wanted))?;
-    let [details_cached, cache_write] = skim::counts_kept(
-        &PROMPT_DETAILS_SKIMMED,
-        u,
-        prompt_details,
-        [&b"cached_tokens"[..], b"cache_write_tokens"],
-    )?;
-    let [reasoning] = skim::counts_kept(
-        &COMPLETION_DETAILS_SKIMMED,
-        u,
-        completion_details,
-        [&b"reasoning_tokens"[..]],
-    )?;
+    let [details_cached, cache_write] = PROMPT_DETAILS_SKIMMED.with(|memo| {
+        skim::counts_kept(
+            memo,
+            u,
+            prompt_details,
+            [&b"cached_tokens"[..], b"cache_write_tokens"],
+        )
+    })?;
+    let [reasoning] = COMPLETION_DETAILS_SKIMMED
+        .with(|memo| skim::counts_kept(memo, u, completion_details, [&b"reasoning_tokens"[..]]))?;
     let (hit, cached) = (skim::count(u, hit)?, skim::count(u, cached)?);
     Some(Usage {
         input: skim::count(u, input)?,
