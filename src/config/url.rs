@@ -18,6 +18,9 @@ pub struct BaseUrl {
     pub path: String,
     /// The `Host` header value (host, plus `:port` when not the scheme default).
     pub authority: String,
+    /// The host when it is an IP literal (parsed once here, not at every
+    /// request: such a host is never resolved).
+    pub ip: Option<std::net::IpAddr>,
 }
 
 impl BaseUrl {
@@ -62,6 +65,7 @@ impl BaseUrl {
         }
         Ok(BaseUrl {
             scheme,
+            ip: host.parse().ok(),
             host,
             port,
             path: path.trim_end_matches('/').to_string(),
@@ -82,11 +86,15 @@ mod tests {
             (u.port, u.path.as_str(), u.authority.as_str()),
             (443, "", "api.example.com")
         );
+        assert_eq!(u.ip, None);
         let u = BaseUrl::parse("http://[::1]:8080/x").unwrap();
         assert_eq!(
             (u.host.as_str(), u.port, u.path.as_str()),
             ("::1", 8080, "/x")
         );
+        assert_eq!(u.ip, Some(std::net::IpAddr::from([0, 0, 0, 0, 0, 0, 0, 1])));
+        let u = BaseUrl::parse("http://127.0.0.1:9").unwrap();
+        assert_eq!(u.ip, Some(std::net::IpAddr::from([127, 0, 0, 1])));
         assert!(BaseUrl::parse("http://h:99999").is_err());
         assert!(BaseUrl::parse("http://u@h").is_err());
     }

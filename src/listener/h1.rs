@@ -30,6 +30,7 @@
 //!   reused, and a pipelined request's bytes kept for it.
 
 use super::batch::Batched;
+use super::head::AnswerHead;
 use crate::util::h1_body::{self, last_coding_is_chunked, BadLength, Body, Chunk};
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
@@ -386,45 +387,15 @@ impl Http1 {
             return Ok(());
         }
         let status = h.status;
-        let head_only = self.req.as_ref().is_some_and(|r| r.method == Method::HEAD);
-        self.out = if head_only
-            || status == StatusCode::NO_CONTENT
-            || status == StatusCode::NOT_MODIFIED
-        {
-            Out::Done
-        } else if h
+        let chunked = h
             .headers
             .get(header::TRANSFER_ENCODING)
-            .is_some_and(|v| last_coding_is_chunked(v.as_bytes()))
-        {
-            if self
-                .req
-                .as_ref()
-                .is_some_and(|r| r.version == Version::HTTP_10)
-            {
-                // An HTTP/1.0 client reads no chunks: the body runs to the
-                // connection's close (RFC 9112 6.1).
-                Out::UntilClose
-            } else {
-                Out::Chunked
-            }
-        } else {
-            match h.headers.get(header::CONTENT_LENGTH).map(|v| v.as_bytes()) {
-                Some(v) => match content_length(v, None) {
-                    Ok(0) => Out::Done,
-                    Ok(n) => Out::Length(n),
-                    Err(_) => Out::UntilClose,
-                },
-                None => Out::UntilClose,
-            }
+            .is_some_and(|v| last_coding_is_chunked(v.as_bytes()));
+        let length = match h.headers.get(header::CONTENT_LENGTH) {
+            Some(v) if !chunked => content_length(v.as_bytes(), None).ok(),
+            _ => None,
         };
-        if self.out == Out::UntilClose
-            || matches!(self.body, Body::Length(n) if n > MAX_DRAIN as u64)
-        {
-            // A close-delimited answer, or a request body left too long to
-            // drain (`finish`): this is the connection's last answer.
-            self.server_keeps = false;
-        }
+        self.frame(status, chunked, length);
         // Set in the head's map by their typed names (Pingora's
         // `insert_header` parses each name again from its bytes). No
         // answer here sets its own reason phrase, which the map's parts
@@ -454,6 +425,81 @@ impl Http1 {
             buf.extend_from_slice(b"\r\n");
             h.header_to_h1_wire(buf);
             buf.extend_from_slice(b"\r\n");
+        });
+        Ok(())
+    }
+
+    /// Sets the answer's framing from its status and what its head says
+    /// (`chunked`, else a `length`, else none: until close), and whether
+    /// the connection outlives it.
+    fn frame(&mut self, status: StatusCode, chunked: bool, length: Option<u64>) {
+        let head_only = self.req.as_ref().is_some_and(|r| r.method == Method::HEAD);
+        self.out = if head_only
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
+            Out::Done
+        } else if chunked {
+            if self
+                .req
+                .as_ref()
+                .is_some_and(|r| r.version == Version::HTTP_10)
+            {
+                // An HTTP/1.0 client reads no chunks: the body runs to the
+                // connection's close (RFC 9112 6.1).
+                Out::UntilClose
+            } else {
+                Out::Chunked
+            }
+        } else {
+            match length {
+                Some(0) => Out::Done,
+                Some(n) => Out::Length(n),
+                None => Out::UntilClose,
+            }
+        };
+        if self.out == Out::UntilClose
+            || matches!(self.body, Body::Length(n) if n > MAX_DRAIN as u64)
+        {
+            // A close-delimited answer, or a request body left too long to
+            // drain (`finish`): this is the connection's last answer.
+            self.server_keeps = false;
+        }
+    }
+
+    /// Puts the gateway's own final head in the write buffer, its bytes
+    /// copied as they are (no header map), and sets the body's framing as
+    /// [`Http1::stage_head`] does.
+    pub fn stage_answer(&mut self, head: &AnswerHead) -> Result<()> {
+        if self.out != Out::Unstarted {
+            log::warn!("a response head was already sent; not sending another");
+            return Ok(());
+        }
+        let status = head.status();
+        let length = head.length();
+        self.frame(status, length.is_none(), length.map(|n| n as u64));
+        // A stream's `transfer-encoding` goes but to an HTTP/1.0 client.
+        let chunked = length.is_none() && self.out != Out::UntilClose;
+        let reason = status.canonical_reason().unwrap_or("");
+        let date = get_cached_date();
+        let connection: &[u8] = if self.keeps() {
+            b"keep-alive"
+        } else {
+            b"close"
+        };
+        let room = 64 + reason.len() + head.h1_fields_len() + date.len();
+        self.conn.stage_with(room, |buf| {
+            buf.extend_from_slice(b"HTTP/1.1 ");
+            buf.extend_from_slice(status.as_str().as_bytes());
+            buf.push(b' ');
+            buf.extend_from_slice(reason.as_bytes());
+            buf.extend_from_slice(b"\r\n");
+            head.write_h1_fields(buf, chunked);
+            buf.extend_from_slice(b"Date: ");
+            buf.extend_from_slice(date.as_bytes());
+            buf.extend_from_slice(b"\r\nConnection: ");
+            buf.extend_from_slice(connection);
+            buf.extend_from_slice(b"\r\n\r\n");
         });
         Ok(())
     }

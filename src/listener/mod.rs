@@ -69,12 +69,14 @@ mod accept;
 mod batch;
 pub mod fdtable;
 mod h1;
+mod head;
 mod http2;
 mod session;
 pub mod tls;
 
 pub use accept::Listening;
 pub use batch::Batched;
+pub use head::AnswerHead;
 pub use session::Session;
 
 pub use tls::{CertFiles, Tls};

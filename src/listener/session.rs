@@ -5,6 +5,7 @@
 
 use super::batch::Batched;
 use super::h1::Http1;
+use super::head::AnswerHead;
 use bytes::Bytes;
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::Result;
@@ -109,6 +110,30 @@ impl Session {
                 if let Some(h) = head {
                     s.write_response_header(h).await?;
                 }
+                if data.is_some() || end {
+                    s.write_response_body(data.unwrap_or_default(), end).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// As [`Session::write_response`], with the gateway's own head: on
+    /// HTTP/1 its bytes go into the write buffer as they are, on HTTP/2 it
+    /// becomes Pingora's head.
+    pub async fn write_answer(
+        &mut self,
+        head: &AnswerHead,
+        data: Option<Bytes>,
+        end: bool,
+    ) -> Result<()> {
+        match self {
+            Session::H1(s) => {
+                s.stage_answer(head)?;
+                s.write_response(None, data, end).await
+            }
+            Session::H2(s) => {
+                s.write_response_header(head.to_pingora()?).await?;
                 if data.is_some() || end {
                     s.write_response_body(data.unwrap_or_default(), end).await?;
                 }

@@ -20,7 +20,7 @@ use super::Gateway;
 use crate::error::{ErrorKind, GatewayError};
 use crate::eventstream::decode::EventStreamDecoder;
 use crate::family::Family;
-use crate::listener::Session;
+use crate::listener::{AnswerHead, Session};
 use crate::protocol::bedrock::invoke::Chunks;
 use crate::translate::passthrough::{Framing, StreamFault};
 use crate::translate::stream::ClientStream;
@@ -28,7 +28,6 @@ use crate::upstream::client::{Exchange, ReadFault, UpstreamClient};
 use crate::upstream::pool::Cause;
 use bytes::Bytes;
 use pingora_core::{Error, ErrorType};
-use pingora_http::ResponseHeader;
 use std::time::Instant;
 
 /// The client-bound buffer's least size (a few frames; a burst's is sized
@@ -51,13 +50,18 @@ pub type RelayError = Box<pingora_core::Error>;
 /// upstream between writes.
 async fn write(
     session: &mut Session,
-    head: Option<Box<ResponseHeader>>,
+    head: Option<Box<AnswerHead>>,
     data: Option<Bytes>,
     end: bool,
     deadline: Option<Instant>,
 ) -> Result<(), RelayError> {
     session.shed_after_write();
-    let writes = session.write_response(head, data, end);
+    let writes = async {
+        match head {
+            Some(h) => session.write_answer(&h, data, end).await,
+            None => session.write_response(None, data, end).await,
+        }
+    };
     let Some(deadline) = deadline else {
         return writes.await;
     };
@@ -98,20 +102,17 @@ enum Next {
     Shutdown,
 }
 
-/// The stream's response head (SSE, or a Gemini JSON array), boxed as
-/// Pingora takes it: by value (232 B) it would take a slot in `write`'s
-/// future and another in the block that writes it, for the stream's life.
+/// The stream's response head (SSE, or a Gemini JSON array), boxed: it
+/// would take a slot in `write`'s future and another in the block that
+/// writes it, for the stream's life.
 fn head(
     session: &mut Session,
     ctx: &mut RequestCtx,
     framing: Framing,
-) -> Result<Box<ResponseHeader>, RelayError> {
-    // With `transfer-encoding: chunked` and `cache-control: no-cache`.
-    let mut h = respond::header(ctx, 200, framing.content_type(), None)?;
-    if session.is_http2() {
-        h.remove_header("transfer-encoding");
-    }
-    respond::close_if_draining(session, &mut h)?;
+) -> Result<Box<AnswerHead>, RelayError> {
+    // A stream's: chunked on HTTP/1.1, `cache-control: no-cache`.
+    let h = respond::header(ctx, 200, framing.content_type(), None)?;
+    respond::close_if_draining(session);
     ctx.outcome.status = 200;
     Ok(Box::new(h))
 }

@@ -7,6 +7,7 @@
 
 use crate::error::{ErrorKind, GatewayError};
 use crate::family::Family;
+use std::borrow::Cow;
 
 /// How a generateContent-family call streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,12 +332,13 @@ fn method_not_allowed(method: &str, path: &str, allowed: &'static str) -> Gatewa
 /// Decodes `%XX` escapes in one path segment (SDKs escape `/` in ids as `%2F`);
 /// malformed escapes are kept as they are, and a segment that does not decode
 /// to UTF-8 is kept as it came.
-fn percent_decode(seg: &str) -> String {
+/// A segment as it is when it has no `%` (no copy), else decoded.
+fn percent_decode(seg: &str) -> Cow<'_, str> {
     if !seg.contains('%') {
-        return seg.to_string();
+        return Cow::Borrowed(seg);
     }
     let bytes = crate::util::percent::decode_lenient(seg, crate::util::percent::Component::Path);
-    String::from_utf8(bytes).unwrap_or_else(|_| seg.to_string())
+    String::from_utf8(bytes).map_or(Cow::Borrowed(seg), Cow::Owned)
 }
 
 fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
@@ -407,16 +409,16 @@ fn responses_route(
     Err((family, method_not_allowed(method, path, allow)))
 }
 
-fn segments(rest: &str) -> Option<Vec<String>> {
+fn segments(rest: &str) -> Option<Vec<Cow<'_, str>>> {
     if rest.is_empty() {
         return Some(Vec::new());
     }
-    let decoded: Vec<String> = rest
+    let decoded: Vec<Cow<'_, str>> = rest
         .strip_prefix('/')?
         .split('/')
         .map(percent_decode)
         .collect();
-    (!decoded.iter().any(String::is_empty)).then_some(decoded)
+    (!decoded.iter().any(|s| s.is_empty())).then_some(decoded)
 }
 
 /// Routes a request. On error, the family tells the error shape.
@@ -450,7 +452,7 @@ pub fn route(
     let Some(decoded) = segments(rest) else {
         return fail(not_found(path));
     };
-    let segs: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    let segs: Vec<&str> = decoded.iter().map(|s| &**s).collect();
     let responses = |allowed, endpoint| responses_route(method, path, family, allowed, endpoint);
     match (family, segs.as_slice()) {
         (Family::OpenAi, ["chat", "completions"]) => expect("POST", Endpoint::ChatCompletions),

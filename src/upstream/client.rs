@@ -37,7 +37,7 @@ use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::ErrorType;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -422,7 +422,7 @@ impl UpstreamClient {
     }
 
     async fn resolve(&self, url: &BaseUrl) -> Result<SocketAddr, GatewayError> {
-        if let Ok(ip) = url.host.parse::<IpAddr>() {
+        if let Some(ip) = url.ip {
             return Ok(SocketAddr::new(ip, url.port));
         }
         if let Ok(cache) = self.dns.lock() {

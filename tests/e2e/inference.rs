@@ -923,3 +923,101 @@ async fn streams_are_relayed_as_they_arrive_not_buffered() {
         );
     }
 }
+
+/// Sends `request` on a new connection and reads until the gateway closes
+/// it, or until `done` says what was read is whole.
+async fn raw_exchange(gw: &Gateway, request: &[u8], done: impl Fn(&str) -> bool) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = s.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if done(&String::from_utf8_lossy(&got)) {
+            break;
+        }
+    }
+    String::from_utf8(got).unwrap()
+}
+
+/// Whether `got` holds a head and all the body its `Content-Length` says.
+fn whole_by_length(got: &str) -> bool {
+    let Some((head, body)) = got.split_once("\r\n\r\n") else {
+        return false;
+    };
+    head.split("\r\n")
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .is_some_and(|n| body.len() >= n.parse::<usize>().unwrap())
+}
+
+fn raw_post(version: &str, body: &Value) -> Vec<u8> {
+    let body = body.to_string();
+    format!(
+        "POST {CHAT} {version}\r\nHost: gw\r\nAuthorization: Bearer {KEY}\r\n\
+         Content-Type: application/json\r\nX-Request-Id: raw-1\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The gateway's own answer heads as they leave on HTTP/1 (written
+/// straight into the connection's buffer): a JSON answer framed by its
+/// length, a stream chunked for HTTP/1.1 and, for an HTTP/1.0 client, a
+/// stream that runs to the connection's close with no chunking; `Date`
+/// and `Connection` on each.
+#[tokio::test]
+async fn answer_heads_on_the_wire_for_http11_and_http10_clients() {
+    let (_mock, gw) = start().await;
+    let text = "heads on the wire";
+    let json = raw_post("HTTP/1.1", &openai_body("openai/gpt-5", text, None, false));
+    let got = raw_exchange(&gw, &json, whole_by_length).await;
+    let (head, body) = got.split_once("\r\n\r\n").unwrap();
+    let lines: Vec<&str> = head.split("\r\n").collect();
+    assert_eq!(lines[0], "HTTP/1.1 200 OK", "{head}");
+    assert_eq!(lines[1], "Content-Type: application/json", "{head}");
+    assert_eq!(
+        lines[2],
+        format!("Content-Length: {}", body.len()),
+        "{head}"
+    );
+    assert!(lines.contains(&"x-request-id: raw-1"), "{head}");
+    assert!(lines.iter().any(|l| l.starts_with("Date: ")), "{head}");
+    assert_eq!(lines.last(), Some(&"Connection: keep-alive"), "{head}");
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(reply_text(OpenAi, &v), expected_reply(OpenAi, text));
+
+    let stream = openai_body("openai/gpt-5", text, None, true);
+    let chunked_end = |got: &str| got.ends_with("\r\n0\r\n\r\n");
+    let got = raw_exchange(&gw, &raw_post("HTTP/1.1", &stream), chunked_end).await;
+    let (head, body) = got.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+             Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n"
+        ),
+        "{head}"
+    );
+    assert!(head.ends_with("\r\nConnection: keep-alive"), "{head}");
+    assert!(!head.contains("Content-Length"), "{head}");
+    assert!(body.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{body}");
+
+    // HTTP/1.0: no chunks; the body ends when the gateway closes.
+    let got = raw_exchange(&gw, &raw_post("HTTP/1.0", &stream), |_| false).await;
+    let (head, body) = got.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        ),
+        "{head}"
+    );
+    assert!(!head.contains("Transfer-Encoding"), "{head}");
+    assert!(head.ends_with("\r\nConnection: close"), "{head}");
+    assert!(body.starts_with("data: {"), "{body}");
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+}

@@ -11,9 +11,9 @@ pub const VERSION: &str = "2023-06-01";
 /// Anthropic client sent it to an Anthropic upstream (Claude Code does).
 pub fn upstream_path(t: &UpstreamTarget<'_>) -> String {
     if t.beta_query {
-        format!("{}/messages?beta=true", t.base_path)
+        [t.base_path, "/messages?beta=true"].concat()
     } else {
-        format!("{}/messages", t.base_path)
+        [t.base_path, "/messages"].concat()
     }
 }
 

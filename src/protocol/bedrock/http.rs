@@ -38,7 +38,7 @@ const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// A Bedrock API key as a bearer token.
 pub fn upstream_auth(key: &str, _t: &UpstreamTarget<'_>, set: &mut SetHeader<'_>) {
-    set("authorization", &format!("Bearer {key}"));
+    set("authorization", &["Bearer ", key].concat());
 }
 
 /// The key a client presented: `Authorization: Bearer`.

@@ -8,17 +8,12 @@ use http::HeaderMap;
 
 /// The upstream path (and query) for a call.
 pub fn upstream_path(t: &UpstreamTarget<'_>) -> String {
-    if t.stream {
-        format!(
-            "{}/models/{}:streamGenerateContent?alt=sse",
-            t.base_path, t.upstream_model
-        )
+    let method = if t.stream {
+        ":streamGenerateContent?alt=sse"
     } else {
-        format!(
-            "{}/models/{}:generateContent",
-            t.base_path, t.upstream_model
-        )
-    }
+        ":generateContent"
+    };
+    [t.base_path, "/models/", t.upstream_model, method].concat()
 }
 
 /// The header that carries the provider key.

@@ -5,12 +5,12 @@ use http::HeaderMap;
 
 /// The upstream path (and query) for a call.
 pub fn upstream_path(t: &UpstreamTarget<'_>) -> String {
-    format!("{}/chat/completions", t.base_path)
+    [t.base_path, "/chat/completions"].concat()
 }
 
 /// The headers that carry the provider key.
 pub fn upstream_auth(key: &str, _t: &UpstreamTarget<'_>, set: &mut SetHeader<'_>) {
-    set("authorization", &format!("Bearer {key}"));
+    set("authorization", &["Bearer ", key].concat());
 }
 
 /// The key a client presented: `Authorization: Bearer`.

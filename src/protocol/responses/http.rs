@@ -6,12 +6,12 @@ use http::HeaderMap;
 
 /// The upstream path for a call.
 pub fn upstream_path(t: &UpstreamTarget<'_>) -> String {
-    format!("{}/responses", t.base_path)
+    [t.base_path, "/responses"].concat()
 }
 
 /// The header that carries the provider key.
 pub fn upstream_auth(key: &str, _t: &UpstreamTarget<'_>, set: &mut SetHeader<'_>) {
-    set("authorization", &format!("Bearer {key}"));
+    set("authorization", &["Bearer ", key].concat());
 }
 
 /// The key a client presented: `Authorization: Bearer`.
