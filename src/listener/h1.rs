@@ -611,12 +611,15 @@ impl Http1 {
                 }
                 Ok::<(), Box<Error>>(())
             };
-            within(
+            // Boxed: a body left unread is rare, and this read with its
+            // timer would size every request's `finish`, which is boxed
+            // and copied whole.
+            Box::pin(within(
                 limit,
                 ErrorType::ReadTimedout,
                 "draining the request body",
                 drain,
-            )
+            ))
             .await?;
         }
         let Http1 { mut conn, buf, .. } = *self;

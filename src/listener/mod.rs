@@ -218,7 +218,9 @@ pub async fn read_head(session: &mut Session, listener: &str) -> bool {
                 e.etype().as_str()
             );
             if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
-                let _ = session.respond_error(400).await;
+                // Boxed: rare, and HTTP/2's answer would size every
+                // request's head read, which is boxed and copied whole.
+                let _ = Box::pin(session.respond_error(400)).await;
             }
             session.shutdown().await;
             false

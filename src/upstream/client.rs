@@ -523,7 +523,9 @@ impl UpstreamClient {
                 Err(Fault::Other(e)) => return Err(e),
             }
         }
-        let stream = self.connect(url, addr, connect).await?;
+        // Boxed: most requests go out on a pooled connection, and a new
+        // one's connect (and TLS handshake) would size every request's future.
+        let stream = Box::pin(self.connect(url, addr, connect)).await?;
         match self.exchange(stream, msg, key, 1, false).await {
             Ok(ex) => Ok(ex),
             Err(Fault::Stale(e) | Fault::Other(e)) => Err(e),

@@ -68,7 +68,9 @@ pub(super) async fn attempt<'s>(
             Err(outcome) => return outcome,
         };
     if status >= 300 {
-        return judge_status(gw, c, up, &mut ex, status).await;
+        // Boxed: reached on errors only, and its future (an error body
+        // read, a token refresh) would size every attempt's.
+        return Box::pin(judge_status(gw, c, up, &mut ex, status)).await;
     }
     // A whole answer is read here, while failing over is still possible.
     let first = if c.plan.req.stream {

@@ -18,6 +18,12 @@ pub(super) async fn reserve(
     ctx: &mut RequestCtx,
     ask: Ask,
 ) -> Result<Reservation, Stop> {
+    if ask.is_free() {
+        // No limit on the key or its team: nothing to reserve (and no
+        // future of 1.4 KB to box and copy).
+        ctx.budget_remaining = None;
+        return Ok(Reservation::none());
+    }
     // Boxed, here and below: the limits backends' futures (Redis calls) are
     // large, and inline they would sit in every request's state for its
     // whole life (a stream's included).
@@ -56,6 +62,7 @@ pub(super) async fn settle_to(
         return;
     };
     let left = match (u.input, nanos, completed) {
+        _ if !resv.holds() => resv.budget_remaining(),
         (Some(i), Some(nanos), _) => Box::pin(resv.settle(i + u.output.unwrap_or(0), nanos)).await,
         (_, _, true) => Box::pin(resv.settle_reserved()).await,
         (_, _, false) => Box::pin(resv.release()).await,

@@ -54,77 +54,90 @@ struct Progress<'s> {
     overflow: Option<(GatewayError, u64)>,
 }
 
-/// Calls the chain until a model answers. `held` carries the reservation of
-/// the model being tried (released and re-made for each fallback, released
-/// by the caller when the request fails).
-pub(super) async fn call<'s>(
-    gw: &Gateway,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    ch: &Chain<'_, 's>,
-    (body, req): (Bytes, Inspected),
-    held: &mut Option<Reservation>,
-) -> Result<Answered<'s>, Stop> {
-    let mut pr = Progress {
-        tried: Tried::default(),
-        attempts_left: ch.provider.retries.saturating_add(1),
-        last: None,
-        overflow: None,
-    };
-    let deadline = ch.provider.timeouts.total.map(|t| ctx.started + t);
-    // The client's request as it came: each fallback plans from it afresh.
-    let original = (!ch.model.fallbacks.is_empty()).then(|| (body.clone(), req.clone()));
-    let mut first = Some((body, req));
-    let mut own: Option<Planned> = None;
-    let fallbacks = ch.model.fallbacks.iter();
-    let candidates = std::iter::once((ch.model, ch.provider))
-        .chain(fallbacks.filter_map(|name| fallback_target(ch.snap, name)));
-    for (m, p) in candidates {
-        let is_own = own.is_none();
-        if pr.attempts_left == 0 {
-            break;
-        }
-        if too_small(ctx, &pr, m) {
-            continue;
-        }
-        let Some(input) = first.take().or_else(|| original.clone()) else {
-            break;
+/// Calls the chain until a model answers, from the client's request
+/// (`first`: `Some`). `held` carries the reservation of the model being
+/// tried (released and re-made for each fallback, released by the caller
+/// when the request fails).
+///
+/// A function returning an `async move` block, not an `async fn`: the
+/// request (280 bytes) would be kept twice, as the argument and as its
+/// rebinding, in a future boxed and copied whole for every request.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps each argument twice"
+)]
+pub(super) fn call<'a, 's>(
+    gw: &'a Gateway,
+    session: &'a mut Session,
+    ctx: &'a mut RequestCtx,
+    ch: &'a Chain<'a, 's>,
+    mut first: Option<(Bytes, Inspected)>,
+    held: &'a mut Option<Reservation>,
+) -> impl std::future::Future<Output = Result<Answered<'s>, Stop>> + Send + 'a {
+    async move {
+        let mut pr = Progress {
+            tried: Tried::default(),
+            attempts_left: ch.provider.retries.saturating_add(1),
+            last: None,
+            overflow: None,
         };
-        let (planned, deadline) = if is_own {
-            let planned = plan_own(gw, session, ctx, ch, input, held).await?;
-            (planned, deadline)
-        } else {
-            match Box::pin(plan_fallback(gw, session, ctx, ch, m, input, held)).await {
-                Ok(planned) => (planned, fallback_deadline(deadline, p)),
-                Err(Stop::Client(e)) => {
-                    skipped(&ctx.request_id, m, &e);
-                    continue;
-                }
-                Err(stop) => return Err(stop),
+        let deadline = ch.provider.timeouts.total.map(|t| ctx.started + t);
+        // The client's request as it came: each fallback plans from it afresh.
+        let original = (!ch.model.fallbacks.is_empty())
+            .then(|| first.clone())
+            .flatten()
+            .map(Box::new);
+        let mut own: Option<Planned> = None;
+        let fallbacks = ch.model.fallbacks.iter();
+        let candidates = std::iter::once((ch.model, ch.provider))
+            .chain(fallbacks.filter_map(|name| fallback_target(ch.snap, name)));
+        for (m, p) in candidates {
+            let is_own = own.is_none();
+            if pr.attempts_left == 0 {
+                break;
             }
-        };
-        let call = model_call(ch, &planned, m, p, deadline)?;
-        match call_upstreams(gw, &call, &mut pr.tried, &mut pr.attempts_left, false).await {
-            Ok(answer) => {
-                if !is_own {
-                    gw.metrics.fallback(&ch.model.qualified_id, &m.qualified_id);
-                    ctx.outcome.fallback_from = Some(ch.model.qualified_id.clone());
-                }
-                return Ok(answered(ctx, pr.tried, answer, m, planned));
+            if too_small(ctx, &pr, m) {
+                continue;
             }
-            Err(Failed::Final(e)) => return Err(fail(ctx, pr.tried, e)),
-            Err(Failed::Unfit(e)) if is_own => return Err(fail(ctx, pr.tried, e)),
-            Err(Failed::Unfit(e)) => skipped(&ctx.request_id, m, &e),
-            Err(Failed::Exhausted(e)) => pr.last = e.or(pr.last),
-            Err(Failed::Overflow(e)) => pr.overflow = Some((e, m.context_length)),
+            let Some(input) = first.take().or_else(|| original.as_deref().cloned()) else {
+                break;
+            };
+            let (planned, deadline) = if is_own {
+                let planned = plan_own(gw, session, ctx, ch, input, held).await?;
+                (planned, deadline)
+            } else {
+                match Box::pin(plan_fallback(gw, session, ctx, ch, m, input, held)).await {
+                    Ok(planned) => (planned, fallback_deadline(deadline, p)),
+                    Err(Stop::Client(e)) => {
+                        skipped(&ctx.request_id, m, &e);
+                        continue;
+                    }
+                    Err(stop) => return Err(stop),
+                }
+            };
+            let call = model_call(ch, &planned, m, p, deadline)?;
+            match call_upstreams(gw, &call, &mut pr.tried, &mut pr.attempts_left, false).await {
+                Ok(answer) => {
+                    if !is_own {
+                        gw.metrics.fallback(&ch.model.qualified_id, &m.qualified_id);
+                        ctx.outcome.fallback_from = Some(ch.model.qualified_id.clone());
+                    }
+                    return Ok(answered(ctx, pr.tried, answer, m, planned));
+                }
+                Err(Failed::Final(e)) => return Err(fail(ctx, pr.tried, e)),
+                Err(Failed::Unfit(e)) if is_own => return Err(fail(ctx, pr.tried, e)),
+                Err(Failed::Unfit(e)) => skipped(&ctx.request_id, m, &e),
+                Err(Failed::Exhausted(e)) => pr.last = e.or(pr.last),
+                Err(Failed::Overflow(e)) => pr.overflow = Some((e, m.context_length)),
+            }
+            if is_own {
+                own = Some(planned);
+            }
         }
-        if is_own {
-            own = Some(planned);
-        }
+        // Boxed: reached only when every candidate failed, and its 1.9 KB in
+        // place sized this future, which waits for every upstream's answer.
+        Box::pin(last_resort(gw, ctx, ch, own, pr, deadline)).await
     }
-    // Boxed: reached only when every candidate failed, and its 1.9 KB in
-    // place sized this future, which waits for every upstream's answer.
-    Box::pin(last_resort(gw, ctx, ch, own, pr, deadline)).await
 }
 
 /// Whether an upstream already said the request overflows a context at

@@ -150,7 +150,7 @@ fn run<'a>(
         embed::require_action(model, "complete")?;
         super::auth::authorize(key, &model.qualified_id)?;
         if route.endpoint.counts_tokens() {
-            return count::answer(gw, session, ctx, key, family, body).await;
+            return Box::pin(count::answer(gw, session, ctx, key, family, body)).await;
         }
         let (beta, beta_query) = anthropic_beta(session);
         let beta = invoke_beta.or(beta);
@@ -182,7 +182,8 @@ fn run<'a>(
         // the client's request as it came (a refcount and the peek's copy).
         let original = (req.stream && !model.fallbacks.is_empty())
             .then(|| Box::new((body.clone(), req.clone())));
-        let answered = Box::pin(chain::call(gw, session, ctx, &ch, (body, req), held)).await?;
+        let answered =
+            Box::pin(chain::call(gw, session, ctx, &ch, Some((body, req)), held)).await?;
         let mut d = deliver::Delivery {
             family,
             key,
@@ -193,7 +194,7 @@ fn run<'a>(
         };
         let answered = Box::new(answered);
         if answered.plan.req.stream {
-            deliver::stream(gw, session, ctx, answered, &mut d, held).await
+            Box::pin(deliver::stream(gw, session, ctx, answered, &mut d, held)).await
         } else {
             deliver::whole(gw, session, ctx, answered, &mut d, held).await
         }

@@ -54,6 +54,12 @@ impl Reservation {
         self.remaining
     }
 
+    /// Whether settling has anything to give back or count (else it only
+    /// answers [`Reservation::budget_remaining`]).
+    pub fn holds(&self) -> bool {
+        self.backend.is_some() && self.held.is_some()
+    }
+
     /// Whether a budget (the key's or its team's) is being tracked by this
     /// reservation.
     pub fn has_budget(&self) -> bool {
