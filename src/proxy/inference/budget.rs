@@ -13,28 +13,38 @@ use crate::translate::passthrough::Usage;
 /// Checks and reserves `ask` against the key's rpm, tpm and budget
 /// (docs/configuration.md "Limits and budgets"); a request that does not fit stops with 429 (503
 /// when the shared store is unreachable and fails closed).
-pub(super) async fn reserve(
-    gw: &Gateway,
-    ctx: &mut RequestCtx,
+///
+/// This and [`settle_to`] are functions returning an `async move` block,
+/// not `async fn`s: an `async fn` keeps each argument twice (the ask, the
+/// reservation), in futures every request holds inline.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps each argument twice"
+)]
+pub(super) fn reserve<'a>(
+    gw: &'a Gateway,
+    ctx: &'a mut RequestCtx,
     ask: Ask,
-) -> Result<Reservation, Stop> {
-    if ask.is_free() {
-        // No limit on the key or its team: nothing to reserve (and no
-        // future of 1.4 KB to box and copy).
-        ctx.budget_remaining = None;
-        return Ok(Reservation::none());
-    }
-    // Boxed, here and below: the limits backends' futures (Redis calls) are
-    // large, and inline they would sit in every request's state for its
-    // whole life (a stream's included).
-    match Box::pin(gw.limits.reserve(ask)).await {
-        Ok(r) => {
-            ctx.budget_remaining = r.budget_remaining();
-            Ok(r)
+) -> impl std::future::Future<Output = Result<Reservation, Stop>> + Send + 'a {
+    async move {
+        if ask.is_free() {
+            // No limit on the key or its team: nothing to reserve (and no
+            // future of 1.4 KB to box and copy).
+            ctx.budget_remaining = None;
+            return Ok(Reservation::none());
         }
-        Err(refusal) => {
-            ctx.budget_remaining = refusal.remaining();
-            Err(refusal.to_error().into())
+        // Boxed, here and below: the limits backends' futures (Redis calls) are
+        // large, and inline they would sit in every request's state for its
+        // whole life (a stream's included).
+        match Box::pin(gw.limits.reserve(ask)).await {
+            Ok(r) => {
+                ctx.budget_remaining = r.budget_remaining();
+                Ok(r)
+            }
+            Err(refusal) => {
+                ctx.budget_remaining = refusal.remaining();
+                Err(refusal.to_error().into())
+            }
         }
     }
 }
@@ -51,24 +61,32 @@ pub(super) fn cost(m: &Model, u: Usage) -> Option<Nanos> {
 /// prices). Unknown usage keeps the worst case for an answer that
 /// completed (the upstream did not say what it cost) and releases it for
 /// one that did not (failed, client gone).
-pub(super) async fn settle_to(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps each argument twice"
+)]
+pub(super) fn settle_to(
     ctx: &mut RequestCtx,
     resv: Option<Reservation>,
     u: Usage,
     nanos: Option<Nanos>,
     completed: bool,
-) {
-    let Some(resv) = resv else {
-        return;
-    };
-    let left = match (u.input, nanos, completed) {
-        _ if !resv.holds() => resv.budget_remaining(),
-        (Some(i), Some(nanos), _) => Box::pin(resv.settle(i + u.output.unwrap_or(0), nanos)).await,
-        (_, _, true) => Box::pin(resv.settle_reserved()).await,
-        (_, _, false) => Box::pin(resv.release()).await,
-    };
-    if left.is_some() {
-        ctx.budget_remaining = left;
+) -> impl std::future::Future<Output = ()> + Send + '_ {
+    async move {
+        let Some(resv) = resv else {
+            return;
+        };
+        let left = match (u.input, nanos, completed) {
+            _ if !resv.holds() => resv.budget_remaining(),
+            (Some(i), Some(nanos), _) => {
+                Box::pin(resv.settle(i + u.output.unwrap_or(0), nanos)).await
+            }
+            (_, _, true) => Box::pin(resv.settle_reserved()).await,
+            (_, _, false) => Box::pin(resv.release()).await,
+        };
+        if left.is_some() {
+            ctx.budget_remaining = left;
+        }
     }
 }
 

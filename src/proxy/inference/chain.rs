@@ -229,22 +229,28 @@ fn short_wait(e: &GatewayError, deadline: Option<Instant>) -> Option<Duration> {
 
 /// The model's own plan and its worst case reserved: a refusal of either is
 /// the client's answer.
-async fn plan_own(
-    gw: &Gateway,
-    session: &mut Session,
-    ctx: &mut RequestCtx,
-    ch: &Chain<'_, '_>,
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps each argument twice"
+)]
+fn plan_own<'a>(
+    gw: &'a Gateway,
+    session: &'a mut Session,
+    ctx: &'a mut RequestCtx,
+    ch: &'a Chain<'_, '_>,
     (body, req): (Bytes, Inspected),
-    held: &mut Option<Reservation>,
-) -> Result<Planned, Stop> {
-    let family = ch.client.family;
-    let planned = Box::pin(plan_for(
-        gw, session, family, req, body, ch.model, ch.policy,
-    ))
-    .await?;
-    ctx.outcome.adjusted.merge(planned.adjusted.clone());
-    *held = Some(reserve(gw, ctx, worst_case(ch.key, ch.model, &planned)).await?);
-    Ok(planned)
+    held: &'a mut Option<Reservation>,
+) -> impl std::future::Future<Output = Result<Planned, Stop>> + Send + 'a {
+    async move {
+        let family = ch.client.family;
+        let planned = Box::pin(plan_for(
+            gw, session, family, req, body, ch.model, ch.policy,
+        ))
+        .await?;
+        ctx.outcome.adjusted.merge(planned.adjusted.clone());
+        *held = Some(reserve(gw, ctx, worst_case(ch.key, ch.model, &planned)).await?);
+        Ok(planned)
+    }
 }
 
 /// A fallback's plan, the key allowed to use it, and its worst case
