@@ -218,11 +218,22 @@ impl Http1 {
             (None, Some(0) | None) => Body::Done,
             (None, Some(n)) => Body::Length(n),
         };
-        // The method and target parsed and checked by Pingora's builder;
-        // the headers set as one map (its `append_header` parses each
-        // name again from its bytes, about 900 instructions a header).
-        let req = RequestHeader::build_no_case(method, at(parsed.path), Some(0))?;
-        let mut parts: http::request::Parts = req.into();
+        // The headers set as one map (Pingora's `append_header` parses each
+        // name again from its bytes, about 900 instructions a header). An
+        // origin-form target of plain ASCII, nearly every request's, is the
+        // URI as it is, over the head's bytes; any other goes through
+        // Pingora's builder (a fragment dropped, a target not UTF-8 kept
+        // for the wire beside its lossy text).
+        let mut parts: http::request::Parts = match origin_form(head, parsed.path) {
+            Some(uri) => {
+                let mut parts = http::Request::new(()).into_parts().0;
+                parts.method = Method::from_bytes(method.as_bytes())
+                    .or_err(ErrorType::InvalidHTTPHeader, "invalid method")?;
+                parts.uri = uri;
+                parts
+            }
+            None => RequestHeader::build_no_case(method, at(parsed.path), Some(0))?.into(),
+        };
         parts.version = version;
         parts.headers = headers;
         self.req = Some(Box::new(parts.into()));
@@ -711,6 +722,18 @@ fn parse_head(buf: &[u8]) -> Result<Option<Parsed>> {
     }))
 }
 
+/// The request target at `at` in `head` as a URI sharing the head's
+/// bytes, when it is origin-form (`/path?query`), ASCII and without a
+/// fragment: what Pingora's `set_raw_path` makes of such a target, without
+/// its copy. None for any other (or one the URI refuses).
+fn origin_form(head: &Bytes, [a, b]: [u32; 2]) -> Option<http::Uri> {
+    let target = &head[a as usize..b as usize];
+    if target.first() != Some(&b'/') || !target.is_ascii() || target.contains(&b'#') {
+        return None;
+    }
+    http::Uri::from_maybe_shared(head.slice(a as usize..b as usize)).ok()
+}
+
 /// A `Content-Length` value by the rule both ends share
 /// ([`h1_body::content_length`]), refused as Pingora refuses one.
 fn content_length(v: &[u8], earlier: Option<u64>) -> Result<u64> {
@@ -755,6 +778,38 @@ fn chunk_line(len: usize, out: &mut [u8; 18]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origin_form_targets_are_the_uri_pingora_makes_of_them() {
+        for target in [
+            "/v1/chat/completions",
+            "/",
+            "/google/v1beta/models/m:streamGenerateContent?alt=sse",
+            "/a%20b?c=%2F&d",
+            "/a#fragment",
+            "/\u{e9}",
+            "*",
+            "http://host/x",
+            "?q",
+        ] {
+            let head = Bytes::from(format!("GET {target} HTTP/1.1"));
+            let at = [4, 4 + target.len() as u32];
+            let ours = origin_form(&head, at);
+            let pingora = RequestHeader::build_no_case("GET", target.as_bytes(), None).unwrap();
+            match ours {
+                Some(uri) => {
+                    assert_eq!(uri, pingora.uri, "{target}");
+                    assert_eq!(uri.path_and_query().unwrap().as_str(), target);
+                }
+                None => assert!(
+                    target.contains('#') || !target.starts_with('/') || !target.is_ascii(),
+                    "{target}"
+                ),
+            }
+        }
+        let head = Bytes::from_static(b"GET /a b HTTP/1.1");
+        assert!(origin_form(&head, [4, 7]).is_none(), "a space is no target");
+    }
 
     #[test]
     fn chunk_lines_are_uppercase_hex() {

@@ -443,6 +443,10 @@ impl<const N: usize> Resume<N> {
     fn scalars_changed(&mut self, doc: &[u8], shared: usize) -> Option<[Option<Range<usize>>; N]> {
         let found = self.found.as_ref()?;
         let last = &self.last;
+        if shared == doc.len() && shared == last.len() {
+            // The same document again (no scalar changed): the same answer.
+            return Some(found.clone());
+        }
         let end = words::common_suffix(&last[shared..], &doc[shared..]);
         let old = shared..last.len() - end;
         let holding = |p: usize| {
@@ -707,6 +711,10 @@ mod tests {
         let quick = memo.scalars_changed(next.as_bytes(), shared);
         assert!(quick.is_some());
         assert_eq!(quick, members(next.as_bytes(), [b"model", b"usage"]));
+        assert_eq!(memo.last, next.as_bytes());
+        // The same document again: its answer, no skim.
+        let again = memo.scalars_changed(next.as_bytes(), next.len());
+        assert_eq!(again, quick);
         assert_eq!(memo.last, next.as_bytes());
         // New text with a quote, a backslash or a control character, a
         // change that is not inside one string, a key changed: skimmed.
