@@ -416,6 +416,17 @@ mod tests {
         assert!(!h.keep_alive());
         let (h, _) = head("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n");
         assert!(h.keep_alive());
+        // The framing names in any case.
+        let (h, _) = head("HTTP/1.1 200 OK\r\nCONNECTION: close\r\ncontent-LENGTH: 3\r\n\r\n");
+        assert!(!h.keep_alive());
+        assert_eq!(h.body(), Ok(Body::Length(3)));
+        let (h, _) =
+            head("HTTP/1.1 200 OK\r\nTRANSFER-encoding: chunked\r\nContent-length: 3\r\n\r\n");
+        assert_eq!(h.body(), Ok(Body::Chunked(Chunk::Size)));
+        assert!(!h.reusable());
+        let (h, _) =
+            head("HTTP/1.1 204 No Content\r\nX-Content-Length: 5\r\nConnectionX: close\r\n\r\n");
+        assert!(h.reusable());
     }
 
     #[test]
