@@ -429,11 +429,7 @@ impl Http1 {
         let reason = status.canonical_reason().unwrap_or("");
         let room = 32 + reason.len() + h.headers.len() * 48;
         self.conn.stage_with(room, |buf| {
-            buf.extend_from_slice(version);
-            buf.extend_from_slice(status.as_str().as_bytes());
-            buf.push(b' ');
-            buf.extend_from_slice(reason.as_bytes());
-            buf.extend_from_slice(b"\r\n");
+            status_line(buf, version, status, reason);
             h.header_to_h1_wire(buf);
             buf.extend_from_slice(b"\r\n");
         });
@@ -500,11 +496,7 @@ impl Http1 {
         };
         let room = 64 + reason.len() + head.h1_fields_len() + date.len();
         self.conn.stage_with(room, |buf| {
-            buf.extend_from_slice(b"HTTP/1.1 ");
-            buf.extend_from_slice(status.as_str().as_bytes());
-            buf.push(b' ');
-            buf.extend_from_slice(reason.as_bytes());
-            buf.extend_from_slice(b"\r\n");
+            status_line(buf, b"HTTP/1.1 ", status, reason);
             head.write_h1_fields(buf, chunked);
             buf.extend_from_slice(b"Date: ");
             buf.extend_from_slice(date.as_bytes());
@@ -720,6 +712,15 @@ fn parse_head(buf: &[u8]) -> Result<Option<Parsed>> {
         path: span(req.path.unwrap_or("").as_bytes()),
         headers,
     }))
+}
+
+/// `HTTP/1.x 200 OK\r\n`: `version` with its space, the code, the reason.
+fn status_line(buf: &mut Vec<u8>, version: &[u8], status: StatusCode, reason: &str) {
+    buf.extend_from_slice(version);
+    buf.extend_from_slice(status.as_str().as_bytes());
+    buf.push(b' ');
+    buf.extend_from_slice(reason.as_bytes());
+    buf.extend_from_slice(b"\r\n");
 }
 
 /// The request target at `at` in `head` as a URI sharing the head's
