@@ -83,10 +83,10 @@ pub(super) fn call<'a, 's>(
         };
         let deadline = ch.provider.timeouts.total.map(|t| ctx.started + t);
         // The client's request as it came: each fallback plans from it afresh.
-        let original = (!ch.model.fallbacks.is_empty())
-            .then(|| first.clone())
-            .flatten()
-            .map(Box::new);
+        let original = first
+            .as_ref()
+            .filter(|_| !ch.model.fallbacks.is_empty())
+            .map(|input| Box::new(input.clone()));
         let mut own: Option<Planned> = None;
         let fallbacks = ch.model.fallbacks.iter();
         let candidates = std::iter::once((ch.model, ch.provider))
