@@ -106,6 +106,7 @@ fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
     let Some(path) = path else {
         let mut conf = ServerConf::new().ok_or("cannot build the default Pingora configuration")?;
         conf.threads = cores;
+        conf.work_stealing = false;
         conf.grace_period_seconds = Some(GRACE_PERIOD_SECONDS);
         conf.graceful_shutdown_timeout_seconds = Some(10);
         return Ok(conf);
@@ -118,6 +119,9 @@ fn server_conf(path: Option<&str>) -> Result<ServerConf, String> {
     };
     if !set("threads") {
         conf.threads = cores;
+    }
+    if !set("work_stealing") {
+        conf.work_stealing = false;
     }
     if !set("grace_period_seconds") {
         conf.grace_period_seconds = Some(GRACE_PERIOD_SECONDS);
@@ -247,6 +251,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         conf: None,
     };
     let grace = Duration::from_secs(conf.grace_period_seconds.unwrap_or(GRACE_PERIOD_SECONDS));
+    let threads = conf.threads;
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     let admin_key = cli.admin_key();
     if let Some(k) = &admin_key {
@@ -371,7 +376,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         Served(metrics_app),
         cli.metrics_clients(),
     );
-    server.add_service(metrics_listener.listening("metrics", &cli.listeners.metrics));
+    server.add_service(metrics_listener.listening("metrics", &cli.listeners.metrics, threads));
     let client_listener_app = Guarded::new("client listener", gateway, cli.clients());
     // HTTPS (ALPN h2 or http/1.1), the certificate reloaded when its files
     // change; else HTTP/1.1 and h2c.
@@ -394,7 +399,11 @@ fn run(cli: &Cli) -> Result<(), String> {
             telemetry: telemetry.clone(),
         },
     ));
-    server.add_service(client_listener_app.listening("switchboard", &cli.listeners.listen));
+    server.add_service(client_listener_app.listening(
+        "switchboard",
+        &cli.listeners.listen,
+        threads,
+    ));
     // Last, once everything that can fail has been opened: with `-u` this
     // takes the running instance's listening sockets, and a new process
     // that failed after taking them would leave nobody on the port.

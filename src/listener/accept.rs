@@ -23,6 +23,7 @@
 //!
 //! May import: the parent module, Pingora's server and socket types.
 
+use super::placement::Placement;
 use super::{fdtable, App, Guarded, Throttle, RESERVED_FDS};
 use pingora_core::protocols::l4::listener::Listener;
 use pingora_core::server::{ListenFds, ShutdownWatch};
@@ -45,16 +46,20 @@ pub struct Listening<A> {
     name: String,
     addr: String,
     guarded: Arc<Guarded<A>>,
+    /// The runtime's threads (Pingora's `threads`), for [`Placement`].
+    threads: usize,
 }
 
 impl<A> Guarded<A> {
     /// This listener as a Pingora service named `name` (its threads' name),
-    /// accepting on `addr` (`host:port`).
-    pub fn listening(self, name: &str, addr: &str) -> Listening<A> {
+    /// accepting on `addr` (`host:port`) on a runtime of `threads` threads
+    /// (Pingora's `threads`).
+    pub fn listening(self, name: &str, addr: &str, threads: usize) -> Listening<A> {
         Listening {
             name: name.to_string(),
             addr: addr.to_string(),
             guarded: Arc::new(self),
+            threads,
         }
     }
 }
@@ -81,10 +86,15 @@ impl<A: App> pingora_core::services::Service for Listening<A> {
         if let Some(size) = fdtable::reserve(listener.as_raw_fd(), entries) {
             log::debug!("descriptor table: {size} entries");
         }
+        let placement = Arc::new(Placement::new(self.threads));
         let loops: Vec<_> = (0..listeners_per_fd.max(1))
             .map(|_| {
-                let accepting =
-                    accept_loop(listener.clone(), self.guarded.clone(), shutdown.clone());
+                let accepting = accept_loop(
+                    listener.clone(),
+                    self.guarded.clone(),
+                    placement.clone(),
+                    shutdown.clone(),
+                );
                 pingora_runtime::current_handle().spawn(accepting)
             })
             .collect();
@@ -105,10 +115,12 @@ impl<A: App> pingora_core::services::Service for Listening<A> {
     }
 }
 
-/// Accepts until the shutdown, each connection on a task of its own.
+/// Accepts until the shutdown, each connection on a task of its own,
+/// placed by `placement`.
 async fn accept_loop<A: App>(
     listener: Arc<Listener>,
     guarded: Arc<Guarded<A>>,
+    placement: Arc<Placement>,
     mut shutdown: ShutdownWatch,
 ) {
     // At EMFILE every accept fails: one warning a second carries the count.
@@ -129,7 +141,7 @@ async fn accept_loop<A: App>(
                 }
                 let guarded = guarded.clone();
                 let shutdown = shutdown.clone();
-                pingora_runtime::current_handle().spawn(async move {
+                placement.spawn(async move {
                     guarded.serve(Box::new(stream), &shutdown).await;
                 });
             }

@@ -71,6 +71,7 @@ pub mod fdtable;
 mod h1;
 mod head;
 mod http2;
+mod placement;
 mod session;
 pub mod tls;
 

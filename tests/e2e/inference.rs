@@ -803,26 +803,31 @@ async fn a_refused_body_does_not_poison_the_client_connection() {
 #[tokio::test]
 async fn upstream_connections_are_pooled() {
     let (mock, gw) = start().await;
+    // One client connection: it stays on one thread, whose pool serves it
+    // (each thread keeps its own idle upstream connections).
+    let mut conn = http_client::Connection::connect(gw.addr).await.unwrap();
     for i in 0..4 {
         let text = format!("pooled {i}");
-        let r = gw
+        let r = conn
             .send(&call(
                 OpenAi,
                 CHAT,
                 &openai_body("gpt-5", &text, None, false),
             ))
-            .await;
+            .await
+            .unwrap();
         assert_eq!(
             reply_text(OpenAi, &assert_json_ok(&r)),
             expected_reply(OpenAi, &text)
         );
-        let r = gw
+        let r = conn
             .send(&call(
                 OpenAi,
                 CHAT,
                 &openai_body("gpt-5", &text, None, true),
             ))
-            .await;
+            .await
+            .unwrap();
         check_openai_stream(&r, &text);
     }
     assert_eq!(mock.requests().len(), 8);
@@ -850,6 +855,61 @@ async fn upstream_connections_are_pooled() {
     assert_eq!(
         reply_text(OpenAi, &assert_json_ok(&r)),
         expected_reply(OpenAi, "after the cut")
+    );
+}
+
+/// Upstream connections the mock saw for one request on each of two client
+/// connections held open together, through a gateway started with `args`.
+async fn upstream_connections_for_two_clients(args: &[&str]) -> usize {
+    let mock = MockUpstream::start().await;
+    let gw = Gateway::start_with(
+        &crate::common::gateway::catalog(&mock),
+        &crate::common::gateway::keys(),
+        args,
+    )
+    .await;
+    let mut clients = [
+        http_client::Connection::connect(gw.addr).await.unwrap(),
+        http_client::Connection::connect(gw.addr).await.unwrap(),
+    ];
+    for (client, text) in [(0, "from a"), (1, "from b"), (0, "a again")] {
+        let r = clients[client]
+            .send(&call(
+                OpenAi,
+                CHAT,
+                &openai_body("gpt-5", text, None, false),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            reply_text(OpenAi, &assert_json_ok(&r)),
+            expected_reply(OpenAi, text)
+        );
+    }
+    mock.connections()
+}
+
+#[tokio::test]
+async fn each_thread_keeps_its_pool_unless_pingora_is_told_to_steal_work() {
+    // By default each of two threads runs its own event loop, and two
+    // client connections open together go one to each: each thread's
+    // pool makes its own upstream connection, which its next request reuses.
+    let dir = crate::common::gateway::TempDir::new();
+    let two = dir.file("two-threads.yaml");
+    std::fs::write(&two, "---\nversion: 1\nthreads: 2\n").unwrap();
+    let two = two.to_str().unwrap();
+    assert_eq!(upstream_connections_for_two_clients(&["-c", two]).await, 2);
+    // Pingora's work-stealing runtime, asked for: one pool for both.
+    let stealing = dir.file("stealing.yaml");
+    std::fs::write(
+        &stealing,
+        "---\nversion: 1\nthreads: 2\nwork_stealing: true\n",
+    )
+    .unwrap();
+    let stealing = stealing.to_str().unwrap();
+    assert_eq!(
+        upstream_connections_for_two_clients(&["-c", stealing]).await,
+        1
     );
 }
 

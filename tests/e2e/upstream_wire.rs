@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::gateway::{authed, keys, model, Gateway, KEY};
+use crate::common::http_client::Connection;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -137,6 +138,15 @@ async fn chat(gw: &Gateway, stream: bool) -> crate::common::http_client::Respons
         .await
 }
 
+/// A chat request for the scripted model on the client connection `conn`:
+/// requests that count on a pooled upstream connection share one client
+/// connection, so they are served by one thread, whose pool it is.
+async fn chat_on(conn: &mut Connection, stream: bool) -> crate::common::http_client::Response {
+    conn.send(&authed("openai", "/v1/chat/completions", KEY, &ask(stream)))
+        .await
+        .unwrap()
+}
+
 fn whole(body: &str, extra_headers: &str) -> Vec<u8> {
     format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra_headers}content-length: {}\r\n\r\n{body}",
@@ -168,10 +178,11 @@ async fn a_pooled_connection_closed_while_idle_is_replaced_without_an_error() {
     ])
     .await;
     let gw = gateway(&up).await;
-    let r = chat(&gw, false).await;
+    let mut conn = Connection::connect(gw.addr).await.unwrap();
+    let r = chat_on(&mut conn, false).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(text_of(&r.json()), "first");
-    let r = chat(&gw, false).await;
+    let r = chat_on(&mut conn, false).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(text_of(&r.json()), "second");
     assert_eq!(up.requests.load(Ordering::SeqCst), 3);
@@ -195,8 +206,9 @@ async fn chunked_bodies_with_extensions_and_trailers_cut_anywhere_are_read_whole
         }])
         .await;
         let gw = gateway(&up).await;
+        let mut conn = Connection::connect(gw.addr).await.unwrap();
         for _ in 0..2 {
-            let r = chat(&gw, false).await;
+            let r = chat_on(&mut conn, false).await;
             assert_eq!(r.status, 200, "piece {piece}: {}", r.text());
             assert_eq!(
                 text_of(&r.json()),
