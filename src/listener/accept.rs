@@ -25,7 +25,9 @@
 
 use super::placement::Placement;
 use super::{fdtable, App, Guarded, Throttle, RESERVED_FDS};
-use pingora_core::protocols::l4::listener::Listener;
+use pingora_core::protocols::l4::stream::Stream as L4Stream;
+use pingora_core::protocols::GetSocketDigest;
+use pingora_core::protocols::SocketDigest;
 use pingora_core::server::{ListenFds, ShutdownWatch};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -95,7 +97,9 @@ impl<A: App> pingora_core::services::Service for Listening<A> {
                     placement.clone(),
                     shutdown.clone(),
                 );
-                pingora_runtime::current_handle().spawn(accepting)
+                // On the listener's own runtime, whose event loop it is
+                // registered with (each connection is then placed).
+                tokio::spawn(accepting)
             })
             .collect();
         for l in loops {
@@ -118,7 +122,7 @@ impl<A: App> pingora_core::services::Service for Listening<A> {
 /// Accepts until the shutdown, each connection on a task of its own,
 /// placed by `placement`.
 async fn accept_loop<A: App>(
-    listener: Arc<Listener>,
+    listener: Arc<tokio::net::TcpListener>,
     guarded: Arc<Guarded<A>>,
     placement: Arc<Placement>,
     mut shutdown: ShutdownWatch,
@@ -134,16 +138,29 @@ async fn accept_loop<A: App>(
             },
         };
         match accepted {
-            Ok(mut stream) => {
+            Ok((tcp, peer)) => {
                 // As Pingora's accept: no Nagle delay on a client connection.
-                if let Err(e) = stream.set_nodelay() {
+                if let Err(e) = tcp.set_nodelay(true) {
                     log::debug!("{}: TCP_NODELAY not set: {e}", guarded.name);
                 }
                 let guarded = guarded.clone();
                 let shutdown = shutdown.clone();
-                placement.spawn(async move {
+                placement.spawn(tcp, move |tcp| async move {
+                    // Pingora's stream with the peer's address noted, as
+                    // its own listener makes it.
+                    let mut stream = L4Stream::from(tcp);
+                    let digest = SocketDigest::from_raw_fd(stream.as_raw_fd());
+                    let _ = digest.peer_addr.set(Some(peer.into()));
+                    stream.set_socket_digest(digest);
                     guarded.serve(Box::new(stream), &shutdown).await;
                 });
+            }
+            // Not the system's error: the event loop the socket is
+            // registered with is gone (its runtime is shutting down), and
+            // every accept would fail at once from now on.
+            Err(e) if e.raw_os_error().is_none() => {
+                log::debug!("{}: accepting ends: {e}", guarded.name);
+                return;
             }
             Err(e) => {
                 // Out of descriptors or memory: accept() would fail again at
@@ -170,20 +187,19 @@ async fn accept_loop<A: App>(
 /// The listening socket for `addr`: the predecessor's when the upgrade
 /// handed one over, else a new one (recorded for a successor).
 #[allow(unsafe_code)]
-async fn bind(addr: &str, fds: Option<ListenFds>) -> std::io::Result<Listener> {
+async fn bind(addr: &str, fds: Option<ListenFds>) -> std::io::Result<tokio::net::TcpListener> {
     let inherited = fds.as_ref().and_then(|t| t.lock().get(addr).copied());
     if let Some(fd) = inherited {
         // SAFETY: the descriptor table holds listening sockets Pingora
         // received from the predecessor for this address, owned by none else.
         let std = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-        let listener = TcpSocket::from_std_stream(std).listen(BACKLOG)?;
-        return Ok(listener.into());
+        return TcpSocket::from_std_stream(std).listen(BACKLOG);
     }
     let listener = bind_new(addr).await?;
     if let Some(t) = fds {
         t.lock().add(addr.to_string(), listener.as_raw_fd());
     }
-    Ok(listener.into())
+    Ok(listener)
 }
 
 async fn bind_new(addr: &str) -> std::io::Result<tokio::net::TcpListener> {

@@ -16,6 +16,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use tokio::net::TcpStream;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 /// Where a listener's connections run.
@@ -79,25 +80,48 @@ impl Placement {
         }
     }
 
-    /// Runs a connection's task on the thread with the fewest open
-    /// connections (the first such), or on the shared runtime.
-    pub(super) fn spawn<F>(&self, task: F)
+    /// Serves the accepted connection `tcp` (`serve(tcp)`) on the thread
+    /// with the fewest open connections (the first such), or on the shared
+    /// runtime. A socket is registered with the event loop of the runtime
+    /// that accepted it; one served by another thread's runtime is taken
+    /// off that loop and put on the serving thread's, so its reads and
+    /// writes wake the thread that serves it (not another, which would
+    /// then wake it across threads for every read).
+    pub(super) fn spawn<F, Fut>(&self, tcp: TcpStream, serve: F)
     where
-        F: Future<Output = ()> + Send + 'static,
+        F: FnOnce(TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
     {
         let Some(thread) = self
             .threads
             .iter()
             .min_by_key(|t| t.open.load(Ordering::Relaxed))
         else {
-            pingora_runtime::current_handle().spawn(task);
+            pingora_runtime::current_handle().spawn(serve(tcp));
             return;
         };
         thread.open.fetch_add(1, Ordering::Relaxed);
         let open = Open(thread.open.clone());
+        if Handle::try_current().is_ok_and(|h| h.id() == thread.handle.id()) {
+            thread.handle.spawn(async move {
+                let _open = open;
+                serve(tcp).await;
+            });
+            return;
+        }
+        let moved = match tcp.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                log::debug!("a connection could not be moved to its thread: {e}");
+                return;
+            }
+        };
         thread.handle.spawn(async move {
             let _open = open;
-            task.await;
+            match TcpStream::from_std(moved) {
+                Ok(tcp) => serve(tcp).await,
+                Err(e) => log::debug!("a connection could not be moved to its thread: {e}"),
+            }
         });
     }
 
@@ -134,35 +158,53 @@ mod tests {
     }
 
     #[test]
-    fn connections_go_to_the_thread_with_fewest_and_are_counted_off_when_done() {
+    fn connections_go_to_the_thread_with_fewest_are_served_there_and_counted_off_when_done() {
         let rt = pingora_runtime::Runtime::new_no_steal(3, "placement-test");
-        let placement = placement_on(&rt, 3);
+        let (ran_on, ran) = std::sync::mpsc::channel();
+        let (made, placed) = std::sync::mpsc::channel();
+        rt.get_handle().spawn(async move {
+            let placement = Placement::new(3);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut clients = Vec::new();
+            // Six connections held open land two on each thread.
+            for i in 0..6u8 {
+                let mut client = std::net::TcpStream::connect(addr).unwrap();
+                std::io::Write::write_all(&mut client, &[i]).unwrap();
+                clients.push(client);
+                let (tcp, _) = listener.accept().await.unwrap();
+                let ran_on = ran_on.clone();
+                placement.spawn(tcp, move |mut tcp| async move {
+                    // Served on its thread's runtime, the socket readable
+                    // there: the client's byte, then its close.
+                    let mut byte = [0u8; 1];
+                    tokio::io::AsyncReadExt::read_exact(&mut tcp, &mut byte)
+                        .await
+                        .unwrap();
+                    let _ = ran_on.send((Handle::current().id(), byte[0]));
+                    let mut rest = Vec::new();
+                    let _ = tokio::io::AsyncReadExt::read_to_end(&mut tcp, &mut rest).await;
+                });
+            }
+            let _ = made.send((placement, clients));
+        });
+        let (placement, clients) = placed.recv().expect("the runtime places the connections");
         let ids: Vec<_> = placement.threads.iter().map(|t| t.handle.id()).collect();
         // Every thread was found, each once.
         assert_eq!(ids.len(), 3);
         assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2]);
-        // Six connections held open land two on each thread, each on the
-        // runtime it was counted on.
-        let (release, held) = tokio::sync::watch::channel(false);
-        let (ran_on, mut ran) = tokio::sync::mpsc::unbounded_channel();
-        for _ in 0..6 {
-            let mut held = held.clone();
-            let ran_on = ran_on.clone();
-            placement.spawn(async move {
-                let _ = ran_on.send(Handle::current().id());
-                let _ = held.wait_for(|r| *r).await;
-            });
-        }
         assert_eq!(placement.open(), vec![2, 2, 2]);
-        let mut seen = Vec::new();
-        for _ in 0..6 {
-            seen.push(ran.blocking_recv().expect("each task reports its thread"));
+        let mut seen: Vec<_> = (0..6)
+            .map(|_| ran.recv().expect("each connection is served"))
+            .collect();
+        seen.sort_by_key(|(_, b)| *b);
+        // In turn: the first thread with the fewest, so 0, 1, 2, 0, 1, 2.
+        for (i, (id, byte)) in seen.iter().enumerate() {
+            assert_eq!(usize::from(*byte), i);
+            assert_eq!(*id, ids[i % 3], "connection {i}");
         }
-        for id in &ids {
-            assert_eq!(seen.iter().filter(|s| *s == id).count(), 2);
-        }
-        // Done: each count falls back to zero.
-        release.send(true).unwrap();
+        // Closed by their clients: each count falls back to zero.
+        drop(clients);
         while placement.open() != vec![0, 0, 0] {
             std::thread::sleep(Duration::from_millis(5));
         }

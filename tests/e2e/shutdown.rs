@@ -155,6 +155,43 @@ async fn a_sigterm_with_nothing_in_flight_does_not_wait_the_grace_period_out() {
 }
 
 #[tokio::test]
+async fn a_sigint_ends_a_gateway_serving_connections_on_every_thread() {
+    // Four threads, each with its own event loop (the default runtime),
+    // and connections kept open on each: each loop shuts down on its own,
+    // and the process still ends. (The benchmark once saw an accept loop
+    // run on another loop than the one its listening socket was registered
+    // with spin on failed accepts once that one had shut down, holding its
+    // thread and the process; the loop now runs on the listener's own
+    // loop and ends on such an error. That race is not reproduced here.)
+    let mock = MockUpstream::start().await;
+    let conf = std::env::temp_dir().join(format!("switchboard-four-{}.yaml", std::process::id()));
+    std::fs::write(&conf, "version: 1\nthreads: 4\n").unwrap();
+    let conf = conf.display().to_string();
+    let mut gw = Gateway::start_with(&catalog(&mock), &keys(), &["--conf", &conf]).await;
+    let mut kept = Vec::new();
+    for i in 0..8 {
+        let mut c = Connection::connect(gw.addr).await.unwrap();
+        let text = format!("hello {i}");
+        let r = c
+            .send(&call(
+                OpenAi,
+                CHAT,
+                &openai_body("openai/gpt-5", &text, None, false),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        kept.push(c);
+    }
+    gw.signal("INT");
+    let status = gw
+        .wait_exit(Duration::from_secs(120))
+        .expect("the gateway did not exit after SIGINT");
+    assert!(status.success(), "{status:?}");
+    drop(kept);
+}
+
+#[tokio::test]
 async fn a_request_sent_on_a_kept_alive_connection_as_the_drain_begins_is_served() {
     let mock = MockUpstream::start().await;
     // A long window, so the test does not race it on a slow machine.
