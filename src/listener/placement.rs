@@ -5,8 +5,8 @@
 //! it. With `work_stealing: false` (Switchboard's default) Pingora runs one
 //! single-threaded runtime per thread, and its `current_handle()` hands out
 //! a thread at random (pingora-runtime 0.9.1 `lib.rs`, `current_handle`):
-//! 64 keep-alive connections on two threads land 38 and 26 as often as not,
-//! and the busier thread sets the tail. [`Placement`] sends each new
+//! 64 keep-alive connections on two threads land 36 and 28, or further
+//! apart, about half the time, and the busier thread sets the tail. [`Placement`] sends each new
 //! connection to the thread holding the fewest open connections, where it
 //! stays, as its upstream connections do (the pool is per thread on such a
 //! runtime: `upstream/client.rs`).
