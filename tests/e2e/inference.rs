@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::families::*;
-use crate::common::gateway::{authed, Gateway, KEY};
+use crate::common::gateway::{authed, pingora_conf, Gateway, KEY};
 use crate::common::http_client::{self, parse_sse, Request, Response};
 use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol, RecordedRequest};
 use serde_json::{json, Value};
@@ -895,20 +895,15 @@ async fn each_thread_keeps_its_pool_unless_pingora_is_told_to_steal_work() {
     // client connections open together go one to each: each thread's
     // pool makes its own upstream connection, which its next request reuses.
     let dir = crate::common::gateway::TempDir::new();
-    let two = dir.file("two-threads.yaml");
-    std::fs::write(&two, "---\nversion: 1\nthreads: 2\n").unwrap();
-    let two = two.to_str().unwrap();
-    assert_eq!(upstream_connections_for_two_clients(&["-c", two]).await, 2);
+    let two = pingora_conf(&dir.file("two-threads.yaml"), "threads: 2\n");
+    assert_eq!(upstream_connections_for_two_clients(&["-c", &two]).await, 2);
     // Pingora's work-stealing runtime, asked for: one pool for both.
-    let stealing = dir.file("stealing.yaml");
-    std::fs::write(
-        &stealing,
-        "---\nversion: 1\nthreads: 2\nwork_stealing: true\n",
-    )
-    .unwrap();
-    let stealing = stealing.to_str().unwrap();
+    let stealing = pingora_conf(
+        &dir.file("stealing.yaml"),
+        "threads: 2\nwork_stealing: true\n",
+    );
     assert_eq!(
-        upstream_connections_for_two_clients(&["-c", stealing]).await,
+        upstream_connections_for_two_clients(&["-c", &stealing]).await,
         1
     );
 }

@@ -386,17 +386,15 @@ async fn an_upgrade_keeps_one_budget_across_the_old_and_the_new_process() {
     let mock = MockUpstream::start().await;
     let data = TempDir::new();
     let dir = data.file("data");
-    let conf = data.file("pingora.yaml");
-    std::fs::write(
-        &conf,
-        format!(
-            "version: 1\nupgrade_sock: {}\ngrace_period_seconds: 30\n",
+    let conf_s = crate::common::gateway::pingora_conf(
+        &data.file("pingora.yaml"),
+        &format!(
+            "upgrade_sock: {}\ngrace_period_seconds: 30\n",
             data.file("upgrade.sock").display()
         ),
-    )
-    .unwrap();
+    );
     let (c, k) = (limits_catalog(&mock), limits_keys("0.08"));
-    let (dir_s, conf_s) = (dir.display().to_string(), conf.display().to_string());
+    let dir_s = dir.display().to_string();
     let old = Gateway::start_with(&c, &k, &["--data", &dir_s, "--conf", &conf_s]).await;
     let stream = authed(
         "openai",

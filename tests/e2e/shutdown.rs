@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::families::*;
-use crate::common::gateway::{catalog, keys, Gateway};
+use crate::common::gateway::{catalog, keys, pingora_conf, Gateway, TempDir};
 use crate::common::http_client::Connection;
 use crate::common::http_client::{self, parse_sse};
 use crate::common::mock_upstream::{expected_reply, MockUpstream, Protocol::OpenAi};
@@ -24,26 +24,19 @@ fn grace_conf(seconds: u64) -> String {
         "switchboard-grace-{}-{seconds}.yaml",
         std::process::id()
     ));
-    std::fs::write(
-        &path,
-        format!("version: 1\ngrace_period_seconds: {seconds}\n"),
-    )
-    .unwrap();
-    path.display().to_string()
+    pingora_conf(&path, &format!("grace_period_seconds: {seconds}\n"))
 }
 
 /// A Pingora configuration file whose upgrade socket is in `dir`.
 fn upgrade_conf(dir: &std::path::Path) -> String {
-    let path = dir.join("pingora.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "version: 1\ngrace_period_seconds: 30\nupgrade_sock: {}\n",
-            dir.join("upgrade.sock").display()
+    let sock = dir.join("upgrade.sock");
+    pingora_conf(
+        &dir.join("pingora.yaml"),
+        &format!(
+            "grace_period_seconds: 30\nupgrade_sock: {}\n",
+            sock.display()
         ),
     )
-    .unwrap();
-    path.display().to_string()
 }
 
 /// The access lines of inference requests (the harness's own health probe left out).
@@ -164,9 +157,8 @@ async fn a_sigint_ends_a_gateway_serving_connections_on_every_thread() {
     // thread and the process; the loop now runs on the listener's own
     // loop and ends on such an error. That race is not reproduced here.)
     let mock = MockUpstream::start().await;
-    let conf = std::env::temp_dir().join(format!("switchboard-four-{}.yaml", std::process::id()));
-    std::fs::write(&conf, "version: 1\nthreads: 4\n").unwrap();
-    let conf = conf.display().to_string();
+    let dir = TempDir::new();
+    let conf = pingora_conf(&dir.file("four-threads.yaml"), "threads: 4\n");
     let mut gw = Gateway::start_with(&catalog(&mock), &keys(), &["--conf", &conf]).await;
     let mut kept = Vec::new();
     for i in 0..8 {

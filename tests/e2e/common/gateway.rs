@@ -39,6 +39,13 @@ impl TempDir {
     }
 }
 
+/// Writes a Pingora configuration file (`-c`) at `path`: its `version`,
+/// then `settings` (YAML lines). Its path, as an argument.
+pub fn pingora_conf(path: &std::path::Path, settings: &str) -> String {
+    std::fs::write(path, format!("version: 1\n{settings}")).unwrap();
+    path.display().to_string()
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
