@@ -173,12 +173,7 @@ impl Sqlite {
         let _: Option<String> = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .optional()?;
-        // A checkpoint every 4,000 pages, not SQLite's 1,000: fewer copies
-        // of the pages each commit rewrites and a quarter of the
-        // checkpoints' fsyncs, for a WAL of up to 16 MiB (reused, not
-        // grown, after each; docs/performance.md "Issue 28, twenty-fourth
-        // pass").
-        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 4000;")?;
+        crate::state::sqlite_wal_settings(&conn)?;
         conn.execute_batch(SCHEMA)?;
         migrate(&conn)?;
         Ok(Sqlite {

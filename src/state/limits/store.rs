@@ -220,11 +220,7 @@ fn open_db(path: &Path) -> rusqlite::Result<Connection> {
     let _: Option<String> = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .optional()?;
-    // A checkpoint (an fsync) every 4000 pages rather than SQLite's 1000:
-    // a reservation and its settlement write about four pages, and the
-    // checkpoint's fsync was a third of their cost (the WAL may grow to
-    // 16 MiB; it is reused, not grown, after each checkpoint).
-    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 4000;")?;
+    crate::state::sqlite_wal_settings(&conn)?;
     schema(&conn)?;
     Ok(conn)
 }

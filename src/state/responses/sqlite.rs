@@ -204,17 +204,13 @@ impl Sqlite {
         }
     }
 
-    /// Opens the file. Its WAL is checkpointed every 4,000 pages, not
-    /// SQLite's 1,000 (as the ledger's: docs/performance.md "Issue 28,
-    /// twenty-fourth pass").
     fn connect(path: &Path) -> rusqlite::Result<Connection> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(5))?;
+        conn.execute_batch("PRAGMA journal_mode=WAL;")?;
+        crate::state::sqlite_wal_settings(&conn)?;
         conn.execute_batch(
-            "PRAGMA journal_mode=WAL;
-             PRAGMA synchronous=NORMAL;
-             PRAGMA wal_autocheckpoint=4000;
-             CREATE TABLE IF NOT EXISTS responses (
+            "CREATE TABLE IF NOT EXISTS responses (
                  id TEXT PRIMARY KEY,
                  key_id TEXT NOT NULL,
                  created_at INTEGER NOT NULL,
