@@ -167,6 +167,10 @@ async fn traffic(gw: &Gateway) -> Vec<&'static str> {
             .await;
         assert!(r.status > 0, "{id}");
         ids.push(id);
+        // Rows are listed by their millisecond, then by request id: two
+        // requests in one millisecond (a fast machine answers a stream
+        // that quickly) would list by id, not in the order sent.
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     ids
 }
