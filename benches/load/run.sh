@@ -19,6 +19,9 @@
 #     STREAM_INTERVAL_MS, straight to the trickling upstream, through nginx
 #     and through a freshly started Switchboard, then STREAM_PROBES more
 #     streams timed while all are open (skip with --no-streams or STREAMS=0);
+#     then the same again with TTFB_STREAMS open streams, for the time to
+#     first byte at the issue's 1,000 (at 10,000 a two-core machine is
+#     saturated by the trickle itself);
 #  6. prints the tables and writes them as Markdown to RESULTS.
 # --restarts runs only the restart scenarios instead (benches/load/restarts.sh:
 #  an upgrade and a SIGTERM under load, JSON and streams, reporting failed
@@ -44,6 +47,7 @@
 #  CONTINUATION [auto] the providers' `continuation` (off: streams not kept continuable)
 #  STREAMS [10000]   STREAM_INTERVAL_MS [100]   STREAM_TOKENS [50]
 #  STREAM_RAMP_MS [3000] (connections spread over this)   STREAM_PROBES [100]
+#  TTFB_STREAMS [1000] the second, smaller round's open streams (0: none)
 #  RESULTS [benches/load/results.md]
 #  SB_RUST_LOG [info] Switchboard's RUST_LOG   KEEP_TMP [0] keep the temp dir
 #  SB_BIN, SL_BIN: run these switchboard and stream_load binaries (with
@@ -101,6 +105,7 @@ STREAM_INTERVAL_MS=${STREAM_INTERVAL_MS:-100}
 STREAM_TOKENS=${STREAM_TOKENS:-50}
 STREAM_RAMP_MS=${STREAM_RAMP_MS:-3000}
 STREAM_PROBES=${STREAM_PROBES:-100}
+TTFB_STREAMS=${TTFB_STREAMS:-1000}
 RESULTS=${RESULTS:-$LOAD/results.md}
 SB_RUST_LOG=${SB_RUST_LOG:-info}
 KEEP_TMP=${KEEP_TMP:-0}
@@ -665,18 +670,18 @@ fi
 
 # ------------------------------------------------------------------ streams at scale
 declare -A ST
-run_streams() { # NAME TARGET_PORT PATH CLIENT_KEY [PIDS of the proxy...]
-    local name=$1 port=$2 path=$3 key=$4 c0 c1 watch=()
-    shift 4
+run_streams() { # NAME STREAMS TARGET_PORT PATH CLIENT_KEY [PIDS of the proxy...]
+    local name=$1 streams=$2 port=$3 path=$4 key=$5 c0 c1 watch=()
+    shift 5
     if [ $# -gt 0 ]; then
         ST[$name,base_kb]=$(status_kb VmRSS "$@")
         reset_hwm "$@"
         c0=$(cpu_ticks "$@")
-        [ "$name" = sb ] && watch=(--watch-pid "$1")
+        [ "${name%_t}" = sb ] && watch=(--watch-pid "$1")
     fi
     echo "-- $name"
     "$SL_BIN" client --target "127.0.0.1:$port" --path "$path" --header "authorization: Bearer $key" \
-        --body-file "$TMP/req_trickle.json" --streams "$STREAMS" --ramp-ms "$STREAM_RAMP_MS" \
+        --body-file "$TMP/req_trickle.json" --streams "$streams" --ramp-ms "$STREAM_RAMP_MS" \
         --probes "$STREAM_PROBES" --expect-frames "$((STREAM_TOKENS + 4))" \
         --timeout-s "$((STREAM_TOKENS * STREAM_INTERVAL_MS / 1000 + 30))" "${watch[@]}" \
         --out "$TMP/streams.$name" 2> >(tee "$TMP/streams.$name.err" >&2) | sed 's/^/   /'
@@ -714,10 +719,21 @@ if [ "$DO_STREAMS" = 1 ]; then
     start_proxy "$TMP/proxy_streams.conf"
     wait_http "http://127.0.0.1:$PROXY_PORT/" || die "nginx proxy did not restart: $(tail -5 "$TMP/proxy.stderr" "$TMP/proxy.error.log")"
     sleep 1
-    run_streams direct "$TRICKLE_PORT" /v1/chat/completions sk-upstream-openai
+    run_streams direct "$STREAMS" "$TRICKLE_PORT" /v1/chat/completions sk-upstream-openai
     # shellcheck disable=SC2046
-    run_streams nginx "$PROXY_PORT" /trickle/v1/chat/completions sk-upstream-openai $(children "$PROXY_PID")
-    run_streams sb "$SB_PORT" /v1/chat/completions "$CLIENT_KEY" "$SB_PID"
+    run_streams nginx "$STREAMS" "$PROXY_PORT" /trickle/v1/chat/completions sk-upstream-openai $(children "$PROXY_PID")
+    run_streams sb "$STREAMS" "$SB_PORT" /v1/chat/completions "$CLIENT_KEY" "$SB_PID"
+    if [ "$TTFB_STREAMS" -gt 0 ]; then
+        # The time to first byte at TTFB_STREAMS open streams: a second
+        # round, each run named NAME_t, Switchboard started afresh again.
+        log "time to first byte at $TTFB_STREAMS open streams (+$STREAM_PROBES probes)"
+        stop_switchboard
+        start_switchboard
+        run_streams direct_t "$TTFB_STREAMS" "$TRICKLE_PORT" /v1/chat/completions sk-upstream-openai
+        # shellcheck disable=SC2046
+        run_streams nginx_t "$TTFB_STREAMS" "$PROXY_PORT" /trickle/v1/chat/completions sk-upstream-openai $(children "$PROXY_PID")
+        run_streams sb_t "$TTFB_STREAMS" "$SB_PORT" /v1/chat/completions "$CLIENT_KEY" "$SB_PID"
+    fi
 fi
 
 # ------------------------------------------------------------------ restarts
@@ -815,7 +831,10 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
         echo
         sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
         pair() { echo "${ST[$1,${2}_P50_MS]} / ${ST[$1,${2}_P99_MS]}"; }
-        added() { echo "$(sub "${ST[$1,${2}_P50_MS]}" "${ST[direct,${2}_P50_MS]}") / $(sub "${ST[$1,${2}_P99_MS]}" "${ST[direct,${2}_P99_MS]}")"; }
+        added() { # NAME KEY [DIRECT]
+            local d=${3:-direct}
+            echo "$(sub "${ST[$1,${2}_P50_MS]}" "${ST[$d,${2}_P50_MS]}") / $(sub "${ST[$1,${2}_P99_MS]}" "${ST[$d,${2}_P99_MS]}")"
+        }
         per() { awk -v p="${ST[$1,peak_kb]}" -v b="${ST[$1,base_kb]}" -v n="${ST[$1,PEAK_OPEN]}" 'BEGIN { if (n > 0) printf "%.1f", (p - b) / n; else print "n/a" }'; }
         echo "| | direct to upstream | nginx proxy_pass | Switchboard |"
         echo "|---|---:|---:|---:|"
@@ -830,13 +849,33 @@ WRK_V=$( (wrk -v 2>&1 || true) | head -1 | awk '{print $2}')
         echo "| RSS per open stream kB | | $(per nginx) | **$(per sb)** |"
         echo "| proxy CPU s | | ${ST[nginx,cpu]} | ${ST[sb,cpu]} |"
         echo
-        echo "Targets: Switchboard with 10,000 open streams ≤ 350 MB and ≤ 32 kB per open stream (here $(mb "${ST[sb,peak_kb]}") MB with ${ST[sb,PEAK_OPEN]} open; at this rate 10,000 would take $(awk -v b="${ST[sb,base_kb]}" -v p="$(per sb)" 'BEGIN { printf "%.0f", (b + p * 10000) / 1024 }') MB); added TTFB < 1 ms at p99 (here $(sub "${ST[sb,PROBE_TTFB_P99_MS]}" "${ST[direct,PROBE_TTFB_P99_MS]}") ms for the probes)."
+        echo "Targets: Switchboard with 10,000 open streams ≤ 350 MB and ≤ 32 kB per open stream (here $(mb "${ST[sb,peak_kb]}") MB with ${ST[sb,PEAK_OPEN]} open; at this rate 10,000 would take $(awk -v b="${ST[sb,base_kb]}" -v p="$(per sb)" 'BEGIN { printf "%.0f", (b + p * 10000) / 1024 }') MB); the time to first byte is the next table's (at 1,000 open streams)."
         if awk -v x="${ST[direct,PROBE_TTFB_P99_MS]}" 'BEGIN { exit !(x > 10) }'; then
             echo
             echo "Caution: even straight to the upstream the probes waited ${ST[direct,PROBE_TTFB_P99_MS]} ms (p99) for their first byte: the machine is saturated by $((STREAMS * 1000 / STREAM_INTERVAL_MS)) frames/s with the client, the upstream and the proxy on the same cores, so the TTFB rows measure that contention more than each proxy's own cost. Memory and CPU figures stand; for TTFB, fewer STREAMS or a bigger machine."
         fi
-        for n in direct nginx sb; do
-            if [ "${ST[$n,ERRORS]}" != 0 ]; then
+        if [ "$TTFB_STREAMS" -gt 0 ]; then
+            echo
+            echo "#### Time to first byte at $TTFB_STREAMS open streams"
+            echo
+            echo "The same streams and probes with $TTFB_STREAMS open (the issue's figure), after the round above, Switchboard started afresh."
+            echo
+            echo "| | direct to upstream | nginx proxy_pass | Switchboard |"
+            echo "|---|---:|---:|---:|"
+            echo "| streams ok / errors | ${ST[direct_t,OK]} / ${ST[direct_t,ERRORS]} | ${ST[nginx_t,OK]} / ${ST[nginx_t,ERRORS]} | ${ST[sb_t,OK]} / ${ST[sb_t,ERRORS]} |"
+            echo "| peak concurrently open | ${ST[direct_t,PEAK_OPEN]} | ${ST[nginx_t,PEAK_OPEN]} | ${ST[sb_t,PEAK_OPEN]} |"
+            echo "| TTFB p50 / p99 ms, probes at full concurrency | $(pair direct_t PROBE_TTFB) | $(pair nginx_t PROBE_TTFB) | $(pair sb_t PROBE_TTFB) |"
+            echo "| added TTFB p50 / p99 ms, probes | | $(added nginx_t PROBE_TTFB direct_t) | **$(added sb_t PROBE_TTFB direct_t)** |"
+            echo "| TTFB p50 / p99 ms, all streams (during the ramp) | $(pair direct_t TTFB) | $(pair nginx_t TTFB) | $(pair sb_t TTFB) |"
+            echo "| added TTFB p50 / p99 ms, all streams | | $(added nginx_t TTFB direct_t) | $(added sb_t TTFB direct_t) |"
+            echo "| first frame p50 / p99 ms, all streams | $(pair direct_t TTFF) | $(pair nginx_t TTFF) | $(pair sb_t TTFF) |"
+            echo "| proxy CPU s | | ${ST[nginx_t,cpu]} | ${ST[sb_t,cpu]} |"
+            echo
+            added_p99=$(sub "${ST[sb_t,PROBE_TTFB_P99_MS]}" "${ST[direct_t,PROBE_TTFB_P99_MS]}")
+            echo "Target: added TTFB p99 < 1 ms at 1,000 open streams: $added_p99 ms for the probes ($(awk -v a="$added_p99" 'BEGIN { print (a < 1) ? "met" : "MISSED" }'))."
+        fi
+        for n in direct nginx sb direct_t nginx_t sb_t; do
+            if [ -n "${ST[$n,ERRORS]:-}" ] && [ "${ST[$n,ERRORS]}" != 0 ]; then
                 echo
                 echo "Stream errors, $n: ${ST[$n,ERROR_KINDS]} (first messages in the run's output)."
             fi

@@ -20,6 +20,7 @@ use crate::protocol::responses::envelope::Envelope;
 use crate::state::responses::{
     inherited_items, list_page, new_response_id, normalise_input, quote_single, ListQuery,
 };
+use crate::util::json_text::JsonText;
 use crate::util::jsonedit::{self, Edit};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -34,9 +35,9 @@ pub struct Turn {
     pub id: Option<String>,
     /// The response it continues.
     pub previous: Option<String>,
-    pub instructions: Option<Box<RawValue>>,
+    pub instructions: Option<JsonText>,
     /// The request's own input in item form (only when stored).
-    pub input_items: Vec<Box<RawValue>>,
+    pub input_items: Vec<JsonText>,
     /// The record's bytes known before the answer: input items and instructions.
     pub known_bytes: u64,
 }
@@ -114,7 +115,7 @@ pub async fn prepare(
         Some(input) if store || previous.is_some() => normalise_input(input),
         _ => Vec::new(),
     };
-    let instructions = p.instructions.map(RawValue::to_owned);
+    let instructions = p.instructions.map(JsonText::from);
     let known_bytes = if store {
         let items: usize = own_items.iter().map(|i| i.get().len()).sum();
         let known = items + instructions.as_ref().map_or(0, |i| i.get().len());
@@ -198,6 +199,14 @@ pub fn finish_body(gw: &Gateway, key_id: &str, mut turn: Turn, body: Vec<u8>) ->
 
 /// Stores `response` (the object the client received) for this turn, if it
 /// is kept. Never fails the request: a problem is logged and counted.
+///
+/// `response` is JSON by where it comes from, and is not parsed again
+/// (`JsonText::valid`): a whole answer passed through was checked whole
+/// (`passthrough::rewrite_body`) or written by a translation's encoder; a
+/// stream's is its encoder's, or the response object of the upstream's
+/// terminal event, which the peek accepted whole (`protocol::responses::peek`:
+/// a skim that agrees with serde, or serde), with the envelope's JSON
+/// values spliced in.
 pub fn commit(gw: &Gateway, key_id: &str, turn: Turn, response: &[u8]) {
     if !turn.store {
         return;
@@ -205,7 +214,8 @@ pub fn commit(gw: &Gateway, key_id: &str, turn: Turn, response: &[u8]) {
     let Some(id) = turn.id else { return };
     let raw = String::from_utf8(response.to_vec())
         .ok()
-        .and_then(|s| RawValue::from_string(s).ok());
+        .filter(|s| s.starts_with('{'))
+        .map(JsonText::valid);
     let Some(raw) = raw else {
         gw.responses.count_failure();
         log::error!("stored response {id}: the response is not a JSON object; not stored");

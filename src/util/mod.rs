@@ -1,7 +1,7 @@
 //! Leaf helpers, each written once and used across the gateway: the global
 //! allocator (mimalloc), byte-preserving
-//! JSON edits, the nesting-depth scan, JSON strings and numbers written by
-//! hand, RFC 3339 and HTTP dates, body pieces
+//! JSON edits, the nesting-depth scan, JSON text valid by construction,
+//! JSON strings and numbers written by hand, RFC 3339 and HTTP dates, body pieces
 //! gathered into one buffer, base64, hex and percent-decoding, the affinity hash,
 //! word-at-a-time byte search, optional strings serde borrows.
 //!
@@ -14,6 +14,7 @@ pub mod h1_body;
 pub mod hash;
 pub mod hex;
 pub mod json_depth;
+pub mod json_text;
 pub mod json_write;
 pub mod jsonedit;
 pub mod percent;

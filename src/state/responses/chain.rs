@@ -3,7 +3,7 @@
 
 use super::{quote_single, ResponseStore, StoredResponse};
 use crate::error::GatewayError;
-use serde_json::value::RawValue;
+use crate::util::json_text::JsonText;
 use std::sync::Arc;
 
 /// The longest chain of `previous_response_id` links followed.
@@ -49,7 +49,7 @@ impl ResponseStore {
 
 /// The items a continuation starts with: every turn's input items then its
 /// output items, oldest first, as JSON texts.
-pub fn inherited_items(chain: &[Arc<StoredResponse>]) -> Vec<Box<RawValue>> {
+pub fn inherited_items(chain: &[Arc<StoredResponse>]) -> Vec<JsonText> {
     let mut out = Vec::new();
     for rec in chain {
         out.extend(rec.input_items.iter().cloned());

@@ -2,12 +2,13 @@
 //! user message, a type-less `{role, content}` message gets its `type` and
 //! typed parts.
 
+use crate::util::json_text::JsonText;
 use crate::util::jsonedit;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-fn raw(v: &Value) -> Option<Box<RawValue>> {
-    serde_json::value::to_raw_value(v).ok()
+fn raw(v: &Value) -> Option<JsonText> {
+    serde_json::to_string(v).ok().map(JsonText::valid)
 }
 
 /// The type of a text part of a message in `role`'s voice.
@@ -20,7 +21,7 @@ fn part_type(role: &str) -> &'static str {
 }
 
 /// A `message` item with one text part.
-fn text_message(role: &str, text: &str) -> Option<Box<RawValue>> {
+fn text_message(role: &str, text: &str) -> Option<JsonText> {
     let part = part_type(role);
     raw(&json!({"type": "message", "role": role, "content": [{"type": part, "text": text}]}))
 }
@@ -28,8 +29,10 @@ fn text_message(role: &str, text: &str) -> Option<Box<RawValue>> {
 /// An easy message (`role`, `content`, no `type`) as a `message` item:
 /// its `type` set and a string `content` made one text part. The item's
 /// other bytes are kept as they came (`jsonedit`, not a parse into a
-/// `Value` and back).
-fn typed(item: &str, role: &str) -> Option<Box<RawValue>> {
+/// `Value` and back). The item was read whole as JSON and the members set
+/// are JSON (a string that was one of its values, inside parts written
+/// here), so the edit is too: not parsed again.
+fn typed(item: &str, role: &str) -> Option<JsonText> {
     let doc = item.as_bytes();
     let part = part_type(role);
     let text = jsonedit::member_span(doc, "content")
@@ -46,13 +49,13 @@ fn typed(item: &str, role: &str) -> Option<Box<RawValue>> {
         set.push(("content", &parts));
     }
     let edited = String::from_utf8(jsonedit::set_members(doc, &set)?).ok()?;
-    RawValue::from_string(edited).ok()
+    Some(JsonText::valid(edited))
 }
 
 /// The request's `input` in item form: a string is one user message; an
 /// "easy" message (`role` and `content`, no `type`) becomes a `message`
 /// item with typed parts; other items are kept as they were sent.
-pub fn normalise_input(input: &RawValue) -> Vec<Box<RawValue>> {
+pub fn normalise_input(input: &RawValue) -> Vec<JsonText> {
     // A raw value starts at its first byte: only a string is parsed as
     // one (an array's failed attempt cost an error's allocation).
     if input.get().starts_with('"') {
@@ -61,14 +64,14 @@ pub fn normalise_input(input: &RawValue) -> Vec<Box<RawValue>> {
         };
         return text_message("user", &s).into_iter().collect();
     }
-    let Ok(items) = serde_json::from_str::<Vec<Box<RawValue>>>(input.get()) else {
+    let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(input.get()) else {
         return Vec::new();
     };
     items
         .into_iter()
         .filter_map(|item| match easy_role(item.get()) {
             Some(role) => typed(item.get(), role),
-            None => Some(item),
+            None => Some(JsonText::from(item)),
         })
         .collect()
 }

@@ -3,13 +3,13 @@
 
 use super::{quote_single, StoredResponse};
 use crate::error::GatewayError;
-use serde_json::value::RawValue;
+use crate::util::json_text::JsonText;
 use serde_json::{json, Value};
 
 /// An input item as `GET /v1/responses/{id}/input_items` lists it: with an
 /// `id` (its own, or one derived from the response id and its position,
 /// stable across reads).
-pub fn listed_item(response_id: &str, index: usize, item: &RawValue) -> Value {
+pub fn listed_item(response_id: &str, index: usize, item: &JsonText) -> Value {
     let mut v: Value = serde_json::from_str(item.get()).unwrap_or(Value::Null);
     if let Value::Object(obj) = &mut v {
         let has_id = obj.get("id").is_some_and(Value::is_string);
@@ -148,7 +148,7 @@ pub fn list_page(rec: &StoredResponse, q: &ListQuery) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::responses::store::tests::{rawv, rec};
+    use crate::state::responses::store::tests::{rec, text};
     use crate::state::responses::ResponseStore;
 
     #[test]
@@ -157,7 +157,7 @@ mod tests {
         let mut r = rec(&store, "r", "k", None);
         r.input_items = (0..5)
             .map(|i| {
-                rawv(&format!(
+                text(&format!(
                     r#"{{"type":"message","id":"m{i}","role":"user","content":[]}}"#
                 ))
             })

@@ -174,7 +174,7 @@ impl Drop for Reading<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::responses::store::tests::{rawv, rec};
+    use crate::state::responses::store::tests::{rec, text};
     use crate::state::responses::{Backend, Memory, StoreError, StoredResponse};
     use std::sync::Arc;
 
@@ -184,12 +184,12 @@ mod tests {
         let e = store.admit("k", 1001).await.unwrap_err();
         assert_eq!((e.status, e.param.as_deref()), (400, Some("store")));
         let mut big = rec(&store, "r1", "k", None);
-        big.response = rawv(&format!("\"{}\"", "x".repeat(1000)));
+        big.response = text(&format!("\"{}\"", "x".repeat(1000)));
         assert!(!store.save(big), "a record over the limit is not kept");
         let mut ids = Vec::new();
         for i in 0..3 {
             let mut r = rec(&store, &format!("r{i}"), "k", None);
-            r.response = rawv(&format!("\"{}\"", "x".repeat(700)));
+            r.response = text(&format!("\"{}\"", "x".repeat(700)));
             ids.push(r.id.clone());
             assert!(store.save(r));
         }

@@ -1,12 +1,14 @@
 //! A stored response as every backend keeps it (its response object, input
 //! items, instructions and link to the previous response), and its id.
 
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
+use crate::util::json_text::JsonText;
+use crate::util::json_write;
+use serde::Deserialize;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// One stored response.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One stored response. Backends keep it as the JSON text
+/// [`StoredResponse::to_json`] writes and read it back with serde.
+#[derive(Debug, Clone, Deserialize)]
 pub struct StoredResponse {
     pub id: String,
     /// The key id that made it (never the key).
@@ -18,11 +20,11 @@ pub struct StoredResponse {
     #[serde(default)]
     pub previous_response_id: Option<String>,
     #[serde(default)]
-    pub instructions: Option<Box<RawValue>>,
+    pub instructions: Option<JsonText>,
     /// The request's own input items (not the inherited ones), in item form.
-    pub input_items: Vec<Box<RawValue>>,
+    pub input_items: Vec<JsonText>,
     /// The response object as the client received it.
-    pub response: Box<RawValue>,
+    pub response: JsonText,
 }
 
 impl StoredResponse {
@@ -40,12 +42,54 @@ impl StoredResponse {
         self.expires_at_ms <= now_ms
     }
 
+    /// The record as JSON text (UTF-8), what the persistent backends keep:
+    /// an object of its members, the JSON ones written as they are (no
+    /// second parse, as serde's `RawValue` would make, nor a UTF-8 pass
+    /// over the whole: only whole strings go in).
+    pub fn to_json(&self) -> Vec<u8> {
+        let raw: usize = self.input_items.iter().map(|i| i.get().len() + 1).sum();
+        let mut out = Vec::with_capacity(
+            200 + raw
+                + self.response.get().len()
+                + self.instructions.as_ref().map_or(0, |i| i.get().len()),
+        );
+        out.extend_from_slice(b"{\"id\":");
+        json_write::string(&mut out, &self.id);
+        out.extend_from_slice(b",\"key_id\":");
+        json_write::string(&mut out, &self.key_id);
+        out.extend_from_slice(b",\"created_at\":");
+        json_write::u64(&mut out, self.created_at);
+        out.extend_from_slice(b",\"expires_at_ms\":");
+        json_write::u64(&mut out, self.expires_at_ms);
+        out.extend_from_slice(b",\"previous_response_id\":");
+        json_write::or_null(
+            &mut out,
+            self.previous_response_id.as_deref(),
+            json_write::string,
+        );
+        out.extend_from_slice(b",\"instructions\":");
+        json_write::or_null(&mut out, self.instructions.as_ref(), |o, i| {
+            o.extend_from_slice(i.get().as_bytes());
+        });
+        out.extend_from_slice(b",\"input_items\":[");
+        for (n, item) in self.input_items.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(item.get().as_bytes());
+        }
+        out.extend_from_slice(b"],\"response\":");
+        out.extend_from_slice(self.response.get().as_bytes());
+        out.push(b'}');
+        out
+    }
+
     /// The response's `output` items.
-    pub fn output_items(&self) -> Vec<Box<RawValue>> {
+    pub fn output_items(&self) -> Vec<JsonText> {
         #[derive(Deserialize)]
         struct Output {
             #[serde(default)]
-            output: Option<Vec<Box<RawValue>>>,
+            output: Option<Vec<JsonText>>,
         }
         serde_json::from_str::<Output>(self.response.get())
             .ok()
@@ -82,6 +126,38 @@ pub fn new_response_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let text = |s: &str| JsonText::parse(s.to_string()).unwrap();
+        let mut rec = StoredResponse {
+            id: "resp_\"q\"\u{e9}\n".into(),
+            key_id: "k\\1".into(),
+            created_at: 1_700_000_000,
+            expires_at_ms: u64::MAX,
+            previous_response_id: Some("resp_0".into()),
+            instructions: Some(text(r#""be \"brief\"""#)),
+            input_items: vec![text(r#"{"type":"message","content":[]}"#), text("7")],
+            response: text(r#"{"id":"x","output":[{"a":null}]}"#),
+        };
+        for _ in 0..2 {
+            let json = rec.to_json();
+            let back: StoredResponse = serde_json::from_slice(&json).unwrap();
+            assert_eq!(
+                (&back.id, &back.key_id, back.created_at, back.expires_at_ms),
+                (&rec.id, &rec.key_id, rec.created_at, rec.expires_at_ms)
+            );
+            assert_eq!(back.previous_response_id, rec.previous_response_id);
+            assert_eq!(back.instructions, rec.instructions);
+            assert_eq!(back.input_items, rec.input_items);
+            assert_eq!(back.response, rec.response);
+            assert_eq!(back.bytes(), rec.bytes());
+            // And with the optional members absent.
+            rec.previous_response_id = None;
+            rec.instructions = None;
+            rec.input_items.clear();
+        }
+    }
 
     #[test]
     fn ids_are_unique_and_long() {

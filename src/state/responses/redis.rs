@@ -132,7 +132,7 @@ impl Redis {
 #[async_trait]
 impl Backend for Redis {
     async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError> {
-        let text = serde_json::to_string(rec).map_err(err)?;
+        let text = rec.to_json();
         let ttl_ms = rec.expires_at_ms.saturating_sub(now_ms()).max(1);
         let mut c = self.conn().await?;
         // Counted first: a record is never stored uncounted (a failed SET

@@ -16,6 +16,7 @@
 
 use super::{now_ms, Backend, StoreError, StoredResponse};
 use async_trait::async_trait;
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -59,7 +60,8 @@ struct Put {
     key: String,
     created: i64,
     expires: i64,
-    record: String,
+    /// The record's JSON (UTF-8: `StoredResponse::to_json`), bound as text.
+    record: Vec<u8>,
     bytes: i64,
     done: oneshot::Sender<Result<(), StoreError>>,
 }
@@ -150,7 +152,12 @@ fn insert_all(c: &Connection, batch: &[Put]) -> Result<(), StoreError> {
             .map_err(err)?;
         for p in batch {
             st.execute(params![
-                p.id, p.key, p.created, p.expires, p.record, p.bytes
+                p.id,
+                p.key,
+                p.created,
+                p.expires,
+                ToSqlOutput::Borrowed(ValueRef::Text(&p.record)),
+                p.bytes
             ])
             .map_err(err)?;
         }
@@ -299,7 +306,7 @@ impl Backend for Sqlite {
             key: rec.key_id.clone(),
             created: i64::try_from(rec.created_at).unwrap_or(i64::MAX),
             expires: i64::try_from(rec.expires_at_ms).unwrap_or(i64::MAX),
-            record: serde_json::to_string(rec).map_err(err)?,
+            record: rec.to_json(),
             bytes: i64::try_from(rec.bytes()).unwrap_or(i64::MAX),
             done,
         };
@@ -369,7 +376,7 @@ impl Backend for Sqlite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::value::RawValue;
+    use crate::util::json_text::JsonText;
 
     #[test]
     fn the_wal_is_checkpointed_every_4000_pages() {
@@ -450,7 +457,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sb-resp-sqlite-many-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let db = Sqlite::open(&dir).unwrap();
-        let raw = |s: &str| RawValue::from_string(s.to_string()).unwrap();
+        let raw = |s: &str| JsonText::parse(s.to_string()).unwrap();
         let expires = now_ms() + 60_000;
         let puts = (0..600).map(|i| {
             let db = db.clone();
@@ -492,7 +499,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sb-resp-sqlite-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let db = Sqlite::open(&dir).unwrap();
-        let raw = |s: &str| RawValue::from_string(s.to_string()).unwrap();
+        let raw = |s: &str| JsonText::parse(s.to_string()).unwrap();
         let mut rec = StoredResponse {
             id: "resp_a".into(),
             key_id: "k".into(),

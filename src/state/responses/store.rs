@@ -5,7 +5,7 @@
 use super::quota::{DEFAULT_KEY_QUOTA_BYTES, DEFAULT_MAX_RECORD_BYTES};
 use super::{now_ms, Backend, Memory, StoreError, StoredResponse};
 use crate::error::{ErrorKind, GatewayError};
-use serde_json::value::RawValue;
+use crate::util::json_text::JsonText;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -121,9 +121,9 @@ impl ResponseStore {
         id: String,
         key_id: &str,
         previous_response_id: Option<String>,
-        instructions: Option<Box<RawValue>>,
-        input_items: Vec<Box<RawValue>>,
-        response: Box<RawValue>,
+        instructions: Option<JsonText>,
+        input_items: Vec<JsonText>,
+        response: JsonText,
     ) -> StoredResponse {
         let now = now_ms();
         StoredResponse {
@@ -293,8 +293,12 @@ impl ResponseStore {
 pub(super) mod tests {
     use super::*;
 
-    pub(in crate::state::responses) fn rawv(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.to_string()).unwrap()
+    pub(in crate::state::responses) fn rawv(s: &str) -> Box<serde_json::value::RawValue> {
+        serde_json::value::RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    pub(in crate::state::responses) fn text(s: &str) -> JsonText {
+        JsonText::parse(s.to_string()).unwrap()
     }
 
     /// A record of `key` with one input message `q-ID` and one output message `a-ID`.
@@ -310,7 +314,7 @@ pub(super) mod tests {
             prev.map(str::to_string),
             None,
             crate::state::responses::normalise_input(&rawv(&format!("\"q-{id}\""))),
-            rawv(&format!(
+            text(&format!(
                 r#"{{"id":"{id}","output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"a-{id}"}}]}}]}}"#
             )),
         )
