@@ -7,6 +7,9 @@
 //!   next upstream answers. An upstream 3xx is a 502 too, its body not relayed.
 //! - [`beta_header`] (item 6): the client's `anthropic-beta` reaches
 //!   Anthropic upstreams of family B requests only, never translated ones.
+//! - [`padded_answer`]: a whole Responses answer with whitespace around its
+//!   object is relayed, and stored as the object alone (a stored record's
+//!   JSON is not parsed again, so the store trims it itself).
 
 /// Item 5: refused credentials and redirects.
 mod credentials {
@@ -250,5 +253,77 @@ mod beta_header {
                 );
             }
         }
+    }
+}
+
+/// A whole answer with whitespace around its JSON object.
+mod padded_answer {
+    use crate::common::families::eventually;
+    use crate::common::gateway::{authed, Gateway, KEY};
+    use crate::security::relayed_secrets::{http, scripted, Recorded};
+    use serde_json::{json, Value};
+    use std::time::Duration;
+
+    /// A Responses upstream answering with blank lines and spaces before
+    /// and after the object: the client's answer is the object, stored
+    /// under the gateway's id; reading it back gives the object's bytes
+    /// alone, and a continuation sends its output to the upstream.
+    #[tokio::test]
+    async fn a_whole_answer_with_whitespace_around_it_is_stored_as_its_object() {
+        let answer = json!({"id": "resp_up", "object": "response", "created_at": 1,
+            "status": "completed", "model": "up",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "padded hello", "annotations": []}]}],
+            "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}});
+        let up = scripted(move |_: &Recorded| {
+            let body = format!(" \r\n\t{answer}\n\n ");
+            http(200, &[("content-type", "application/json")], &body)
+        })
+        .await;
+        let catalog = json!({
+            "providers": [{"id": "padded", "families": ["openai"], "retries": 0,
+                "upstreams": [{"protocol": "responses", "base_url": up.base_url("/v1"),
+                    "api_key_env": "SB_SEC_PADDED_KEY"}]}],
+            "models": [crate::common::gateway::model("m", "padded", json!({"upstream_model": "up"}))]
+        });
+        let gw = Gateway::start_with_env(
+            &catalog,
+            &crate::common::gateway::keys(),
+            &[],
+            &[("SB_SEC_PADDED_KEY", "sk-padded-upstream")],
+        )
+        .await;
+        let post = |body: &Value| authed("openai", "/v1/responses", KEY, body);
+        let r = gw.send(&post(&json!({"model": "m", "input": "hi"}))).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let first: Value = r.json();
+        let id = first["id"].as_str().unwrap().to_string();
+        assert_ne!(id, "resp_up", "the gateway's own id");
+        assert_eq!(first["output"][0]["content"][0]["text"], "padded hello");
+        let path = format!("/v1/responses/{id}");
+        let stored = eventually(Duration::from_secs(10), "the stored response", || async {
+            let get = crate::common::http_client::Request::new("GET", &path)
+                .header("authorization", &format!("Bearer {KEY}"));
+            let r = gw.send(&get).await;
+            (r.status == 200).then(|| r.text())
+        })
+        .await;
+        assert!(
+            stored.starts_with('{') && stored.ends_with('}'),
+            "the object's bytes alone: {stored:?}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&stored).unwrap(), first);
+        let r = gw
+            .send(&post(
+                &json!({"model": "m", "input": "again", "previous_response_id": id}),
+            ))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let sent: Value = serde_json::from_str(&up.seen().last().unwrap().body).unwrap();
+        let input = sent["input"].to_string();
+        assert!(
+            input.contains("padded hello") && input.contains("again"),
+            "{input}"
+        );
     }
 }
