@@ -215,7 +215,7 @@ fi
 # nginx worker_connections: 8192 for the wrk scenarios; for the streams each
 # worker may end up holding every stream (client and upstream side). nginx
 # allocates them up front, so the streams get their own, restarted, proxy.
-STREAM_WORKER_CONNECTIONS=$((2 * ((STREAMS > TTFB_STREAMS ? STREAMS : TTFB_STREAMS) + STREAM_PROBES) + 1024))
+STREAM_WORKER_CONNECTIONS=$((2 * (MOST_STREAMS + STREAM_PROBES) + 1024))
 if [ "$STREAM_WORKER_CONNECTIONS" -gt "$(ulimit -n)" ]; then STREAM_WORKER_CONNECTIONS=$(ulimit -n); fi
 
 # ------------------------------------------------------------------ temp dir, cleanup

@@ -212,21 +212,12 @@ pub fn commit(gw: &Gateway, key_id: &str, turn: Turn, response: &[u8]) {
         return;
     }
     let Some(id) = turn.id else { return };
-    // The object's own bytes: an upstream's body may have whitespace
-    // around it (a final newline), which the record does not keep.
-    let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
-    let start = response
-        .iter()
-        .position(|b| !ws(b))
-        .unwrap_or(response.len());
-    let end = response
-        .iter()
-        .rposition(|b| !ws(b))
-        .map_or(start, |e| e + 1);
-    let raw = String::from_utf8(response[start..end].to_vec())
+    // `JsonText::valid` keeps the object's own bytes (an upstream's body
+    // may have whitespace around it).
+    let raw = String::from_utf8(response.to_vec())
         .ok()
-        .filter(|s| s.starts_with('{'))
-        .map(JsonText::valid);
+        .map(JsonText::valid)
+        .filter(|t| t.get().starts_with('{'));
     let Some(raw) = raw else {
         gw.responses.count_failure();
         log::error!("stored response {id}: the response is not a JSON object; not stored");

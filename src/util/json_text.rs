@@ -25,12 +25,18 @@ impl JsonText {
 
     /// `text`, which the caller wrote as JSON or took whole from a document
     /// already read as JSON: not parsed again (in debug builds it is, and a
-    /// text that is not JSON panics: a bug of the caller's).
-    pub fn valid(text: String) -> JsonText {
+    /// text that is not JSON panics: a bug of the caller's). The whitespace
+    /// around the value is dropped, as [`JsonText::parse`] drops it: an
+    /// upstream's whole answer may end in a newline.
+    pub fn valid(mut text: String) -> JsonText {
         debug_assert!(
             serde_json::from_str::<&RawValue>(&text).is_ok(),
             "not one JSON value: {text}"
         );
+        let value = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+        if value.len() != text.len() {
+            text = value.to_string();
+        }
         JsonText(text.into_boxed_str())
     }
 
@@ -77,6 +83,8 @@ mod tests {
         assert!(JsonText::parse("1 2".to_string()).is_none());
         let v = JsonText::valid("[true]".to_string());
         assert_eq!(v.get(), "[true]");
+        let v = JsonText::valid("\r\n {\"a\": \" x \"}\n\t ".to_string());
+        assert_eq!(v.get(), r#"{"a": " x "}"#);
         let read: Vec<JsonText> = serde_json::from_str(r#"[ {"b":null} ,"s"]"#).unwrap();
         assert_eq!(read[0].get(), r#"{"b":null}"#);
         assert_eq!(read[1].get(), r#""s""#);

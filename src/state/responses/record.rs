@@ -47,12 +47,10 @@ impl StoredResponse {
     /// second parse, as serde's `RawValue` would make, nor a UTF-8 pass
     /// over the whole: only whole strings go in).
     pub fn to_json(&self) -> Vec<u8> {
-        let raw: usize = self.input_items.iter().map(|i| i.get().len() + 1).sum();
-        let mut out = Vec::with_capacity(
-            200 + raw
-                + self.response.get().len()
-                + self.instructions.as_ref().map_or(0, |i| i.get().len()),
-        );
+        // Its JSON members ([`StoredResponse::bytes`]), their commas, and
+        // room for the rest.
+        let json = usize::try_from(self.bytes()).unwrap_or(0);
+        let mut out = Vec::with_capacity(200 + json + self.input_items.len());
         out.extend_from_slice(b"{\"id\":");
         json_write::string(&mut out, &self.id);
         out.extend_from_slice(b",\"key_id\":");
