@@ -100,7 +100,8 @@ pub struct Spoke {
     pub count_tokens_body: Option<fn(u64) -> String>,
     /// Under `adapt`, before translation: the body without what only this
     /// family's own upstreams can serve (the Responses hosted tools), and the
-    /// reported names of what was cut; `None` when nothing is.
+    /// reported names of what was cut; `None` when nothing is. Asked only of
+    /// a body whose peek saw `tools` (the one member it cuts from).
     pub drop_untranslatable: Option<UntranslatableCut>,
     /// A client body asking for a cut answer's continuation: the
     /// assistant prefill added as the last turn, reasoning settings dropped

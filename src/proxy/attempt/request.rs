@@ -52,12 +52,14 @@ pub(super) async fn request_for(
         && !c.plan.req.has_stream_options;
     let mut cut = Adjustments::default();
     let cut_body = match spoke(c.client.family).drop_untranslatable {
-        Some(drop) if translated && c.plan.adapt => drop(&c.plan.body).map(|(b, names)| {
+        Some(drop) if translated && c.plan.adapt && c.plan.req.params.contains(&"tools") => {
+            drop(&c.plan.body).map(|(b, names)| {
             for n in names {
                 cut.drop_field(n);
             }
             Bytes::from(b)
-        }),
+        })
+        }
         _ => None,
     };
     let client_body = cut_body.as_ref().unwrap_or(&c.plan.body);

@@ -3,6 +3,11 @@
 
 use super::StoredResponse;
 use async_trait::async_trait;
+use std::sync::Arc;
+
+/// Told, once, how the write of a record handed over with
+/// [`Backend::hand_over`] ended; called on whichever thread finished it.
+pub type Landed = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
 /// What a storage backend failed at (logged and counted; on a read, a 503).
 #[derive(Debug, Clone)]
@@ -16,9 +21,22 @@ impl std::fmt::Display for StoreError {
 
 /// Where records live.
 #[async_trait]
-pub trait Backend: Send + Sync + std::fmt::Debug {
+pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Stores `rec` (replacing a record of the same id).
     async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError>;
+    /// Starts storing `rec` and returns at once; `landed` learns the
+    /// outcome. By default [`Backend::put`] runs on a task spawned on
+    /// `runtime`; a backend with a writer thread of its own queues the
+    /// record there and calls `landed` from that thread, so a stored answer
+    /// costs no task, no channel and no wake of the runtime it came from.
+    fn hand_over(
+        self: Arc<Self>,
+        rec: Arc<StoredResponse>,
+        runtime: &tokio::runtime::Handle,
+        landed: Landed,
+    ) {
+        runtime.spawn(async move { landed(self.put(&rec).await) });
+    }
     /// The record `id`, if stored and not expired.
     async fn get(&self, id: &str) -> Result<Option<StoredResponse>, StoreError>;
     /// Removes `id` (a record of `key_id`); whether it was there.

@@ -47,26 +47,34 @@ impl StoredResponse {
     /// second parse, as serde's `RawValue` would make, nor a UTF-8 pass
     /// over the whole: only whole strings go in).
     pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_json(&mut out);
+        out
+    }
+
+    /// [`StoredResponse::to_json`], appended to `out` (a writer reuses one
+    /// buffer for every record it writes).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
         // Its JSON members ([`StoredResponse::bytes`]), their commas, and
         // room for the rest.
         let json = usize::try_from(self.bytes()).unwrap_or(0);
-        let mut out = Vec::with_capacity(200 + json + self.input_items.len());
+        out.reserve(200 + json + self.input_items.len());
         out.extend_from_slice(b"{\"id\":");
-        json_write::string(&mut out, &self.id);
+        json_write::string(out, &self.id);
         out.extend_from_slice(b",\"key_id\":");
-        json_write::string(&mut out, &self.key_id);
+        json_write::string(out, &self.key_id);
         out.extend_from_slice(b",\"created_at\":");
-        json_write::u64(&mut out, self.created_at);
+        json_write::u64(out, self.created_at);
         out.extend_from_slice(b",\"expires_at_ms\":");
-        json_write::u64(&mut out, self.expires_at_ms);
+        json_write::u64(out, self.expires_at_ms);
         out.extend_from_slice(b",\"previous_response_id\":");
         json_write::or_null(
-            &mut out,
+            out,
             self.previous_response_id.as_deref(),
             json_write::string,
         );
         out.extend_from_slice(b",\"instructions\":");
-        json_write::or_null(&mut out, self.instructions.as_ref(), |o, i| {
+        json_write::or_null(out, self.instructions.as_ref(), |o, i| {
             o.extend_from_slice(i.get().as_bytes());
         });
         out.extend_from_slice(b",\"input_items\":[");
@@ -79,7 +87,6 @@ impl StoredResponse {
         out.extend_from_slice(b"],\"response\":");
         out.extend_from_slice(self.response.get().as_bytes());
         out.push(b'}');
-        out
     }
 
     /// The response's `output` items.

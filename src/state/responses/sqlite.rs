@@ -14,6 +14,7 @@
 //! so it shrinks as rows expire or are deleted and survives restarts; a file
 //! from before the size column gets it on open, filled from each record.
 
+use super::backend::Landed;
 use super::{now_ms, Backend, StoreError, StoredResponse};
 use async_trait::async_trait;
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -62,17 +63,16 @@ enum Job {
     Flush(mpsc::SyncSender<()>),
 }
 
-/// One record for the writer, and where its outcome goes.
-#[derive(Debug)]
+/// One record for the writer, and who learns how its write ended.
 struct Put {
-    id: String,
-    key: String,
-    created: i64,
-    expires: i64,
-    /// The record's JSON (UTF-8: `StoredResponse::to_json`), bound as text.
-    record: Vec<u8>,
-    bytes: i64,
-    done: oneshot::Sender<Result<(), StoreError>>,
+    rec: Arc<StoredResponse>,
+    landed: Landed,
+}
+
+impl std::fmt::Debug for Put {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Put").field("id", &self.rec.id).finish()
+    }
 }
 
 /// How long the writer naps between looks at its queue while a batch
@@ -91,6 +91,8 @@ const NAP: Duration = Duration::from_millis(1);
 /// "Issue 28, sixteenth pass"), where a napping one costs a wake per nap.
 fn write_loop(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, gather: Duration) {
     let mut open = true;
+    // Each record's JSON, in turn: one buffer for all.
+    let mut json = Vec::new();
     while open {
         let Ok(mut job) = queue.recv() else { break };
         let (mut batch, mut flushes) = (Vec::new(), Vec::new());
@@ -118,10 +120,10 @@ fn write_loop(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, gather: Dur
                     Ok(g) => g,
                     Err(p) => p.into_inner(),
                 };
-                insert_all(&g, &batch)
+                insert_all(&g, &batch, &mut json)
             };
             for p in batch {
-                let _ = p.done.send(result.clone());
+                (p.landed)(result.clone());
             }
         }
         for done in flushes {
@@ -149,8 +151,9 @@ fn next_job(queue: &mpsc::Receiver<Job>, until: Instant) -> Result<Job, mpsc::Re
     }
 }
 
-/// The records of `batch`, in one transaction: all or none.
-fn insert_all(c: &Connection, batch: &[Put]) -> Result<(), StoreError> {
+/// The records of `batch`, in one transaction: all or none; `json` holds
+/// each record's JSON in turn.
+fn insert_all(c: &Connection, batch: &[Put], json: &mut Vec<u8>) -> Result<(), StoreError> {
     let tx = c.unchecked_transaction().map_err(err)?;
     {
         // Prepared once per connection, not compiled per response.
@@ -159,14 +162,16 @@ fn insert_all(c: &Connection, batch: &[Put]) -> Result<(), StoreError> {
                 "INSERT OR REPLACE INTO responses (id, key_id, created_at, expires_at_ms, record, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(err)?;
-        for p in batch {
+        for Put { rec, .. } in batch {
+            json.clear();
+            rec.write_json(json);
             st.execute(params![
-                p.id,
-                p.key,
-                p.created,
-                p.expires,
-                ToSqlOutput::Borrowed(ValueRef::Text(&p.record)),
-                p.bytes
+                rec.id,
+                rec.key_id,
+                i64::try_from(rec.created_at).unwrap_or(i64::MAX),
+                i64::try_from(rec.expires_at_ms).unwrap_or(i64::MAX),
+                ToSqlOutput::Borrowed(ValueRef::Text(json)),
+                i64::try_from(rec.bytes()).unwrap_or(i64::MAX)
             ])
             .map_err(err)?;
         }
@@ -256,6 +261,14 @@ impl Sqlite {
         Ok(conn)
     }
 
+    /// Queues `rec` for the writer thread, which calls `landed` once its
+    /// transaction has ended.
+    fn queue(&self, rec: Arc<StoredResponse>, landed: Landed) -> Result<(), StoreError> {
+        self.writes
+            .send(Job::Put(Put { rec, landed }))
+            .map_err(|_| err("the writer thread has stopped"))
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -314,21 +327,28 @@ impl Sqlite {
 impl Backend for Sqlite {
     async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError> {
         let (done, outcome) = oneshot::channel();
-        let put = Put {
-            id: rec.id.clone(),
-            key: rec.key_id.clone(),
-            created: i64::try_from(rec.created_at).unwrap_or(i64::MAX),
-            expires: i64::try_from(rec.expires_at_ms).unwrap_or(i64::MAX),
-            record: rec.to_json(),
-            bytes: i64::try_from(rec.bytes()).unwrap_or(i64::MAX),
-            done,
-        };
-        self.writes
-            .send(Job::Put(put))
-            .map_err(|_| err("the writer thread has stopped"))?;
+        self.queue(
+            Arc::new(rec.clone()),
+            Box::new(move |r| {
+                let _ = done.send(r);
+            }),
+        )?;
         outcome
             .await
             .map_err(|_| err("the writer thread has stopped"))?
+    }
+
+    fn hand_over(
+        self: Arc<Self>,
+        rec: Arc<StoredResponse>,
+        _runtime: &tokio::runtime::Handle,
+        landed: Landed,
+    ) {
+        // What could not be queued is answered here; what was, by the writer.
+        let put = Put { rec, landed };
+        if let Err(mpsc::SendError(Job::Put(put))) = self.writes.send(Job::Put(put)) {
+            (put.landed)(Err(err("the writer thread has stopped")));
+        }
     }
 
     async fn get(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {

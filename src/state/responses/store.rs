@@ -139,15 +139,22 @@ impl ResponseStore {
         }
     }
 
-    /// Stores `rec` off the caller's path: served from memory at once, written
-    /// by a spawned task; a failure is logged and counted. A record over the
-    /// record limit is not kept (logged and counted); whether it was.
+    /// Stores `rec` off the caller's path: served from memory at once and
+    /// handed over to the backend ([`Backend::hand_over`]), which says when
+    /// it has landed; a failure is logged and counted. A record over the
+    /// record limit is not kept (logged and counted), nor one saved outside
+    /// a runtime; whether it was.
     pub fn save(self: &Arc<Self>, rec: StoredResponse) -> bool {
         let bytes = rec.bytes();
         if bytes > self.max_record_bytes {
             self.not_kept(&rec.id, bytes);
             return false;
         }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            log::error!("stored response {}: no runtime to write it on", rec.id);
+            return false;
+        };
         // Counted from now on in this instance's reading of the key's usage
         // (a backend read replaces it with what the backend holds).
         self.usage_edit(|m| {
@@ -167,14 +174,12 @@ impl ResponseStore {
             )
         });
         let store = self.clone();
-        let key = id.clone();
-        let write = async move {
-            let r = store.backend.put(&rec).await;
+        let (key_id, on) = (rec.key_id.clone(), runtime.clone());
+        let landed = Box::new(move |r: Result<(), StoreError>| {
             if let Err(e) = &r {
                 store.failures.fetch_add(1, Ordering::Relaxed);
                 log::error!(
-                    "stored response {}: the {} write failed: {e}",
-                    rec.id,
+                    "stored response {id}: the {} write failed: {e}",
                     store.backend.name()
                 );
             }
@@ -192,31 +197,28 @@ impl ResponseStore {
             if r.is_err() || deleted {
                 // Not kept after all: counted in `save`, read again next time.
                 store.usage_edit(|m| {
-                    m.remove(&rec.key_id);
+                    m.remove(&key_id);
                 });
             }
-            if deleted {
-                if r.is_ok() {
-                    if let Err(e) = store.backend.delete(&rec.key_id, &id).await {
-                        store.failures.fetch_add(1, Ordering::Relaxed);
-                        log::error!("stored response {id}: deleting it failed: {e}");
-                    }
+            if !deleted {
+                return;
+            }
+            if r.is_err() {
+                store.pending(|p| p.remove(&id));
+                return;
+            }
+            // `landed` may run on the backend's own thread: the delete, a
+            // backend call, runs on the runtime the record came from.
+            on.spawn(async move {
+                if let Err(e) = store.backend.delete(&key_id, &id).await {
+                    store.failures.fetch_add(1, Ordering::Relaxed);
+                    log::error!("stored response {id}: deleting it failed: {e}");
                 }
                 store.pending(|p| p.remove(&id));
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => {
-                h.spawn(write);
-                true
-            }
-            Err(_) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                self.pending(|p| p.remove(&key));
-                log::error!("stored response {key}: no runtime to write it on");
-                false
-            }
-        }
+            });
+        });
+        self.backend.clone().hand_over(rec, &runtime, landed);
+        true
     }
 
     /// At shutdown: writes what the backend holds and waits, at most
@@ -378,6 +380,44 @@ pub(super) mod tests {
         }
         assert!(backend.inner.get("r").await.unwrap().is_none());
         assert!(store.lookup("k", "r").await.unwrap().is_none());
+    }
+
+    /// A record saved to the SQLite backend lands, and leaves the writes in
+    /// flight, without the runtime it was saved on running again: the
+    /// writer thread reports it (`Backend::hand_over`). A task on that
+    /// runtime waiting for the writer would never run while the runtime's
+    /// one thread is held here.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_saved_record_lands_without_its_runtime_running() {
+        let dir =
+            std::env::temp_dir().join(format!("sb-resp-store-landed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let db = crate::state::responses::sqlite::Sqlite::open(&dir).unwrap();
+        let path = db.path().to_path_buf();
+        let store = Arc::new(ResponseStore::new(Arc::new(db), DEFAULT_TTL));
+        assert!(store.save(rec(&store, "resp_landed", "k", None)));
+        // This thread is the runtime's: held here, it runs no task. (Not a
+        // measure of speed: a guard against waiting forever.)
+        let give_up = std::time::Instant::now() + Duration::from_secs(60);
+        while store.pending(|p| !p.is_empty()) {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the write has not landed with the runtime held"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(store.failures(), 0);
+        let rows: i64 = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT COUNT(*) FROM responses WHERE id = 'resp_landed'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 1);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
