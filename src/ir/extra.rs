@@ -2,15 +2,28 @@
 
 use crate::family::Family;
 use serde_json::{Map, Value};
+use std::sync::{Arc, OnceLock};
 
 /// The unknown fields of one wire object, remembered with the family whose
 /// wire they came from. Encoders re-emit them only for that same family: an
 /// OpenAI `logit_bias` goes back to an OpenAI upstream, never into an
 /// Anthropic or Gemini body.
+///
+/// The fields are shared, not copied, when an `Extra` is cloned: a stream's
+/// usage is merged and cloned a few times a request (the OpenAI usage's
+/// `audio_tokens` and the like are nested maps, a copy of them seven
+/// allocations each time), and none of those copies is changed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Extra {
     origin: Option<Family>,
-    fields: Map<String, Value>,
+    /// None when there are none (never an empty map: `Default` allocates nothing).
+    fields: Option<Arc<Map<String, Value>>>,
+}
+
+/// The fields of an `Extra` that has none.
+fn no_fields() -> &'static Map<String, Value> {
+    static EMPTY: OnceLock<Map<String, Value>> = OnceLock::new();
+    EMPTY.get_or_init(Map::new)
 }
 
 impl Extra {
@@ -21,7 +34,7 @@ impl Extra {
         } else {
             Extra {
                 origin: Some(origin),
-                fields,
+                fields: Some(Arc::new(fields)),
             }
         }
     }
@@ -33,18 +46,21 @@ impl Extra {
 
     /// True when there is nothing to carry.
     pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
+        self.fields.is_none()
     }
 
     /// The fields, whatever their family (for inspection and tests).
     pub fn fields(&self) -> &Map<String, Value> {
-        &self.fields
+        match &self.fields {
+            Some(f) => f,
+            None => no_fields(),
+        }
     }
 
     /// The fields if they came from `family`'s wire.
     pub fn for_family(&self, family: Family) -> Option<&Map<String, Value>> {
         match self.origin {
-            Some(origin) if origin == family => Some(&self.fields),
+            Some(origin) if origin == family => Some(self.fields()),
             _ => None,
         }
     }
@@ -63,10 +79,10 @@ impl Extra {
     /// (one object is only ever decoded from one wire).
     pub fn insert(&mut self, family: Family, key: impl Into<String>, value: Value) {
         if self.origin != Some(family) {
-            self.fields.clear();
+            self.fields = None;
             self.origin = Some(family);
         }
-        self.fields.insert(key.into(), value);
+        Arc::make_mut(self.fields.get_or_insert_with(Arc::default)).insert(key.into(), value);
     }
 }
 
