@@ -54,11 +54,11 @@ pub(super) async fn request_for(
     let cut_body = match spoke(c.client.family).drop_untranslatable {
         Some(drop) if translated && c.plan.adapt && c.plan.req.params.contains(&"tools") => {
             drop(&c.plan.body).map(|(b, names)| {
-            for n in names {
-                cut.drop_field(n);
-            }
-            Bytes::from(b)
-        })
+                for n in names {
+                    cut.drop_field(n);
+                }
+                Bytes::from(b)
+            })
         }
         _ => None,
     };

@@ -389,8 +389,7 @@ pub(super) mod tests {
     /// one thread is held here.
     #[tokio::test(flavor = "current_thread")]
     async fn a_saved_record_lands_without_its_runtime_running() {
-        let dir =
-            std::env::temp_dir().join(format!("sb-resp-store-landed-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("sb-resp-store-landed-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let db = crate::state::responses::sqlite::Sqlite::open(&dir).unwrap();
         let path = db.path().to_path_buf();
