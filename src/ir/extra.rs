@@ -13,11 +13,24 @@ use std::sync::{Arc, OnceLock};
 /// usage is merged and cloned a few times a request (the OpenAI usage's
 /// `audio_tokens` and the like are nested maps, a copy of them seven
 /// allocations each time), and none of those copies is changed.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct Extra {
     origin: Option<Family>,
     /// None when there are none (never an empty map: `Default` allocates nothing).
     fields: Option<Arc<Map<String, Value>>>,
+}
+
+/// Written as the map itself, shared or not, none an empty map: an answer
+/// without an upstream id gets one hashed from its content's `Debug` text
+/// (`openai::response::fallback_id`), which must not change with how the
+/// fields are held.
+impl std::fmt::Debug for Extra {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extra")
+            .field("origin", &self.origin)
+            .field("fields", self.fields())
+            .finish()
+    }
 }
 
 /// The fields of an `Extra` that has none.
@@ -115,6 +128,22 @@ mod tests {
         assert_eq!(e.get(Family::OpenAi, "seed"), Some(&json!(3)));
         assert!(e.for_family(Family::Anthropic).is_none());
         assert!(Extra::new(Family::Gemini, Map::new()).origin().is_none());
+    }
+
+    #[test]
+    fn debug_text_is_the_maps_whether_fields_are_held_or_not() {
+        // Content ids without an upstream id are hashed from this text.
+        assert_eq!(
+            format!("{:?}", Extra::default()),
+            "Extra { origin: None, fields: {} }"
+        );
+        let mut m = Map::new();
+        m.insert("seed".into(), json!(3));
+        let e = Extra::new(Family::OpenAi, m);
+        assert_eq!(
+            format!("{:?}", e.clone()),
+            r#"Extra { origin: Some(OpenAi), fields: {"seed": Number(3)} }"#
+        );
     }
 
     #[test]
