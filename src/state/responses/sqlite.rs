@@ -261,12 +261,12 @@ impl Sqlite {
         Ok(conn)
     }
 
-    /// Queues `rec` for the writer thread, which calls `landed` once its
-    /// transaction has ended.
-    fn queue(&self, rec: Arc<StoredResponse>, landed: Landed) -> Result<(), StoreError> {
-        self.writes
-            .send(Job::Put(Put { rec, landed }))
-            .map_err(|_| err("the writer thread has stopped"))
+    /// Queues `put` for the writer thread, which tells its `landed` once
+    /// its transaction has ended; told here if the writer has stopped.
+    fn send(&self, put: Put) {
+        if let Err(mpsc::SendError(Job::Put(put))) = self.writes.send(Job::Put(put)) {
+            (put.landed)(Err(err("the writer thread has stopped")));
+        }
     }
 
     /// The database file.
@@ -327,12 +327,12 @@ impl Sqlite {
 impl Backend for Sqlite {
     async fn put(&self, rec: &StoredResponse) -> Result<(), StoreError> {
         let (done, outcome) = oneshot::channel();
-        self.queue(
-            Arc::new(rec.clone()),
-            Box::new(move |r| {
+        self.send(Put {
+            rec: Arc::new(rec.clone()),
+            landed: Box::new(move |r| {
                 let _ = done.send(r);
             }),
-        )?;
+        });
         outcome
             .await
             .map_err(|_| err("the writer thread has stopped"))?
@@ -344,11 +344,7 @@ impl Backend for Sqlite {
         _runtime: &tokio::runtime::Handle,
         landed: Landed,
     ) {
-        // What could not be queued is answered here; what was, by the writer.
-        let put = Put { rec, landed };
-        if let Err(mpsc::SendError(Job::Put(put))) = self.writes.send(Job::Put(put)) {
-            (put.landed)(Err(err("the writer thread has stopped")));
-        }
+        self.send(Put { rec, landed });
     }
 
     async fn get(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {

@@ -173,58 +173,69 @@ impl ResponseStore {
                 },
             )
         });
-        let store = self.clone();
-        let (key_id, on) = (rec.key_id.clone(), runtime.clone());
-        let landed = Box::new(move |r: Result<(), StoreError>| {
-            if let Err(e) = &r {
-                store.failures.fetch_add(1, Ordering::Relaxed);
-                log::error!(
-                    "stored response {id}: the {} write failed: {e}",
-                    store.backend.name()
-                );
-            }
-            // Handed over to the backend, unless it was deleted meanwhile:
-            // then its entry stays (a tombstone: reads find nothing) until
-            // the backend's copy is deleted too. Removed first, a read in
-            // between found the record the client had deleted.
-            let deleted = store.pending(|p| match p.get(&id) {
-                Some(x) if x.deleted => true,
-                _ => {
-                    p.remove(&id);
-                    false
-                }
-            });
-            if r.is_err() || deleted {
-                // Not kept after all: counted in `save`, read again next time.
-                store.usage_edit(|m| {
-                    m.remove(&key_id);
-                });
-            }
-            if !deleted {
-                return;
-            }
-            if r.is_err() {
-                store.pending(|p| p.remove(&id));
-                return;
-            }
-            // `landed` may run on the backend's own thread: the delete, a
-            // backend call, runs on the runtime the record came from.
-            on.spawn(async move {
-                if let Err(e) = store.backend.delete(&key_id, &id).await {
-                    store.failures.fetch_add(1, Ordering::Relaxed);
-                    log::error!("stored response {id}: deleting it failed: {e}");
-                }
-                store.pending(|p| p.remove(&id));
-            });
-        });
+        let (store, key_id, on) = (self.clone(), rec.key_id.clone(), runtime.clone());
+        let landed = Box::new(move |r| store.landed(r, id, key_id, &on));
         self.backend.clone().hand_over(rec, &runtime, landed);
         true
     }
 
+    /// How the write of `id` (a record of `key_id`) ended, as its backend
+    /// tells it ([`Backend::hand_over`]), possibly on the backend's own
+    /// thread: a failure is logged and counted, and the record leaves the
+    /// writes in flight (after its backend copy is deleted, when the client
+    /// deleted it meanwhile: on `runtime`, where the record came from).
+    fn landed(
+        self: Arc<Self>,
+        r: Result<(), StoreError>,
+        id: String,
+        key_id: String,
+        runtime: &tokio::runtime::Handle,
+    ) {
+        if let Err(e) = &r {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            log::error!(
+                "stored response {id}: the {} write failed: {e}",
+                self.backend.name()
+            );
+        }
+        // Handed over to the backend, unless it was deleted meanwhile:
+        // then its entry stays (a tombstone: reads find nothing) until
+        // the backend's copy is deleted too. Removed first, a read in
+        // between found the record the client had deleted.
+        let deleted = self.pending(|p| match p.get(&id) {
+            Some(x) if x.deleted => true,
+            _ => {
+                p.remove(&id);
+                false
+            }
+        });
+        if r.is_err() || deleted {
+            // Not kept after all: counted in `save`, read again next time.
+            self.usage_edit(|m| {
+                m.remove(&key_id);
+            });
+        }
+        if !deleted {
+            return;
+        }
+        if r.is_err() {
+            self.pending(|p| p.remove(&id));
+            return;
+        }
+        runtime.spawn(async move {
+            if let Err(e) = self.backend.delete(&key_id, &id).await {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                log::error!("stored response {id}: deleting it failed: {e}");
+            }
+            self.pending(|p| p.remove(&id));
+        });
+    }
+
     /// At shutdown: writes what the backend holds and waits, at most
     /// `within`, for the writes in flight to land; with `settle`, until none
-    /// is left in flight (their tasks hand records over as they run: a
-    /// runtime that has stopped runs them no more, `settle` false then). What
+    /// is left in flight (a backend without a writer thread of its own
+    /// writes on tasks of the runtime, which runs them no more once it has
+    /// stopped: `settle` false then). What
     /// may be left unwritten is logged. Blocks the calling thread.
     pub fn close(&self, settle: bool, within: Duration) {
         let until = std::time::Instant::now() + within;
