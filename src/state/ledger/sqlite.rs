@@ -82,11 +82,14 @@ const COLUMNS: usize = 21;
 
 const INSERT_INTO: &str = "INSERT INTO ledger_requests (request_id, time_ms, key_id, family, provider, model, upstream_protocol, upstream_host, status, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd, latency_ms, ttft_ms, team, tried, adjusted, error) VALUES ";
 
-/// Rows one INSERT statement writes when a batch has that many left: the
-/// statement's start, end and reset are paid once for them, not once a
-/// row (`benches/ledger.rs`: docs/performance.md "The ledger's writes").
-/// 32 rows bind 672 parameters, far below SQLite's limit (32,766).
-const ROWS_PER_INSERT: usize = 32;
+/// Rows one INSERT statement writes, largest first: a batch goes in as
+/// many statements of the first size as it holds, what is left in
+/// statements of the next, and so on, so a statement's start, end and reset
+/// are paid once for many rows (`benches/ledger.rs`: docs/performance.md
+/// "The ledger's writes"). A batch under load is 256 rows, eight of 32; a
+/// quieter writer's batch of, say, 45 takes 32 + 8 + 5 × 1. 32 rows bind
+/// 672 parameters, far below SQLite's limit (32,766).
+const INSERT_ROWS: [usize; 3] = [32, 8, 1];
 
 /// `INSERT ... VALUES (?, ...), ...` of `rows` rows, numbered parameters.
 fn insert_sql(rows: usize) -> String {
@@ -106,9 +109,16 @@ fn insert_sql(rows: usize) -> String {
 }
 
 /// Binds `r`'s columns to the parameters after `base` (the row's place in
-/// a multi-row statement times [`COLUMNS`]).
-fn bind_row(stmt: &mut rusqlite::Statement<'_>, base: usize, r: &Row) -> rusqlite::Result<()> {
-    let tried = r.tried_json();
+/// a multi-row statement times [`COLUMNS`]); `tried` is a buffer for the
+/// attempts' JSON, reused row after row (SQLite copies a bound text).
+fn bind_row(
+    stmt: &mut rusqlite::Statement<'_>,
+    base: usize,
+    r: &Row,
+    tried: &mut Vec<u8>,
+) -> rusqlite::Result<()> {
+    tried.clear();
+    r.write_tried(tried);
     let p = |i: usize| base + i;
     stmt.raw_bind_parameter(p(1), &r.request_id)?;
     stmt.raw_bind_parameter(p(2), r.time_ms)?;
@@ -128,7 +138,7 @@ fn bind_row(stmt: &mut rusqlite::Statement<'_>, base: usize, r: &Row) -> rusqlit
     stmt.raw_bind_parameter(p(16), r.latency_ms)?;
     stmt.raw_bind_parameter(p(17), r.ttft_ms)?;
     stmt.raw_bind_parameter(p(18), &r.team)?;
-    stmt.raw_bind_parameter(p(19), tried)?;
+    stmt.raw_bind_parameter(p(19), std::str::from_utf8(tried).unwrap_or("[]"))?;
     stmt.raw_bind_parameter(p(20), &r.adjusted)?;
     stmt.raw_bind_parameter(p(21), &r.error)
 }
@@ -154,9 +164,10 @@ fn err(e: rusqlite::Error) -> String {
 pub struct Sqlite {
     conn: Connection,
     path: PathBuf,
-    /// The INSERT of one row, and of [`ROWS_PER_INSERT`] rows.
-    insert_one: String,
-    insert_many: String,
+    /// The INSERT of each of [`INSERT_ROWS`]' sizes, in its order.
+    inserts: [String; INSERT_ROWS.len()],
+    /// A row's attempts as JSON, while it is bound ([`bind_row`]).
+    tried: Vec<u8>,
 }
 
 impl Sqlite {
@@ -179,8 +190,8 @@ impl Sqlite {
         Ok(Sqlite {
             conn,
             path: path.to_path_buf(),
-            insert_one: insert_sql(1),
-            insert_many: insert_sql(ROWS_PER_INSERT),
+            inserts: INSERT_ROWS.map(insert_sql),
+            tried: Vec::new(),
         })
     }
 }
@@ -267,23 +278,20 @@ impl Backend for Sqlite {
     fn write(&mut self, rows: &[Row]) -> Result<(), String> {
         let tx = self.conn.transaction().map_err(err)?;
         {
-            let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
-            if chunks.len() > 0 {
-                let mut many = tx.prepare_cached(&self.insert_many).map_err(err)?;
-                for chunk in chunks.by_ref() {
+            let mut rest = rows;
+            for (sql, size) in self.inserts.iter().zip(INSERT_ROWS) {
+                let whole = rest.len() / size * size;
+                if whole == 0 {
+                    continue;
+                }
+                let mut insert = tx.prepare_cached(sql).map_err(err)?;
+                for chunk in rest[..whole].chunks_exact(size) {
                     for (i, r) in chunk.iter().enumerate() {
-                        bind_row(&mut many, i * COLUMNS, r).map_err(err)?;
+                        bind_row(&mut insert, i * COLUMNS, r, &mut self.tried).map_err(err)?;
                     }
-                    many.raw_execute().map_err(err)?;
+                    insert.raw_execute().map_err(err)?;
                 }
-            }
-            let rest = chunks.remainder();
-            if !rest.is_empty() {
-                let mut one = tx.prepare_cached(&self.insert_one).map_err(err)?;
-                for r in rest {
-                    bind_row(&mut one, 0, r).map_err(err)?;
-                    one.raw_execute().map_err(err)?;
-                }
+                rest = &rest[whole..];
             }
             let mut up = tx.prepare_cached(UPSERT).map_err(err)?;
             for ((day, key, provider, model), (team, s)) in super::rollup(rows) {
@@ -708,9 +716,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sb-ledger-many-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        // Two full statements and a remainder: 2 x 32 + 7 rows, each unlike
+        // Statements of every size: 2 x 32 + 8 + 7 x 1 rows, each unlike
         // its neighbours in every column that can differ, nulls included.
-        let n = 2 * ROWS_PER_INSERT + 7;
+        let n = 2 * INSERT_ROWS[0] + INSERT_ROWS[1] + 7;
         let rows: Vec<Row> = (0..n)
             .map(|i| {
                 let t = i64::try_from(i).unwrap();
@@ -774,7 +782,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(sums(&many), sums(&one));
-        assert_eq!(sums(&many).iter().map(|g| g.1).sum::<i64>(), 71);
+        assert_eq!(sums(&many).iter().map(|g| g.1).sum::<i64>(), 79);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
