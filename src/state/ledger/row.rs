@@ -73,14 +73,14 @@ impl Row {
     pub fn tried_json(&self) -> String {
         let mut out = Vec::with_capacity(64 * self.tried.len() + 2);
         self.write_tried(&mut out);
-        // Only whole strings and ASCII are written.
+        // Always UTF-8: ASCII and whole `str`s are all that is written.
         String::from_utf8(out).unwrap_or_else(|_| "[]".into())
     }
 
     /// Appends [`Row::tried_json`]'s text to `out`, written by hand (the
     /// ledger's writer reuses one buffer for a batch's rows): the same bytes
     /// serde_json wrote for these fields in this order (a unit test
-    /// compares the two), at a fifth of the instructions.
+    /// compares the two), at half the instructions (1,060 → 517 a row).
     pub fn write_tried(&self, out: &mut Vec<u8>) {
         use crate::util::json_write as w;
         fn differs<'b>(v: &'b str, row: &Option<String>) -> Option<&'b str> {
